@@ -1,0 +1,120 @@
+"""``distrl`` command line: train, eval, export.
+
+User errors (bad config, bad checkpoint, impossible placement) print one line per problem
+to stderr and exit with code 2; nothing is written for them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+def _default_run_dir(env_id: str) -> Path:
+    name = env_id.replace("/", "_").replace(":", "_")
+    return Path("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def _cmd_train(args) -> int:
+    from distrl.config import load_config
+    from distrl.driver import Driver
+
+    if args.config is None and args.resume is None:
+        raise _UsageError("train: give a CONFIG file, or --resume RUN_DIR")
+    if args.resume is not None:
+        run_dir = Path(args.resume)
+        if args.run_dir is not None and Path(args.run_dir) != run_dir:
+            raise _UsageError("--run-dir: cannot be combined with --resume (the run continues in RUN_DIR)")
+        config_path = args.config or run_dir / "config.yaml"
+    else:
+        config_path = args.config
+    config = load_config(config_path, args.set)
+    run_dir = Path(args.resume or args.run_dir or _default_run_dir(config.env.id))
+    if args.resume is None and (run_dir / "checkpoints").exists():
+        raise _UsageError(f"--run-dir={str(run_dir)!r}: already holds a run; use --resume {run_dir} to continue it")
+    driver = Driver(config, run_dir, resume=args.resume is not None)
+    summary = driver.run(address=args.address, launch=args.launch)
+    ret = summary["episode_return_mean"]
+    print(
+        f"done: {summary['stop_reason']} | {summary['env_steps']:,} env steps in {summary['wall_s']:.1f} s "
+        f"({summary['sps']:,.0f} steps/s) | return {'-' if ret is None else f'{ret:.1f}'} | "
+        f"solved at {summary['solved_at_s']} s | {run_dir}"
+    )
+    return EXIT_INTERRUPTED if summary["stop_reason"] == "interrupted" else 0
+
+
+def _cmd_eval(args) -> int:
+    from distrl.deploy import evaluate
+
+    returns = evaluate(args.checkpoint, episodes=args.episodes, deterministic=not args.stochastic, seed=args.seed)
+    print(f"{len(returns)} episodes: return mean {returns.mean():.2f} std {returns.std():.2f} (min {returns.min():.1f}, max {returns.max():.1f})")
+    return 0
+
+
+def _cmd_export(args) -> int:
+    from distrl.deploy import export_onnx
+
+    info = export_onnx(args.checkpoint, args.out)
+    print(f"wrote {info['path']}: inputs {info['inputs']}, outputs {info['outputs']}; max |onnx - torch| = {info['max_abs_diff']:.2e}")
+    return 0
+
+
+class _UsageError(Exception):
+    pass
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="distrl", description="Distributed PPO on Ray.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    train = sub.add_parser("train", help="train a policy from a YAML config")
+    train.add_argument("config", nargs="?", help="YAML config (optional with --resume: the run's config.yaml)")
+    train.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a config value")
+    train.add_argument("--run-dir", help="where to write the run (default runs/ENV-TIMESTAMP)")
+    train.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its newest checkpoint")
+    train.add_argument("--address", help="Ray cluster address (default: RAY_ADDRESS, else a local Ray)")
+    train.set_defaults(func=_cmd_train)
+
+    ev = sub.add_parser("eval", help="play episodes with a trained policy")
+    ev.add_argument("checkpoint", help="checkpoint file or run directory")
+    ev.add_argument("--episodes", type=int, default=10)
+    ev.add_argument("--stochastic", action="store_true", help="sample actions instead of taking the most likely")
+    ev.add_argument("--seed", type=int, default=12345)
+    ev.set_defaults(func=_cmd_eval)
+
+    ex = sub.add_parser("export", help="write the trained policy as an ONNX model")
+    ex.add_argument("checkpoint", help="checkpoint file or run directory")
+    ex.add_argument("out", help="output .onnx path")
+    ex.set_defaults(func=_cmd_export)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    launch = time.perf_counter()
+    args = build_parser().parse_args(argv)
+    args.launch = launch
+    from distrl.config import ConfigError
+    from distrl.driver import CheckpointError, PlacementError
+    from distrl.envs import EnvSpecError
+
+    try:
+        return args.func(args)
+    except ConfigError as exc:
+        for line in exc.lines:
+            print(f"distrl: config error: {line}", file=sys.stderr)
+        return EXIT_USAGE
+    except (CheckpointError, PlacementError, EnvSpecError, _UsageError) as exc:
+        print(f"distrl: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("distrl: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""The policy a rollout worker acts with: numpy in, numpy out, weights swappable in place.
+
+Every worker backend implements ``InferencePolicy``; ``EagerPolicy`` is the baseline that
+runs the torch module as it is.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+import torch
+from torch import nn
+
+
+class InferencePolicy(Protocol):
+    backend: str
+
+    def __call__(self, *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The module's forward on numpy arrays: ``(obs[, h, c]) -> (pd_params, value[, h, c])``."""
+
+    def update_weights(self, state_dict: dict) -> None:
+        """Act with these weights from the next call on."""
+
+
+def load_state_dict_numpy(module: nn.Module, state_dict: dict) -> None:
+    """Copy a state dict of numpy arrays or tensors into ``module``'s parameters in place."""
+    with torch.no_grad():
+        module.load_state_dict({k: torch.tensor(np.asarray(v)) for k, v in state_dict.items()})
+
+
+class EagerPolicy:
+    backend = "eager"
+
+    def __init__(self, module: nn.Module):
+        self.module = module.eval()
+
+    def __call__(self, *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
+        with torch.inference_mode():
+            outputs = self.module(*(torch.from_numpy(np.ascontiguousarray(x)) for x in inputs))
+        return tuple(o.numpy() for o in outputs)
+
+    def update_weights(self, state_dict: dict) -> None:
+        load_state_dict_numpy(self.module, state_dict)

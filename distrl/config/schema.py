@@ -1,0 +1,166 @@
+"""The typed, frozen configuration of a distrl run.
+
+Every section is a pydantic model that forbids unknown keys; cross-field rules live in
+``Config._check_combinations`` so that one validation pass reports every problem.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+PositiveInt = Annotated[int, Field(gt=0)]
+NonNegativeInt = Annotated[int, Field(ge=0)]
+PositiveFloat = Annotated[float, Field(gt=0)]
+NonNegativeFloat = Annotated[float, Field(ge=0)]
+UnitInterval = Annotated[float, Field(ge=0, le=1)]
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+class EnvConfig(Section):
+    id: str = Field("CartPole-v1", description="gymnasium id, or 'package.module:factory' returning a gymnasium.Env")
+    kwargs: dict[str, Any] = Field(default_factory=dict, description="keyword arguments for the env constructor")
+    num_envs_per_worker: PositiveInt = Field(64, description="copies of the env in each worker's vector env")
+    vectorization: Literal["native", "sync", "async"] = Field(
+        "native", description="native: the env's own vector_entry_point; sync: in-process loop; async: subprocesses"
+    )
+    action_repeat: PositiveInt = Field(1, description="repeat each action this many env steps, summing rewards")
+    normalize_obs: bool = Field(False, description="running mean/std observation normalisation")
+    obs_clip: PositiveFloat = Field(10.0, description="clip normalised observations to [-obs_clip, obs_clip]")
+
+
+class ModelConfig(Section):
+    type: Literal["mlp", "cnn"] = Field("mlp", description="mlp for vector observations, cnn (Nature-CNN) for uint8 frames")
+    hidden: list[PositiveInt] = Field(default_factory=lambda: [64, 64], min_length=1, description="MLP layer widths")
+    activation: Literal["tanh", "relu", "elu", "gelu"] = "tanh"
+    shared_trunk: bool = Field(False, description="actor and critic share the encoder")
+    lstm_size: NonNegativeInt = Field(0, description="LSTM core width after the encoder; 0 disables it")
+    init_log_std: float = Field(0.0, description="initial log standard deviation of Gaussian (Box) policies")
+
+
+class RolloutCompileConfig(Section):
+    backend: Literal["eager"] = Field("eager", description="policy backend used by rollout workers")
+
+
+class RolloutConfig(Section):
+    num_workers: PositiveInt = 1
+    num_cpus_per_worker: PositiveFloat = 1.0
+    rollout_length: PositiveInt = Field(128, description="env steps per env in one batch")
+    pipeline: Literal["sync", "overlap"] = Field(
+        "sync", description="sync: on-policy; overlap: workers sample batch k+1 while the learner updates on k"
+    )
+    max_restarts: NonNegativeInt = Field(3, description="times a dead worker actor is restarted")
+
+
+class LearnerConfig(Section):
+    num_learners: PositiveInt = 1
+    num_gpus_per_learner: NonNegativeFloat = 0.0
+    num_cpus_per_learner: PositiveFloat = 1.0
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto: cuda when the learner has a GPU, else cpu")
+
+
+class PPOConfig(Section):
+    lr: PositiveFloat = 2.5e-4
+    anneal_lr: bool = Field(True, description="decay the learning rate linearly to 0 at stop.env_steps")
+    gamma: UnitInterval = 0.99
+    gae_lambda: UnitInterval = 0.95
+    clip_coef: PositiveFloat = 0.2
+    clip_vloss: bool = True
+    vf_coef: NonNegativeFloat = 0.5
+    ent_coef: NonNegativeFloat = 0.0
+    max_grad_norm: PositiveFloat = 0.5
+    epochs: PositiveInt = 4
+    minibatch_size: PositiveInt = Field(2048, description="samples per gradient step (summed over learners)")
+    norm_adv: bool = True
+    target_kl: PositiveFloat | None = Field(None, description="stop the epoch loop once approx_kl exceeds this")
+    reward_scale: PositiveFloat = 1.0
+    reward_clip: PositiveFloat | None = None
+    seq_len: PositiveInt = Field(16, description="BPTT chunk length for LSTM models")
+
+
+class StopConfig(Section):
+    env_steps: PositiveInt | None = 1_000_000
+    time_s: PositiveFloat | None = None
+    episode_return_mean: float | None = Field(None, description="mean over the last 100 episodes")
+
+    @model_validator(mode="after")
+    def _some_condition(self) -> StopConfig:
+        if self.env_steps is None and self.time_s is None and self.episode_return_mean is None:
+            raise ValueError(
+                "stop.env_steps=null, stop.time_s=null, stop.episode_return_mean=null: set at least one stop condition"
+            )
+        return self
+
+
+class CheckpointConfig(Section):
+    every_iterations: NonNegativeInt = Field(10, description="0 writes only the final checkpoint")
+    keep: PositiveInt = Field(3, description="newest checkpoints kept on disk")
+
+
+class LoggingConfig(Section):
+    tensorboard: bool = True
+    progress: Literal["auto", "bar", "lines", "off"] = Field(
+        "auto", description="auto: a live bar on a terminal, a line every few seconds otherwise"
+    )
+    log_every_s: PositiveFloat = 5.0
+
+
+class Config(Section):
+    env: EnvConfig = EnvConfig()
+    model: ModelConfig = ModelConfig()
+    rollout: RolloutConfig = RolloutConfig()
+    learner: LearnerConfig = LearnerConfig()
+    ppo: PPOConfig = PPOConfig()
+    stop: StopConfig = StopConfig()
+    checkpoint: CheckpointConfig = CheckpointConfig()
+    logging: LoggingConfig = LoggingConfig()
+    seed: NonNegativeInt = 0
+
+    @property
+    def batch_size(self) -> int:
+        """Transitions in one iteration, summed over workers."""
+        return self.rollout.num_workers * self.env.num_envs_per_worker * self.rollout.rollout_length
+
+    @model_validator(mode="after")
+    def _check_combinations(self) -> Config:
+        problems = []
+        if self.ppo.minibatch_size > self.batch_size:
+            problems.append(
+                f"ppo.minibatch_size={self.ppo.minibatch_size}: must be <= the batch size "
+                f"rollout.num_workers*env.num_envs_per_worker*rollout.rollout_length={self.batch_size}"
+            )
+        if self.env.action_repeat > 1 and self.env.vectorization == "native":
+            problems.append(
+                f"env.action_repeat={self.env.action_repeat}: needs env.vectorization sync or async "
+                "(a native vector env autoresets between repeats)"
+            )
+        if ":" in self.env.id and self.env.vectorization == "native":
+            problems.append(
+                f"env.vectorization=native: an env factory ('{self.env.id}') has no native vector env; use sync or async"
+            )
+        if self.model.lstm_size > 0:
+            if not self.model.shared_trunk:
+                problems.append("model.shared_trunk=false: an LSTM model (model.lstm_size>0) needs shared_trunk: true")
+            if self.rollout.rollout_length % self.ppo.seq_len:
+                problems.append(
+                    f"ppo.seq_len={self.ppo.seq_len}: must divide rollout.rollout_length={self.rollout.rollout_length}"
+                )
+            elif self.ppo.minibatch_size % self.ppo.seq_len:
+                problems.append(
+                    f"ppo.minibatch_size={self.ppo.minibatch_size}: must be a multiple of ppo.seq_len={self.ppo.seq_len}"
+                )
+        total_envs = self.rollout.num_workers * self.env.num_envs_per_worker
+        if total_envs % self.learner.num_learners:
+            problems.append(
+                f"learner.num_learners={self.learner.num_learners}: must divide the env count "
+                f"rollout.num_workers*env.num_envs_per_worker={total_envs} so every learner gets an equal shard"
+            )
+        if self.learner.device == "cuda" and self.learner.num_gpus_per_learner == 0:
+            problems.append("learner.device=cuda: needs learner.num_gpus_per_learner > 0")
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self

@@ -1,0 +1,68 @@
+"""Play episodes with a checkpoint's policy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from distrl.config import Config, config_from_dict
+from distrl.driver.checkpoint import CheckpointError, load_checkpoint
+from distrl.envs import make_vec_env
+from distrl.models import ActorCritic, build_model
+from distrl.rollout.obs_norm import RunningMeanStd
+
+
+def policy_from_checkpoint(path: str | Path) -> tuple[Config, ActorCritic, RunningMeanStd | None, object, object]:
+    """The config, the trained model (eval mode), its observation normaliser and the env spaces."""
+    payload = load_checkpoint(path)
+    try:
+        config = config_from_dict(payload["config"])
+        envs = make_vec_env(config.env.model_copy(update={"num_envs_per_worker": 1}))
+        obs_space, action_space = envs.single_observation_space, envs.single_action_space
+        envs.close()
+        model = build_model(obs_space, action_space, config.model)
+        model.load_state_dict(payload["learner"]["model"])
+    except (KeyError, RuntimeError) as exc:
+        raise CheckpointError(f"checkpoint={str(path)!r}: does not match its own config ({exc})") from None
+    obs_norm = payload["learner"].get("obs_norm")
+    rms = RunningMeanStd.from_state({k: v.numpy() for k, v in obs_norm.items()}) if obs_norm else None
+    return config, model.eval(), rms, obs_space, action_space
+
+
+def evaluate(path: str | Path, episodes: int = 10, deterministic: bool = True, seed: int = 12345) -> np.ndarray:
+    """Returns of ``episodes`` complete episodes (raw env reward)."""
+    config, model, rms, _, _ = policy_from_checkpoint(path)
+    num_envs = min(episodes, 16)
+    envs = make_vec_env(config.env.model_copy(update={"num_envs_per_worker": num_envs}))
+    obs, _ = envs.reset(seed=seed)
+    rng = np.random.default_rng(seed)
+    returns: list[float] = []
+    running = np.zeros(num_envs)
+    prev_done = np.zeros(num_envs, dtype=bool)
+    h, c = model.initial_state(num_envs) if model.is_recurrent else (None, None)
+    start = np.ones(num_envs, dtype=bool)
+    while len(returns) < episodes:
+        x = rms.normalize(obs, config.env.obs_clip) if rms is not None else obs
+        with torch.inference_mode():
+            if model.is_recurrent:
+                keep = torch.from_numpy((~start).astype(np.float32))[:, None]
+                pd, _, h, c = model(torch.as_tensor(x), torch.as_tensor(h) * keep, torch.as_tensor(c) * keep)
+            else:
+                pd, _ = model(torch.as_tensor(x))
+        pd = pd.numpy()
+        actions = model.dist.greedy_numpy(pd) if deterministic else model.dist.sample_numpy(pd, rng)[0]
+        if model.dist.kind == "gaussian":
+            actions = np.clip(actions, envs.single_action_space.low, envs.single_action_space.high)
+        obs, reward, terminated, truncated, _ = envs.step(actions)
+        valid = ~prev_done
+        start = ~valid
+        running += np.where(valid, reward, 0.0)
+        done = (terminated | truncated) & valid
+        for i in np.flatnonzero(done):
+            returns.append(float(running[i]))
+            running[i] = 0.0
+        prev_done = done
+    envs.close()
+    return np.asarray(returns[:episodes])

@@ -1,0 +1,68 @@
+"""Export a trained policy to ONNX, observation normalisation included, and check it against torch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from distrl.deploy.evaluate import policy_from_checkpoint
+
+
+class DeployedPolicy(nn.Module):
+    """Raw observation in, ``(pd_params, value[, h, c])`` out, with the run's normaliser baked in."""
+
+    def __init__(self, model: nn.Module, mean=None, var=None, clip: float = 10.0):
+        super().__init__()
+        self.model = model
+        self.normalize = mean is not None
+        if self.normalize:
+            self.register_buffer("mean", torch.as_tensor(mean, dtype=torch.float32))
+            self.register_buffer("inv_std", torch.as_tensor(1.0 / np.sqrt(var + 1e-8), dtype=torch.float32))
+        self.clip = clip
+
+    def forward(self, obs, *state):
+        if self.normalize:
+            obs = ((obs - self.mean) * self.inv_std).clamp(-self.clip, self.clip)
+        return self.model(obs, *state)
+
+
+def export_onnx(checkpoint: str | Path, out: str | Path, batch: int = 8) -> dict:
+    """Write ``out`` and return the largest absolute difference from torch on random observations."""
+    import onnxruntime as ort
+
+    config, model, rms, obs_space, _ = policy_from_checkpoint(checkpoint)
+    deployed = DeployedPolicy(
+        model, None if rms is None else rms.mean, None if rms is None else rms.var, config.env.obs_clip
+    ).eval()
+    rng = np.random.default_rng(0)
+    obs = np.asarray([obs_space.sample() for _ in range(batch)], dtype=obs_space.dtype)
+    if obs.dtype != np.uint8:
+        obs = rng.normal(size=obs.shape).astype(np.float32)
+    inputs = [torch.from_numpy(obs)]
+    input_names, output_names = ["obs"], ["pd_params", "value"]
+    if model.is_recurrent:
+        h = torch.from_numpy(rng.normal(size=(batch, model.lstm_size)).astype(np.float32))
+        inputs += [h, h.clone()]
+        input_names += ["h", "c"]
+        output_names += ["h_out", "c_out"]
+    dynamic = {name: {0: "batch"} for name in input_names + output_names}
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    torch.onnx.export(
+        deployed, tuple(inputs), str(tmp), input_names=input_names, output_names=output_names,
+        dynamic_axes=dynamic, dynamo=False, opset_version=17,
+    )  # fmt: skip
+    session = ort.InferenceSession(str(tmp), providers=["CPUExecutionProvider"])
+    ort_out = session.run(None, {name: x.numpy() for name, x in zip(input_names, inputs)})
+    with torch.inference_mode():
+        torch_out = deployed(*inputs)
+    max_diff = max(float(np.abs(a - b.numpy()).max()) for a, b in zip(ort_out, torch_out))
+    if not max_diff <= 1e-4:
+        tmp.unlink(missing_ok=True)
+        raise RuntimeError(f"exported ONNX model differs from torch by {max_diff:.3g}; nothing written")
+    tmp.replace(out)
+    return {"path": str(out), "inputs": input_names, "outputs": output_names, "max_abs_diff": max_diff}

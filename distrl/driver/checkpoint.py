@@ -1,0 +1,76 @@
+"""Checkpoints: written atomically (temp file, fsync, rename), read with ``weights_only=True``."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import tempfile
+import zipfile
+from pathlib import Path
+
+import torch
+
+CHECKPOINT_FORMAT = "distrl-checkpoint-v1"
+
+
+class CheckpointError(Exception):
+    """A checkpoint that is missing, corrupt or not distrl's."""
+
+
+def checkpoint_dir(run_dir: Path) -> Path:
+    return Path(run_dir) / "checkpoints"
+
+
+def save_checkpoint(run_dir: Path, iteration: int, payload: dict, keep: int) -> Path:
+    """Write ``checkpoints/ckpt_{iteration}.pt`` so that a crash at any point leaves the previous one intact."""
+    directory = checkpoint_dir(run_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    final = directory / f"ckpt_{iteration:07d}.pt"
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp_", suffix=".pt")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save({"format": CHECKPOINT_FORMAT, **payload}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, final)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    for old in list_checkpoints(run_dir)[:-keep]:
+        old.unlink(missing_ok=True)
+    return final
+
+
+def list_checkpoints(run_dir: Path) -> list[Path]:
+    return sorted(checkpoint_dir(run_dir).glob("ckpt_*.pt"))
+
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    """A checkpoint file, or the newest one in a run directory."""
+    path = Path(path)
+    if path.is_dir():
+        found = list_checkpoints(path)
+        if not found:
+            raise CheckpointError(f"checkpoint={str(path)!r}: no checkpoints/ckpt_*.pt in this run directory")
+        return found[-1]
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint={str(path)!r}: no such file or run directory")
+    return path
+
+
+def load_checkpoint(path: str | Path) -> dict:
+    """Load a distrl checkpoint; never unpickles arbitrary objects."""
+    file = resolve_checkpoint(path)
+    try:
+        payload = torch.load(file, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, zipfile.BadZipFile, ValueError, OSError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CheckpointError(f"checkpoint={str(file)!r}: not a loadable distrl checkpoint ({reason[:200]})") from None
+    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"checkpoint={str(file)!r}: not a distrl checkpoint (format {CHECKPOINT_FORMAT} expected)")
+    return payload

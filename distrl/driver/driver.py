@@ -1,0 +1,318 @@
+"""The driver: creates the actors, owns the training loop, metrics, checkpoints and stop conditions.
+
+Batches travel from workers to learners as ObjectRefs (the driver never holds their
+data); weights go out as the learner's return value, one object-store entry per update
+that every worker reads.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import signal
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import ray
+from rich.console import Console
+
+from distrl.config import Config, config_to_yaml
+from distrl.driver.checkpoint import load_checkpoint, save_checkpoint
+from distrl.driver.metrics import MetricsWriter
+from distrl.driver.progress import ProgressReporter
+from distrl.envs import probe_spaces
+from distrl.learner import Learner
+from distrl.rollout import RolloutWorker
+
+RETURN_WINDOW = 100
+
+
+class PlacementError(Exception):
+    """The cluster cannot give the actors the resources the config asks for."""
+
+
+@dataclass
+class Counters:
+    iteration: int = 0
+    env_steps: int = 0
+    time_s: float = 0.0  # wall time of earlier segments of a resumed run
+    episodes: int = 0
+    solved_at_s: float | None = None
+    recent_returns: collections.deque = field(default_factory=lambda: collections.deque(maxlen=RETURN_WINDOW))
+    recent_lengths: collections.deque = field(default_factory=lambda: collections.deque(maxlen=RETURN_WINDOW))
+
+    def state(self) -> dict:
+        return {
+            "iteration": self.iteration,
+            "env_steps": self.env_steps,
+            "time_s": self.time_s,
+            "episodes": self.episodes,
+            "solved_at_s": self.solved_at_s,
+            "recent_returns": list(self.recent_returns),
+            "recent_lengths": list(self.recent_lengths),
+        }
+
+    @classmethod
+    def from_state(cls, state: dict) -> Counters:
+        counters = cls(
+            iteration=int(state["iteration"]),
+            env_steps=int(state["env_steps"]),
+            time_s=float(state["time_s"]),
+            episodes=int(state["episodes"]),
+            solved_at_s=state["solved_at_s"],
+        )
+        counters.recent_returns.extend(state["recent_returns"])
+        counters.recent_lengths.extend(state["recent_lengths"])
+        return counters
+
+    def return_mean(self) -> float | None:
+        return float(np.mean(self.recent_returns)) if self.recent_returns else None
+
+
+def connect_ray(address: str | None) -> bool:
+    """Join the cluster at ``address`` / RAY_ADDRESS, or start Ray in-process. Returns True when local."""
+    if ray.is_initialized():
+        return False
+    address = address or os.environ.get("RAY_ADDRESS")
+    if address:
+        ray.init(address=address, log_to_driver=True)
+        return False
+    ray.init(include_dashboard=False, log_to_driver=True, configure_logging=False)
+    return True
+
+
+def check_resources(config: Config) -> None:
+    """Fail at once, with the fix, when the cluster cannot ever hold the requested actors."""
+    total = ray.cluster_resources()
+    need_cpu = (
+        config.rollout.num_workers * config.rollout.num_cpus_per_worker
+        + config.learner.num_learners * config.learner.num_cpus_per_learner
+    )
+    need_gpu = config.learner.num_learners * config.learner.num_gpus_per_learner
+    if need_gpu > total.get("GPU", 0):
+        have = total.get("GPU", 0)
+        raise PlacementError(
+            f"learner.num_gpus_per_learner={config.learner.num_gpus_per_learner} needs {need_gpu:g} GPUs "
+            f"but this Ray cluster has {have:g}; set it to 0 or connect to a cluster with GPUs"
+        )
+    if need_cpu > total.get("CPU", 0):
+        raise PlacementError(
+            f"rollout.num_workers={config.rollout.num_workers} x rollout.num_cpus_per_worker="
+            f"{config.rollout.num_cpus_per_worker:g} + learner.num_learners={config.learner.num_learners} x "
+            f"learner.num_cpus_per_learner={config.learner.num_cpus_per_learner:g} needs {need_cpu:g} CPUs but this "
+            f"Ray cluster has {total.get('CPU', 0):g}; lower them or use fractional CPUs (e.g. 0.5)"
+        )
+
+
+class Driver:
+    def __init__(self, config: Config, run_dir: Path, console: Console | None = None, resume: bool = False):
+        self.config = config
+        self.run_dir = Path(run_dir)
+        self.console = console or Console(soft_wrap=True)
+        self.resume = resume
+        self.run_id = uuid.uuid4().hex[:8]
+        self.counters = Counters()
+        self.learner_state: dict | None = None
+        if resume:
+            payload = load_checkpoint(self.run_dir)
+            self.counters = Counters.from_state(payload["counters"])
+            self.learner_state = payload["learner"]
+
+    # --- set-up -------------------------------------------------------------------------
+    def _create_actors(self) -> None:
+        cfg = self.config
+        obs_space, action_space = probe_spaces(cfg.env)
+        learner_cls = ray.remote(Learner)
+        world = cfg.learner.num_learners
+        self.learners = [
+            learner_cls.options(
+                name=f"distrl-{self.run_id}-learner-{rank}",
+                num_cpus=cfg.learner.num_cpus_per_learner,
+                num_gpus=cfg.learner.num_gpus_per_learner,
+            ).remote(cfg, obs_space, action_space, rank, world)
+            for rank in range(world)
+        ]
+        worker_cls = ray.remote(RolloutWorker)
+        self.workers = [
+            worker_cls.options(
+                name=f"distrl-{self.run_id}-worker-{i}",
+                num_cpus=cfg.rollout.num_cpus_per_worker,
+                max_restarts=cfg.rollout.max_restarts,
+            ).remote(cfg, i, self.counters.iteration)
+            for i in range(cfg.rollout.num_workers)
+        ]
+        if world > 1:
+            address, port = ray.get(self.learners[0].rendezvous_address.remote())
+            ray.get([learner.init_distributed.remote(address, port) for learner in self.learners])
+        if self.learner_state is not None:
+            state_ref = ray.put(self.learner_state)
+            ray.get([learner.load_state.remote(state_ref) for learner in self.learners])
+        self.learner_device = ray.get(self.learners[0].device_name.remote())
+
+    def _print_summary(self, local: bool) -> None:
+        cfg = self.config
+        c = self.console
+        c.print(f"[bold]distrl[/bold] run {self.run_dir} ({'local Ray' if local else 'cluster ' + str(ray.get_runtime_context().gcs_address)})")
+        c.print(
+            f"  env      {cfg.env.id}: {cfg.rollout.num_workers} workers x {cfg.env.num_envs_per_worker} envs "
+            f"({cfg.env.vectorization}), action_repeat {cfg.env.action_repeat}, normalize_obs {cfg.env.normalize_obs}"
+        )
+        lstm = f", lstm {cfg.model.lstm_size}" if cfg.model.lstm_size else ""
+        c.print(f"  model    {cfg.model.type} {cfg.model.hidden} {cfg.model.activation}, shared_trunk {cfg.model.shared_trunk}{lstm}")
+        c.print(
+            f"  rollout  {cfg.rollout.rollout_length} steps/env, pipeline {cfg.rollout.pipeline}, "
+            f"{cfg.rollout.num_cpus_per_worker:g} CPU/worker, policy backend eager"
+        )
+        c.print(
+            f"  learner  {cfg.learner.num_learners} x {self.learner_device}, {cfg.learner.num_gpus_per_learner:g} GPU/learner, "
+            f"batch {cfg.batch_size}, minibatch {cfg.ppo.minibatch_size}, epochs {cfg.ppo.epochs}, AMP off"
+        )
+        stops = [f"{k}={v}" for k, v in cfg.stop.model_dump().items() if v is not None]
+        c.print(f"  stop     {', '.join(stops)}; seed {cfg.seed}")
+        if self.resume:
+            c.print(f"  resuming at iteration {self.counters.iteration}, {self.counters.env_steps:,} env steps")
+
+    # --- the loop ----------------------------------------------------------------------
+    def _stop_reason(self, elapsed: float) -> str | None:
+        stop = self.config.stop
+        ret = self.counters.return_mean()
+        if stop.episode_return_mean is not None and ret is not None and len(self.counters.recent_returns) >= RETURN_WINDOW:
+            if ret >= stop.episode_return_mean:
+                return "episode_return_mean"
+        if stop.env_steps is not None and self.counters.env_steps >= stop.env_steps:
+            return "env_steps"
+        if stop.time_s is not None and elapsed >= stop.time_s:
+            return "time_s"
+        return None
+
+    def _record(self, metrics: dict, iter_s: float, elapsed: float, loop_steps: int, loop_s: float) -> dict:
+        c = self.counters
+        c.iteration += 1
+        c.env_steps += metrics["env_steps"]
+        c.episodes += len(metrics["episode_returns"])
+        c.recent_returns.extend(metrics["episode_returns"])
+        c.recent_lengths.extend(metrics["episode_lengths"])
+        ret = c.return_mean()
+        target = self.config.stop.episode_return_mean
+        if c.solved_at_s is None and target is not None and ret is not None and ret >= target:
+            c.solved_at_s = round(elapsed, 3)
+        row = {
+            "iteration": c.iteration,
+            "env_steps": c.env_steps,
+            "time_s": round(elapsed, 4),
+            "sps": metrics["env_steps"] / max(iter_s, 1e-9),
+            "sps_avg": loop_steps / max(loop_s, 1e-9),
+            "sample_s": metrics["sample_s"],
+            "learn_s": metrics["learn_s"],
+            "policy_s": metrics["policy_s"],
+            "episode_return_mean": ret,
+            "episode_len_mean": float(np.mean(c.recent_lengths)) if c.recent_lengths else None,
+            "episodes": c.episodes,
+        }
+        for key, value in metrics.items():
+            if key not in row and not isinstance(value, list):
+                row[key] = value
+        return row
+
+    def _checkpoint(self) -> Path:
+        learner_state = ray.get(self.learners[0].state.remote())
+        payload = {"counters": self.counters.state(), "learner": learner_state, "config": self.config.model_dump(mode="json")}
+        return save_checkpoint(self.run_dir, self.counters.iteration, payload, self.config.checkpoint.keep)
+
+    def run(self, address: str | None = None, launch: float | None = None) -> dict:
+        """Train until a stop condition; ``launch`` (perf_counter) is when the command started."""
+        launch = time.perf_counter() if launch is None else launch
+        local = connect_ray(address)
+        check_resources(self.config)
+        self._create_actors()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "config.yaml").write_text(config_to_yaml(self.config))
+        self._print_summary(local)
+        metrics_writer = MetricsWriter(self.run_dir, self.config.logging.tensorboard)
+        progress = ProgressReporter(self.config, self.console)
+        previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
+        stop_reason = None
+        loop_start = time.perf_counter()
+        loop_steps_start = self.counters.env_steps
+        try:
+            stop_reason = self._loop(launch, loop_start, loop_steps_start, metrics_writer, progress)
+        except KeyboardInterrupt:
+            stop_reason = "interrupted"
+        finally:
+            progress.close()
+            signal.signal(signal.SIGTERM, previous_sigterm)
+        wall = self.counters.time_s + (time.perf_counter() - launch)
+        self.counters.time_s = wall
+        checkpoint = self._checkpoint()
+        metrics_writer.close()
+        loop_s = time.perf_counter() - loop_start
+        summary = {
+            "env_steps": self.counters.env_steps,
+            "iterations": self.counters.iteration,
+            "wall_s": round(wall, 3),
+            "sps": round(self.counters.env_steps / max(wall, 1e-9), 1),
+            "train_sps": round((self.counters.env_steps - loop_steps_start) / max(loop_s, 1e-9), 1),
+            "episode_return_mean": self.counters.return_mean(),
+            "solved_at_s": self.counters.solved_at_s,
+            "stop_reason": stop_reason,
+            "checkpoint": str(checkpoint),
+        }
+        tmp = self.run_dir / ".summary.json.tmp"
+        tmp.write_text(json.dumps(summary, indent=2) + "\n")
+        os.replace(tmp, self.run_dir / "summary.json")
+        for actor in self.workers + self.learners:
+            ray.kill(actor)
+        return summary
+
+    def _loop(self, launch, loop_start, loop_steps_start, metrics_writer, progress) -> str:
+        cfg = self.config
+        overlap = cfg.rollout.pipeline == "overlap"
+        weights_ref = self.learners[0].get_weights.remote()
+        batch_refs = [w.sample.remote(weights_ref) for w in self.workers]
+        while True:
+            iter_start = time.perf_counter()
+            results = [
+                learner.update_and_get_weights.options(num_returns=2).remote(*batch_refs) for learner in self.learners
+            ]
+            metrics_ref, new_weights_ref = results[0]
+            # overlap: sample the next batch with the weights the learner is updating away from (lag 1);
+            # sync: queue it on the new weights, so workers start the moment the update lands.
+            batch_refs = [w.sample.remote(weights_ref if overlap else new_weights_ref) for w in self.workers]
+            weights_ref = new_weights_ref
+            metrics = ray.get(metrics_ref)
+            if len(results) > 1:
+                ray.get([m for m, _ in results[1:]])
+            now = time.perf_counter()
+            elapsed = self.counters.time_s + (now - launch)
+            row = self._record(
+                metrics,
+                now - iter_start,
+                elapsed,
+                self.counters.env_steps + metrics["env_steps"] - loop_steps_start,
+                now - loop_start,
+            )
+            metrics_writer.write(row)
+            progress.update(row)
+            reason = self._stop_reason(elapsed)
+            if reason is not None:
+                return reason
+            every = cfg.checkpoint.every_iterations
+            if every and self.counters.iteration % every == 0:
+                self._checkpoint_at(elapsed)
+
+    def _checkpoint_at(self, elapsed: float) -> None:
+        # Counters.time_s holds earlier segments only; a checkpoint records the full elapsed time.
+        saved = self.counters.time_s
+        self.counters.time_s = elapsed
+        try:
+            self._checkpoint()
+        finally:
+            self.counters.time_s = saved
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt

@@ -1,0 +1,141 @@
+"""Actor-critic networks with plain tensor-in, tensors-out ``forward`` so every backend can compile or export them.
+
+Shapes: ``B`` batch, ``T`` time. Feed-forward: ``forward(obs[B, ...]) -> (pd_params[B, P], value[B])``.
+Recurrent: ``forward(obs, h[B, H], c[B, H]) -> (pd_params, value, h, c)``, and
+``forward_sequence`` for truncated BPTT in the learner.
+"""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from distrl.config.schema import ModelConfig
+from distrl.models.distributions import ActionDist
+
+_ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "gelu": nn.GELU}
+
+
+def _init(layer: nn.Module, gain: float) -> nn.Module:
+    # Orthogonal init with zero bias, as in the PPO implementation details (Huang et al. 2022).
+    nn.init.orthogonal_(layer.weight, gain)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+class MLPEncoder(nn.Module):
+    def __init__(self, obs_dim: int, hidden: list[int], activation: str):
+        super().__init__()
+        layers: list[nn.Module] = []
+        width = obs_dim
+        for size in hidden:
+            layers += [_init(nn.Linear(width, size), math.sqrt(2)), _ACTIVATIONS[activation]()]
+            width = size
+        self.net = nn.Sequential(*layers)
+        self.out_dim = width
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.net(obs.flatten(1).float())
+
+
+class NatureCNNEncoder(nn.Module):
+    """The DQN Nature CNN (Mnih et al. 2015) for stacked uint8 frames ``[B, C, 84, 84]``."""
+
+    def __init__(self, obs_shape: tuple[int, ...], hidden: list[int], activation: str):
+        super().__init__()
+        act = _ACTIVATIONS[activation]
+        self.conv = nn.Sequential(
+            _init(nn.Conv2d(obs_shape[0], 32, 8, stride=4), math.sqrt(2)), nn.ReLU(),
+            _init(nn.Conv2d(32, 64, 4, stride=2), math.sqrt(2)), nn.ReLU(),
+            _init(nn.Conv2d(64, 64, 3, stride=1), math.sqrt(2)), nn.ReLU(),
+            nn.Flatten(),
+        )  # fmt: skip
+        with torch.no_grad():
+            flat = self.conv(torch.zeros(1, *obs_shape)).shape[1]
+        self.fc = nn.Sequential(_init(nn.Linear(flat, hidden[-1]), math.sqrt(2)), act())
+        self.out_dim = hidden[-1]
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.conv(obs.float() * (1.0 / 255.0)))
+
+
+def _encoder(obs_space: gym.spaces.Box, cfg: ModelConfig) -> nn.Module:
+    if cfg.type == "cnn":
+        if len(obs_space.shape) != 3:
+            raise ValueError(f"model.type=cnn: needs image observations [C, H, W], got shape {obs_space.shape}")
+        return NatureCNNEncoder(obs_space.shape, cfg.hidden, cfg.activation)
+    return MLPEncoder(int(np.prod(obs_space.shape)), cfg.hidden, cfg.activation)
+
+
+class ActorCritic(nn.Module):
+    def __init__(self, obs_space: gym.Space, action_space: gym.Space, cfg: ModelConfig):
+        super().__init__()
+        self.dist = ActionDist.for_space(action_space)
+        self.lstm_size = cfg.lstm_size
+        self.shared_trunk = cfg.shared_trunk
+        self.actor_encoder = _encoder(obs_space, cfg)
+        self.critic_encoder = None if cfg.shared_trunk else _encoder(obs_space, cfg)
+        feat = self.actor_encoder.out_dim
+        if self.lstm_size:
+            self.lstm = nn.LSTM(feat, self.lstm_size)
+            for name, param in self.lstm.named_parameters():
+                if "bias" in name:
+                    nn.init.zeros_(param)
+                else:
+                    nn.init.orthogonal_(param, 1.0)
+            feat = self.lstm_size
+        out = self.dist.action_dim
+        self.policy_head = _init(nn.Linear(feat, out), 0.01)
+        self.value_head = _init(nn.Linear(feat, 1), 1.0)
+        if self.dist.kind == "gaussian":
+            self.log_std = nn.Parameter(torch.full((out,), cfg.init_log_std))
+
+    @property
+    def is_recurrent(self) -> bool:
+        return self.lstm_size > 0
+
+    def _pd_params(self, features: torch.Tensor) -> torch.Tensor:
+        head = self.policy_head(features)
+        if self.dist.kind == "gaussian":
+            return torch.cat([head, self.log_std.expand_as(head)], dim=-1)
+        return head
+
+    def forward(self, obs: torch.Tensor, h: torch.Tensor | None = None, c: torch.Tensor | None = None):
+        features = self.actor_encoder(obs)
+        if not self.is_recurrent:
+            critic_features = features if self.critic_encoder is None else self.critic_encoder(obs)
+            return self._pd_params(features), self.value_head(critic_features).squeeze(-1)
+        _, (h, c) = self.lstm(features.unsqueeze(0), (h.unsqueeze(0), c.unsqueeze(0)))
+        h, c = h.squeeze(0), c.squeeze(0)
+        return self._pd_params(h), self.value_head(h).squeeze(-1), h, c
+
+    def forward_sequence(
+        self, obs: torch.Tensor, h: torch.Tensor, c: torch.Tensor, starts: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Unroll over ``obs[T, B, ...]`` from state ``h, c [B, H]``, zeroing the state where ``starts[T, B]``.
+
+        Returns ``pd_params [T, B, P]`` and ``values [T, B]``.
+        """
+        steps, batch = obs.shape[:2]
+        features = self.actor_encoder(obs.reshape(steps * batch, *obs.shape[2:])).reshape(steps, batch, -1)
+        keep = (1.0 - starts.float()).unsqueeze(-1)
+        h, c = h.unsqueeze(0), c.unsqueeze(0)
+        outputs = []
+        for t in range(steps):
+            h, c = h * keep[t], c * keep[t]
+            out, (h, c) = self.lstm(features[t : t + 1], (h, c))
+            outputs.append(out)
+        hidden = torch.cat(outputs, dim=0)
+        return self._pd_params(hidden), self.value_head(hidden).squeeze(-1)
+
+    def initial_state(self, batch: int) -> tuple[np.ndarray, np.ndarray]:
+        zeros = np.zeros((batch, self.lstm_size), dtype=np.float32)
+        return zeros, zeros.copy()
+
+
+def build_model(obs_space: gym.Space, action_space: gym.Space, cfg: ModelConfig) -> ActorCritic:
+    return ActorCritic(obs_space, action_space, cfg)

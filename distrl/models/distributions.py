@@ -1,0 +1,79 @@
+"""Action distributions, kept outside the model graph so every compile backend sees the same graph.
+
+The model emits ``pd_params``: logits ``[B, n]`` for Discrete spaces, or the mean and log
+standard deviation concatenated ``[B, 2A]`` for Box spaces. Workers sample in numpy (one
+code path for every backend); the learner scores actions in torch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+_LOG_2PI = math.log(2 * math.pi)
+
+
+@dataclass(frozen=True)
+class ActionDist:
+    kind: str  # "categorical" | "gaussian"
+    action_dim: int  # number of actions (categorical) or action components (gaussian)
+
+    @staticmethod
+    def for_space(space: gym.Space) -> ActionDist:
+        if isinstance(space, gym.spaces.Discrete):
+            return ActionDist("categorical", int(space.n))
+        if isinstance(space, gym.spaces.Box) and len(space.shape) == 1:
+            return ActionDist("gaussian", int(space.shape[0]))
+        raise ValueError(f"action space {space} is not supported (Discrete or 1-d Box)")
+
+    @property
+    def num_params(self) -> int:
+        return self.action_dim if self.kind == "categorical" else 2 * self.action_dim
+
+    @property
+    def action_shape(self) -> tuple[int, ...]:
+        return () if self.kind == "categorical" else (self.action_dim,)
+
+    @property
+    def action_dtype(self):
+        return np.int64 if self.kind == "categorical" else np.float32
+
+    # --- torch, for the learner -------------------------------------------------------
+    def log_prob_entropy(self, pd_params: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probability of ``actions`` and entropy, both ``[B]``."""
+        if self.kind == "categorical":
+            log_p = torch.log_softmax(pd_params, dim=-1)
+            logp = log_p.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+            entropy = -(log_p.exp() * log_p).sum(-1)
+            return logp, entropy
+        mean, log_std = pd_params.split(self.action_dim, dim=-1)
+        z = (actions - mean) * torch.exp(-log_std)
+        logp = (-0.5 * z.pow(2) - log_std - 0.5 * _LOG_2PI).sum(-1)
+        entropy = (log_std + 0.5 * (1.0 + _LOG_2PI)).sum(-1)
+        return logp, entropy
+
+    # --- numpy, for rollout workers ----------------------------------------------------
+    def sample_numpy(self, pd_params: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """Sample actions and their log-probabilities from ``pd_params [B, P]``."""
+        if self.kind == "categorical":
+            shifted = pd_params - pd_params.max(axis=-1, keepdims=True)
+            log_norm = np.log(np.exp(shifted).sum(axis=-1))
+            # Gumbel-max: argmax(logits + Gumbel noise) is a sample of softmax(logits).
+            gumbel = -np.log(-np.log(rng.random(pd_params.shape, dtype=np.float32)))
+            actions = np.argmax(shifted + gumbel, axis=-1)
+            logp = np.take_along_axis(shifted, actions[:, None], axis=-1)[:, 0] - log_norm
+            return actions, logp.astype(np.float32)
+        mean, log_std = pd_params[:, : self.action_dim], pd_params[:, self.action_dim :]
+        noise = rng.standard_normal(mean.shape, dtype=np.float32)
+        actions = mean + np.exp(log_std) * noise
+        logp = (-0.5 * noise**2 - log_std - 0.5 * _LOG_2PI).sum(-1)
+        return actions.astype(np.float32), logp.astype(np.float32)
+
+    def greedy_numpy(self, pd_params: np.ndarray) -> np.ndarray:
+        if self.kind == "categorical":
+            return np.argmax(pd_params, axis=-1)
+        return pd_params[:, : self.action_dim].astype(np.float32)

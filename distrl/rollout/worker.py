@@ -1,0 +1,166 @@
+"""RolloutWorker: steps one vector env with the current policy and returns fixed-size batches.
+
+A plain class: tests drive it in-process, the driver wraps it with ``ray.remote``.
+
+NEXT_STEP autoreset: when step ``t`` ends an episode, the env ignores the action of step
+``t + 1`` and returns the reset observation. That step is recorded with ``valid=False``
+and takes no part in the loss; observation ``t + 1`` (the final one) is kept so truncated
+episodes bootstrap from its value.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from distrl.compile import EagerPolicy, InferencePolicy
+from distrl.config.schema import Config
+from distrl.envs import make_vec_env
+from distrl.models import build_model
+from distrl.rollout.obs_norm import RunningMeanStd
+
+
+class RolloutWorker:
+    def __init__(self, config: Config, worker_index: int = 0, seed_offset: int = 0):
+        self.config = config
+        self.worker_index = worker_index
+        torch.set_num_threads(max(1, int(config.rollout.num_cpus_per_worker)))
+        self.envs = make_vec_env(config.env)
+        self.num_envs = config.env.num_envs_per_worker
+        seed = config.seed * 1_000_003 + worker_index * 10_007 + seed_offset
+        self.rng = np.random.default_rng(seed)
+        torch.manual_seed(seed)
+        self.model = build_model(self.envs.single_observation_space, self.envs.single_action_space, config.model)
+        self.dist = self.model.dist
+        self.policy: InferencePolicy = EagerPolicy(self.model)
+        self.policy_version = -1
+        self.obs_rms: RunningMeanStd | None = None
+        obs, _ = self.envs.reset(seed=seed)
+        self.raw_obs = obs
+        self.prev_done = np.zeros(self.num_envs, dtype=bool)
+        self.next_is_start = np.ones(self.num_envs, dtype=bool)
+        self.episode_return = np.zeros(self.num_envs, dtype=np.float64)
+        self.episode_len = np.zeros(self.num_envs, dtype=np.int64)
+        if self.model.is_recurrent:
+            self.h, self.c = self.model.initial_state(self.num_envs)
+        low, high = getattr(self.envs.single_action_space, "low", None), getattr(self.envs.single_action_space, "high", None)
+        self.action_bounds = (low, high) if self.dist.kind == "gaussian" else None
+
+    # --- weights ---------------------------------------------------------------------
+    def set_weights(self, weights: dict) -> None:
+        """Act with ``weights`` (from ``Learner.get_weights``) unless they are already in use."""
+        if weights["version"] == self.policy_version:
+            return
+        self.policy.update_weights(weights["model"])
+        if weights.get("obs_norm") is not None:
+            self.obs_rms = RunningMeanStd.from_state(weights["obs_norm"])
+        self.policy_version = weights["version"]
+
+    def spaces(self):
+        return self.envs.single_observation_space, self.envs.single_action_space
+
+    # --- sampling --------------------------------------------------------------------
+    def _observe(self, raw: np.ndarray) -> np.ndarray:
+        if self.config.env.normalize_obs and self.obs_rms is not None:
+            return self.obs_rms.normalize(raw, self.config.env.obs_clip)
+        return raw
+
+    def _env_actions(self, actions: np.ndarray) -> np.ndarray:
+        if self.action_bounds is not None:
+            return np.clip(actions, *self.action_bounds)
+        return actions
+
+    def sample(self, weights: dict | None = None) -> dict:
+        """Collect ``rollout_length`` steps from every env; returns a batch of numpy arrays.
+
+        Keys: ``obs [T+1, N, ...]`` (as the policy saw them), ``actions [T, N, ...]``,
+        ``logp``, ``rewards``, ``terminated``, ``truncated``, ``valid`` ``[T, N]``,
+        ``values [T+1, N]``; for LSTM models ``starts [T, N]`` and ``h0``, ``c0``
+        ``[T/seq_len, N, H]``; and ``info`` (version, episodes, timings, obs stats).
+        """
+        if weights is not None:
+            self.set_weights(weights)
+        start = time.perf_counter()
+        steps, n = self.config.rollout.rollout_length, self.num_envs
+        obs_space = self.envs.single_observation_space
+        obs_dtype = np.uint8 if obs_space.dtype == np.uint8 else np.float32
+        batch = {
+            "obs": np.empty((steps + 1, n, *obs_space.shape), dtype=obs_dtype),
+            "actions": np.empty((steps, n, *self.dist.action_shape), dtype=self.dist.action_dtype),
+            "logp": np.empty((steps, n), dtype=np.float32),
+            "values": np.empty((steps + 1, n), dtype=np.float32),
+            "rewards": np.empty((steps, n), dtype=np.float32),
+            "terminated": np.empty((steps, n), dtype=bool),
+            "truncated": np.empty((steps, n), dtype=bool),
+            "valid": np.empty((steps, n), dtype=bool),
+        }
+        recurrent = self.model.is_recurrent
+        if recurrent:
+            seq_len = self.config.ppo.seq_len
+            batch["starts"] = np.empty((steps, n), dtype=bool)
+            batch["h0"] = np.empty((steps // seq_len, n, self.model.lstm_size), dtype=np.float32)
+            batch["c0"] = np.empty_like(batch["h0"])
+        raw_obs_seen = np.empty((steps + 1, n, *obs_space.shape), dtype=obs_dtype) if self.config.env.normalize_obs else None
+        episode_returns, episode_lengths = [], []
+        policy_s = 0.0
+        repeat = self.config.env.action_repeat
+
+        for t in range(steps + 1):
+            obs = self._observe(self.raw_obs)
+            batch["obs"][t] = obs
+            if raw_obs_seen is not None:
+                raw_obs_seen[t] = self.raw_obs
+            tick = time.perf_counter()
+            if recurrent:
+                if t < steps and t % seq_len == 0:
+                    batch["h0"][t // seq_len], batch["c0"][t // seq_len] = self.h, self.c
+                keep = (~self.next_is_start).astype(np.float32)[:, None]
+                pd_params, value, h, c = self.policy(obs, self.h * keep, self.c * keep)
+            else:
+                pd_params, value = self.policy(obs)
+            batch["values"][t] = value
+            if t == steps:  # bootstrap value only; the next batch starts from this observation
+                policy_s += time.perf_counter() - tick
+                break
+            actions, logp = self.dist.sample_numpy(pd_params, self.rng)
+            policy_s += time.perf_counter() - tick
+            if recurrent:
+                batch["starts"][t] = self.next_is_start
+                self.h, self.c = h, c
+            batch["actions"][t], batch["logp"][t] = actions, logp
+
+            self.raw_obs, reward, terminated, truncated, _ = self.envs.step(self._env_actions(actions))
+            valid = ~self.prev_done
+            batch["rewards"][t], batch["terminated"][t], batch["truncated"][t] = reward, terminated, truncated
+            batch["valid"][t] = valid
+            self.next_is_start = ~valid  # the observation after a reset step starts an episode
+            done = (terminated | truncated) & valid
+            self.episode_return += np.where(valid, reward, 0.0)
+            self.episode_len += valid
+            if done.any():
+                episode_returns.extend(self.episode_return[done].tolist())
+                episode_lengths.extend((self.episode_len[done] * repeat).tolist())
+                self.episode_return[done] = 0.0
+                self.episode_len[done] = 0
+            self.prev_done = done
+
+        obs_stats = None
+        if raw_obs_seen is not None:
+            feature_dims = len(obs_space.shape)
+            obs_stats = RunningMeanStd.batch_stats(raw_obs_seen[:steps], feature_dims)
+        batch["info"] = {
+            "worker_index": self.worker_index,
+            "policy_version": self.policy_version,
+            "env_steps": steps * n * repeat,
+            "episode_returns": episode_returns,
+            "episode_lengths": episode_lengths,
+            "sample_s": time.perf_counter() - start,
+            "policy_s": policy_s,
+            "obs_stats": obs_stats,
+        }
+        return batch
+
+    def close(self) -> None:
+        self.envs.close()
