@@ -1,0 +1,107 @@
+"""Config validation: every kind of bad input gets one clear line naming key, value and what is allowed."""
+
+import pytest
+
+from distrl.config import ConfigError, config_to_yaml, load_config
+from tests.conftest import ROOT, run_cli
+
+
+def errors(overrides, path=None):
+    with pytest.raises(ConfigError) as info:
+        load_config(path, overrides)
+    return info.value.lines
+
+
+def test_shipped_configs_load():
+    paths = sorted((ROOT / "configs").glob("*.yaml"))
+    assert {p.stem for p in paths} >= {"cartpole", "pendulum", "cartpole_lstm", "breakout"}
+    for path in paths:
+        assert load_config(path).stop.env_steps is not None
+
+
+def test_scientific_notation_and_override_types():
+    config = load_config(None, ["ppo.lr=3e-4", "stop.env_steps=2e5", "model.hidden=[32, 16]", "stop.time_s=null"])
+    assert config.ppo.lr == pytest.approx(3e-4)
+    assert config.stop.env_steps == 200_000 and isinstance(config.stop.env_steps, int)
+    assert config.model.hidden == [32, 16]
+
+
+def test_config_is_frozen_and_round_trips(tmp_path):
+    config = load_config(ROOT / "configs" / "cartpole.yaml")
+    with pytest.raises(Exception):
+        config.ppo.lr = 1.0
+    path = tmp_path / "c.yaml"
+    path.write_text(config_to_yaml(config))
+    assert load_config(path) == config
+
+
+def test_unknown_key_lists_allowed_names():
+    (line,) = errors(["ppo.learning_rate=0.1"])
+    assert line.startswith("ppo.learning_rate=0.1: unknown key")
+    assert "allowed: lr, anneal_lr" in line
+
+
+def test_wrong_type():
+    (line,) = errors(["rollout.num_workers=many"])
+    assert line.startswith("rollout.num_workers='many'") and "integer" in line
+
+
+def test_out_of_range():
+    (line,) = errors(["ppo.gamma=1.5"])
+    assert line.startswith("ppo.gamma=1.5") and "less than or equal to 1" in line
+
+
+def test_not_one_of_allowed_values():
+    (line,) = errors(["env.vectorization=threads"])
+    assert line == "env.vectorization='threads': Input should be 'native', 'sync' or 'async'"
+
+
+def test_incompatible_combinations_all_reported():
+    lines = errors(["ppo.minibatch_size=100000", "env.action_repeat=4", "learner.num_learners=3"])
+    assert any(line.startswith("ppo.minibatch_size=100000: must be <= the batch size") for line in lines)
+    assert any(line.startswith("env.action_repeat=4: needs env.vectorization sync or async") for line in lines)
+    assert any(line.startswith("learner.num_learners=3: must divide the env count") for line in lines)
+
+
+def test_lstm_rules():
+    assert errors(["model.lstm_size=16"]) == ["model.shared_trunk=false: an LSTM model (model.lstm_size>0) needs shared_trunk: true"]
+    (line,) = errors(["model.lstm_size=16", "model.shared_trunk=true", "ppo.seq_len=48"])
+    assert line.startswith("ppo.seq_len=48: must divide rollout.rollout_length=128")
+
+
+def test_no_stop_condition():
+    (line,) = errors(["stop.env_steps=null"])
+    assert "set at least one stop condition" in line
+
+
+def test_several_problems_in_one_pass():
+    assert len(errors(["ppo.lr=-1", "ppo.epochs=0", "seed=-3"])) == 3
+
+
+def test_bad_yaml_and_missing_file(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("env: {id: CartPole-v1\n")
+    (line,) = errors([], bad)
+    assert "not valid YAML" in line
+    (line,) = errors([], tmp_path / "missing.yaml")
+    assert line.endswith("no such file")
+    (line,) = errors(["ppo.lr"])
+    assert "expected key.path=value" in line
+
+
+def test_cli_bad_config_exits_2_with_one_line_and_writes_nothing(tmp_path):
+    run_dir = tmp_path / "run"
+    result = run_cli("train", "configs/cartpole.yaml", "--set", "ppo.clip_coef=-0.2", "--run-dir", str(run_dir))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == ["distrl: config error: ppo.clip_coef=-0.2: Input should be greater than 0"]
+    assert "Traceback" not in result.stderr + result.stdout
+    assert not run_dir.exists()
+
+
+def test_cli_unknown_env_exits_2(tmp_path):
+    run_dir = tmp_path / "run"
+    result = run_cli("train", "configs/cartpole.yaml", "--set", "env.id=NoSuchEnv-v9", "--run-dir", str(run_dir))
+    assert result.returncode == 2, result.stderr
+    assert "env.id='NoSuchEnv-v9': not a registered gymnasium env" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not run_dir.exists()

@@ -1,0 +1,45 @@
+"""Model shapes, and the recurrent sequence unroll matching step-by-step calls."""
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from distrl.config import load_config
+from distrl.models import build_model
+
+BOX = gym.spaces.Box(-1, 1, (5,), np.float32)
+
+
+def test_feedforward_shapes_discrete_and_box():
+    cfg = load_config(None, []).model
+    model = build_model(BOX, gym.spaces.Discrete(3), cfg)
+    pd, v = model(torch.zeros(4, 5))
+    assert pd.shape == (4, 3) and v.shape == (4,)
+    model = build_model(BOX, gym.spaces.Box(-2, 2, (2,), np.float32), cfg)
+    pd, v = model(torch.zeros(4, 5))
+    assert pd.shape == (4, 4) and v.shape == (4,)
+
+
+def test_cnn_on_uint8_frames():
+    cfg = load_config(None, ["model.type=cnn", "model.hidden=[512]", "model.shared_trunk=true"]).model
+    model = build_model(gym.spaces.Box(0, 255, (4, 84, 84), np.uint8), gym.spaces.Discrete(4), cfg)
+    pd, v = model(torch.randint(0, 255, (2, 4, 84, 84), dtype=torch.uint8))
+    assert pd.shape == (2, 4) and v.shape == (2,)
+
+
+def test_lstm_sequence_equals_step_by_step_with_resets():
+    cfg = load_config(None, ["model.lstm_size=8", "model.shared_trunk=true"]).model
+    torch.manual_seed(0)
+    model = build_model(BOX, gym.spaces.Discrete(2), cfg)
+    steps, batch = 6, 3
+    obs = torch.randn(steps, batch, 5)
+    starts = torch.zeros(steps, batch, dtype=torch.bool)
+    starts[2, 0] = starts[4, 2] = True
+    h0, c0 = torch.randn(batch, 8), torch.randn(batch, 8)
+    pd_seq, v_seq = model.forward_sequence(obs, h0, c0, starts)
+    h, c = h0, c0
+    for step in range(steps):
+        keep = (~starts[step]).float()[:, None]
+        pd, v, h, c = model(obs[step], h * keep, c * keep)
+        torch.testing.assert_close(pd, pd_seq[step])
+        torch.testing.assert_close(v, v_seq[step])

@@ -1,0 +1,72 @@
+"""The clipped PPO loss against values worked out by hand."""
+
+import math
+
+import pytest
+import torch
+
+from distrl.models import ActionDist
+from distrl.ppo import PPOLossCoefs, ppo_loss
+
+COEFS = PPOLossCoefs(clip_coef=0.2, vf_coef=0.5, ent_coef=0.01, clip_vloss=False, norm_adv=False)
+
+
+def t(x):
+    return torch.tensor(x, dtype=torch.float32)
+
+
+def test_clipping_by_hand():
+    old = t([0.0, 0.0, 0.0])
+    new = t([math.log(1.5), math.log(0.5), math.log(1.1)])
+    adv = t([1.0, -1.0, 2.0])
+    out = ppo_loss(new, old, adv, t([0.0] * 3), t([0.0] * 3), t([1.0, 2.0, 3.0]), t([0.5] * 3), t([1, 1, 1]), COEFS)
+    # per sample: max(-A r, -A clip(r)): 1) r=1.5,A=1 -> max(-1.5,-1.2)=-1.2; 2) r=.5,A=-1 -> max(.5,.8)=.8; 3) r=1.1,A=2 -> -2.2
+    assert out["loss_policy"].item() == pytest.approx((-1.2 + 0.8 - 2.2) / 3, abs=1e-6)
+    assert out["loss_value"].item() == pytest.approx(0.5 * (1 + 4 + 9) / 3, abs=1e-6)
+    expected = (-1.2 + 0.8 - 2.2) / 3 + 0.5 * 0.5 * 14 / 3 - 0.01 * 0.5
+    assert out["loss"].item() == pytest.approx(expected, abs=1e-6)
+    assert out["clip_frac"].item() == pytest.approx(2 / 3)
+
+
+def test_mask_excludes_samples():
+    out = ppo_loss(t([0.0, 5.0]), t([0.0, 0.0]), t([1.0, 100.0]), t([0.0, 0.0]), t([0.0, 0.0]), t([2.0, 50.0]),
+                   t([0.1, 9.0]), t([1, 0]), COEFS)  # fmt: skip
+    assert out["loss_policy"].item() == pytest.approx(-1.0)
+    assert out["loss_value"].item() == pytest.approx(0.5 * 4.0)
+    assert out["entropy"].item() == pytest.approx(0.1)
+
+
+def test_clipped_value_loss_by_hand():
+    coefs = PPOLossCoefs(0.2, 1.0, 0.0, clip_vloss=True, norm_adv=False)
+    # new value 1.0, old 0.0, return 1.0: unclipped error 0, clipped value 0.2 -> error 0.64; max -> 0.64
+    out = ppo_loss(t([0.0]), t([0.0]), t([0.0]), t([1.0]), t([0.0]), t([1.0]), t([0.0]), t([1]), coefs)
+    assert out["loss_value"].item() == pytest.approx(0.5 * 0.64)
+
+
+def test_distributions_log_prob_and_entropy():
+    cat = ActionDist("categorical", 3)
+    logits = torch.log(t([[0.2, 0.3, 0.5]]))
+    logp, ent = cat.log_prob_entropy(logits, torch.tensor([2]))
+    assert logp.item() == pytest.approx(math.log(0.5), abs=1e-6)
+    assert ent.item() == pytest.approx(-(0.2 * math.log(0.2) + 0.3 * math.log(0.3) + 0.5 * math.log(0.5)), abs=1e-6)
+    gauss = ActionDist("gaussian", 1)
+    logp, ent = gauss.log_prob_entropy(t([[1.0, math.log(2.0)]]), t([[3.0]]))
+    assert logp.item() == pytest.approx(-0.5 * 1.0 - math.log(2.0) - 0.5 * math.log(2 * math.pi), abs=1e-6)
+    assert ent.item() == pytest.approx(0.5 + 0.5 * math.log(2 * math.pi) + math.log(2.0), abs=1e-6)
+
+
+def test_numpy_sampling_matches_torch_log_prob():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    for dist, params in [
+        (ActionDist("categorical", 4), rng.normal(size=(256, 4)).astype(np.float32)),
+        (ActionDist("gaussian", 2), np.concatenate([rng.normal(size=(256, 2)), np.full((256, 2), -0.5)], 1).astype(np.float32)),
+    ]:
+        actions, logp = dist.sample_numpy(params, rng)
+        ref, _ = dist.log_prob_entropy(torch.from_numpy(params), torch.from_numpy(actions))
+        np.testing.assert_allclose(logp, ref.numpy(), rtol=1e-4, atol=1e-4)
+    # the categorical sampler follows softmax(logits)
+    logits = np.log(np.array([[0.1, 0.6, 0.3]], np.float32)).repeat(20000, 0)
+    actions, _ = ActionDist("categorical", 3).sample_numpy(logits, rng)
+    np.testing.assert_allclose(np.bincount(actions, minlength=3) / 20000, [0.1, 0.6, 0.3], atol=0.015)
