@@ -1,0 +1,129 @@
+"""End-to-end runs through the CLI, as a user types them: train, resume, interrupt, eval, export."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from tests.conftest import ROOT, run_cli
+
+METRIC_KEYS = {
+    "iteration", "env_steps", "time_s", "sps", "sample_s", "learn_s", "episode_return_mean", "episode_len_mean",
+    "policy_lag_mean", "loss_policy", "loss_value", "entropy", "approx_kl", "grad_norm",
+}  # fmt: skip
+
+
+def read_metrics(run_dir):
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def check_run_dir(run_dir):
+    assert (run_dir / "config.yaml").is_file()
+    rows = read_metrics(run_dir)
+    assert rows and METRIC_KEYS <= rows[-1].keys()
+    assert [r["iteration"] for r in rows] == list(range(1, len(rows) + 1))
+    assert list(run_dir.glob("events.out.tfevents.*")), "TensorBoard event file"
+    assert list((run_dir / "checkpoints").glob("ckpt_*.pt"))
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert {"env_steps", "wall_s", "sps", "episode_return_mean", "solved_at_s", "stop_reason"} <= summary.keys()
+    return rows, summary
+
+
+@pytest.mark.slow
+def test_cartpole_solves_then_eval_and_export(tmp_path):
+    run_dir = tmp_path / "cartpole"
+    result = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(run_dir))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "env      CartPole-v1: 1 workers x 64 envs" in result.stdout  # the start-up summary
+    rows, summary = check_run_dir(run_dir)
+    assert summary["stop_reason"] == "episode_return_mean", summary
+    assert summary["episode_return_mean"] >= 475
+    assert summary["env_steps"] <= 500_000 and summary["solved_at_s"] is not None
+    assert all(r["policy_lag_mean"] == 1 for r in rows[1:])  # overlap pipeline
+
+    result = run_cli("eval", str(run_dir), "--episodes", "5")
+    assert result.returncode == 0, result.stderr[-3000:]
+    mean = float(result.stdout.split("return mean")[1].split()[0])
+    assert mean >= 400
+
+    onnx_path = tmp_path / "policy.onnx"
+    result = run_cli("export", str(run_dir), str(onnx_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    import onnxruntime as ort
+    import torch
+
+    from distrl.deploy import policy_from_checkpoint
+
+    _, model, _, _, _ = policy_from_checkpoint(run_dir)
+    obs = np.random.default_rng(1).normal(size=(16, 4)).astype(np.float32)
+    pd_onnx, v_onnx = ort.InferenceSession(str(onnx_path)).run(None, {"obs": obs})
+    with torch.no_grad():
+        pd_torch, v_torch = model(torch.from_numpy(obs))
+    np.testing.assert_allclose(pd_onnx, pd_torch.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(v_onnx, v_torch.numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_resume_continues_counters(tmp_path):
+    run_dir = tmp_path / "run"
+    common = ["--set", "stop.episode_return_mean=null", "--set", "checkpoint.every_iterations=2"]
+    first = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(run_dir), "--set", "stop.env_steps=40000", *common)
+    assert first.returncode == 0, first.stderr[-3000:]
+    rows1, summary1 = check_run_dir(run_dir)
+    assert summary1["stop_reason"] == "env_steps" and summary1["env_steps"] == 40960
+    second = run_cli("train", "--resume", str(run_dir), "--set", "stop.env_steps=80000", *common)
+    assert second.returncode == 0, second.stderr[-3000:]
+    rows, summary = check_run_dir(run_dir)
+    assert "resuming at iteration 5" in second.stdout
+    assert [r["iteration"] for r in rows] == list(range(1, 11))
+    assert rows[5]["env_steps"] == 49152 and rows[5]["time_s"] > rows[4]["time_s"]
+    assert rows[5]["learner_version"] == 6
+    assert summary["env_steps"] == 81920
+    # Starting a new run on top of an old one is refused rather than mixing them.
+    again = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(run_dir))
+    assert again.returncode == 2 and "already holds a run" in again.stderr
+
+
+@pytest.mark.slow
+def test_ctrl_c_writes_final_checkpoint(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "distrl", "train", "configs/cartpole.yaml", "--run-dir", str(run_dir),
+         "--set", "stop.episode_return_mean=null", "--set", "stop.env_steps=100000000", "--set", "checkpoint.every_iterations=0"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.time() + 120
+    while time.time() < deadline and not (run_dir / "metrics.jsonl").exists():
+        time.sleep(0.5)
+    time.sleep(2)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr[-3000:]
+    assert "Traceback" not in stderr
+    rows, summary = check_run_dir(run_dir)
+    assert summary["stop_reason"] == "interrupted"
+    assert summary["env_steps"] == rows[-1]["env_steps"] > 0
+    (ckpt,) = (run_dir / "checkpoints").glob("ckpt_*.pt")
+    assert ckpt.name == f"ckpt_{rows[-1]['iteration']:07d}.pt"
+
+
+@pytest.mark.slow
+def test_pendulum_learns(tmp_path):
+    run_dir = tmp_path / "pendulum"
+    result = run_cli("train", "configs/pendulum.yaml", "--run-dir", str(run_dir), "--set", "stop.episode_return_mean=-400")
+    assert result.returncode == 0, result.stderr[-3000:]
+    _, summary = check_run_dir(run_dir)
+    assert summary["stop_reason"] == "episode_return_mean" and summary["episode_return_mean"] >= -400
+
+
+@pytest.mark.slow
+def test_lstm_without_velocities_learns(tmp_path):
+    run_dir = tmp_path / "lstm"
+    result = run_cli("train", "configs/cartpole_lstm.yaml", "--run-dir", str(run_dir), "--set", "stop.episode_return_mean=150")
+    assert result.returncode == 0, result.stderr[-3000:]
+    _, summary = check_run_dir(run_dir)
+    assert summary["stop_reason"] == "episode_return_mean" and summary["episode_return_mean"] >= 150
