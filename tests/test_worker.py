@@ -110,3 +110,28 @@ def test_obs_normalisation_stats_merge():
     worker.set_weights(weights)
     batch2 = worker.sample()
     assert np.abs(batch2["obs"]).max() <= config.env.obs_clip
+
+
+def test_learner_reproduces_behaviour_log_probs_for_lstm():
+    """Before any gradient step the learner's unroll must give exactly the worker's log-probs and values."""
+    from distrl.learner import merge_batches
+
+    config, worker = make_worker("model.lstm_size=16", "model.shared_trunk=true", "ppo.seq_len=16")
+    learner = Learner(config, *worker.spaces())
+    for _ in range(2):
+        worker.set_weights(learner.get_weights())
+        batch = worker.sample()
+        data = {k: torch.from_numpy(v) for k, v in merge_batches([batch]).items()}
+        steps, n, seq = 64, 8, 16
+
+        def chunks(x):
+            return x.reshape(steps // seq, seq, n, *x.shape[2:]).transpose(0, 1).reshape(seq, -1, *x.shape[2:])
+
+        with torch.no_grad():
+            pd, values = learner.model.forward_sequence(
+                chunks(data["obs"][:-1]), data["h0"].reshape(-1, 16), data["c0"].reshape(-1, 16), chunks(data["starts"])
+            )
+            logp, _ = learner.model.dist.log_prob_entropy(pd.reshape(-1, 2), chunks(data["actions"]).reshape(-1))
+        torch.testing.assert_close(logp, chunks(data["logp"]).reshape(-1), rtol=0, atol=1e-5)
+        torch.testing.assert_close(values, chunks(data["values"][:-1]), rtol=0, atol=1e-5)
+        learner.update(batch)

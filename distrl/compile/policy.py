@@ -15,6 +15,7 @@ from torch import nn
 
 class InferencePolicy(Protocol):
     backend: str
+    shares_module: bool  # True: update_weights writes into the eager module itself
 
     def __call__(self, *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
         """The module's forward on numpy arrays: ``(obs[, h, c]) -> (pd_params, value[, h, c])``."""
@@ -31,6 +32,7 @@ def load_state_dict_numpy(module: nn.Module, state_dict: dict) -> None:
 
 class EagerPolicy:
     backend = "eager"
+    shares_module = True
 
     def __init__(self, module: nn.Module):
         self.module = module.eval()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 PositiveInt = Annotated[int, Field(gt=0)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
@@ -42,11 +42,52 @@ class ModelConfig(Section):
     init_log_std: float = Field(0.0, description="initial log standard deviation of Gaussian (Box) policies")
 
 
+WORKER_BACKENDS = ("eager", "inductor", "onnxrt", "ipex", "auto")
+LEARNER_BACKENDS = ("eager", "inductor")
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
+
+
+def compile_short_form(value: Any, backends: tuple[str, ...]) -> Any:
+    """Accept the forms RL-Games users write: ``true``/``false``, a mode name, or a backend name."""
+    if isinstance(value, bool):
+        return {"backend": "inductor" if value else "eager"}
+    if isinstance(value, str):
+        if value in COMPILE_MODES:
+            return {"backend": "inductor", "mode": value}
+        if value in backends:
+            return {"backend": value}
+        raise ValueError(f"compile={value!r}: expected true/false, a mode ({', '.join(COMPILE_MODES)}) or a backend ({', '.join(backends)})")
+    return value
+
+
 class RolloutCompileConfig(Section):
-    backend: Literal["eager"] = Field("eager", description="policy backend used by rollout workers")
+    backend: Literal["eager", "inductor", "onnxrt", "ipex", "auto"] = Field(
+        "eager", description="policy backend of rollout workers; auto times every available one and keeps the fastest"
+    )
+    mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = Field(
+        "default", description="torch.compile mode for inductor; ignored with a warning elsewhere"
+    )
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="backend options: onnxrt {intra_op_num_threads, graph_optimization_level}; inductor: torch.compile options",
+    )
+    strict: bool = Field(False, description="a compile failure or mismatch is an error instead of a fallback to eager")
+    verify_every_sync: bool = Field(
+        True, description="after each weight sync, check the compiled policy against eager on the last observations"
+    )
+
+
+class LearnerCompileConfig(Section):
+    backend: Literal["eager", "inductor"] = "eager"
+    mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"
+    critic_mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] | None = Field(
+        None, description="a separate mode for the critic tower (model.shared_trunk: false)"
+    )
 
 
 class RolloutConfig(Section):
+    compile: RolloutCompileConfig = RolloutCompileConfig()
     num_workers: PositiveInt = 1
     num_cpus_per_worker: PositiveFloat = 1.0
     rollout_length: PositiveInt = Field(128, description="env steps per env in one batch")
@@ -55,12 +96,29 @@ class RolloutConfig(Section):
     )
     max_restarts: NonNegativeInt = Field(3, description="times a dead worker actor is restarted")
 
+    @field_validator("compile", mode="before")
+    @classmethod
+    def _compile_short_form(cls, value: Any) -> Any:
+        return compile_short_form(value, WORKER_BACKENDS)
+
 
 class LearnerConfig(Section):
     num_learners: PositiveInt = 1
     num_gpus_per_learner: NonNegativeFloat = 0.0
     num_cpus_per_learner: PositiveFloat = 1.0
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto: cuda when the learner has a GPU, else cpu")
+    compile: LearnerCompileConfig = LearnerCompileConfig()
+    amp: Literal["off", "bf16", "fp16"] = Field("off", description="autocast dtype; fp16 adds a gradient scaler")
+
+    @field_validator("compile", mode="before")
+    @classmethod
+    def _compile_short_form(cls, value: Any) -> Any:
+        return compile_short_form(value, LEARNER_BACKENDS)
+
+    @field_validator("amp", mode="before")
+    @classmethod
+    def _amp_bool(cls, value: Any) -> Any:
+        return "off" if value is False else value  # YAML reads a bare `off` as false
 
 
 class PPOConfig(Section):
@@ -158,6 +216,21 @@ class Config(Section):
             problems.append(
                 f"learner.num_learners={self.learner.num_learners}: must divide the env count "
                 f"rollout.num_workers*env.num_envs_per_worker={total_envs} so every learner gets an equal shard"
+            )
+        if self.model.lstm_size > 0:
+            for key, mode in (("learner.compile.mode", self.learner.compile.mode),
+                              ("learner.compile.critic_mode", self.learner.compile.critic_mode),
+                              ("rollout.compile.mode", self.rollout.compile.mode)):  # fmt: skip
+                if mode in CUDA_GRAPH_MODES:
+                    problems.append(
+                        f"{key}={mode}: CUDA-graph modes cannot run recurrent models (model.lstm_size>0): replays "
+                        "overwrite their outputs, corrupting the rollout buffer, and LSTM allocations fall outside "
+                        "the graph pool; use mode: default"
+                    )
+        if self.learner.compile.critic_mode is not None and self.model.shared_trunk:
+            problems.append(
+                f"learner.compile.critic_mode={self.learner.compile.critic_mode}: needs a separate critic tower "
+                "(model.shared_trunk: false)"
             )
         if self.learner.device == "cuda" and self.learner.num_gpus_per_learner == 0:
             problems.append("learner.device=cuda: needs learner.num_gpus_per_learner > 0")

@@ -7,6 +7,7 @@ batch, and gradients are averaged by torch DistributedDataParallel.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from datetime import timedelta
 
@@ -16,6 +17,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from distrl.compile.torch_compiled import dynamo_counts
 from distrl.config.schema import Config
 from distrl.models import build_model
 from distrl.ppo import PPOLossCoefs, gae, ppo_loss
@@ -73,6 +75,11 @@ class Learner:
         self.model = build_model(obs_space, action_space, config.model).to(self.device)
         self.train_forward: nn.Module = _TrainForward(self.model)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.ppo.lr, eps=1e-5)
+        self.amp_dtype = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}[config.learner.amp]
+        # fp16 needs loss scaling against gradient underflow; bf16 and fp32 do not.
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=config.learner.amp == "fp16")
+        self.loss_fn = self._loss_terms
+        self._compile()
         self.generator = torch.Generator().manual_seed(config.seed + rank)
         self.coefs = PPOLossCoefs(
             clip_coef=config.ppo.clip_coef,
@@ -85,6 +92,27 @@ class Learner:
         self.version = 0
         self.trained_env_steps = 0
         self.skipped_updates = 0
+        self._compiled_after_warmup: int | None = None  # graphs compiled by the end of the first update
+
+    def _autocast(self):
+        if self.amp_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.amp_dtype)
+
+    def _compile(self) -> None:
+        """Compile the minibatch loss (forward + loss; AOTAutograd compiles its backward too)."""
+        cfg = self.config.learner.compile
+        if cfg.backend == "eager":
+            return
+        mode = None if cfg.mode == "default" else cfg.mode
+        if cfg.critic_mode is not None:
+            # Separate modes: compile the towers one by one (RL-Games' actor/critic split).
+            # Module.compile works in place, so state_dict keys (and weight syncs) are unchanged.
+            self.model.actor_encoder.compile(mode=mode, dynamic=False)
+            critic_mode = None if cfg.critic_mode == "default" else cfg.critic_mode
+            self.model.critic_encoder.compile(mode=critic_mode, dynamic=False)
+        else:
+            self.loss_fn = torch.compile(self._loss_terms, mode=mode, dynamic=False)
 
     # --- distributed -----------------------------------------------------------------
     @staticmethod
@@ -188,9 +216,9 @@ class Learner:
             group["lr"] = lr
 
         if self.model.is_recurrent:
-            stats = self._epochs_recurrent(data, advantages, returns)
+            stats = self._run_epochs(*self._recurrent_samples(data, advantages, returns))
         else:
-            stats = self._epochs_feedforward(data, advantages, returns)
+            stats = self._run_epochs(*self._feedforward_samples(data, advantages, returns))
 
         env_steps = sum(info["env_steps"] for info in infos)
         self.trained_env_steps += env_steps
@@ -210,7 +238,16 @@ class Learner:
             "episode_returns": [r for info in infos for r in info["episode_returns"]],
             "episode_lengths": [n for info in infos for n in info["episode_lengths"]],
             "learner_version": self.version + 1,
+            "policy_backend": infos[0].get("policy_backend", "eager"),
+            "worker_recompiles": max(info.get("recompiles", 0) for info in infos),
+            "worker_graph_breaks": max(info.get("graph_breaks", 0) for info in infos),
+            "weight_sync_checks": sum(info.get("weight_sync_checks", 0) for info in infos),
+            "learner_recompiles": dynamo_counts()["compiled_graphs"] - self._compiled_after_warmup
+            if self._compiled_after_warmup is not None
+            else 0,
         }
+        if self._compiled_after_warmup is None:
+            self._compiled_after_warmup = dynamo_counts()["compiled_graphs"]
         self.version += 1
         return metrics
 
@@ -218,44 +255,38 @@ class Learner:
         metrics = self.update(*batches)
         return metrics, self.get_weights()
 
-    def _num_minibatches(self, samples_per_rank: int, unit: int = 1) -> int:
-        per_rank = self.config.ppo.minibatch_size // self.world_size // unit
-        return max(1, samples_per_rank // max(1, per_rank))
+    def _num_minibatches(self, samples_per_rank: int) -> int:
+        """Equal on every rank (shards are equal), so DDP ranks take the same number of steps."""
+        per_rank = max(1, self.config.ppo.minibatch_size // self.world_size)
+        return max(1, samples_per_rank // per_rank)
 
-    def _epochs_feedforward(self, data, advantages, returns) -> dict:
-        valid = data["valid"].reshape(-1)
-        index = torch.nonzero(valid).squeeze(-1)
-        flat = {
-            "obs": data["obs"][:-1].reshape(-1, *data["obs"].shape[2:])[index],
-            "actions": data["actions"].reshape(-1, *data["actions"].shape[2:])[index],
-            "logp": data["logp"].reshape(-1)[index],
-            "values": data["values"][:-1].reshape(-1)[index],
-            "advantages": advantages.reshape(-1)[index],
-            "returns": returns.reshape(-1)[index],
+    def _feedforward_samples(self, data, advantages, returns) -> tuple[dict, int]:
+        """Flat ``[T*N]`` samples; reset steps stay in (masked) so every minibatch has a fixed shape."""
+
+        def flat(x: torch.Tensor) -> torch.Tensor:
+            return x.reshape(-1, *x.shape[2:])
+
+        samples = {
+            "obs": flat(data["obs"][:-1]),
+            "actions": flat(data["actions"]),
+            "logp": flat(data["logp"]),
+            "values": flat(data["values"][:-1]),
+            "advantages": flat(advantages),
+            "returns": flat(returns),
+            "mask": flat(data["valid"]).float(),
         }
-        num_mb = self._num_minibatches(valid.numel())
-        ones = torch.ones(len(index), device=self.device)
+        return samples, samples["mask"].shape[0]
 
-        def minibatches():
-            perm = torch.randperm(len(index), generator=self.generator).to(self.device)
-            for mb in torch.tensor_split(perm, num_mb):
-                yield {k: v[mb] for k, v in flat.items()}, ones[mb]
-
-        def forward(mb):
-            pd_params, new_values = self.train_forward(mb["obs"])
-            return pd_params, new_values
-
-        return self._run_epochs(minibatches, forward)
-
-    def _epochs_recurrent(self, data, advantages, returns) -> dict:
+    def _recurrent_samples(self, data, advantages, returns) -> tuple[dict, int]:
+        """Sequences of ``ppo.seq_len`` steps: tensors ``[L, S, ...]`` and chunk-start states ``[S, H]``."""
         seq_len = self.config.ppo.seq_len
         steps, n = data["rewards"].shape
 
         def chunks(x: torch.Tensor) -> torch.Tensor:
-            # [T, N, ...] -> [L, S, ...] with S = (T / L) * N sequences
+            # [T, N, ...] -> [L, S, ...] with S = (T / L) * N sequences, sequence s = chunk * N + env
             return x.reshape(steps // seq_len, seq_len, n, *x.shape[2:]).transpose(0, 1).reshape(seq_len, -1, *x.shape[2:])
 
-        seqs = {
+        samples = {
             "obs": chunks(data["obs"][:-1]),
             "actions": chunks(data["actions"]),
             "logp": chunks(data["logp"]),
@@ -263,60 +294,55 @@ class Learner:
             "advantages": chunks(advantages),
             "returns": chunks(returns),
             "starts": chunks(data["starts"]),
-            "valid": chunks(data["valid"]),
+            "mask": chunks(data["valid"]).float(),
         }
-        h0 = data["h0"].reshape(-1, data["h0"].shape[-1])
-        c0 = data["c0"].reshape(-1, data["c0"].shape[-1])
-        num_seqs = h0.shape[0]
-        num_mb = self._num_minibatches(steps * n, unit=seq_len)
+        samples = {k: v.transpose(0, 1) for k, v in samples.items()}  # sequence-major for indexing: [S, L, ...]
+        samples["h0"] = data["h0"].reshape(-1, data["h0"].shape[-1])
+        samples["c0"] = data["c0"].reshape(-1, data["c0"].shape[-1])
+        return samples, samples["h0"].shape[0]
 
-        def minibatches():
-            perm = torch.randperm(num_seqs, generator=self.generator).to(self.device)
-            for mb in torch.tensor_split(perm, min(num_mb, num_seqs)):
-                picked = {k: v[:, mb] for k, v in seqs.items()}
-                picked["h0"], picked["c0"] = h0[mb], c0[mb]
-                yield picked, picked["valid"].reshape(-1).float()
+    def _loss_terms(self, mb: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Forward and PPO loss for one minibatch (the part torch.compile compiles)."""
+        with self._autocast():
+            if self.model.is_recurrent:
+                seq = {k: mb[k].transpose(0, 1) for k in ("obs", "starts")}  # back to time-major [L, S, ...]
+                pd_params, new_values = self.train_forward(seq["obs"], mb["h0"], mb["c0"], seq["starts"])
+                pd_params, new_values = pd_params.transpose(0, 1), new_values.transpose(0, 1)
+            else:
+                pd_params, new_values = self.train_forward(mb["obs"])
+        # The distribution and loss math runs in fp32 whatever the autocast dtype.
+        pd_params = pd_params.float().reshape(-1, pd_params.shape[-1])
+        new_values = new_values.float().reshape(-1)
 
-        def forward(mb):
-            pd_params, new_values = self.train_forward(mb["obs"], mb["h0"], mb["c0"], mb["starts"])
-            return pd_params.reshape(-1, pd_params.shape[-1]), new_values.reshape(-1)
+        def flat(key):
+            x = mb[key]
+            return x.reshape(-1, *x.shape[2:]) if self.model.is_recurrent else x
 
-        return self._run_epochs(minibatches, forward, flatten=True)
+        new_logp, entropy = self.model.dist.log_prob_entropy(pd_params, flat("actions"))
+        return ppo_loss(new_logp, flat("logp"), flat("advantages"), new_values, flat("values"), flat("returns"),
+                        entropy, flat("mask"), self.coefs)  # fmt: skip
 
-    def _run_epochs(self, minibatches, forward, flatten: bool = False) -> dict:
+    def _run_epochs(self, samples: dict, num_units: int) -> dict:
         cfg = self.config.ppo
+        num_mb = min(num_units, self._num_minibatches(samples["mask"].numel()))
         totals: dict[str, float] = {}
         count = 0
         early_stop = False
         params = list(self.model.parameters())
         for _epoch in range(cfg.epochs):
-            for mb, mask in minibatches():
-                pd_params, new_values = forward(mb)
-
-                def flat(x):
-                    return x.reshape(-1, *x.shape[2:]) if flatten else x
-
-                actions = flat(mb["actions"])
-                new_logp, entropy = self.model.dist.log_prob_entropy(pd_params, actions)
-                parts = ppo_loss(
-                    new_logp,
-                    flat(mb["logp"]),
-                    flat(mb["advantages"]),
-                    new_values,
-                    flat(mb["values"]),
-                    flat(mb["returns"]),
-                    entropy,
-                    mask,
-                    self.coefs,
-                )
+            perm = torch.randperm(num_units, generator=self.generator).to(self.device)
+            for index in torch.tensor_split(perm, num_mb):
+                parts = self.loss_fn({k: v[index] for k, v in samples.items()})
                 self.optimizer.zero_grad(set_to_none=True)
-                parts["loss"].backward()
+                self.scaler.scale(parts["loss"]).backward()
+                self.scaler.unscale_(self.optimizer)
                 grad_norm = nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
                 # NaN/inf guard: gradients are already averaged across ranks, so every rank agrees.
                 if torch.isfinite(grad_norm) and torch.isfinite(parts["loss"]):
-                    self.optimizer.step()
+                    self.scaler.step(self.optimizer)
                 else:
                     self.skipped_updates += 1
+                self.scaler.update()
                 parts["grad_norm"] = grad_norm
                 for key, value in parts.items():
                     totals[key] = totals.get(key, 0.0) + float(value.detach())

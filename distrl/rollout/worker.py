@@ -15,7 +15,8 @@ import time
 import numpy as np
 import torch
 
-from distrl.compile import EagerPolicy, InferencePolicy
+from distrl.compile import CompileError, EagerPolicy, InferencePolicy, build_inference_policy, outputs_match
+from distrl.compile.torch_compiled import dynamo_counts
 from distrl.config.schema import Config
 from distrl.envs import make_vec_env
 from distrl.models import build_model
@@ -23,7 +24,7 @@ from distrl.rollout.obs_norm import RunningMeanStd
 
 
 class RolloutWorker:
-    def __init__(self, config: Config, worker_index: int = 0, seed_offset: int = 0):
+    def __init__(self, config: Config, worker_index: int = 0, seed_offset: int = 0, artifacts: dict | None = None):
         self.config = config
         self.worker_index = worker_index
         torch.set_num_threads(max(1, int(config.rollout.num_cpus_per_worker)))
@@ -34,19 +35,47 @@ class RolloutWorker:
         torch.manual_seed(seed)
         self.model = build_model(self.envs.single_observation_space, self.envs.single_action_space, config.model)
         self.dist = self.model.dist
-        self.policy: InferencePolicy = EagerPolicy(self.model)
         self.policy_version = -1
         self.obs_rms: RunningMeanStd | None = None
         obs, _ = self.envs.reset(seed=seed)
         self.raw_obs = obs
+        if self.model.is_recurrent:
+            self.h, self.c = self.model.initial_state(self.num_envs)
+        self.policy, self.backend_report = self._build_policy(artifacts)
+        self.compile_counts = dynamo_counts()
+        self.sync_checks = 0
         self.prev_done = np.zeros(self.num_envs, dtype=bool)
         self.next_is_start = np.ones(self.num_envs, dtype=bool)
         self.episode_return = np.zeros(self.num_envs, dtype=np.float64)
         self.episode_len = np.zeros(self.num_envs, dtype=np.int64)
-        if self.model.is_recurrent:
-            self.h, self.c = self.model.initial_state(self.num_envs)
         low, high = getattr(self.envs.single_action_space, "low", None), getattr(self.envs.single_action_space, "high", None)
         self.action_bounds = (low, high) if self.dist.kind == "gaussian" else None
+
+    # --- the policy --------------------------------------------------------------------
+    def _policy_inputs(self) -> tuple[np.ndarray, ...]:
+        """A real batch as the policy sees it: the current observations (and LSTM state)."""
+        obs = self._observe(self.raw_obs)
+        if self.model.is_recurrent:
+            return obs, self.h, self.c
+        return (obs,)
+
+    def _build_policy(self, artifacts: dict | None) -> tuple[InferencePolicy, dict]:
+        cfg = self.config.rollout.compile
+        start = time.perf_counter()
+        policy, report = build_inference_policy(
+            self.model, cfg.backend, self._policy_inputs(), cfg.mode, cfg.options, cfg.strict, artifacts
+        )
+        return policy, {
+            "requested": report.requested,
+            "backend": report.backend,
+            "reason": report.reason,
+            "startup_s": time.perf_counter() - start,
+            "shared_artifacts": bool(artifacts),
+            "timings_us": report.timings_us,
+        }
+
+    def backend_info(self) -> dict:
+        return dict(self.backend_report)
 
     # --- weights ---------------------------------------------------------------------
     def set_weights(self, weights: dict) -> None:
@@ -54,9 +83,29 @@ class RolloutWorker:
         if weights["version"] == self.policy_version:
             return
         self.policy.update_weights(weights["model"])
+        if not self.policy.shares_module:
+            EagerPolicy(self.model).update_weights(weights["model"])
         if weights.get("obs_norm") is not None:
             self.obs_rms = RunningMeanStd.from_state(weights["obs_norm"])
         self.policy_version = weights["version"]
+        if self.policy.backend != "eager" and self.config.rollout.compile.verify_every_sync:
+            self._verify_after_sync()
+
+    def _verify_after_sync(self) -> None:
+        """The compiled policy must act as eager does with the new weights; otherwise stop using it."""
+        inputs = self._policy_inputs()
+        problem = outputs_match(self.policy(*inputs), EagerPolicy(self.model)(*inputs))
+        self.sync_checks += 1
+        if problem is None:
+            return
+        message = f"rollout.compile.backend={self.policy.backend}: after weight sync {self.policy_version}: {problem}"
+        if self.config.rollout.compile.strict:
+            raise CompileError(message)
+        import logging
+
+        logging.getLogger("distrl.compile").warning("%s; falling back to eager", message)
+        self.policy = EagerPolicy(self.model)
+        self.backend_report.update(backend="eager", reason=message)
 
     def spaces(self):
         return self.envs.single_observation_space, self.envs.single_action_space
@@ -159,6 +208,10 @@ class RolloutWorker:
             "sample_s": time.perf_counter() - start,
             "policy_s": policy_s,
             "obs_stats": obs_stats,
+            "policy_backend": self.policy.backend,
+            "recompiles": dynamo_counts()["compiled_graphs"] - self.compile_counts["compiled_graphs"],
+            "graph_breaks": dynamo_counts()["graph_breaks"],
+            "weight_sync_checks": self.sync_checks,
         }
         return batch
 
