@@ -105,3 +105,20 @@ def test_cli_unknown_env_exits_2(tmp_path):
     assert "env.id='NoSuchEnv-v9': not a registered gymnasium env" in result.stderr
     assert "Traceback" not in result.stderr
     assert not run_dir.exists()
+
+
+def test_compile_short_forms():
+    assert load_config(None, ["rollout.compile=true"]).rollout.compile.backend == "inductor"
+    assert load_config(None, ["rollout.compile=onnxrt"]).rollout.compile.backend == "onnxrt"
+    learner = load_config(None, ["learner.compile=reduce-overhead"]).learner.compile
+    assert (learner.backend, learner.mode) == ("inductor", "reduce-overhead")
+    assert load_config(None, ["learner.compile=false"]).learner.compile.backend == "eager"
+    assert load_config(None, ["learner.amp=off"]).learner.amp == "off"
+    (line,) = errors(["learner.compile=onnxrt"])
+    assert "compile='onnxrt': expected true/false, a mode" in line
+
+
+def test_cuda_graph_mode_with_lstm_is_refused_with_the_reason():
+    (line,) = errors(["model.lstm_size=16", "model.shared_trunk=true", "learner.compile=reduce-overhead"])
+    assert line.startswith("learner.compile.mode=reduce-overhead: CUDA-graph modes cannot run recurrent models")
+    assert "overwrite their outputs" in line and "use mode: default" in line

@@ -127,3 +127,32 @@ def test_lstm_without_velocities_learns(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     _, summary = check_run_dir(run_dir)
     assert summary["stop_reason"] == "episode_return_mean" and summary["episode_return_mean"] >= 150
+
+
+def _ipex_param():
+    from distrl.compile import available_backends
+
+    row = next(r for r in available_backends() if r["name"] == "ipex")
+    return pytest.param("ipex", marks=[pytest.mark.ipex, pytest.mark.skipif(not row["available"], reason=row["reason"])])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["onnxrt", "inductor", _ipex_param()])
+def test_training_with_compiled_workers_and_learner(tmp_path, backend):
+    run_dir = tmp_path / backend
+    result = run_cli(
+        "train", "configs/cartpole.yaml", "--run-dir", str(run_dir),
+        "--set", f"rollout.compile.backend={backend}", "--set", "rollout.compile.strict=true",
+        "--set", "learner.compile=true", "--set", "stop.env_steps=60000", "--set", "stop.episode_return_mean=null",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"policy backend {backend} (ready in" in result.stdout
+    assert "learner  1 x cpu, 0 GPU/learner, inductor default" in result.stdout
+    rows, summary = check_run_dir(run_dir)
+    assert summary["policy_backend"] == backend
+    assert all(r["policy_backend"] == backend for r in rows)
+    # After warm-up neither side compiles again.
+    assert all(r["worker_recompiles"] == 0 and r["learner_recompiles"] == 0 for r in rows)
+    # Every weight sync was checked against eager (one per update after the first batch).
+    assert rows[-1]["weight_sync_checks"] >= len(rows) - 1
+    assert rows[-1]["episode_return_mean"] > rows[0]["episode_return_mean"]

@@ -1,8 +1,10 @@
 """Worker backends built on ``torch.compile``: ``inductor`` and ``ipex``.
 
-Neither freezes the weights: inductor's ``freezing`` gives silently wrong outputs after
-``load_state_dict`` (measured on torch 2.8 and 2.13), so parameters stay graph inputs and
-a weight sync is an in-place copy the compiled graph sees on its next call.
+Parameters stay graph inputs, so a weight sync is an in-place copy the compiled graph sees
+on its next call. Inductor's ``freezing`` option bakes weights into the graph and has given
+wrong outputs after ``load_state_dict`` on some builds; it is allowed only because every
+policy is checked against eager after a weight change at build time and after each sync,
+and replaced by eager when it disagrees.
 """
 
 from __future__ import annotations
@@ -33,8 +35,6 @@ class TorchCompiledPolicy:
         self.backend = backend
         self.module = module.eval()
         options = dict(options or {})
-        if options.pop("freezing", False):
-            raise ValueError("inductor option freezing=true bakes weights into the graph; weight syncs would be ignored")
         kwargs: dict = {"backend": backend, "dynamic": False}
         if backend == "inductor":
             if mode not in (None, "default"):

@@ -123,9 +123,39 @@ class Driver:
             self.learner_state = payload["learner"]
 
     # --- set-up -------------------------------------------------------------------------
+    def _prepare_artifacts(self, obs_space, action_space):
+        """Export / compile the worker policy once here; workers load the result from the object store."""
+        cfg = self.config.rollout.compile
+        if cfg.backend in ("eager", "ipex"):
+            return None
+        import torch
+
+        from distrl.compile import prepare_artifacts
+        from distrl.models import build_model
+
+        model = build_model(obs_space, action_space, self.config.model).eval()
+        n = self.config.env.num_envs_per_worker
+        obs = np.stack([obs_space.sample() for _ in range(n)])
+        if obs.dtype != np.uint8:
+            obs = obs.astype(np.float32)
+        example = (obs,)
+        if model.is_recurrent:
+            example += model.initial_state(n)
+        start = time.perf_counter()
+        torch.set_num_threads(1)
+        try:
+            artifacts = prepare_artifacts(model, cfg.backend, example, cfg.mode)
+        except Exception as exc:  # workers will compile for themselves (and fall back if that fails too)
+            self.console.print(f"[yellow]shared compile artifacts unavailable ({type(exc).__name__}: {exc}); each worker compiles[/yellow]")
+            return None
+        self.artifacts_s = time.perf_counter() - start
+        return ray.put(artifacts)
+
     def _create_actors(self) -> None:
         cfg = self.config
         obs_space, action_space = probe_spaces(cfg.env)
+        self.artifacts_s = 0.0
+        artifacts_ref = self._prepare_artifacts(obs_space, action_space)
         learner_cls = ray.remote(Learner)
         world = cfg.learner.num_learners
         self.learners = [
@@ -142,7 +172,7 @@ class Driver:
                 name=f"distrl-{self.run_id}-worker-{i}",
                 num_cpus=cfg.rollout.num_cpus_per_worker,
                 max_restarts=cfg.rollout.max_restarts,
-            ).remote(cfg, i, self.counters.iteration)
+            ).remote(cfg, i, self.counters.iteration, artifacts_ref)
             for i in range(cfg.rollout.num_workers)
         ]
         if world > 1:
@@ -152,6 +182,7 @@ class Driver:
             state_ref = ray.put(self.learner_state)
             ray.get([learner.load_state.remote(state_ref) for learner in self.learners])
         self.learner_device = ray.get(self.learners[0].device_name.remote())
+        self.backend_info = ray.get(self.workers[0].backend_info.remote())
 
     def _print_summary(self, local: bool) -> None:
         cfg = self.config
@@ -163,13 +194,22 @@ class Driver:
         )
         lstm = f", lstm {cfg.model.lstm_size}" if cfg.model.lstm_size else ""
         c.print(f"  model    {cfg.model.type} {cfg.model.hidden} {cfg.model.activation}, shared_trunk {cfg.model.shared_trunk}{lstm}")
+        info = self.backend_info
+        backend = info["backend"] if info["backend"] == info["requested"] else f"{info['backend']} (requested {info['requested']})"
+        shared = ", artifacts shared" if info["shared_artifacts"] else ""
         c.print(
             f"  rollout  {cfg.rollout.rollout_length} steps/env, pipeline {cfg.rollout.pipeline}, "
-            f"{cfg.rollout.num_cpus_per_worker:g} CPU/worker, policy backend eager"
+            f"{cfg.rollout.num_cpus_per_worker:g} CPU/worker, policy backend {backend} "
+            f"(ready in {info['startup_s']:.2f} s{shared})"
         )
+        if info["reason"]:
+            c.print(f"           [yellow]{info['reason']}[/yellow]")
+        lc = cfg.learner.compile
+        compiled = "eager" if lc.backend == "eager" else f"{lc.backend} {lc.mode}" + (f"/critic {lc.critic_mode}" if lc.critic_mode else "")
         c.print(
             f"  learner  {cfg.learner.num_learners} x {self.learner_device}, {cfg.learner.num_gpus_per_learner:g} GPU/learner, "
-            f"batch {cfg.batch_size}, minibatch {cfg.ppo.minibatch_size}, epochs {cfg.ppo.epochs}, AMP off"
+            f"{compiled}, AMP {cfg.learner.amp}, batch {cfg.batch_size}, minibatch {cfg.ppo.minibatch_size}, "
+            f"epochs {cfg.ppo.epochs}"
         )
         stops = [f"{k}={v}" for k, v in cfg.stop.model_dump().items() if v is not None]
         c.print(f"  stop     {', '.join(stops)}; seed {cfg.seed}")
@@ -260,6 +300,7 @@ class Driver:
             "solved_at_s": self.counters.solved_at_s,
             "stop_reason": stop_reason,
             "checkpoint": str(checkpoint),
+            "policy_backend": self.backend_info["backend"],
         }
         tmp = self.run_dir / ".summary.json.tmp"
         tmp.write_text(json.dumps(summary, indent=2) + "\n")
