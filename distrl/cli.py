@@ -64,6 +64,23 @@ def _cmd_export(args) -> int:
     return 0
 
 
+def _cmd_diagnose(args) -> int:
+    import json
+
+    from rich.console import Console
+
+    from distrl import diagnose
+    from distrl.config import load_config
+
+    config = load_config(args.config, args.set)
+    report = diagnose.run(config, quick=args.quick)
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+    else:
+        diagnose.print_report(report, Console(soft_wrap=True))
+    return 0
+
+
 class _UsageError(Exception):
     pass
 
@@ -91,6 +108,13 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("checkpoint", help="checkpoint file or run directory")
     ex.add_argument("out", help="output .onnx path")
     ex.set_defaults(func=_cmd_export)
+
+    dg = sub.add_parser("diagnose", help="versions, hardware, backends and measured rates for a config")
+    dg.add_argument("config", nargs="?", help="YAML config whose env and model to measure (default: CartPole)")
+    dg.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE")
+    dg.add_argument("--json", action="store_true", help="print the report as JSON")
+    dg.add_argument("--quick", action="store_true", help="shorter measurements")
+    dg.set_defaults(func=_cmd_diagnose)
     return parser
 
 

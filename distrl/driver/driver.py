@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from rich.markup import escape
 import ray
 from rich.console import Console
 
@@ -81,7 +82,8 @@ def connect_ray(address: str | None) -> bool:
     if address:
         ray.init(address=address, log_to_driver=True)
         return False
-    ray.init(include_dashboard=False, log_to_driver=True, configure_logging=False)
+    # Local development: everything on loopback.
+    ray.init(include_dashboard=False, log_to_driver=True, configure_logging=False, _node_ip_address="127.0.0.1")
     return True
 
 
@@ -146,7 +148,7 @@ class Driver:
         try:
             artifacts = prepare_artifacts(model, cfg.backend, example, cfg.mode)
         except Exception as exc:  # workers will compile for themselves (and fall back if that fails too)
-            self.console.print(f"[yellow]shared compile artifacts unavailable ({type(exc).__name__}: {exc}); each worker compiles[/yellow]")
+            self.console.print(f"[yellow]shared compile artifacts unavailable ({escape(f'{type(exc).__name__}: {exc}')}); each worker compiles[/yellow]")
             return None
         self.artifacts_s = time.perf_counter() - start
         return ray.put(artifacts)
@@ -203,7 +205,7 @@ class Driver:
             f"(ready in {info['startup_s']:.2f} s{shared})"
         )
         if info["reason"]:
-            c.print(f"           [yellow]{info['reason']}[/yellow]")
+            c.print(f"           [yellow]{escape(info['reason'])}[/yellow]")
         lc = cfg.learner.compile
         compiled = "eager" if lc.backend == "eager" else f"{lc.backend} {lc.mode}" + (f"/critic {lc.critic_mode}" if lc.critic_mode else "")
         c.print(

@@ -1,0 +1,136 @@
+"""Shared benchmark plumbing: machine description, timing statistics, results files."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def machine_info() -> dict:
+    """CPU, cores, memory, GPU and the versions that decide the numbers."""
+    import numpy
+    import torch
+
+    cpu = platform.processor() or "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    info = {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": numpy.__version__,
+    }
+    for module in ("ray", "onnxruntime", "gymnasium", "intel_extension_for_pytorch"):
+        try:
+            info[module] = __import__(module).__version__
+        except Exception:
+            info[module] = None
+    try:
+        info["commit"] = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=RESULTS.parent, check=True
+        ).stdout.strip()
+    except Exception:
+        info["commit"] = None
+    return info
+
+
+def print_machine(info: dict) -> None:
+    gpu = info["gpu"] or "no GPU"
+    print(
+        f"machine: {info['cpu']}, {info['cores']} cores, {info['memory_gb']} GB, {gpu}; python {info['python']}, "
+        f"torch {info['torch']}, ray {info['ray']}, onnxruntime {info['onnxruntime']}, gymnasium {info['gymnasium']}"
+        + (f", ipex {info['intel_extension_for_pytorch']}" if info.get("intel_extension_for_pytorch") else "")
+    )
+
+
+def spread(values: list[float]) -> dict:
+    """Median and inter-quartile range of repeated measurements."""
+    values = sorted(values)
+    if len(values) >= 4:
+        q = statistics.quantiles(values, n=4)
+        low, high = q[0], q[2]
+    else:
+        low, high = values[0], values[-1]
+    return {"median": statistics.median(values), "p25": low, "p75": high, "n": len(values)}
+
+
+def time_calls(fn, min_seconds: float, repeats: int) -> list[float]:
+    """Seconds per call, once per repeat; each repeat runs for at least ``min_seconds``."""
+    out = []
+    for _ in range(repeats):
+        calls, start = 0, time.perf_counter()
+        while True:
+            fn()
+            calls += 1
+            elapsed = time.perf_counter() - start
+            if elapsed >= min_seconds:
+                break
+        out.append(elapsed / calls)
+    return out
+
+
+def markdown_table(rows: list[dict], columns: list[tuple[str, str]]) -> str:
+    head = "| " + " | ".join(title for _, title in columns) + " |"
+    rule = "| " + " | ".join("---" for _ in columns) + " |"
+    lines = [head, rule]
+    for row in rows:
+        cells = []
+        for key, _ in columns:
+            value = row.get(key)
+            if isinstance(value, float):
+                value = f"{value:,.3g}" if abs(value) < 100 else f"{value:,.0f}"
+            cells.append("-" if value is None else str(value))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def add_results_dir_argument(parser) -> None:
+    parser.add_argument("--results-dir", type=Path, default=RESULTS, help=f"where to write results (default {RESULTS})")
+
+
+def write_results(
+    name: str,
+    payload: dict,
+    table: str,
+    chart=None,
+    failures: list[str] | None = None,
+    quick: bool = False,
+    results_dir: Path = RESULTS,
+) -> bool:
+    """Write NAME.json, .md and .png; refuse (and return False) when a correctness check failed."""
+    if failures:
+        print(f"NOT writing results: {len(failures)} correctness check(s) failed:", file=sys.stderr)
+        for failure in failures:
+            print(f"  - {failure}", file=sys.stderr)
+        return False
+    if quick:
+        name += "_quick"
+    results_dir = Path(results_dir)
+    results_dir.mkdir(parents=True, exist_ok=True)
+    machine = payload["machine"]
+    header = (
+        f"Machine: {machine['cpu']}, {machine['cores']} cores, {machine['gpu'] or 'no GPU'}; torch {machine['torch']}, "
+        f"ray {machine['ray']}, onnxruntime {machine['onnxruntime']}; commit {machine['commit']}.\n\n"
+    )
+    (results_dir / f"{name}.json").write_text(json.dumps(payload, indent=2, default=str) + "\n")
+    (results_dir / f"{name}.md").write_text(header + table + "\n")
+    if chart is not None:
+        chart(results_dir / f"{name}.png")
+    print(f"wrote {results_dir / name}.json, .md" + (", .png" if chart is not None else ""))
+    return True

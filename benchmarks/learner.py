@@ -1,0 +1,146 @@
+"""PPO update speed: eager vs inductor modes (and AMP), on MLP, CNN and LSTM, on real rollout batches.
+
+The first update (which compiles) is reported apart from the steady state. A compiled
+variant whose first update disagrees with eager's (same weights, same batch) fails the run.
+
+    python benchmarks/learner.py
+    python benchmarks/learner.py --models mlp --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, spread, write_results  # noqa: E402
+from distrl.config import load_config  # noqa: E402
+from distrl.learner import Learner  # noqa: E402
+from distrl.rollout import RolloutWorker  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = {
+    "mlp": (ROOT / "configs" / "cartpole.yaml", []),
+    "lstm": (ROOT / "configs" / "cartpole_lstm.yaml", []),
+    "cnn": (ROOT / "configs" / "breakout.yaml", ["env.num_envs_per_worker=8", "rollout.rollout_length=128"]),
+}
+
+
+def variants(cuda: bool, quick: bool) -> list[tuple[str, list[str]]]:
+    out = [("eager", []), ("inductor default", ["learner.compile=true"])]
+    if quick:
+        return out
+    out += [
+        ("inductor max-autotune-no-cudagraphs", ["learner.compile=max-autotune-no-cudagraphs"]),
+        ("eager bf16", ["learner.amp=bf16"]),
+        ("inductor default bf16", ["learner.compile=true", "learner.amp=bf16"]),
+    ]
+    if cuda:
+        out += [
+            ("inductor reduce-overhead", ["learner.compile=reduce-overhead"]),
+            ("inductor max-autotune", ["learner.compile=max-autotune"]),
+            ("eager fp16", ["learner.amp=fp16"]),
+        ]
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--updates", type=int, default=5, help="steady-state updates timed per variant")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (a learner actor's CPUs)")
+    parser.add_argument("--quick", action="store_true")
+    add_results_dir_argument(parser)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.models, args.updates = ["mlp"], 2
+    torch.set_num_threads(args.threads)
+    cuda = torch.cuda.is_available()
+    device_overrides = ["learner.device=cuda", "learner.num_gpus_per_learner=1"] if cuda else []
+    info = machine_info()
+    print_machine(info)
+    rows, failures = [], []
+    for model in args.models:
+        path, overrides = MODELS[model]
+        base = load_config(path, overrides)
+        worker = RolloutWorker(base)
+        batch = worker.sample()
+        eager_first_loss = None
+        eager_rate = None
+        for name, extra in variants(cuda, args.quick):
+            config = load_config(path, overrides + device_overrides + extra)
+            learner = Learner(config, *worker.spaces())
+            start = time.perf_counter()
+            first = learner.update(batch)
+            first_s = time.perf_counter() - start
+            times = []
+            for _ in range(args.updates):
+                start = time.perf_counter()
+                metrics = learner.update(batch)
+                if cuda:
+                    torch.cuda.synchronize()
+                times.append(time.perf_counter() - start)
+            stats = spread(times)
+            samples = base.batch_size * base.ppo.epochs
+            rate = samples / stats["median"]
+            if name == "eager":
+                eager_first_loss, eager_rate = first["loss_value"], rate
+            elif "16" not in name and not np.isclose(first["loss_value"], eager_first_loss, rtol=1e-3):
+                failures.append(f"{model} {name}: first-update value loss {first['loss_value']:.6g} vs eager {eager_first_loss:.6g}")
+            if not np.isfinite(metrics["loss_value"]):
+                failures.append(f"{model} {name}: non-finite loss")
+            row = {
+                "model": model,
+                "variant": name,
+                "device": str(learner.device),
+                "batch": base.batch_size,
+                "epochs": base.ppo.epochs,
+                "minibatch": base.ppo.minibatch_size,
+                "first_update_s": first_s,
+                "update_s": stats["median"],
+                "update_s_p25": stats["p25"],
+                "update_s_p75": stats["p75"],
+                "samples_per_s": rate,
+                "speedup_vs_eager": rate / eager_rate,
+                "recompiles": metrics["learner_recompiles"],
+            }
+            rows.append(row)
+            print(
+                f"{model:4s} {name:38s} first {first_s:6.2f} s, steady {stats['median'] * 1e3:8.1f} ms "
+                f"[{stats['p25'] * 1e3:.1f}-{stats['p75'] * 1e3:.1f}], {rate:10,.0f} samples/s, "
+                f"x{row['speedup_vs_eager']:.2f} vs eager, recompiles {row['recompiles']}",
+                flush=True,
+            )
+    columns = [("model", "model"), ("variant", "variant"), ("device", "device"), ("batch", "batch"),
+               ("first_update_s", "first update s"), ("update_s", "steady update s"), ("samples_per_s", "samples/s"),
+               ("speedup_vs_eager", "x eager"), ("recompiles", "recompiles")]  # fmt: skip
+
+    def chart(path: Path) -> None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(9, 4))
+        labels = [f"{r['model']}\n{r['variant']}" for r in rows]
+        ax.bar(range(len(rows)), [r["speedup_vs_eager"] for r in rows])
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.set_xticks(range(len(rows)), labels, rotation=60, ha="right", fontsize=6)
+        ax.set_ylabel("PPO update speed-up vs eager")
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+
+    ok = write_results("learner", {"machine": info, "args": vars(args), "rows": rows}, markdown_table(rows, columns),
+                       chart, failures, args.quick, args.results_dir)  # fmt: skip
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

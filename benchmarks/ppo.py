@@ -1,0 +1,131 @@
+"""End-to-end PPO with worker compile off vs on: env steps/s and time to a return threshold.
+
+Runs ``distrl train`` as a user would (a fresh process and a local Ray per run), once with
+the eager worker policy and once per compiled backend, same config and seed, and reads
+each run's summary.json and metrics.jsonl. A run whose workers fell back from the
+requested backend, recompiled, or skipped the eager check at weight syncs fails the script.
+
+    python benchmarks/ppo.py --backend onnxrt
+    python benchmarks/ppo.py --all --repeats 3
+    python benchmarks/ppo.py --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results  # noqa: E402
+from distrl.compile import available_backends  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_training(config: str, backend: str, mode: str, overrides: list[str], seed: int) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = Path(tmp) / "run"
+        cmd = [sys.executable, "-m", "distrl", "train", config, "--run-dir", str(run_dir),
+               "--set", f"rollout.compile.backend={backend}", "--set", f"rollout.compile.mode={mode}",
+               "--set", f"seed={seed}", "--set", "logging.tensorboard=false", "--set", "checkpoint.every_iterations=0"]  # fmt: skip
+        for item in overrides:
+            cmd += ["--set", item]
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+        if proc.returncode != 0:
+            raise RuntimeError(f"distrl train failed ({proc.returncode}): {proc.stderr[-2000:]}")
+        summary = json.loads((run_dir / "summary.json").read_text())
+        rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    policy_share = sum(r["policy_s"] for r in rows) / max(1e-9, sum(r["sample_s"] for r in rows))
+    return {
+        "backend": backend,
+        "mode": mode,
+        "seed": seed,
+        "backend_used": summary["policy_backend"],
+        "env_steps": summary["env_steps"],
+        "wall_s": summary["wall_s"],
+        "sps": summary["sps"],
+        "train_sps": summary["train_sps"],
+        "solved_at_s": summary["solved_at_s"],
+        "stop_reason": summary["stop_reason"],
+        "sample_s": statistics.median(r["sample_s"] for r in rows),
+        "learn_s": statistics.median(r["learn_s"] for r in rows),
+        "policy_share_of_sampling": policy_share,
+        "recompiles": max(r["worker_recompiles"] for r in rows),
+        "weight_sync_checks": rows[-1]["weight_sync_checks"],
+        "iterations": len(rows),
+    }
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", default="onnxrt", choices=["inductor", "onnxrt", "ipex", "auto"])
+    parser.add_argument("--mode", default="default")
+    parser.add_argument("--all", action="store_true", help="every available compiled backend")
+    parser.add_argument("--config", default="configs/cartpole.yaml")
+    parser.add_argument("--set", action="append", default=[], help="extra config overrides for every run")
+    parser.add_argument("--repeats", type=int, default=1, help="runs per backend (seeds 0..N-1)")
+    parser.add_argument("--quick", action="store_true", help="a 20k-step run each of eager and onnxrt")
+    add_results_dir_argument(parser)
+    args = parser.parse_args(argv)
+    overrides = list(args.set)
+    backends = [(args.backend, args.mode)]
+    if args.all:
+        backends = [(row["name"], "default") for row in available_backends() if row["available"] and row["name"] != "eager"]
+    if args.quick:
+        backends, args.repeats = [("onnxrt", "default")], 1
+        overrides += ["stop.env_steps=20000", "stop.episode_return_mean=null"]
+    info = machine_info()
+    print_machine(info)
+    rows, failures = [], []
+    for backend, mode in [("eager", "default"), *backends]:
+        for seed in range(args.repeats):
+            row = run_training(args.config, backend, mode, overrides, seed)
+            rows.append(row)
+            print(
+                f"{backend:8s} seed {seed}: {row['train_sps']:9,.0f} env steps/s in the loop, {row['sps']:9,.0f} from launch; "
+                f"solved at {row['solved_at_s']} s after {row['env_steps']:,} steps ({row['stop_reason']}); "
+                f"sample {row['sample_s'] * 1e3:.1f} ms (policy {row['policy_share_of_sampling']:.0%}), learn {row['learn_s'] * 1e3:.1f} ms",
+                flush=True,
+            )
+            if row["backend_used"] != backend:
+                failures.append(f"{backend} seed {seed}: workers ran {row['backend_used']}")
+            if row["recompiles"]:
+                failures.append(f"{backend} seed {seed}: {row['recompiles']} recompiles after warm-up")
+            if backend != "eager" and row["weight_sync_checks"] < row["iterations"] - 1:
+                failures.append(f"{backend} seed {seed}: weight syncs not all checked against eager")
+    eager_sps = statistics.median(r["train_sps"] for r in rows if r["backend"] == "eager")
+    for row in rows:
+        row["speedup_vs_eager"] = row["train_sps"] / eager_sps
+    columns = [("backend", "worker backend"), ("seed", "seed"), ("train_sps", "env steps/s (loop)"), ("sps", "env steps/s (from launch)"),
+               ("speedup_vs_eager", "x eager"), ("solved_at_s", "solved at s"), ("env_steps", "env steps"),
+               ("sample_s", "sample s"), ("learn_s", "learn s"), ("policy_share_of_sampling", "policy share")]  # fmt: skip
+
+    def chart(path: Path) -> None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        names = [f"{r['backend']} s{r['seed']}" for r in rows]
+        ax.bar(names, [r["train_sps"] for r in rows])
+        ax.set_ylabel("env steps/s (training loop)")
+        ax.set_title(f"distrl PPO, {args.config}")
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+
+    name = "ppo" if args.all else f"ppo_{args.backend}"
+    ok = write_results(name, {"machine": info, "args": vars(args), "rows": rows}, markdown_table(rows, columns), chart,
+                       failures, args.quick, args.results_dir)  # fmt: skip
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,183 @@
+"""``distrl diagnose``: the checks to run first when training is slow.
+
+Versions, CPU features, GPU, memory, which worker backends work here, and measured rates
+for the config's own env and model: env steps/s, policy latency per backend (p50/p95/p99,
+action sampling included, one thread as in a worker) and one PPO update.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+from rich.markup import escape
+
+
+def _versions() -> dict[str, str | None]:
+    out = {"python": platform.python_version()}
+    for module in ("torch", "ray", "gymnasium", "numpy", "onnxruntime", "onnx", "intel_extension_for_pytorch", "ale_py"):
+        try:
+            out[module] = __import__(module).__version__
+        except Exception:
+            out[module] = None
+    return out
+
+
+def _cpu() -> dict:
+    import torch
+
+    model, flags = platform.processor() or "unknown", set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+            elif line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    wanted = ["avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile"]
+    return {
+        "model": model,
+        "cores": os.cpu_count(),
+        "features": [f for f in wanted if f in flags],
+        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "mkldnn": torch.backends.mkldnn.is_available(),
+        "torch_threads": torch.get_num_threads(),
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+    }
+
+
+def _memory() -> dict:
+    import psutil
+
+    vm = psutil.virtual_memory()
+    return {"total_gb": round(vm.total / 2**30, 1), "available_gb": round(vm.available / 2**30, 1)}
+
+
+def _gpu() -> dict | None:
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    info = {"name": torch.cuda.get_device_name(0), "count": torch.cuda.device_count(),
+            "bf16": torch.cuda.is_bf16_supported()}  # fmt: skip
+    if shutil.which("nvidia-smi"):
+        query = "utilization.gpu,memory.used,memory.total"
+        res = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits"], capture_output=True, text=True)
+        if res.returncode == 0:
+            util, used, total = (x.strip() for x in res.stdout.splitlines()[0].split(","))
+            info.update(utilization_pct=float(util), memory_used_mb=float(used), memory_total_mb=float(total))
+    return info
+
+
+def _percentiles(samples_s: list[float]) -> dict:
+    us = np.asarray(samples_s) * 1e6
+    return {"p50_us": float(np.percentile(us, 50)), "p95_us": float(np.percentile(us, 95)), "p99_us": float(np.percentile(us, 99))}
+
+
+def measure(config, seconds: float = 0.5) -> dict:
+    """Env rate, per-backend policy latency and one PPO update for ``config``'s env and model."""
+    import torch
+
+    from distrl.compile import available_backends, build_inference_policy
+    from distrl.envs import make_vec_env
+    from distrl.learner import Learner
+    from distrl.rollout import RolloutWorker
+
+    torch.set_num_threads(1)
+    envs = make_vec_env(config.env)
+    obs, _ = envs.reset(seed=0)
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        envs.step(envs.action_space.sample())
+        steps += envs.num_envs
+    env_sps = steps / (time.perf_counter() - start)
+    envs.close()
+
+    worker = RolloutWorker(config)
+    example = worker._policy_inputs()
+    rng = np.random.default_rng(0)
+    latency = {}
+    for row in available_backends():
+        if not row["available"]:
+            latency[row["name"]] = {"available": False, "reason": row["reason"]}
+            continue
+        policy, report = build_inference_policy(worker.model, row["name"], example)
+        if report.backend != row["name"]:
+            latency[row["name"]] = {"available": False, "reason": report.reason}
+            continue
+        for _ in range(5):
+            policy(*example)
+        times, start = [], time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            tick = time.perf_counter()
+            pd = policy(*example)[0]
+            worker.dist.sample_numpy(pd, rng)
+            times.append(time.perf_counter() - tick)
+        latency[row["name"]] = {"available": True, "batch": len(example[0]), **_percentiles(times)}
+
+    batch = worker.sample()
+    learner = Learner(config, *worker.spaces())
+    learner.update(batch)
+    start = time.perf_counter()
+    learner.update(batch)
+    update_s = time.perf_counter() - start
+    return {
+        "env_steps_per_s": env_sps,
+        "policy_latency": latency,
+        "learner_update_s": update_s,
+        "learner_samples_per_s": config.batch_size / config.rollout.num_workers * config.ppo.epochs / update_s,
+        "learner_device": str(learner.device),
+    }
+
+
+def run(config, quick: bool = False) -> dict:
+    report = {"versions": _versions(), "cpu": _cpu(), "memory": _memory(), "gpu": _gpu()}
+    report["measured"] = measure(config, seconds=0.1 if quick else 0.5)
+    lc, rc = config.learner.compile, config.rollout.compile
+    report["active"] = {
+        "worker backend": rc.backend,
+        "learner compile": "eager" if lc.backend == "eager" else f"{lc.backend} {lc.mode}",
+        "learner AMP": config.learner.amp,
+        "pipeline": config.rollout.pipeline,
+        "vectorization": config.env.vectorization,
+        "observation normalisation": config.env.normalize_obs,
+    }
+    return report
+
+
+def print_report(report: dict, console) -> None:
+    v = report["versions"]
+    console.print("[bold]versions[/bold]  " + ", ".join(f"{k} {val}" for k, val in v.items() if val))
+    missing = [k for k, val in v.items() if val is None]
+    if missing:
+        console.print(f"          not installed: {', '.join(missing)}")
+    cpu = report["cpu"]
+    console.print(f"[bold]cpu[/bold]       {cpu['model']}, {cpu['cores']} cores, features {' '.join(cpu['features']) or '-'}, "
+                  f"torch capability {cpu['torch_cpu_capability']}, mkldnn {cpu['mkldnn']}")  # fmt: skip
+    mem = report["memory"]
+    console.print(f"[bold]memory[/bold]    {mem['available_gb']} GB free of {mem['total_gb']} GB")
+    gpu = report["gpu"]
+    if gpu is None:
+        console.print("[bold]gpu[/bold]       none (learners run on CPU)")
+    else:
+        util = f", utilisation {gpu.get('utilization_pct')}%, memory {gpu.get('memory_used_mb')}/{gpu.get('memory_total_mb')} MB" if "utilization_pct" in gpu else ""
+        console.print(f"[bold]gpu[/bold]       {gpu['count']} x {gpu['name']}, bf16 {gpu['bf16']}{util}")
+    m = report["measured"]
+    console.print(f"[bold]env[/bold]       {m['env_steps_per_s']:,.0f} env steps/s (one vector env, random actions)")
+    console.print("[bold]policy[/bold]    latency per call incl. action sampling, one thread:")
+    eager = m["policy_latency"]["eager"].get("p50_us")
+    for name, row in m["policy_latency"].items():
+        if row["available"]:
+            speed = f"  x{eager / row['p50_us']:.2f} vs eager" if eager else ""
+            console.print(f"          {name:9s} batch {row['batch']}: p50 {row['p50_us']:8.1f} us  p95 {row['p95_us']:8.1f} us  p99 {row['p99_us']:8.1f} us{speed}")
+        else:
+            console.print(f"          {name:9s} unavailable: {escape(row['reason'])}")
+    console.print(f"[bold]learner[/bold]   one PPO update {m['learner_update_s'] * 1e3:.1f} ms on {m['learner_device']} "
+                  f"({m['learner_samples_per_s']:,.0f} samples/s)")  # fmt: skip
+    console.print("[bold]active[/bold]    " + ", ".join(f"{k}: {val}" for k, val in report["active"].items()))

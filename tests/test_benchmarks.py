@@ -1,0 +1,56 @@
+"""Every benchmark script runs in its --quick mode and writes its results files, so none can rot."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+SCRIPTS = ["inference", "learner", "ppo", "vs_rllib"]
+
+
+def run_script(name, *args, timeout=900):
+    return subprocess.run([sys.executable, f"benchmarks/{name}.py", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=timeout)  # fmt: skip
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_help(name):
+    result = run_script(name, "--help")
+    assert result.returncode == 0 and "--quick" in result.stdout
+
+
+@pytest.mark.parametrize("name", ["inference", "learner", pytest.param("ppo", marks=pytest.mark.slow)])
+def test_quick_run_writes_results(name, tmp_path):
+    result = run_script(name, "--quick", "--results-dir", str(tmp_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.startswith("machine: ")
+    (json_file,) = tmp_path.glob("*.json")
+    payload = json.loads(json_file.read_text())
+    assert payload["machine"]["torch"] and payload["rows"]
+    assert (json_file.with_suffix(".md")).read_text().startswith("Machine: ")
+
+
+def test_inference_rows_are_checked_and_sampled_from_real_observations(tmp_path):
+    result = run_script("inference", "--quick", "--results-dir", str(tmp_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    (row,) = json.loads(next(tmp_path.glob("*.json")).read_text())["rows"]
+    assert row["backend_used"] == "onnxrt" and row["matches_eager_after_update"] and row["recompiles"] == 0
+    assert row["speedup_vs_eager"] > 0 and row["samples_per_s"] == pytest.approx(64 * row["calls_per_s"])
+
+
+@pytest.mark.slow
+def test_vs_rllib_quick(tmp_path):
+    try:
+        import ray.rllib  # noqa: F401
+    except ImportError:
+        result = run_script("vs_rllib", "--quick", "--results-dir", str(tmp_path))
+        assert result.returncode == 2 and "pip install 'distrl[rllib]'" in result.stderr
+        return
+    result = run_script("vs_rllib", "--quick", "--results-dir", str(tmp_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = json.loads(next(tmp_path.glob("*.json")).read_text())["rows"]
+    assert [r["system"].split()[0] for r in rows] == ["distrl", "RLlib", "RLlib"]
+    assert all(r["env_steps"] > 0 for r in rows)
