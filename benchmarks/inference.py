@@ -118,6 +118,9 @@ def example_inputs(model, batches):
 
 
 def measure(model_name: str, backend: str, mode: str, batch: int, repeats: int, min_seconds: float) -> dict:
+    # Each configuration compiles from scratch: one process compiling many shapes would otherwise hit
+    # dynamo's cache-size limit and silently run eager.
+    torch._dynamo.reset()
     batches, config = collect_observations(model_name, batch)
     model = build(model_name, config)
     example = example_inputs(model, batches)
@@ -235,6 +238,8 @@ def main(argv=None) -> int:
         )
         if not row["matches_eager_after_update"]:
             failures.append(f"{model} {backend} {mode} bs {batch}: {row['mismatch']}")
+        if backend in ("inductor", "ipex") and row["backend_used"] == backend and row["graphs_compiled"] == 0:
+            failures.append(f"{model} {backend} {mode} bs {batch}: nothing was compiled (dynamo ran eager)")
     columns = [("model", "model"), ("backend_used", "backend"), ("mode", "mode"), ("batch", "batch"),
                ("us_per_call", "us/call"), ("samples_per_s", "samples/s"), ("speedup_vs_eager", "x eager"),
                ("speedup_vs_torch_distributions", "x torch.distributions"), ("compile_s", "compile s"),

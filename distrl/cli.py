@@ -7,6 +7,7 @@ to stderr and exit with code 2; nothing is written for them.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -122,9 +123,13 @@ def main(argv: list[str] | None = None) -> int:
     launch = time.perf_counter()
     args = build_parser().parse_args(argv)
     args.launch = launch
+    if args.command == "train" and not (args.address or os.environ.get("RAY_ADDRESS")):
+        # A local Ray gets token authentication (Ray's default for local clusters). Ray reads this when it
+        # is imported, so it is set before anything imports ray; saying so also keeps Ray's notice quiet.
+        os.environ.setdefault("RAY_AUTH_MODE", "token")
     from distrl.config import ConfigError
     from distrl.driver import CheckpointError, PlacementError
-    from distrl.envs import EnvSpecError
+    from distrl.envs import EnvFailure, EnvSpecError
 
     try:
         return args.func(args)
@@ -132,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         for line in exc.lines:
             print(f"distrl: config error: {line}", file=sys.stderr)
         return EXIT_USAGE
-    except (CheckpointError, PlacementError, EnvSpecError, _UsageError) as exc:
+    except (CheckpointError, PlacementError, EnvSpecError, EnvFailure, _UsageError) as exc:
         print(f"distrl: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -30,6 +30,9 @@ class EnvConfig(Section):
     )
     action_repeat: PositiveInt = Field(1, description="repeat each action this many env steps, summing rewards")
     normalize_obs: bool = Field(False, description="running mean/std observation normalisation")
+    max_consecutive_errors: PositiveInt = Field(
+        3, description="an env copy whose step raises this many times in a row stops the run"
+    )
     obs_clip: PositiveFloat = Field(10.0, description="clip normalised observations to [-obs_clip, obs_clip]")
 
 
@@ -94,7 +97,9 @@ class RolloutConfig(Section):
     pipeline: Literal["sync", "overlap"] = Field(
         "sync", description="sync: on-policy; overlap: workers sample batch k+1 while the learner updates on k"
     )
-    max_restarts: NonNegativeInt = Field(3, description="times a dead worker actor is restarted")
+    max_restarts: NonNegativeInt = Field(3, description="times a dead worker actor is restarted (its sample is retried)")
+    resources: dict[str, NonNegativeFloat] = Field(default_factory=dict, description="custom Ray resources per worker")
+    node_labels: dict[str, str] = Field(default_factory=dict, description="Ray node labels a worker's node must have")
 
     @field_validator("compile", mode="before")
     @classmethod
@@ -107,6 +112,11 @@ class LearnerConfig(Section):
     num_gpus_per_learner: NonNegativeFloat = 0.0
     num_cpus_per_learner: PositiveFloat = 1.0
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto: cuda when the learner has a GPU, else cpu")
+    resources: dict[str, NonNegativeFloat] = Field(default_factory=dict, description="custom Ray resources per learner")
+    node_labels: dict[str, str] = Field(default_factory=dict, description="Ray node labels a learner's node must have")
+    placement_strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = Field(
+        "PACK", description="how the learners' placement group spreads them over nodes"
+    )
     compile: LearnerCompileConfig = LearnerCompileConfig()
     amp: Literal["off", "bf16", "fp16"] = Field("off", description="autocast dtype; fp16 adds a gradient scaler")
 
@@ -159,6 +169,12 @@ class CheckpointConfig(Section):
     keep: PositiveInt = Field(3, description="newest checkpoints kept on disk")
 
 
+class ClusterConfig(Section):
+    placement_timeout_s: PositiveFloat = Field(
+        600.0, description="how long to wait for an autoscaling cluster to provide the requested resources"
+    )
+
+
 class LoggingConfig(Section):
     tensorboard: bool = True
     progress: Literal["auto", "bar", "lines", "off"] = Field(
@@ -176,6 +192,7 @@ class Config(Section):
     stop: StopConfig = StopConfig()
     checkpoint: CheckpointConfig = CheckpointConfig()
     logging: LoggingConfig = LoggingConfig()
+    cluster: ClusterConfig = ClusterConfig()
     seed: NonNegativeInt = 0
 
     @property

@@ -19,21 +19,25 @@ from pathlib import Path
 import numpy as np
 from rich.markup import escape
 import ray
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 from rich.console import Console
 
 from distrl.config import Config, config_to_yaml
 from distrl.driver.checkpoint import load_checkpoint, save_checkpoint
 from distrl.driver.metrics import MetricsWriter
+from distrl.driver.placement import (
+    PlacementError,
+    impossible_requests,
+    learner_placement_group,
+    wait_until_ready,
+    worker_options,
+)
 from distrl.driver.progress import ProgressReporter
-from distrl.envs import probe_spaces
+from distrl.envs import EnvFailure, probe_spaces
 from distrl.learner import Learner
 from distrl.rollout import RolloutWorker
 
 RETURN_WINDOW = 100
-
-
-class PlacementError(Exception):
-    """The cluster cannot give the actors the resources the config asks for."""
 
 
 @dataclass
@@ -87,29 +91,6 @@ def connect_ray(address: str | None) -> bool:
     return True
 
 
-def check_resources(config: Config) -> None:
-    """Fail at once, with the fix, when the cluster cannot ever hold the requested actors."""
-    total = ray.cluster_resources()
-    need_cpu = (
-        config.rollout.num_workers * config.rollout.num_cpus_per_worker
-        + config.learner.num_learners * config.learner.num_cpus_per_learner
-    )
-    need_gpu = config.learner.num_learners * config.learner.num_gpus_per_learner
-    if need_gpu > total.get("GPU", 0):
-        have = total.get("GPU", 0)
-        raise PlacementError(
-            f"learner.num_gpus_per_learner={config.learner.num_gpus_per_learner} needs {need_gpu:g} GPUs "
-            f"but this Ray cluster has {have:g}; set it to 0 or connect to a cluster with GPUs"
-        )
-    if need_cpu > total.get("CPU", 0):
-        raise PlacementError(
-            f"rollout.num_workers={config.rollout.num_workers} x rollout.num_cpus_per_worker="
-            f"{config.rollout.num_cpus_per_worker:g} + learner.num_learners={config.learner.num_learners} x "
-            f"learner.num_cpus_per_learner={config.learner.num_cpus_per_learner:g} needs {need_cpu:g} CPUs but this "
-            f"Ray cluster has {total.get('CPU', 0):g}; lower them or use fractional CPUs (e.g. 0.5)"
-        )
-
-
 class Driver:
     def __init__(self, config: Config, run_dir: Path, console: Console | None = None, resume: bool = False):
         self.config = config
@@ -119,6 +100,9 @@ class Driver:
         self.run_id = uuid.uuid4().hex[:8]
         self.counters = Counters()
         self.learner_state: dict | None = None
+        self.incarnations: dict[int, str] = {}
+        self.worker_restarts = 0
+        self.env_errors = 0
         if resume:
             payload = load_checkpoint(self.run_dir)
             self.counters = Counters.from_state(payload["counters"])
@@ -158,25 +142,33 @@ class Driver:
         obs_space, action_space = probe_spaces(cfg.env)
         self.artifacts_s = 0.0
         artifacts_ref = self._prepare_artifacts(obs_space, action_space)
-        learner_cls = ray.remote(Learner)
         world = cfg.learner.num_learners
+        timeout = cfg.cluster.placement_timeout_s
+        say = self.console.print
+        # The learners of one run are placed together, as one placement group.
+        self.placement_group = learner_placement_group(cfg)
+        wait_until_ready({f"learner placement group ({world} bundles)": self.placement_group.ready()}, timeout, say)
+        learner_cls = ray.remote(Learner)
         self.learners = [
             learner_cls.options(
                 name=f"distrl-{self.run_id}-learner-{rank}",
                 num_cpus=cfg.learner.num_cpus_per_learner,
                 num_gpus=cfg.learner.num_gpus_per_learner,
+                resources=dict(cfg.learner.resources) or None,
+                scheduling_strategy=PlacementGroupSchedulingStrategy(self.placement_group, placement_group_bundle_index=rank),
             ).remote(cfg, obs_space, action_space, rank, world)
             for rank in range(world)
         ]
         worker_cls = ray.remote(RolloutWorker)
         self.workers = [
-            worker_cls.options(
-                name=f"distrl-{self.run_id}-worker-{i}",
-                num_cpus=cfg.rollout.num_cpus_per_worker,
-                max_restarts=cfg.rollout.max_restarts,
-            ).remote(cfg, i, self.counters.iteration, artifacts_ref)
+            worker_cls.options(name=f"distrl-{self.run_id}-worker-{i}", **worker_options(cfg)).remote(
+                cfg, i, self.counters.iteration, artifacts_ref
+            )
             for i in range(cfg.rollout.num_workers)
         ]
+        ready = {f"learner-{rank}": learner.device_name.remote() for rank, learner in enumerate(self.learners)}
+        ready |= {f"worker-{i}": worker.backend_info.remote() for i, worker in enumerate(self.workers)}
+        wait_until_ready(ready, timeout, say)
         if world > 1:
             address, port = ray.get(self.learners[0].rendezvous_address.remote())
             ray.get([learner.init_distributed.remote(address, port) for learner in self.learners])
@@ -185,6 +177,9 @@ class Driver:
             ray.get([learner.load_state.remote(state_ref) for learner in self.learners])
         self.learner_device = ray.get(self.learners[0].device_name.remote())
         self.backend_info = ray.get(self.workers[0].backend_info.remote())
+        names = [f"learner-{r}" for r in range(world)] + [f"worker-{i}" for i in range(cfg.rollout.num_workers)]
+        spots = ray.get([actor.placement.remote() for actor in self.learners + self.workers])
+        self.placement = {name: {"actor": f"distrl-{self.run_id}-{name}", **spot} for name, spot in zip(names, spots)}
 
     def _print_summary(self, local: bool) -> None:
         cfg = self.config
@@ -215,6 +210,11 @@ class Driver:
         )
         stops = [f"{k}={v}" for k, v in cfg.stop.model_dump().items() if v is not None]
         c.print(f"  stop     {', '.join(stops)}; seed {cfg.seed}")
+        where = "; ".join(
+            f"{name} on {spot['node_ip']} ({spot['node_id'][:8]})" + (f" GPU {spot['gpu_ids']}" if spot.get("gpu_ids") else "")
+            for name, spot in self.placement.items()
+        )
+        c.print(f"  placed   {where}")
         if self.resume:
             c.print(f"  resuming at iteration {self.counters.iteration}, {self.counters.env_steps:,} env steps")
 
@@ -231,7 +231,19 @@ class Driver:
             return "time_s"
         return None
 
+    def _track_faults(self, metrics: dict) -> None:
+        for index, incarnation in metrics["worker_incarnations"]:
+            known = self.incarnations.setdefault(index, incarnation)
+            if known != incarnation:
+                self.worker_restarts += 1
+                self.incarnations[index] = incarnation
+                self.console.print(f"[yellow]worker-{index} was restarted (restart {self.worker_restarts}); it resumed with the current weights[/yellow]")
+        self.env_errors += metrics["env_errors"]
+        for message in metrics["env_error_messages"][:1]:
+            self.console.print(f"[yellow]env error (reset and masked): {escape(message)}[/yellow]")
+
     def _record(self, metrics: dict, iter_s: float, elapsed: float, loop_steps: int, loop_s: float) -> dict:
+        self._track_faults(metrics)
         c = self.counters
         c.iteration += 1
         c.env_steps += metrics["env_steps"]
@@ -254,6 +266,8 @@ class Driver:
             "episode_return_mean": ret,
             "episode_len_mean": float(np.mean(c.recent_lengths)) if c.recent_lengths else None,
             "episodes": c.episodes,
+            "worker_restarts": self.worker_restarts,
+            "env_errors_total": self.env_errors,
         }
         for key, value in metrics.items():
             if key not in row and not isinstance(value, list):
@@ -269,21 +283,32 @@ class Driver:
         """Train until a stop condition; ``launch`` (perf_counter) is when the command started."""
         launch = time.perf_counter() if launch is None else launch
         local = connect_ray(address)
-        check_resources(self.config)
+        problems = impossible_requests(self.config)
+        if problems and local:  # a local Ray cannot grow: say so now
+            raise PlacementError("; ".join(problems))
+        for problem in problems:  # an autoscaling cluster may still provide it: wait, visibly
+            self.console.print(f"[yellow]not yet available, waiting for the autoscaler: {escape(problem)}[/yellow]")
         self._create_actors()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "config.yaml").write_text(config_to_yaml(self.config))
+        (self.run_dir / "placement.json").write_text(json.dumps(self.placement, indent=2) + "\n")
+        if self.resume:
+            self._truncate_metrics()
         self._print_summary(local)
         metrics_writer = MetricsWriter(self.run_dir, self.config.logging.tensorboard)
         progress = ProgressReporter(self.config, self.console)
         previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
         stop_reason = None
+        failure: EnvFailure | None = None
         loop_start = time.perf_counter()
         loop_steps_start = self.counters.env_steps
         try:
             stop_reason = self._loop(launch, loop_start, loop_steps_start, metrics_writer, progress)
         except KeyboardInterrupt:
             stop_reason = "interrupted"
+        except EnvFailure as exc:  # Ray re-raises the worker's EnvFailure as a subclass of it
+            failure = EnvFailure(str(getattr(exc, "cause", None) or exc).strip().splitlines()[-1])
+            stop_reason = "env_failure"
         finally:
             progress.close()
             signal.signal(signal.SIGTERM, previous_sigterm)
@@ -303,13 +328,28 @@ class Driver:
             "stop_reason": stop_reason,
             "checkpoint": str(checkpoint),
             "policy_backend": self.backend_info["backend"],
+            "worker_restarts": self.worker_restarts,
+            "env_errors": self.env_errors,
         }
         tmp = self.run_dir / ".summary.json.tmp"
         tmp.write_text(json.dumps(summary, indent=2) + "\n")
         os.replace(tmp, self.run_dir / "summary.json")
         for actor in self.workers + self.learners:
             ray.kill(actor)
+        ray.util.remove_placement_group(self.placement_group)
+        if failure is not None:
+            raise failure
         return summary
+
+    def _truncate_metrics(self) -> None:
+        """Drop metrics rows written after the checkpoint a resumed run restarts from."""
+        path = self.run_dir / "metrics.jsonl"
+        if not path.exists():
+            return
+        keep = [line for line in path.read_text().splitlines() if line and json.loads(line)["iteration"] <= self.counters.iteration]
+        tmp = path.with_name(".metrics.jsonl.tmp")
+        tmp.write_text("".join(line + "\n" for line in keep))
+        os.replace(tmp, path)
 
     def _loop(self, launch, loop_start, loop_steps_start, metrics_writer, progress) -> str:
         cfg = self.config

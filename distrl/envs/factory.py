@@ -15,6 +15,7 @@ import gymnasium as gym
 from gymnasium.vector import AutoresetMode
 
 from distrl.config.schema import EnvConfig
+from distrl.envs.guard import GuardedEnv, GuardedVectorEnv
 from distrl.envs.wrappers import ActionRepeat
 
 
@@ -49,7 +50,7 @@ def resolve_env_id(env_id: str) -> str | Callable[..., gym.Env]:
     return env_id
 
 
-def _single_env_thunk(target, kwargs: dict, action_repeat: int, atari: bool) -> gym.Env:
+def _single_env_thunk(target, kwargs: dict, action_repeat: int, atari: bool, max_errors: int) -> gym.Env:
     if callable(target):
         env = target(**kwargs)
     elif atari:
@@ -61,7 +62,7 @@ def _single_env_thunk(target, kwargs: dict, action_repeat: int, atari: bool) -> 
         env = gym.make(target, **kwargs)
     if action_repeat > 1:
         env = ActionRepeat(env, action_repeat)
-    return env
+    return GuardedEnv(env, max_errors)
 
 
 def make_vec_env(cfg: EnvConfig) -> gym.vector.VectorEnv:
@@ -76,8 +77,11 @@ def make_vec_env(cfg: EnvConfig) -> gym.vector.VectorEnv:
                 f"env.vectorization=native: {cfg.id} has no vector_entry_point; use env.vectorization sync or async"
             )
         envs = gym.make_vec(target, num_envs=n, vectorization_mode="vector_entry_point", **cfg.kwargs)
+        envs = GuardedVectorEnv(envs, cfg.max_consecutive_errors)
     else:
-        thunk = partial(_single_env_thunk, target, dict(cfg.kwargs), cfg.action_repeat, _is_atari(cfg.id))
+        thunk = partial(
+            _single_env_thunk, target, dict(cfg.kwargs), cfg.action_repeat, _is_atari(cfg.id), cfg.max_consecutive_errors
+        )
         vector_cls = gym.vector.SyncVectorEnv if cfg.vectorization == "sync" else gym.vector.AsyncVectorEnv
         envs = vector_cls([thunk] * n, autoreset_mode=AutoresetMode.NEXT_STEP)
     mode = envs.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)

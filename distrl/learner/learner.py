@@ -142,6 +142,14 @@ class Learner:
     def device_name(self) -> str:
         return str(self.device)
 
+    def placement(self) -> dict:
+        """Where this actor runs (only meaningful inside a Ray actor)."""
+        import ray
+
+        gpu_ids = ray.get_runtime_context().get_accelerator_ids().get("GPU", [])
+        return {"node_id": ray.get_runtime_context().get_node_id(), "node_ip": ray.util.get_node_ip_address(),
+                "gpu_ids": list(gpu_ids), "device": str(self.device)}  # fmt: skip
+
     # --- weights and state -------------------------------------------------------------
     def get_weights(self) -> dict:
         return {
@@ -242,6 +250,9 @@ class Learner:
             "worker_recompiles": max(info.get("recompiles", 0) for info in infos),
             "worker_graph_breaks": max(info.get("graph_breaks", 0) for info in infos),
             "weight_sync_checks": sum(info.get("weight_sync_checks", 0) for info in infos),
+            "env_errors": sum(info.get("env_errors", 0) for info in infos),
+            "env_error_messages": [m for info in infos for m in info.get("env_error_messages", [])],
+            "worker_incarnations": [[info["worker_index"], info.get("incarnation")] for info in infos],
             "learner_recompiles": dynamo_counts()["compiled_graphs"] - self._compiled_after_warmup
             if self._compiled_after_warmup is not None
             else 0,

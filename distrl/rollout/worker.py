@@ -11,6 +11,7 @@ episodes bootstrap from its value.
 from __future__ import annotations
 
 import time
+import uuid
 
 import numpy as np
 import torch
@@ -27,6 +28,7 @@ class RolloutWorker:
     def __init__(self, config: Config, worker_index: int = 0, seed_offset: int = 0, artifacts: dict | None = None):
         self.config = config
         self.worker_index = worker_index
+        self.incarnation = uuid.uuid4().hex[:8]  # new on every (re)start of this worker
         torch.set_num_threads(max(1, int(config.rollout.num_cpus_per_worker)))
         self.envs = make_vec_env(config.env)
         self.num_envs = config.env.num_envs_per_worker
@@ -76,6 +78,12 @@ class RolloutWorker:
 
     def backend_info(self) -> dict:
         return dict(self.backend_report)
+
+    def placement(self) -> dict:
+        """Where this actor runs (only meaningful inside a Ray actor)."""
+        import ray
+
+        return {"node_id": ray.get_runtime_context().get_node_id(), "node_ip": ray.util.get_node_ip_address()}
 
     # --- weights ---------------------------------------------------------------------
     def set_weights(self, weights: dict) -> None:
@@ -153,6 +161,8 @@ class RolloutWorker:
             batch["c0"] = np.empty_like(batch["h0"])
         raw_obs_seen = np.empty((steps + 1, n, *obs_space.shape), dtype=obs_dtype) if self.config.env.normalize_obs else None
         episode_returns, episode_lengths = [], []
+        env_errors, error_messages = 0, []
+        no_error = np.zeros(n, dtype=bool)
         policy_s = 0.0
         repeat = self.config.env.action_repeat
 
@@ -180,20 +190,25 @@ class RolloutWorker:
                 self.h, self.c = h, c
             batch["actions"][t], batch["logp"][t] = actions, logp
 
-            self.raw_obs, reward, terminated, truncated, _ = self.envs.step(self._env_actions(actions))
-            valid = ~self.prev_done
+            self.raw_obs, reward, terminated, truncated, env_info = self.envs.step(self._env_actions(actions))
+            valid = ~self.prev_done  # False on the env's NEXT_STEP reset step
+            error = env_info.get("_env_error", no_error) & valid
+            if error.any():  # the env raised and was reset: keep the step out of the loss and the statistics
+                env_errors += int(error.sum())
+                error_messages.extend(str(m) for m in env_info["env_error"][error][:3])
             batch["rewards"][t], batch["terminated"][t], batch["truncated"][t] = reward, terminated, truncated
-            batch["valid"][t] = valid
+            batch["valid"][t] = valid & ~error
             self.next_is_start = ~valid  # the observation after a reset step starts an episode
-            done = (terminated | truncated) & valid
+            ended = terminated | truncated  # the env autoresets on its next step
             self.episode_return += np.where(valid, reward, 0.0)
             self.episode_len += valid
-            if done.any():
-                episode_returns.extend(self.episode_return[done].tolist())
-                episode_lengths.extend((self.episode_len[done] * repeat).tolist())
-                self.episode_return[done] = 0.0
-                self.episode_len[done] = 0
-            self.prev_done = done
+            finished = ended & valid & ~error
+            if finished.any():
+                episode_returns.extend(self.episode_return[finished].tolist())
+                episode_lengths.extend((self.episode_len[finished] * repeat).tolist())
+            self.episode_return[ended] = 0.0
+            self.episode_len[ended] = 0
+            self.prev_done = ended
 
         obs_stats = None
         if raw_obs_seen is not None:
@@ -212,6 +227,9 @@ class RolloutWorker:
             "recompiles": dynamo_counts()["compiled_graphs"] - self.compile_counts["compiled_graphs"],
             "graph_breaks": dynamo_counts()["graph_breaks"],
             "weight_sync_checks": self.sync_checks,
+            "env_errors": env_errors,
+            "env_error_messages": error_messages[:3],
+            "incarnation": self.incarnation,
         }
         return batch
 

@@ -1,0 +1,119 @@
+"""Placing actors: resource checks, the learners' placement group, and waiting for an autoscaler visibly.
+
+A local Ray (started by ``distrl train``) cannot grow, so a request it cannot hold is an
+immediate error naming the key to change. A cluster joined by address may autoscale, so
+distrl waits for it, printing what is still missing, up to ``cluster.placement_timeout_s``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import ray
+from ray.util.placement_group import PlacementGroup, placement_group
+
+from distrl.config import Config
+
+REPORT_EVERY_S = 10.0
+
+
+class PlacementError(Exception):
+    """The cluster cannot give the actors the resources the config asks for."""
+
+
+def worker_options(config: Config) -> dict:
+    r = config.rollout
+    options = {"num_cpus": r.num_cpus_per_worker, "max_restarts": r.max_restarts,
+               # A sample interrupted by the worker's death runs again on the restarted worker.
+               "max_task_retries": r.max_restarts}  # fmt: skip
+    if r.resources:
+        options["resources"] = dict(r.resources)
+    if r.node_labels:
+        options["label_selector"] = dict(r.node_labels)
+    return options
+
+
+def learner_bundle(config: Config) -> dict:
+    ln = config.learner
+    bundle = {"CPU": ln.num_cpus_per_learner, **ln.resources}
+    if ln.num_gpus_per_learner:
+        bundle["GPU"] = ln.num_gpus_per_learner
+    return bundle
+
+
+def learner_placement_group(config: Config) -> PlacementGroup:
+    n = config.learner.num_learners
+    labels = [dict(config.learner.node_labels)] * n if config.learner.node_labels else None
+    return placement_group([learner_bundle(config)] * n, strategy=config.learner.placement_strategy,
+                           bundle_label_selector=labels)  # fmt: skip
+
+
+def _fits_somewhere(request: dict[str, float], labels: dict[str, str], nodes: list[dict]) -> bool:
+    for node in nodes:
+        if not node.get("Alive", False):
+            continue
+        have = node.get("Resources", {})
+        node_labels = node.get("Labels", {}) or {}
+        if all(node_labels.get(k) == v for k, v in labels.items()) and all(have.get(k, 0) >= v for k, v in request.items()):
+            return True
+    return False
+
+
+def impossible_requests(config: Config) -> list[str]:
+    """What the cluster as it is now can never hold, each naming the config key to change."""
+    nodes = ray.nodes()
+    total = ray.cluster_resources()
+    problems = []
+    ln, r = config.learner, config.rollout
+    need_gpu = ln.num_learners * ln.num_gpus_per_learner
+    if need_gpu > total.get("GPU", 0):
+        problems.append(
+            f"learner.num_gpus_per_learner={ln.num_gpus_per_learner:g} needs {need_gpu:g} GPUs but this Ray cluster "
+            f"has {total.get('GPU', 0):g}; set it to 0 or connect to a cluster with GPUs"
+        )
+    need_cpu = r.num_workers * r.num_cpus_per_worker + ln.num_learners * ln.num_cpus_per_learner
+    if need_cpu > total.get("CPU", 0):
+        problems.append(
+            f"rollout.num_workers={r.num_workers} x rollout.num_cpus_per_worker={r.num_cpus_per_worker:g} + "
+            f"learner.num_learners={ln.num_learners} x learner.num_cpus_per_learner={ln.num_cpus_per_learner:g} "
+            f"needs {need_cpu:g} CPUs but this Ray cluster has {total.get('CPU', 0):g}; lower them or use fractional CPUs"
+        )
+    for key, resources, count in (("rollout.resources", r.resources, r.num_workers), ("learner.resources", ln.resources, ln.num_learners)):
+        for name, amount in resources.items():
+            if amount * count > total.get(name, 0):
+                problems.append(f"{key}={{{name}: {amount:g}}}: needs {amount * count:g} '{name}' but this Ray cluster has {total.get(name, 0):g}")
+    worker_request = {"CPU": r.num_cpus_per_worker, **r.resources}
+    if r.node_labels and not _fits_somewhere(worker_request, r.node_labels, nodes):
+        problems.append(f"rollout.node_labels={r.node_labels}: no node with these labels can hold a worker")
+    if ln.node_labels and not _fits_somewhere(learner_bundle(config), ln.node_labels, nodes):
+        problems.append(f"learner.node_labels={ln.node_labels}: no node with these labels can hold a learner")
+    return problems
+
+
+def wait_until_ready(pending: dict[str, ray.ObjectRef], timeout_s: float, say) -> None:
+    """Wait for every named readiness ref, saying what is still missing; PlacementError at the timeout."""
+    start = last_report = time.monotonic()
+    remaining = dict(pending)
+    while remaining:
+        done, _ = ray.wait(list(remaining.values()), num_returns=len(remaining), timeout=1.0)
+        for ref in done:
+            ray.get(ref)  # raises the actor's own construction error, if any
+        remaining = {name: ref for name, ref in remaining.items() if ref not in done}
+        if not remaining:
+            return
+        elapsed = time.monotonic() - start
+        if elapsed >= timeout_s:
+            raise PlacementError(
+                f"cluster.placement_timeout_s={timeout_s:g}: {', '.join(remaining)} still not placed; the cluster has "
+                f"{_free_summary()} free. Check the node types' resources and labels against rollout.* and learner.*"
+            )
+        if time.monotonic() - last_report >= REPORT_EVERY_S:
+            last_report = time.monotonic()
+            say(f"waiting for resources ({elapsed:.0f}/{timeout_s:g} s): {', '.join(remaining)} not placed yet; "
+                f"free now: {_free_summary()}")  # fmt: skip
+
+
+def _free_summary() -> str:
+    free = ray.available_resources()
+    keys = [k for k in free if not k.startswith("node:") and k not in ("memory", "object_store_memory")]
+    return ", ".join(f"{k} {free[k]:g}" for k in sorted(keys)) or "nothing"

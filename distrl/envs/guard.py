@@ -1,0 +1,73 @@
+"""Keeping a run alive through envs that raise inside ``step``.
+
+A copy of the env that raises is reset and its step reported as truncated with
+``info["env_error"]`` set; the rollout worker masks that step out of the loss and counts
+it, and the driver logs it. A copy that raises ``max_consecutive_errors`` times in a row (or cannot even be reset)
+is broken, and ``EnvFailure`` stops the run with the env's own error message.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+
+class EnvFailure(Exception):
+    """An env keeps failing; training cannot go on."""
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}"[:300]
+
+
+class GuardedEnv(gym.Wrapper):
+    def __init__(self, env: gym.Env, max_consecutive_errors: int):
+        super().__init__(env)
+        self.max_consecutive_errors = max_consecutive_errors
+        self.consecutive_errors = 0
+
+    def step(self, action):
+        try:
+            result = self.env.step(action)
+        except Exception as exc:  # any error of the env's own code
+            self.consecutive_errors += 1
+            message = _describe(exc)
+            if self.consecutive_errors >= self.max_consecutive_errors:
+                raise EnvFailure(
+                    f"env step failed {self.consecutive_errors} times in a row (env.max_consecutive_errors="
+                    f"{self.max_consecutive_errors}); last error {message}"
+                ) from None
+            try:
+                obs, info = self.env.reset()
+            except Exception as reset_exc:
+                raise EnvFailure(f"env step raised {message}, and reset then raised {_describe(reset_exc)}") from None
+            return obs, 0.0, False, True, {**info, "env_error": message}
+        self.consecutive_errors = 0
+        return result
+
+
+class GuardedVectorEnv(gym.vector.VectorWrapper):
+    """The same protection for native vector envs, which fail (and are reset) as a whole."""
+
+    def __init__(self, env: gym.vector.VectorEnv, max_consecutive_errors: int):
+        super().__init__(env)
+        self.max_consecutive_errors = max_consecutive_errors
+        self.consecutive_errors = 0
+
+    def step(self, actions):
+        try:
+            result = self.env.step(actions)
+        except Exception as exc:
+            self.consecutive_errors += 1
+            message = _describe(exc)
+            if self.consecutive_errors >= self.max_consecutive_errors:
+                raise EnvFailure(
+                    f"vector env step failed {self.consecutive_errors} times in a row (env.max_consecutive_errors="
+                    f"{self.max_consecutive_errors}); last error {message}"
+                ) from None
+            obs, info = self.env.reset()
+            n = self.num_envs
+            info = {**info, "env_error": np.full(n, message, dtype=object), "_env_error": np.ones(n, dtype=bool)}
+            return obs, np.zeros(n), np.zeros(n, dtype=bool), np.ones(n, dtype=bool), info
+        self.consecutive_errors = 0
+        return result

@@ -1,0 +1,50 @@
+"""Misbehaving envs for exercising fault handling (``env.id: distrl.envs.testing:NAME``)."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+
+
+class FlakyStep(gym.Wrapper):
+    """Raises RuntimeError on every ``fail_every``-th step call (counted per env copy)."""
+
+    def __init__(self, env: gym.Env, fail_every: int):
+        super().__init__(env)
+        self.fail_every = fail_every
+        self.calls = 0
+
+    def step(self, action):
+        self.calls += 1
+        if self.fail_every and self.calls % self.fail_every == 0:
+            raise RuntimeError(f"simulated env crash at step call {self.calls}")
+        return self.env.step(action)
+
+
+class NanReward(gym.Wrapper):
+    """Returns a NaN reward on every ``every``-th step."""
+
+    def __init__(self, env: gym.Env, every: int):
+        super().__init__(env)
+        self.every = every
+        self.calls = 0
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.calls += 1
+        return obs, (np.nan if self.calls % self.every == 0 else reward), terminated, truncated, info
+
+
+def flaky_cartpole(fail_every: int = 500, **kwargs) -> gym.Env:
+    """CartPole-v1 whose step raises now and then; it recovers after a reset."""
+    return FlakyStep(gym.make("CartPole-v1", **kwargs), fail_every)
+
+
+def broken_cartpole(**kwargs) -> gym.Env:
+    """CartPole-v1 whose step always raises."""
+    return FlakyStep(gym.make("CartPole-v1", **kwargs), 1)
+
+
+def nan_reward_cartpole(every: int = 2000, **kwargs) -> gym.Env:
+    """CartPole-v1 with a NaN reward every ``every`` steps."""
+    return NanReward(gym.make("CartPole-v1", **kwargs), every)
