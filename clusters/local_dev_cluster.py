@@ -1,25 +1,30 @@
 """A real multi-node Ray cluster on one machine, for development: a head plus extra raylets on 127.0.0.1.
 
 Each raylet is its own node with its own resources and labels, so placement behaves as on
-a cluster (workers on 'rollout' nodes, learners on 'learner' nodes). Token authentication
-is on; the token is generated here unless RAY_AUTH_TOKEN is set, and never written to disk.
+a cluster: the head is the 'learner' node, the others are 'rollout' nodes. Token
+authentication is on; the token is generated here unless RAY_AUTH_TOKEN is set, and is
+passed through the environment, never written to disk. Everything lives under a private
+temp dir, so stopping kills exactly this cluster's processes and no other Ray.
 
-    python clusters/local_dev_cluster.py            # prints the addresses and the token, runs until Ctrl-C
-    export RAY_AUTH_MODE=token RAY_AUTH_TOKEN=...    # as printed
+    python clusters/local_dev_cluster.py             # prints the addresses and token; Ctrl-C stops it
+    export RAY_AUTH_MODE=token RAY_AUTH_TOKEN=...     # as printed
     ray job submit --address http://127.0.0.1:PORT --working-dir . -- distrl train configs/cartpole.yaml
-
-Ctrl-C stops exactly the processes this script started.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import secrets
 import signal
 import socket
+import subprocess
 import sys
-from dataclasses import dataclass
+import tempfile
+from dataclasses import dataclass, field
+
+import psutil
 
 
 def free_port() -> int:
@@ -30,45 +35,80 @@ def free_port() -> int:
 
 @dataclass
 class DevCluster:
-    cluster: object  # ray.cluster_utils.Cluster
-    gcs_address: str
-    dashboard_url: str
+    temp_dir: str
+    gcs_port: int
+    dashboard_port: int
     token: str
+    env: dict = field(repr=False)
+
+    @property
+    def gcs_address(self) -> str:
+        return f"127.0.0.1:{self.gcs_port}"
+
+    @property
+    def dashboard_url(self) -> str:
+        return f"http://127.0.0.1:{self.dashboard_port}"
+
+    def processes(self) -> list[psutil.Process]:
+        """Every live process of this cluster: those naming its temp dir or GCS port, and their children."""
+        found: dict[int, psutil.Process] = {}
+        for proc in psutil.process_iter(["cmdline"]):
+            try:
+                cmdline = " ".join(proc.info["cmdline"] or [])
+                if self.temp_dir in cmdline or f":{self.gcs_port}" in cmdline:
+                    found[proc.pid] = proc
+                    for child in proc.children(recursive=True):
+                        found[child.pid] = child
+            except psutil.Error:
+                continue
+        return [p for p in found.values() if _alive(p)]
 
     def shutdown(self) -> None:
-        self.cluster.shutdown()
+        procs = self.processes()
+        for proc in procs:
+            try:
+                proc.terminate()
+            except psutil.Error:
+                pass
+        _, alive = psutil.wait_procs(procs, timeout=15)
+        for proc in alive:
+            try:
+                proc.kill()
+            except psutil.Error:
+                pass
+
+
+def _alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def start(rollout_nodes: int = 1, rollout_cpus: int = 2, learner_cpus: int = 1, learner_gpus: int = 0) -> DevCluster:
-    """Head node (the learner node, 'learner' resource and label) plus ``rollout_nodes`` rollout raylets."""
     token = os.environ.get("RAY_AUTH_TOKEN") or secrets.token_hex(32)
-    os.environ["RAY_AUTH_MODE"] = "token"
-    os.environ["RAY_AUTH_TOKEN"] = token  # inherited by every process of the cluster
-    from ray.cluster_utils import Cluster
-
-    dashboard_port = free_port()
-    cluster = Cluster(
-        initialize_head=True,
-        head_node_args={
-            "node_ip_address": "127.0.0.1",
-            "num_cpus": learner_cpus,
-            "num_gpus": learner_gpus,
-            "resources": {"learner": 1},
-            "labels": {"distrl-role": "learner"},
-            "include_dashboard": True,
-            "dashboard_host": "127.0.0.1",
-            "dashboard_port": dashboard_port,
-        },
-    )
-    for _ in range(rollout_nodes):
-        cluster.add_node(
-            node_ip_address="127.0.0.1",
-            num_cpus=rollout_cpus,
-            resources={"rollout": rollout_cpus},
-            labels={"distrl-role": "rollout"},
-        )
-    cluster.wait_for_nodes()
-    return DevCluster(cluster, cluster.address, f"http://127.0.0.1:{dashboard_port}", token)
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token, "RAY_USAGE_STATS_ENABLED": "0"}
+    env.pop("RAY_ADDRESS", None)
+    temp_dir = tempfile.mkdtemp(prefix="rdev_", dir="/tmp")  # short: Ray's socket paths must fit 107 chars
+    gcs_port, dashboard_port = free_port(), free_port()
+    cluster = DevCluster(temp_dir, gcs_port, dashboard_port, token, env)
+    common = ["--node-ip-address=127.0.0.1", "--disable-usage-stats"]
+    head = ["ray", "start", "--head", f"--port={gcs_port}", f"--temp-dir={temp_dir}", "--dashboard-host=127.0.0.1",
+            f"--dashboard-port={dashboard_port}", f"--num-cpus={learner_cpus}", f"--num-gpus={learner_gpus}",
+            "--resources=" + json.dumps({"learner": 1}), "--labels=distrl-role=learner", *common]  # fmt: skip
+    try:
+        subprocess.run(head, env=env, check=True, capture_output=True, text=True)
+        for _ in range(rollout_nodes):
+            node = ["ray", "start", f"--address={cluster.gcs_address}", f"--num-cpus={rollout_cpus}",
+                    "--resources=" + json.dumps({"rollout": rollout_cpus}), "--labels=distrl-role=rollout",
+                    # a second raylet on this machine needs agent ports of its own
+                    f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
+                    f"--metrics-export-port={free_port()}", f"--runtime-env-agent-port={free_port()}", *common]  # fmt: skip
+            subprocess.run(node, env=env, check=True, capture_output=True, text=True)
+    except subprocess.CalledProcessError as exc:
+        cluster.shutdown()
+        raise RuntimeError(f"ray start failed: {exc.stderr[-2000:]}") from None
+    return cluster
 
 
 def main(argv=None) -> int:
@@ -78,8 +118,8 @@ def main(argv=None) -> int:
     parser.add_argument("--learner-cpus", type=int, default=1)
     args = parser.parse_args(argv)
     dev = start(args.rollout_nodes, args.rollout_cpus, args.learner_cpus)
-    print(f"GCS address:   {dev.gcs_address}")
-    print(f"dashboard/job: {dev.dashboard_url}")
+    print(f"GCS address:     {dev.gcs_address}")
+    print(f"dashboard / job: {dev.dashboard_url}")
     print(f"export RAY_AUTH_MODE=token RAY_AUTH_TOKEN={dev.token}")
     print("Ctrl-C stops the cluster.", flush=True)
     try:

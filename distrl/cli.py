@@ -127,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         # A local Ray gets token authentication (Ray's default for local clusters). Ray reads this when it
         # is imported, so it is set before anything imports ray; saying so also keeps Ray's notice quiet.
         os.environ.setdefault("RAY_AUTH_MODE", "token")
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # a local run reports nothing off this machine
     from distrl.config import ConfigError
     from distrl.driver import CheckpointError, PlacementError
     from distrl.envs import EnvFailure, EnvSpecError
