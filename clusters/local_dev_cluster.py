@@ -22,6 +22,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 
 import psutil
@@ -90,11 +91,12 @@ def start(rollout_nodes: int = 1, rollout_cpus: int = 2, learner_cpus: int = 1, 
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token, "RAY_USAGE_STATS_ENABLED": "0"}
     env.pop("RAY_ADDRESS", None)
     temp_dir = tempfile.mkdtemp(prefix="rdev_", dir="/tmp")  # short: Ray's socket paths must fit 107 chars
-    gcs_port, dashboard_port = free_port(), free_port()
+    gcs_port, dashboard_port, agent_port = free_port(), free_port(), free_port()
     cluster = DevCluster(temp_dir, gcs_port, dashboard_port, token, env)
     common = ["--node-ip-address=127.0.0.1", "--disable-usage-stats"]
     head = ["ray", "start", "--head", f"--port={gcs_port}", f"--temp-dir={temp_dir}", "--dashboard-host=127.0.0.1",
-            f"--dashboard-port={dashboard_port}", f"--num-cpus={learner_cpus}", f"--num-gpus={learner_gpus}",
+            f"--dashboard-port={dashboard_port}", f"--dashboard-agent-listen-port={agent_port}",
+            f"--num-cpus={learner_cpus}", f"--num-gpus={learner_gpus}",
             "--resources=" + json.dumps({"learner": 1}), "--labels=distrl-role=learner", *common]  # fmt: skip
     try:
         subprocess.run(head, env=env, check=True, capture_output=True, text=True)
@@ -105,10 +107,22 @@ def start(rollout_nodes: int = 1, rollout_cpus: int = 2, learner_cpus: int = 1, 
                     f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
                     f"--metrics-export-port={free_port()}", f"--runtime-env-agent-port={free_port()}", *common]  # fmt: skip
             subprocess.run(node, env=env, check=True, capture_output=True, text=True)
-    except subprocess.CalledProcessError as exc:
+        _wait_for_port(agent_port, timeout_s=120)  # the head's job agent: job submission goes through it
+    except (subprocess.CalledProcessError, TimeoutError) as exc:
         cluster.shutdown()
-        raise RuntimeError(f"ray start failed: {exc.stderr[-2000:]}") from None
+        detail = exc.stderr[-2000:] if isinstance(exc, subprocess.CalledProcessError) else str(exc)
+        raise RuntimeError(f"starting the dev cluster failed: {detail}") from None
     return cluster
+
+
+def _wait_for_port(port: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.5)
+    raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout_s:g} s")
 
 
 def main(argv=None) -> int:

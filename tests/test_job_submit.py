@@ -28,11 +28,15 @@ def test_job_submit_places_workers_and_learner_on_their_nodes(tmp_path):
             "--set 'learner.resources={learner: 1}' --set 'learner.node_labels={distrl-role: learner}'"
         )
         start = time.time()
-        result = subprocess.run(
-            ["ray", "job", "submit", "--address", dev.dashboard_url, "--working-dir", str(ROOT),
-             "--runtime-env-json", json.dumps({"excludes": EXCLUDES}), "--", *["bash", "-c", entrypoint]],
-            capture_output=True, text=True, env=env, timeout=600, cwd=ROOT,
-        )  # fmt: skip
+        for _attempt in range(5):  # the job server answers "try again later" until its agent has registered
+            result = subprocess.run(
+                ["ray", "job", "submit", "--address", dev.dashboard_url, "--working-dir", str(ROOT),
+                 "--runtime-env-json", json.dumps({"excludes": EXCLUDES}), "--", *["bash", "-c", entrypoint]],
+                capture_output=True, text=True, env=env, timeout=600, cwd=ROOT,
+            )  # fmt: skip
+            if "No available agent" not in result.stderr:
+                break
+            time.sleep(5)
         took = time.time() - start
         assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
         assert "succeeded" in result.stdout.lower()

@@ -156,3 +156,14 @@ def test_training_with_compiled_workers_and_learner(tmp_path, backend):
     # Every weight sync was checked against eager (one per update after the first batch).
     assert rows[-1]["weight_sync_checks"] >= len(rows) - 1
     assert rows[-1]["episode_return_mean"] > rows[0]["episode_return_mean"]
+
+
+@pytest.mark.slow
+def test_breakout_cnn_runs_end_to_end(tmp_path):
+    run_dir = tmp_path / "breakout"
+    result = run_cli("train", "configs/breakout.yaml", "--run-dir", str(run_dir), "--set", "stop.env_steps=3000",
+                     "--set", "rollout.rollout_length=64", "--set", "ppo.minibatch_size=128")  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "model    cnn [512] relu" in result.stdout
+    rows, summary = check_run_dir(run_dir)
+    assert summary["env_steps"] >= 3000 and all(r["loss_value"] is not None for r in rows)
