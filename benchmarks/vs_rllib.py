@@ -45,9 +45,9 @@ config = (
     .env_runners(num_env_runners=spec["workers"], num_envs_per_env_runner=spec["envs"],
                  rollout_fragment_length=spec["fragment"])
     .learners(num_learners=0)
-    .training(lr=spec["lr"], gamma=0.99, lambda_=0.95, clip_param=0.2, num_epochs=spec["epochs"],
-              minibatch_size=spec["minibatch"], train_batch_size_per_learner=spec["batch"],
-              vf_loss_coeff=spec["vf_coef"], entropy_coeff=0.0, grad_clip=spec.get("grad_clip"))
+    .training(lr=spec["lr"], num_epochs=spec["epochs"], minibatch_size=spec["minibatch"],
+              train_batch_size_per_learner=spec["batch"], vf_loss_coeff=spec["vf_coef"],
+              **spec.get("extra", {}))
     .rl_module(model_config=DefaultModelConfig(fcnet_hiddens=spec["hidden"], fcnet_activation=spec["activation"],
                                                vf_share_layers=spec["shared"]))
     .reporting(metrics_num_episodes_for_smoothing=100)
@@ -119,10 +119,13 @@ def main(argv=None) -> int:
         "workers": ours.rollout.num_workers, "envs": ours.env.num_envs_per_worker, "fragment": ours.rollout.rollout_length,
         "batch": ours.batch_size, "minibatch": ours.ppo.minibatch_size, "epochs": ours.ppo.epochs, "lr": ours.ppo.lr,
         "hidden": ours.model.hidden, "activation": ours.model.activation, "shared": ours.model.shared_trunk,
-        "vf_coef": ours.ppo.vf_coef, "grad_clip": ours.ppo.max_grad_norm,
+        "vf_coef": ours.ppo.vf_coef,
+        "extra": {"gamma": ours.ppo.gamma, "lambda_": ours.ppo.gae_lambda, "clip_param": ours.ppo.clip_coef,
+                  "entropy_coeff": ours.ppo.ent_coef, "grad_clip": ours.ppo.max_grad_norm},
     }  # fmt: skip
+    # RLlib's tuned_examples/ppo/cartpole_ppo.py: everything else stays at RLlib's defaults.
     tuned = {"workers": 1, "envs": 8, "fragment": "auto", "batch": 4000, "minibatch": 128, "epochs": 6, "lr": 3e-4,
-             "hidden": [32], "activation": "linear", "shared": True, "vf_coef": 0.01, "grad_clip": None}  # fmt: skip
+             "hidden": [32], "activation": "linear", "shared": True, "vf_coef": 0.01}  # fmt: skip
     limits = {"target": TARGET if not args.quick else 1e9, "max_steps": args.max_steps, "max_wall_s": args.max_wall_s}
     info = machine_info()
     print_machine(info)

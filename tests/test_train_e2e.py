@@ -42,7 +42,7 @@ def test_cartpole_solves_then_eval_and_export(tmp_path):
     rows, summary = check_run_dir(run_dir)
     assert summary["stop_reason"] == "episode_return_mean", summary
     assert summary["episode_return_mean"] >= 475
-    assert summary["env_steps"] <= 500_000 and summary["solved_at_s"] is not None
+    assert summary["env_steps"] <= 600_000 and summary["solved_at_s"] is not None
     assert all(r["policy_lag_mean"] == 1 for r in rows[1:])  # overlap pipeline
 
     result = run_cli("eval", str(run_dir), "--episodes", "5")

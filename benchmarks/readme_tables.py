@@ -1,0 +1,59 @@
+"""Print the README's performance tables from benchmarks/results/*.json (so the README quotes the scripts)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def load(name: str) -> dict | None:
+    path = RESULTS / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def inference_table() -> str:
+    rows = (load("inference") or {"rows": []})["rows"] + (load("inference_ipex") or {"rows": []})["rows"]
+    out = ["| model | backend (mode) | batch 1 | batch 16 | batch 64 | batch 256 | batch 1024 |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    keys = sorted({(r["model"], r["backend"], r["mode"]) for r in rows}, key=lambda k: (["mlp", "lstm", "cnn"].index(k[0]), k[1], k[2]))
+    for model, backend, mode in keys:
+        cells = []
+        for batch in (1, 16, 64, 256, 1024):
+            match = [r for r in rows if (r["model"], r["backend"], r["mode"], r["batch"]) == (model, backend, mode, batch)]
+            cells.append(f"{match[0]['us_per_call']:,.0f} us, x{match[0]['speedup_vs_eager']:.2f} ({match[0]['speedup_vs_torch_distributions']:.2f})" if match else "-")
+        label = backend if mode == "default" else f"{backend} ({mode})"
+        out.append(f"| {model} | {label} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def learner_table() -> str:
+    data = load("learner")
+    out = ["| model | variant | first update (compile) s | steady update ms | samples/s | x eager |", "| --- | --- | --- | --- | --- | --- |"]
+    for r in data["rows"] if data else []:
+        out.append(f"| {r['model']} | {r['variant']} | {r['first_update_s']:.2f} | {r['update_s'] * 1e3:,.0f} | {r['samples_per_s']:,.0f} | {r['speedup_vs_eager']:.2f} |")
+    return "\n".join(out)
+
+
+def ppo_table() -> str:
+    data = load("ppo")
+    out = ["| worker backend | seed | env steps/s (loop) | env steps/s (from launch) | solved at s | env steps | sample ms (policy share) | learn ms |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    for r in data["rows"] if data else []:
+        out.append(f"| {r['backend']} | {r['seed']} | {r['train_sps']:,.0f} | {r['sps']:,.0f} | {r['solved_at_s']} | {r['env_steps']:,} | "
+                   f"{r['sample_s'] * 1e3:.1f} ({r['policy_share_of_sampling']:.0%}) | {r['learn_s'] * 1e3:.1f} |")  # fmt: skip
+    return "\n".join(out)
+
+
+def rllib_table() -> str:
+    data = load("vs_rllib")
+    out = ["| system | env steps/s (from launch) | time to mean return 475 | env steps | final return |", "| --- | --- | --- | --- | --- |"]
+    for r in data["rows"] if data else []:
+        solved = f"{r['solved_at_s']:.1f} s" if r["solved_at_s"] else f"not in {r['wall_s']:.0f} s"
+        out.append(f"| {r['system']} | {r['sps']:,.0f} | {solved} | {int(r['env_steps']):,} | {r['episode_return_mean']:.1f} |")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    for title, table in [("inference", inference_table()), ("learner", learner_table()), ("ppo", ppo_table()), ("vs_rllib", rllib_table())]:
+        print(f"<!-- {title} -->\n{table}\n")
