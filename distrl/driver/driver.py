@@ -141,7 +141,8 @@ class Driver:
         cfg = self.config
         obs_space, action_space = probe_spaces(cfg.env)
         self.artifacts_s = 0.0
-        artifacts_ref = self._prepare_artifacts(obs_space, action_space)
+        # Held for the whole run: a restarted worker is constructed again from this same reference.
+        self.artifacts_ref = self._prepare_artifacts(obs_space, action_space)
         world = cfg.learner.num_learners
         timeout = cfg.cluster.placement_timeout_s
         say = self.console.print
@@ -162,7 +163,7 @@ class Driver:
         worker_cls = ray.remote(RolloutWorker)
         self.workers = [
             worker_cls.options(name=f"distrl-{self.run_id}-worker-{i}", **worker_options(cfg)).remote(
-                cfg, i, self.counters.iteration, artifacts_ref
+                cfg, i, self.counters.iteration, self.artifacts_ref
             )
             for i in range(cfg.rollout.num_workers)
         ]
