@@ -20,29 +20,43 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"[:300]
 
 
+class _ErrorBudget:
+    """Counts consecutive step errors; past the budget the env is broken and the run stops."""
+
+    def __init__(self, limit: int, what: str):
+        self.limit, self.what, self.consecutive = limit, what, 0
+
+    def failed(self, exc: BaseException) -> str:
+        """Record a failure; its one-line description, or EnvFailure when the budget is spent."""
+        self.consecutive += 1
+        message = _describe(exc)
+        if self.consecutive >= self.limit:
+            raise EnvFailure(
+                f"{self.what} failed {self.consecutive} times in a row (env.max_consecutive_errors={self.limit}); "
+                f"last error {message}"
+            ) from None
+        return message
+
+    def succeeded(self) -> None:
+        self.consecutive = 0
+
+
 class GuardedEnv(gym.Wrapper):
     def __init__(self, env: gym.Env, max_consecutive_errors: int):
         super().__init__(env)
-        self.max_consecutive_errors = max_consecutive_errors
-        self.consecutive_errors = 0
+        self.errors = _ErrorBudget(max_consecutive_errors, "env step")
 
     def step(self, action):
         try:
             result = self.env.step(action)
         except Exception as exc:  # any error of the env's own code
-            self.consecutive_errors += 1
-            message = _describe(exc)
-            if self.consecutive_errors >= self.max_consecutive_errors:
-                raise EnvFailure(
-                    f"env step failed {self.consecutive_errors} times in a row (env.max_consecutive_errors="
-                    f"{self.max_consecutive_errors}); last error {message}"
-                ) from None
+            message = self.errors.failed(exc)
             try:
                 obs, info = self.env.reset()
             except Exception as reset_exc:
                 raise EnvFailure(f"env step raised {message}, and reset then raised {_describe(reset_exc)}") from None
             return obs, 0.0, False, True, {**info, "env_error": message}
-        self.consecutive_errors = 0
+        self.errors.succeeded()
         return result
 
 
@@ -51,23 +65,16 @@ class GuardedVectorEnv(gym.vector.VectorWrapper):
 
     def __init__(self, env: gym.vector.VectorEnv, max_consecutive_errors: int):
         super().__init__(env)
-        self.max_consecutive_errors = max_consecutive_errors
-        self.consecutive_errors = 0
+        self.errors = _ErrorBudget(max_consecutive_errors, "vector env step")
 
     def step(self, actions):
         try:
             result = self.env.step(actions)
         except Exception as exc:
-            self.consecutive_errors += 1
-            message = _describe(exc)
-            if self.consecutive_errors >= self.max_consecutive_errors:
-                raise EnvFailure(
-                    f"vector env step failed {self.consecutive_errors} times in a row (env.max_consecutive_errors="
-                    f"{self.max_consecutive_errors}); last error {message}"
-                ) from None
+            message = self.errors.failed(exc)
             obs, info = self.env.reset()
             n = self.num_envs
             info = {**info, "env_error": np.full(n, message, dtype=object), "_env_error": np.ones(n, dtype=bool)}
             return obs, np.zeros(n), np.zeros(n, dtype=bool), np.ones(n, dtype=bool), info
-        self.consecutive_errors = 0
+        self.errors.succeeded()
         return result
