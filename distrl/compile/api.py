@@ -6,6 +6,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from distrl.compile.policy import load_state_dict_numpy
 from distrl.compile.registry import BackendReport, build_inference_policy
 
 
@@ -31,7 +32,7 @@ class CompiledPolicy:
         state = {k: (v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else v) for k, v in state_dict.items()}
         self._policy.update_weights(state)
         if not self._policy.shares_module:
-            self.module.load_state_dict({k: torch.as_tensor(np.asarray(v)) for k, v in state.items()})
+            load_state_dict_numpy(self.module, state)
 
 
 def compile_policy(

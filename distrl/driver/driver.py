@@ -127,20 +127,17 @@ class Driver:
         example = (obs,)
         if model.is_recurrent:
             example += model.initial_state(n)
-        start = time.perf_counter()
         torch.set_num_threads(1)
         try:
             artifacts = prepare_artifacts(model, cfg.backend, example, cfg.mode)
         except Exception as exc:  # workers will compile for themselves (and fall back if that fails too)
             self.console.print(f"[yellow]shared compile artifacts unavailable ({escape(f'{type(exc).__name__}: {exc}')}); each worker compiles[/yellow]")
             return None
-        self.artifacts_s = time.perf_counter() - start
         return ray.put(artifacts)
 
     def _create_actors(self) -> None:
         cfg = self.config
         obs_space, action_space = probe_spaces(cfg.env)
-        self.artifacts_s = 0.0
         # Held for the whole run: a restarted worker is constructed again from this same reference.
         self.artifacts_ref = self._prepare_artifacts(obs_space, action_space)
         world = cfg.learner.num_learners
@@ -176,8 +173,8 @@ class Driver:
         if self.learner_state is not None:
             state_ref = ray.put(self.learner_state)
             ray.get([learner.load_state.remote(state_ref) for learner in self.learners])
-        self.learner_device = ray.get(self.learners[0].device_name.remote())
-        self.backend_info = ray.get(self.workers[0].backend_info.remote())
+        self.learner_device = ray.get(ready["learner-0"])  # already resolved by wait_until_ready
+        self.backend_info = ray.get(ready["worker-0"])
         names = [f"learner-{r}" for r in range(world)] + [f"worker-{i}" for i in range(cfg.rollout.num_workers)]
         spots = ray.get([actor.placement.remote() for actor in self.learners + self.workers])
         self.placement = {name: {"actor": f"distrl-{self.run_id}-{name}", **spot} for name, spot in zip(names, spots)}

@@ -16,7 +16,14 @@ import uuid
 import numpy as np
 import torch
 
-from distrl.compile import CompileError, EagerPolicy, InferencePolicy, build_inference_policy, outputs_match
+from distrl.compile import (
+    CompileError,
+    EagerPolicy,
+    InferencePolicy,
+    build_inference_policy,
+    load_state_dict_numpy,
+    outputs_match,
+)
 from distrl.compile.torch_compiled import dynamo_counts
 from distrl.config.schema import Config
 from distrl.envs import make_vec_env
@@ -92,7 +99,7 @@ class RolloutWorker:
             return
         self.policy.update_weights(weights["model"])
         if not self.policy.shares_module:
-            EagerPolicy(self.model).update_weights(weights["model"])
+            load_state_dict_numpy(self.model, weights["model"])
         if weights.get("obs_norm") is not None:
             self.obs_rms = RunningMeanStd.from_state(weights["obs_norm"])
         self.policy_version = weights["version"]
