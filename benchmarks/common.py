@@ -19,17 +19,22 @@ def machine_info() -> dict:
     import numpy
     import torch
 
-    cpu = platform.processor() or "unknown"
+    cpu, flags = platform.processor() or "unknown", set()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
+            if line.startswith("model name") and cpu in ("unknown", platform.processor()):
                 cpu = line.split(":", 1)[1].strip()
+            elif line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
                 break
     except OSError:
         pass
     info = {
         "cpu": cpu,
         "cores": os.cpu_count(),
+        # Float32 kernels (and so compiled-vs-eager differences) depend on these.
+        "cpu_flags": sorted(f for f in flags if f.startswith(("avx", "amx", "fma"))),
+        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         "python": platform.python_version(),

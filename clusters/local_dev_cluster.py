@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -24,8 +25,15 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import psutil
+
+
+def ray_command() -> str:
+    """The ``ray`` command of this interpreter (beside ``sys.executable``), so a venv need not be activated."""
+    beside = Path(sys.executable).with_name("ray")
+    return str(beside) if beside.exists() else (shutil.which("ray") or "ray")
 
 
 def free_port() -> int:
@@ -86,22 +94,27 @@ def _alive(proc: psutil.Process) -> bool:
         return False
 
 
-def start(rollout_nodes: int = 1, rollout_cpus: int = 2, learner_cpus: int = 1, learner_gpus: int = 0) -> DevCluster:
+def start(rollout_nodes: int = 1, rollout_cpus: int = 2, learner_cpus: int = 1, learner_gpus: int = 0,
+          temp_dir: str | None = None) -> DevCluster:
+    """Start the cluster; ``temp_dir`` (default: a new one under /tmp) is where `ray start` writes its address file."""
     token = os.environ.get("RAY_AUTH_TOKEN") or secrets.token_hex(32)
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token, "RAY_USAGE_STATS_ENABLED": "0"}
+    # This interpreter's bin first: job entrypoints that say `python` or `distrl` get the same environment.
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env.pop("RAY_ADDRESS", None)
-    temp_dir = tempfile.mkdtemp(prefix="rdev_", dir="/tmp")  # short: Ray's socket paths must fit 107 chars
+    temp_dir = temp_dir or tempfile.mkdtemp(prefix="rdev_", dir="/tmp")  # short: Ray's socket paths must fit 107 chars
     gcs_port, dashboard_port, agent_port = free_port(), free_port(), free_port()
     cluster = DevCluster(temp_dir, gcs_port, dashboard_port, token, env)
     common = ["--node-ip-address=127.0.0.1", "--disable-usage-stats"]
-    head = ["ray", "start", "--head", f"--port={gcs_port}", f"--temp-dir={temp_dir}", "--dashboard-host=127.0.0.1",
+    ray = ray_command()
+    head = [ray, "start", "--head", f"--port={gcs_port}", f"--temp-dir={temp_dir}", "--dashboard-host=127.0.0.1",
             f"--dashboard-port={dashboard_port}", f"--dashboard-agent-listen-port={agent_port}",
             f"--num-cpus={learner_cpus}", f"--num-gpus={learner_gpus}",
             "--resources=" + json.dumps({"learner": 1}), "--labels=distrl-role=learner", *common]  # fmt: skip
     try:
         subprocess.run(head, env=env, check=True, capture_output=True, text=True)
         for _ in range(rollout_nodes):
-            node = ["ray", "start", f"--address={cluster.gcs_address}", f"--num-cpus={rollout_cpus}",
+            node = [ray, "start", f"--address={cluster.gcs_address}", f"--num-cpus={rollout_cpus}",
                     "--resources=" + json.dumps({"rollout": rollout_cpus}), "--labels=distrl-role=rollout",
                     # a second raylet on this machine needs agent ports of its own
                     f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",

@@ -84,7 +84,7 @@ def measure(config, seconds: float = 0.5) -> dict:
     """Env rate, per-backend policy latency and one PPO update for ``config``'s env and model."""
     import torch
 
-    from distrl.compile import available_backends, build_inference_policy
+    from distrl.compile import available_backends, build_inference_policy, checks_against_eager
     from distrl.envs import make_vec_env
     from distrl.learner import Learner
     from distrl.rollout import RolloutWorker
@@ -119,7 +119,10 @@ def measure(config, seconds: float = 0.5) -> dict:
             pd = policy(*example)[0]
             worker.dist.sample_numpy(pd, rng)
             times.append(time.perf_counter() - tick)
-        latency[row["name"]] = {"available": True, "batch": len(example[0]), **_percentiles(times)}
+        # The compiled-vs-eager check workers apply at every sync: how close, and what it allows here.
+        worst = max(checks_against_eager(policy(*example), worker.model, example), key=lambda c: c.error / c.tolerance)
+        check = {"difference": worst.difference, "error": worst.error, "tolerance": worst.tolerance}
+        latency[row["name"]] = {"available": True, "batch": len(example[0]), **_percentiles(times), "check": check}
 
     batch = worker.sample()
     learner = Learner(config, *worker.spaces())
@@ -175,7 +178,10 @@ def print_report(report: dict, console) -> None:
     for name, row in m["policy_latency"].items():
         if row["available"]:
             speed = f"  x{eager / row['p50_us']:.2f} vs eager" if eager else ""
-            console.print(f"          {name:9s} batch {row['batch']}: p50 {row['p50_us']:8.1f} us  p95 {row['p95_us']:8.1f} us  p99 {row['p99_us']:8.1f} us{speed}")
+            check = row["check"]
+            agrees = "" if name == "eager" else (f"  |x - eager| {check['difference']:.2g}, error vs float64 "
+                                                 f"{check['error']:.2g} of {check['tolerance']:.2g} allowed")  # fmt: skip
+            console.print(f"          {name:9s} batch {row['batch']}: p50 {row['p50_us']:8.1f} us  p95 {row['p95_us']:8.1f} us  p99 {row['p99_us']:8.1f} us{speed}{agrees}")
         else:
             console.print(f"          {name:9s} unavailable: {escape(row['reason'])}")
     console.print(f"[bold]learner[/bold]   one PPO update {m['learner_update_s'] * 1e3:.1f} ms on {m['learner_device']} "

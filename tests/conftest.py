@@ -19,9 +19,9 @@ def ray_local():
     ray.shutdown()
 
 
-def run_cli(*args: str, timeout: float = 600, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """Run ``python -m distrl ARGS`` as a user would, with a clean environment for Ray."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_ADDRESS")}
+def run_cli(*args: str, timeout: float = 600, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run ``python -m distrl ARGS`` as a user would, with a clean environment for Ray (or ``env``)."""
+    env = {k: v for k, v in (os.environ if env is None else env).items() if not k.startswith("RAY_ADDRESS")}
     env["PYTHONUNBUFFERED"] = "1"
     env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     return subprocess.run(

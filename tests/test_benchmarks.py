@@ -8,7 +8,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-SCRIPTS = ["inference", "learner", "ppo", "vs_rllib"]
+SCRIPTS = ["inference", "learner", "ppo", "vs_rllib", "compile_check"]
 
 
 def run_script(name, *args, timeout=900):
@@ -22,7 +22,7 @@ def test_help(name):
     assert result.returncode == 0 and "--quick" in result.stdout
 
 
-@pytest.mark.parametrize("name", ["inference", "learner", pytest.param("ppo", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("name", ["inference", "learner", "compile_check", pytest.param("ppo", marks=pytest.mark.slow)])
 def test_quick_run_writes_results(name, tmp_path):
     result = run_script(name, "--quick", "--results-dir", str(tmp_path))
     assert result.returncode == 0, result.stderr[-3000:]

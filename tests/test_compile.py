@@ -10,11 +10,14 @@ import torch
 from distrl.compile import (
     CompileError,
     EagerPolicy,
+    Float64Reference,
     available_backends,
     build_inference_policy,
     check_against_eager,
     compile_policy,
+    output_mismatch,
 )
+from distrl.compile.check import reduction_length
 from distrl.config import load_config
 from distrl.learner import Learner
 from distrl.models import build_model
@@ -43,16 +46,14 @@ def make(model_name, seed=0):
     return model, inputs
 
 
-def eager_outputs(model_name, state_dict, inputs):
-    reference, _ = make(model_name, seed=99)
-    reference.load_state_dict(state_dict)
-    with torch.no_grad():
-        return reference(*inputs)
-
-
-def assert_close(got, expected):
-    for a, b in zip(got, expected):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+def assert_acts_as_eager(got, model_name, state_dict, inputs):
+    """``got`` is what an eager twin of the model with ``state_dict`` outputs, within the float32 rule."""
+    twin, _ = make(model_name, seed=99)
+    twin.load_state_dict(state_dict)
+    arrays = tuple(x.numpy() for x in inputs)
+    reference = Float64Reference(twin)
+    problem = output_mismatch(tuple(np.asarray(o) for o in got), EagerPolicy(twin)(*arrays), reference(*arrays), reference.reductions)
+    assert problem is None, problem
 
 
 @pytest.mark.parametrize("model_name", list(MODELS))
@@ -61,12 +62,12 @@ def test_backend_matches_eager_after_every_weight_update(backend, model_name):
     model, inputs = make(model_name)
     policy = compile_policy(model, backend, example_inputs=inputs, strict=True)
     assert policy.backend == backend
-    assert_close(policy(*inputs), eager_outputs(model_name, model.state_dict(), inputs))
+    assert_acts_as_eager(policy(*inputs), model_name, model.state_dict(), inputs)
     for step in range(3):  # new weights each time, as after learner updates
         torch.manual_seed(100 + step)
         new_state = {k: v + 0.1 * torch.randn_like(v) for k, v in model.state_dict().items()}
         policy.update_weights(new_state)
-        assert_close(policy(*inputs), eager_outputs(model_name, new_state, inputs))
+        assert_acts_as_eager(policy(*inputs), model_name, new_state, inputs)
 
 
 class BakedOnnxPolicy:
@@ -97,14 +98,78 @@ def test_check_catches_a_graph_that_ignores_new_weights():
     assert problem is not None and problem.startswith("after a weight update: output 0 differs from eager")
 
 
+def test_tolerance_follows_eager_float32_error_by_hand():
+    reference = (np.array([1.0, -2.0]),)
+    eager = (np.array([1.0 + 1e-6, -2.0], dtype=np.float32),)  # eager's own error: 9.54e-7 once rounded to float32
+    ulp_of_scale = np.finfo(np.float32).eps * 2.0  # the largest |output| is 2
+    allowed = 16 * (float(np.float32(1.0 + 1e-6)) - 1.0) + 4 * np.sqrt(16) * ulp_of_scale
+    assert output_mismatch((np.array([1.0 + 0.9 * allowed, -2.0], dtype=np.float32),), eager, reference, 16) is None
+    problem = output_mismatch((np.array([1.0, -2.0 + 2 * allowed], dtype=np.float32),), eager, reference, 16)
+    assert problem is not None and problem.startswith("output 0 differs from eager by up to")
+    assert f"allowed {allowed:.3g}" in problem and "16x eager float32's own error 9.54e-07" in problem
+    # Eager exact: 4 x sqrt(16) = 16 ulps of the scale remain allowed, not more.
+    exact = (np.array([1.0, -2.0], dtype=np.float32),)
+    assert output_mismatch((np.array([1.0, -2.0 + 12 * ulp_of_scale], dtype=np.float32),), exact, reference, 16) is None
+    assert output_mismatch((np.array([1.0, -2.0 + 24 * ulp_of_scale], dtype=np.float32),), exact, reference, 16) is not None
+    assert output_mismatch((np.array([np.nan, -2.0], dtype=np.float32),), exact, reference, 16) is not None
+    assert output_mismatch((np.zeros(3, np.float32),), exact, reference) == "output 0 has shape (3,), eager (2,)"
+
+
+def test_reduction_length_counts_every_dot_product_on_the_path():
+    mlp, _ = make("mlp")  # actor 4 -> 64 -> 64 -> 3 and critic 4 -> 64 -> 64 -> 1
+    assert reduction_length(mlp) == 2 * (4 + 64) + 64 + 64
+    cnn, _ = make("cnn")  # conv 4x8x8, 32x4x4, 64x3x3, fc 3136 -> 128, heads 128
+    assert reduction_length(cnn) == 4 * 64 + 32 * 16 + 64 * 9 + 3136 + 2 * 128
+    lstm, _ = make("lstm")  # encoder 4 -> 64 -> 64, LSTM 64 + 32, heads 32
+    assert reduction_length(lstm) == 4 + 64 + (64 + 32) + 2 * 32
+
+
+class StalePolicy:
+    """A policy that keeps acting with the weights it was built with (its own copy of the module)."""
+
+    shares_module = False
+
+    def __init__(self, policy):
+        self.policy, self.backend = policy, policy.backend
+
+    def __call__(self, *inputs):
+        return self.policy(*inputs)
+
+    def update_weights(self, state_dict):
+        pass
+
+
+def one_adam_step(state_dict, lr=2.5e-4, seed=7):
+    """The weights after one optimiser step of size ``lr`` per parameter: the smallest real weight change."""
+    generator = torch.Generator().manual_seed(seed)
+    return {k: v + lr * torch.randn(v.shape, generator=generator).sign() for k, v in state_dict.items()}
+
+
+@pytest.mark.parametrize("model_name", list(MODELS))
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_check_fails_stale_weights_and_one_step_behind_on_every_model(backend, model_name):
+    import copy
+
+    model, inputs = make(model_name)
+    example = tuple(x.numpy() for x in inputs)
+    own, _ = build_inference_policy(copy.deepcopy(model), backend, example, strict=True)
+    problem = check_against_eager(StalePolicy(own), model, example)
+    assert problem is not None and problem.startswith("after a weight update: output 0 differs from eager"), problem
+    # Acting one optimiser step behind the weights eager has: also refused.
+    behind = one_adam_step(model.state_dict())
+    own.update_weights({k: v.numpy() for k, v in behind.items()})
+    reference = Float64Reference(model)
+    problem = output_mismatch(own(*example), EagerPolicy(model)(*example), reference(*example), reference.reductions)
+    assert problem is not None and "differs from eager" in problem
+
+
 def test_inductor_freezing_is_kept_only_when_weight_updates_stay_correct():
     model, inputs = make("mlp")
     policy, report = build_inference_policy(model, "inductor", tuple(x.numpy() for x in inputs), options={"freezing": True})
     # Whatever this torch build does with frozen weights, the policy in use must track weight changes.
     new_state = {k: v + 0.1 * torch.randn_like(v) for k, v in model.state_dict().items()}
     policy.update_weights({k: v.numpy() for k, v in new_state.items()})
-    got = policy(*(x.numpy() for x in inputs))
-    assert_close(tuple(torch.from_numpy(o) for o in got), eager_outputs("mlp", new_state, inputs))
+    assert_acts_as_eager(policy(*(x.numpy() for x in inputs)), "mlp", new_state, inputs)
     assert report.backend in ("inductor", "eager")
 
 
@@ -153,10 +218,10 @@ def test_torch_compile_onnxrt_backend_runs_in_onnx_runtime(monkeypatch):
     model, inputs = make("mlp")
     compiled = torch.compile(model, backend="onnxrt")
     with torch.no_grad():
-        assert_close(compiled(*inputs), model(*inputs))
+        assert_acts_as_eager(compiled(*inputs), "mlp", model.state_dict(), inputs)
         for p in model.parameters():
             p.add_(0.05)
-        assert_close(compiled(*inputs), model(*inputs))
+        assert_acts_as_eager(compiled(*inputs), "mlp", model.state_dict(), inputs)
     assert len(runs) == 2
 
 
@@ -176,9 +241,11 @@ def test_worker_acts_with_learner_weights_and_does_not_recompile(backend):
     assert batch["info"]["recompiles"] == 0
     worker.set_weights(learner.get_weights())
     obs = batch["obs"][-1]
-    with torch.no_grad():
-        expected = learner.model(torch.from_numpy(obs))
-    assert_close(tuple(torch.from_numpy(o) for o in worker.policy(obs)), expected)
+    arrays = (obs,)
+    learner_model = learner.model.eval()
+    reference = Float64Reference(learner_model)
+    problem = output_mismatch(worker.policy(*arrays), EagerPolicy(learner_model)(*arrays), reference(*arrays), reference.reductions)
+    assert problem is None, problem
 
 
 @pytest.mark.parametrize("overrides", [["learner.compile=true"], ["learner.compile={backend: inductor, mode: default, critic_mode: max-autotune-no-cudagraphs}"]])

@@ -30,7 +30,7 @@ def test_job_submit_places_workers_and_learner_on_their_nodes(tmp_path):
         start = time.time()
         for _attempt in range(5):  # the job server answers "try again later" until its agent has registered
             result = subprocess.run(
-                ["ray", "job", "submit", "--address", dev.dashboard_url, "--working-dir", str(ROOT),
+                [local_dev_cluster.ray_command(), "job", "submit", "--address", dev.dashboard_url, "--working-dir", str(ROOT),
                  "--runtime-env-json", json.dumps({"excludes": EXCLUDES}), "--", *["bash", "-c", entrypoint]],
                 capture_output=True, text=True, env=env, timeout=600, cwd=ROOT,
             )  # fmt: skip
@@ -51,7 +51,7 @@ def test_job_submit_places_workers_and_learner_on_their_nodes(tmp_path):
         print(f"job submit test: {took:.1f} s; placement {json.dumps(placement)}")
         # Token auth is really on: the job API refuses a client without the token.
         no_token = {k: v for k, v in env.items() if k != "RAY_AUTH_TOKEN"}
-        refused = subprocess.run(["ray", "job", "list", "--address", dev.dashboard_url], capture_output=True, text=True,
+        refused = subprocess.run([local_dev_cluster.ray_command(), "job", "list", "--address", dev.dashboard_url], capture_output=True, text=True,
                                  env={**no_token, "HOME": str(tmp_path)}, timeout=120)  # fmt: skip
         assert refused.returncode != 0
     finally:

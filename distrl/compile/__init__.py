@@ -2,6 +2,7 @@
 
 from distrl import onnxrt_dynamo
 from distrl.compile.api import CompiledPolicy, compile_policy
+from distrl.compile.check import Float64Reference, OutputCheck, check_output, checks_against_eager, output_mismatch
 from distrl.compile.policy import EagerPolicy, InferencePolicy, load_state_dict_numpy
 from distrl.compile.registry import (
     BackendReport,
@@ -9,7 +10,6 @@ from distrl.compile.registry import (
     available_backends,
     build_inference_policy,
     check_against_eager,
-    outputs_match,
     prepare_artifacts,
 )
 
@@ -20,12 +20,16 @@ __all__ = [
     "CompileError",
     "CompiledPolicy",
     "EagerPolicy",
+    "Float64Reference",
     "InferencePolicy",
+    "OutputCheck",
     "available_backends",
     "build_inference_policy",
     "check_against_eager",
     "compile_policy",
+    "check_output",
+    "checks_against_eager",
     "load_state_dict_numpy",
-    "outputs_match",
+    "output_mismatch",
     "prepare_artifacts",
 ]

@@ -15,14 +15,12 @@ import numpy as np
 import torch
 from torch import nn
 
+from distrl.compile.check import Float64Reference, output_mismatch
 from distrl.compile.onnxrt import OnnxRuntimePolicy, export_policy_onnx
 from distrl.compile.policy import EagerPolicy, InferencePolicy
 from distrl.compile.torch_compiled import TorchCompiledPolicy, ipex_available
 
 log = logging.getLogger("distrl.compile")
-
-RTOL, ATOL = 1e-5, 1e-5  # fp32: compiled outputs must match eager to 1e-5 relative
-
 
 class CompileError(Exception):
     """A backend failed to build or disagreed with eager, and ``strict`` forbids falling back."""
@@ -54,18 +52,6 @@ def available_backends() -> list[dict]:
     return rows
 
 
-def outputs_match(got: tuple[np.ndarray, ...], expected: tuple[np.ndarray, ...]) -> str | None:
-    """None when every output matches to fp32 tolerance, else what differs."""
-    if len(got) != len(expected):
-        return f"{len(got)} outputs, eager has {len(expected)}"
-    for i, (a, b) in enumerate(zip(got, expected)):
-        if a.shape != b.shape:
-            return f"output {i} has shape {a.shape}, eager {b.shape}"
-        if not np.allclose(a, b, rtol=RTOL, atol=ATOL):
-            return f"output {i} differs from eager by up to {float(np.abs(a - b).max()):.3g}"
-    return None
-
-
 def _build(backend: str, module: nn.Module, mode: str, options: dict, example: tuple[np.ndarray, ...], artifacts: dict) -> InferencePolicy:
     if backend == "eager":
         return EagerPolicy(module)
@@ -89,9 +75,9 @@ def _build(backend: str, module: nn.Module, mode: str, options: dict, example: t
 
 
 def check_against_eager(policy: InferencePolicy, module: nn.Module, example: tuple[np.ndarray, ...]) -> str | None:
-    """Compare with eager now and after a weight change (then restore the weights)."""
-    eager = EagerPolicy(module)
-    problem = outputs_match(policy(*example), eager(*example))
+    """Compare with eager now and after a weight change (then restore the weights); see ``compile/check.py``."""
+    eager, reference = EagerPolicy(module), Float64Reference(module)
+    problem = output_mismatch(policy(*example), eager(*example), reference(*example), reference.reductions)
     if problem:
         return problem
     original = {k: v.detach().clone() for k, v in module.state_dict().items()}
@@ -101,7 +87,7 @@ def check_against_eager(policy: InferencePolicy, module: nn.Module, example: tup
     try:
         eager.update_weights(perturbed)
         policy.update_weights(perturbed)
-        problem = outputs_match(policy(*example), eager(*example))
+        problem = output_mismatch(policy(*example), eager(*example), reference(*example), reference.reductions)
         if problem:
             return f"after a weight update: {problem}"
     finally:

@@ -39,7 +39,8 @@ class MLPEncoder(nn.Module):
         self.out_dim = width
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.net(obs.flatten(1).float())
+        # The weights' dtype, not a fixed float32: the compile check runs a float64 copy.
+        return self.net(obs.flatten(1).to(self.net[0].weight.dtype))
 
 
 class NatureCNNEncoder(nn.Module):
@@ -60,7 +61,7 @@ class NatureCNNEncoder(nn.Module):
         self.out_dim = hidden[-1]
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.fc(self.conv(obs.float() * (1.0 / 255.0)))
+        return self.fc(self.conv(obs.to(self.fc[0].weight.dtype) * (1.0 / 255.0)))
 
 
 def _encoder(obs_space: gym.spaces.Box, cfg: ModelConfig) -> nn.Module:

@@ -21,8 +21,9 @@ from distrl.compile import (
     EagerPolicy,
     InferencePolicy,
     build_inference_policy,
+    Float64Reference,
     load_state_dict_numpy,
-    outputs_match,
+    output_mismatch,
 )
 from distrl.compile.torch_compiled import dynamo_counts
 from distrl.config.schema import Config
@@ -53,6 +54,7 @@ class RolloutWorker:
         self.policy, self.backend_report = self._build_policy(artifacts)
         self.compile_counts = dynamo_counts()
         self.sync_checks = 0
+        self._reference: Float64Reference | None = None  # float64 twin of the model, built at the first check
         self.prev_done = np.zeros(self.num_envs, dtype=bool)
         self.next_is_start = np.ones(self.num_envs, dtype=bool)
         self.episode_return = np.zeros(self.num_envs, dtype=np.float64)
@@ -109,7 +111,11 @@ class RolloutWorker:
     def _verify_after_sync(self) -> None:
         """The compiled policy must act as eager does with the new weights; otherwise stop using it."""
         inputs = self._policy_inputs()
-        problem = outputs_match(self.policy(*inputs), EagerPolicy(self.model)(*inputs))
+        if self._reference is None:
+            self._reference = Float64Reference(self.model)
+        problem = output_mismatch(
+            self.policy(*inputs), EagerPolicy(self.model)(*inputs), self._reference(*inputs), self._reference.reductions
+        )
         self.sync_checks += 1
         if problem is None:
             return
