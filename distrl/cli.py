@@ -24,22 +24,37 @@ def _default_run_dir(env_id: str) -> Path:
 def _cmd_train(args) -> int:
     from distrl.config import load_config
     from distrl.driver import Driver
+    from distrl.driver.storage import RunStorage, is_uri
 
     if args.config is None and args.resume is None:
         raise _UsageError("train: give a CONFIG file, or --resume RUN_DIR")
-    if args.resume is not None:
+    overrides = list(args.set) + ([f"storage.uri={args.storage}"] if args.storage else [])
+    storage = None
+    if args.resume is not None and is_uri(args.resume):
+        # A run mirrored under a storage URI: fetch it into a local directory and go on mirroring there.
+        storage = RunStorage(args.resume)
+        run_dir = Path(args.run_dir or Path("runs") / args.resume.rstrip("/").rsplit("/", 1)[-1])
+        storage.fetch_run(run_dir)
+        config_path = args.config or run_dir / "config.yaml"
+        overrides.append(f"storage.uri={args.resume.rstrip('/').rsplit('/', 1)[0]}")
+    elif args.resume is not None:
         run_dir = Path(args.resume)
         if args.run_dir is not None and Path(args.run_dir) != run_dir:
-            raise _UsageError("--run-dir: cannot be combined with --resume (the run continues in RUN_DIR)")
+            raise _UsageError("--run-dir: cannot be combined with --resume RUN_DIR (the run continues in RUN_DIR)")
         config_path = args.config or run_dir / "config.yaml"
     else:
         config_path = args.config
-    config = load_config(config_path, args.set)
-    run_dir = Path(args.resume or args.run_dir or _default_run_dir(config.env.id))
+    config = load_config(config_path, overrides)
+    if args.resume is None or not is_uri(args.resume):
+        run_dir = Path(args.resume or args.run_dir or _default_run_dir(config.env.id))
     if args.resume is None and (run_dir / "checkpoints").exists():
         raise _UsageError(f"--run-dir={str(run_dir)!r}: already holds a run; use --resume {run_dir} to continue it")
-    driver = Driver(config, run_dir, resume=args.resume is not None)
-    summary = driver.run(address=args.address, launch=args.launch)
+    if storage is None and config.storage.uri is not None:
+        storage = RunStorage(f"{config.storage.uri.rstrip('/')}/{run_dir.name}")
+    if storage is not None:
+        storage.check_writable()  # before Ray starts: a bad URI or missing permission is one line now
+    driver = Driver(config, run_dir, resume=args.resume is not None, storage=storage)
+    summary = driver.run(args.target, launch=args.launch)
     ret = summary["episode_return_mean"]
     print(
         f"done: {summary['stop_reason']} | {summary['env_steps']:,} env steps in {summary['wall_s']:.1f} s "
@@ -94,8 +109,12 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("config", nargs="?", help="YAML config (optional with --resume: the run's config.yaml)")
     train.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a config value")
     train.add_argument("--run-dir", help="where to write the run (default runs/ENV-TIMESTAMP)")
-    train.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its newest checkpoint")
-    train.add_argument("--address", help="Ray cluster address (default: RAY_ADDRESS, else a local Ray)")
+    train.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its newest checkpoint (a run "
+                       "directory, or the run's storage URI, e.g. s3://bucket/runs/NAME, from any machine)")  # fmt: skip
+    train.add_argument("--storage", metavar="URI", help="mirror the run to URI/RUN_NAME: a path, s3://, gs:// "
+                       "(sets storage.uri)")  # fmt: skip
+    train.add_argument("--address", help="Ray cluster to join; 'local' starts a private Ray (default: RAY_ADDRESS, "
+                       "else a live cluster started with `ray start` on this machine, else a private Ray)")  # fmt: skip
     train.set_defaults(func=_cmd_train)
 
     ev = sub.add_parser("eval", help="play episodes with a trained policy")
@@ -123,13 +142,22 @@ def main(argv: list[str] | None = None) -> int:
     launch = time.perf_counter()
     args = build_parser().parse_args(argv)
     args.launch = launch
-    if args.command == "train" and not (args.address or os.environ.get("RAY_ADDRESS")):
-        # A local Ray gets token authentication (Ray's default for local clusters). Ray reads this when it
-        # is imported, so it is set before anything imports ray; saying so also keeps Ray's notice quiet.
-        os.environ.setdefault("RAY_AUTH_MODE", "token")
-        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # a local run reports nothing off this machine
+    if args.command == "train":
+        from distrl.driver.connection import ConnectionProblem, resolve_target
+
+        try:  # which Ray, decided before anything imports ray (and within seconds, even for a dead cluster)
+            args.target = resolve_target(args.address)
+        except ConnectionProblem as exc:
+            print(f"distrl: error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        if args.target.private:
+            # A private Ray gets token authentication (Ray's default for local clusters). Ray reads this when it
+            # is imported, so it is set before anything imports ray; saying so also keeps Ray's notice quiet.
+            os.environ.setdefault("RAY_AUTH_MODE", "token")
+            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # a private run reports nothing off this machine
     from distrl.config import ConfigError
     from distrl.driver import CheckpointError, PlacementError
+    from distrl.driver.storage import StorageError
     from distrl.envs import EnvFailure, EnvSpecError
 
     try:
@@ -138,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         for line in exc.lines:
             print(f"distrl: config error: {line}", file=sys.stderr)
         return EXIT_USAGE
-    except (CheckpointError, PlacementError, EnvSpecError, EnvFailure, _UsageError) as exc:
+    except (CheckpointError, PlacementError, EnvSpecError, EnvFailure, StorageError, _UsageError) as exc:
         print(f"distrl: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

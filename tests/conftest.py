@@ -21,7 +21,10 @@ def ray_local():
 
 def run_cli(*args: str, timeout: float = 600, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run ``python -m distrl ARGS`` as a user would, with a clean environment for Ray (or ``env``)."""
-    env = {k: v for k, v in (os.environ if env is None else env).items() if not k.startswith("RAY_ADDRESS")}
+    if env is None:  # a private Ray, even on a machine where `ray start` left a cluster (or its address file)
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("RAY_ADDRESS")}, "RAY_ADDRESS": "local"}
+    else:
+        env = {k: v for k, v in env.items() if not k.startswith("RAY_ADDRESS")}
     env["PYTHONUNBUFFERED"] = "1"
     env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     return subprocess.run(

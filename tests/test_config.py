@@ -60,7 +60,7 @@ def test_incompatible_combinations_all_reported():
     lines = errors(["ppo.minibatch_size=100000", "env.action_repeat=4", "learner.num_learners=3"])
     assert any(line.startswith("ppo.minibatch_size=100000: must be <= the batch size") for line in lines)
     assert any(line.startswith("env.action_repeat=4: needs env.vectorization sync or async") for line in lines)
-    assert any(line.startswith("learner.num_learners=3: must divide the env count") for line in lines)
+    assert any(line.startswith("learner.num_learners=3: must divide env.num_envs_per_worker=64") for line in lines)
 
 
 def test_lstm_rules():

@@ -3,7 +3,7 @@
 import numpy as np
 
 from distrl.config import load_config
-from distrl.learner import Learner
+from distrl.learner import Learner, split_batch
 from distrl.rollout import RolloutWorker
 
 
@@ -26,9 +26,16 @@ def run_two_learners(ray, overrides):
     for _ in range(3):
         weights = ray.get(learners[0].get_weights.remote())
         worker.set_weights(weights)
-        batch_ref = ray.put(worker.sample())
-        metrics = ray.get([learner.update.remote(batch_ref) for learner in learners])
-        assert metrics[0]["gradient_steps"] == metrics[1]["gradient_steps"] > 0
+        # As the driver does it: the worker's info and one shard per rank, each its own object.
+        info, shards = split_batch(worker.sample(), 2)
+        info_ref, shard_refs = ray.put(info), [ray.put(shard) for shard in shards]
+        lead = learners[0].update_shards_and_snapshot.options(num_returns=3).remote(1, info_ref, shard_refs[0])
+        other = learners[1].update_shards.remote(1, info_ref, shard_refs[1])  # both in flight: DDP needs every rank
+        (metrics0, new_weights, state), metrics1 = ray.get(lead), ray.get(other)
+        assert metrics0["gradient_steps"] == metrics1["gradient_steps"] > 0
+        # Each rank fetched half the batch; only rank 0 returned weights (and its state snapshot).
+        assert metrics0["learner_batch_bytes"] == metrics1["learner_batch_bytes"] == info["batch_bytes"] // 2
+        assert new_weights["version"] == state["version"] == weights["version"] + 1
     w0, w1 = ray.get([learner.get_weights.remote() for learner in learners])
     _assert_same_weights(w0["model"], w1["model"])
     assert not all(np.array_equal(initial[k], w0["model"][k]) for k in initial), "weights must have changed"

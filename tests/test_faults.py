@@ -46,11 +46,32 @@ def test_killed_worker_is_restarted_with_current_weights_and_batch_is_full(tmp_p
     stdout, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 0, stderr[-3000:]
     assert "worker-0 was restarted (restart 1)" in stdout
+    new_seed, old_seed = stdout.split("new random stream (seed ")[1].split(")")[0].split(", was ")
+    assert int(new_seed) != int(old_seed)  # not a replay of the first incarnation's random stream
     rows, summary = check_run_dir(run_dir)
     assert summary["worker_restarts"] == 1 and rows[-1]["worker_restarts"] == 1
     assert [r["env_steps"] for r in rows] == [8192 * (i + 1) for i in range(len(rows))]  # every batch full
     assert all(r["policy_lag_mean"] == 0 for r in rows)  # the restarted worker acted with the current weights
     assert summary["stop_reason"] == "env_steps"
+
+
+@pytest.mark.slow
+def test_killed_learner_is_rebuilt_from_the_newest_state_and_the_run_finishes(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = start_train(run_dir, "stop.episode_return_mean=null", "stop.env_steps=200000", "checkpoint.every_iterations=0")
+    wait_for_rows(run_dir, 3, proc)
+    (learner,) = actor_processes(proc.pid, "ray::Learner")
+    learner.send_signal(signal.SIGKILL)
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr[-3000:]
+    assert "a learner died" in stdout and "(restart 1 of 3)" in stdout
+    rows, summary = check_run_dir(run_dir)
+    assert summary["learner_restarts"] == 1 and rows[-1]["learner_restarts"] == 1 and rows[0]["learner_restarts"] == 0
+    assert summary["stop_reason"] == "env_steps" and summary["env_steps"] >= 200000
+    assert [r["env_steps"] for r in rows] == [8192 * (i + 1) for i in range(len(rows))]  # no batch lost or repeated
+    # The rebuilt learner went on from the newest state (no checkpoint was written mid-run), not from scratch.
+    assert [r["learner_version"] for r in rows] == list(range(1, len(rows) + 1))
+    assert all(r["policy_lag_mean"] == 1 for r in rows[1:])  # overlap pipeline, as before the kill
 
 
 @pytest.mark.slow

@@ -1,6 +1,7 @@
 """RolloutWorker on real gymnasium envs: NEXT_STEP masking, truncation bootstrapping, weights, LSTM state."""
 
 import numpy as np
+import pytest
 import torch
 
 from distrl.config import load_config
@@ -114,14 +115,14 @@ def test_obs_normalisation_stats_merge():
 
 def test_learner_reproduces_behaviour_log_probs_for_lstm():
     """Before any gradient step the learner's unroll must give exactly the worker's log-probs and values."""
-    from distrl.learner import merge_batches
+    from distrl.learner import join_shards
 
     config, worker = make_worker("model.lstm_size=16", "model.shared_trunk=true", "ppo.seq_len=16")
     learner = Learner(config, *worker.spaces())
     for _ in range(2):
         worker.set_weights(learner.get_weights())
         batch = worker.sample()
-        data = {k: torch.from_numpy(v) for k, v in merge_batches([batch]).items()}
+        data = {k: torch.from_numpy(v) for k, v in join_shards([batch]).items()}
         steps, n, seq = 64, 8, 16
 
         def chunks(x):
@@ -135,3 +136,22 @@ def test_learner_reproduces_behaviour_log_probs_for_lstm():
         torch.testing.assert_close(logp, chunks(data["logp"]).reshape(-1), rtol=0, atol=1e-5)
         torch.testing.assert_close(values, chunks(data["values"][:-1]), rtol=0, atol=1e-5)
         learner.update(batch)
+
+
+def test_batch_splits_into_equal_learner_shards_and_joins_back():
+    from distrl.learner import join_shards, split_batch
+
+    config, worker = make_worker("model.lstm_size=16", "model.shared_trunk=true", "ppo.seq_len=16")
+    batch = worker.sample()
+    info, shards = split_batch(batch, 4)
+    assert info is batch["info"] and len(shards) == 4
+    for key, array in batch.items():
+        if key == "info":
+            continue
+        assert all(s[key].shape == array.shape[:1] + (array.shape[1] // 4,) + array.shape[2:] for s in shards), key
+        np.testing.assert_array_equal(join_shards(shards)[key], array)
+    assert sum(a.nbytes for s in shards for a in s.values()) == info["batch_bytes"]
+    info, (whole,) = split_batch(batch, 1)
+    assert whole["obs"] is not batch["obs"] and np.shares_memory(whole["obs"], batch["obs"])  # views, not copies
+    with pytest.raises(ValueError, match="8 envs do not split into 3 equal learner shards"):
+        split_batch(batch, 3)

@@ -117,6 +117,9 @@ class LearnerConfig(Section):
     placement_strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = Field(
         "PACK", description="how the learners' placement group spreads them over nodes"
     )
+    max_restarts: NonNegativeInt = Field(
+        3, description="times dead learners are rebuilt from the newest state and their update run again"
+    )
     compile: LearnerCompileConfig = LearnerCompileConfig()
     amp: Literal["off", "bf16", "fp16"] = Field("off", description="autocast dtype; fp16 adds a gradient scaler")
 
@@ -175,6 +178,14 @@ class ClusterConfig(Section):
     )
 
 
+class StorageConfig(Section):
+    uri: str | None = Field(
+        None,
+        description="mirror each run to URI/RUN_NAME (a path, s3://, gs://: anything pyarrow.fs opens) so results "
+        "outlive the machine; --storage sets it",
+    )
+
+
 class LoggingConfig(Section):
     tensorboard: bool = True
     progress: Literal["auto", "bar", "lines", "off"] = Field(
@@ -193,6 +204,7 @@ class Config(Section):
     checkpoint: CheckpointConfig = CheckpointConfig()
     logging: LoggingConfig = LoggingConfig()
     cluster: ClusterConfig = ClusterConfig()
+    storage: StorageConfig = StorageConfig()
     seed: NonNegativeInt = 0
 
     @property
@@ -228,11 +240,10 @@ class Config(Section):
                 problems.append(
                     f"ppo.minibatch_size={self.ppo.minibatch_size}: must be a multiple of ppo.seq_len={self.ppo.seq_len}"
                 )
-        total_envs = self.rollout.num_workers * self.env.num_envs_per_worker
-        if total_envs % self.learner.num_learners:
+        if self.env.num_envs_per_worker % self.learner.num_learners:
             problems.append(
-                f"learner.num_learners={self.learner.num_learners}: must divide the env count "
-                f"rollout.num_workers*env.num_envs_per_worker={total_envs} so every learner gets an equal shard"
+                f"learner.num_learners={self.learner.num_learners}: must divide env.num_envs_per_worker="
+                f"{self.env.num_envs_per_worker} so every learner gets an equal shard of each worker's batch"
             )
         if self.model.lstm_size > 0:
             for key, mode in (("learner.compile.mode", self.learner.compile.mode),

@@ -1,7 +1,26 @@
-"""The training driver: actors, loop, metrics, checkpoints."""
+"""The training driver: actors, loop, metrics, checkpoints.
 
-from distrl.driver.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from distrl.driver.driver import Driver, connect_ray
-from distrl.driver.placement import PlacementError
+Names are loaded on first use, so ``distrl.driver.connection`` can be imported without
+importing ray: the CLI decides which Ray to use before Ray reads its environment.
+"""
 
-__all__ = ["CheckpointError", "Driver", "PlacementError", "connect_ray", "load_checkpoint", "save_checkpoint"]
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "CheckpointError": "distrl.driver.checkpoint",
+    "load_checkpoint": "distrl.driver.checkpoint",
+    "save_checkpoint": "distrl.driver.checkpoint",
+    "Driver": "distrl.driver.driver",
+    "connect_ray": "distrl.driver.driver",
+    "PlacementError": "distrl.driver.placement",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'distrl.driver' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

@@ -25,6 +25,11 @@ class MetricsWriter:
                 if isinstance(value, (int, float)) and not isinstance(value, bool) and value is not None:
                     self.tb.add_scalar(key, value, step)
 
+    def flush(self) -> None:
+        self.file.flush()
+        if self.tb is not None:
+            self.tb.flush()
+
     def close(self) -> None:
         self.file.close()
         if self.tb is not None:

@@ -1,8 +1,9 @@
 """Learner: the PPO update on batches from rollout workers, optionally one of several DDP ranks.
 
 A plain class: tests drive it in-process, the driver wraps it with ``ray.remote``. With
-``world_size > 1`` each rank takes an equal slice of the env axis of every update's
-batch, and gradients are averaged by torch DistributedDataParallel.
+``world_size > 1`` rank r trains on shard r (an equal slice of the envs) of every worker's
+batch, and gradients are averaged by torch DistributedDataParallel. Under Ray each rank
+fetches only its own shards (``update_shards``); in-process, ``update`` takes whole batches.
 """
 
 from __future__ import annotations
@@ -19,12 +20,10 @@ from torch import nn
 
 from distrl.compile.torch_compiled import dynamo_counts
 from distrl.config.schema import Config
+from distrl.learner.batch import join_shards, split_batch
 from distrl.models import build_model
 from distrl.ppo import PPOLossCoefs, gae, ppo_loss
 from distrl.rollout.obs_norm import RunningMeanStd
-
-_TIME_AXIS_KEYS = ("obs", "actions", "logp", "values", "rewards", "terminated", "truncated", "valid", "starts", "h0", "c0")
-
 
 class _TrainForward(nn.Module):
     """Routes training forwards through one ``forward`` so DDP sees (and syncs) every call."""
@@ -43,19 +42,6 @@ def resolve_device(requested: str) -> torch.device:
     if requested == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(requested)
-
-
-def merge_batches(batches: list[dict], rank: int = 0, world_size: int = 1) -> dict:
-    """Concatenate worker batches along the env axis and keep this rank's equal slice."""
-    merged = {}
-    for key in _TIME_AXIS_KEYS:
-        if key in batches[0]:
-            merged[key] = np.concatenate([b[key] for b in batches], axis=1)
-    n = merged["rewards"].shape[1]
-    per_rank = n // world_size
-    if world_size > 1:
-        merged = {k: v[:, rank * per_rank : (rank + 1) * per_rank] for k, v in merged.items()}
-    return merged
 
 
 class Learner:
@@ -203,15 +189,28 @@ class Learner:
         return out
 
     def update(self, *batches: dict) -> dict:
-        """One PPO update on the concatenation of ``batches``; returns metrics."""
+        """One PPO update on this rank's shard of each whole worker batch; returns metrics."""
+        split = [split_batch(batch, self.world_size) for batch in batches]
+        return self._update([info for info, _ in split], [shards[self.rank] for _, shards in split])
+
+    def update_shards(self, num_workers: int, *infos_and_shards: dict) -> dict:
+        """One PPO update from ``num_workers`` worker infos followed by this rank's shard of each worker's batch."""
+        infos, shards = list(infos_and_shards[:num_workers]), list(infos_and_shards[num_workers:])
+        return self._update(infos, shards)
+
+    def update_shards_and_snapshot(self, num_workers: int, *infos_and_shards: dict) -> tuple[dict, dict, dict]:
+        """``update_shards``, then the new weights (for workers) and full state (kept by the driver, for restarts)."""
+        metrics = self.update_shards(num_workers, *infos_and_shards)
+        return metrics, self.get_weights(), self.state()
+
+    def _update(self, infos: list[dict], shards: list[dict]) -> dict:
         start = time.perf_counter()
         cfg = self.config.ppo
-        infos = [b["info"] for b in batches]
         if self.obs_rms is not None:
             for info in infos:  # every rank merges every worker's stats, so all ranks agree
                 if info["obs_stats"] is not None:
                     self.obs_rms.merge(*info["obs_stats"])
-        data = self._to_tensors(merge_batches(list(batches), self.rank, self.world_size))
+        data = self._to_tensors(join_shards(shards))
         rewards = data["rewards"] * cfg.reward_scale
         if cfg.reward_clip is not None:
             rewards = rewards.clamp(-cfg.reward_clip, cfg.reward_clip)
@@ -235,24 +234,14 @@ class Learner:
         explained_var = float(1 - (valid - values).var() / valid.var().clamp(min=1e-8))
         metrics = {
             **stats,
+            "learner_batch_bytes": sum(array.nbytes for shard in shards for array in shard.values()),
             "lr": lr,
             "explained_variance": explained_var,
             "skipped_updates": self.skipped_updates,
             "policy_lag_mean": float(np.mean([self.version - v for v in versions_used])),
             "learn_s": time.perf_counter() - start,
-            "sample_s": float(np.mean([info["sample_s"] for info in infos])),
-            "policy_s": float(np.mean([info["policy_s"] for info in infos])),
             "env_steps": env_steps,
-            "episode_returns": [r for info in infos for r in info["episode_returns"]],
-            "episode_lengths": [n for info in infos for n in info["episode_lengths"]],
             "learner_version": self.version + 1,
-            "policy_backend": infos[0].get("policy_backend", "eager"),
-            "worker_recompiles": max(info.get("recompiles", 0) for info in infos),
-            "worker_graph_breaks": max(info.get("graph_breaks", 0) for info in infos),
-            "weight_sync_checks": sum(info.get("weight_sync_checks", 0) for info in infos),
-            "env_errors": sum(info.get("env_errors", 0) for info in infos),
-            "env_error_messages": [m for info in infos for m in info.get("env_error_messages", [])],
-            "worker_incarnations": [[info["worker_index"], info.get("incarnation")] for info in infos],
             "learner_recompiles": dynamo_counts()["compiled_graphs"] - self._compiled_after_warmup
             if self._compiled_after_warmup is not None
             else 0,

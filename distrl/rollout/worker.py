@@ -28,6 +28,7 @@ from distrl.compile import (
 from distrl.compile.torch_compiled import dynamo_counts
 from distrl.config.schema import Config
 from distrl.envs import make_vec_env
+from distrl.learner.batch import split_batch
 from distrl.models import build_model
 from distrl.rollout.obs_norm import RunningMeanStd
 
@@ -41,6 +42,9 @@ class RolloutWorker:
         self.envs = make_vec_env(config.env)
         self.num_envs = config.env.num_envs_per_worker
         seed = config.seed * 1_000_003 + worker_index * 10_007 + seed_offset
+        if _restarted_by_ray():  # Ray re-runs this constructor with the same arguments: draw a new stream
+            seed = int(np.random.SeedSequence().generate_state(1)[0])
+        self.seed = seed
         self.rng = np.random.default_rng(seed)
         torch.manual_seed(seed)
         self.model = build_model(self.envs.single_observation_space, self.envs.single_action_space, config.model)
@@ -229,6 +233,7 @@ class RolloutWorker:
             obs_stats = RunningMeanStd.batch_stats(raw_obs_seen[:steps], feature_dims)
         batch["info"] = {
             "worker_index": self.worker_index,
+            "batch_bytes": sum(array.nbytes for array in batch.values()),
             "policy_version": self.policy_version,
             "env_steps": steps * n * repeat,
             "episode_returns": episode_returns,
@@ -243,8 +248,29 @@ class RolloutWorker:
             "env_errors": env_errors,
             "env_error_messages": error_messages[:3],
             "incarnation": self.incarnation,
+            "seed": self.seed,
         }
         return batch
 
-    def close(self) -> None:
-        self.envs.close()
+    def sample_shards(self, weights: dict | None = None, num_shards: int = 1) -> tuple[dict, ...]:
+        """``sample``, returned as ``(info, shard_0, ..., shard_{n-1})`` for ``num_shards`` learners.
+
+        Under Ray each element is its own object: the driver reads ``info`` (a few hundred bytes)
+        and learner r fetches only ``shard_r``.
+        """
+        info, shards = split_batch(self.sample(weights), num_shards)
+        return (info, *shards)
+
+
+def _restarted_by_ray() -> bool:
+    """Whether this is a Ray actor being reconstructed after its process died."""
+    import warnings
+
+    try:
+        import ray
+
+        with warnings.catch_warnings():  # it reads Ray's deprecated actor_id property internally
+            warnings.simplefilter("ignore")
+            return bool(ray.is_initialized() and ray.get_runtime_context().was_current_actor_reconstructed)
+    except Exception:  # not inside an actor
+        return False

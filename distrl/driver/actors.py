@@ -1,0 +1,115 @@
+"""A run's Ray actors: learners in one placement group, rollout workers, their start, restart and teardown.
+
+Workers are restarted by Ray (``max_restarts``) and their interrupted sample retried; a
+restarted worker draws a new random stream and acts with the weights of its next task.
+Learners are rebuilt here instead: when one dies, every rank is replaced (a DDP group cannot
+take a new member) in the same placement group and loaded with the newest state the driver
+holds, so the interrupted update runs again on the same batch.
+"""
+
+from __future__ import annotations
+
+import ray
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from distrl.config import Config
+from distrl.driver.placement import learner_placement_group, wait_until_ready, worker_options
+from distrl.learner import Learner
+from distrl.rollout import RolloutWorker
+
+
+class RunActors:
+    def __init__(self, config: Config, run_id: str, spaces: tuple, artifacts_ref, say):
+        self.config = config
+        self.run_id = run_id
+        self.spaces = spaces
+        # Held for the whole run: a restarted worker is constructed again from this same reference.
+        self.artifacts_ref = artifacts_ref
+        self.say = say
+        self.placement_group = None
+        self.learners: list = []
+        self.workers: list = []
+        self.learner_device = "?"
+        self.backend_infos: list[dict] = []
+        self.placement: dict[str, dict] = {}
+
+    @property
+    def world_size(self) -> int:
+        return self.config.learner.num_learners
+
+    def start(self, first_iteration: int, learner_state_ref=None) -> None:
+        """Place the learners' group, create every actor and wait until each has been constructed."""
+        cfg = self.config
+        timeout = cfg.cluster.placement_timeout_s
+        # The learners of one run are placed together, as one placement group.
+        self.placement_group = learner_placement_group(cfg)
+        wait_until_ready({f"learner placement group ({self.world_size} bundles)": self.placement_group.ready()}, timeout, self.say)
+        self.learners = self._create_learners()
+        worker_cls = ray.remote(RolloutWorker)
+        self.workers = [
+            worker_cls.options(name=f"distrl-{self.run_id}-worker-{i}", **worker_options(cfg)).remote(
+                cfg, i, first_iteration, self.artifacts_ref
+            )
+            for i in range(cfg.rollout.num_workers)
+        ]
+        ready = {f"learner-{rank}": learner.device_name.remote() for rank, learner in enumerate(self.learners)}
+        ready |= {f"worker-{i}": worker.backend_info.remote() for i, worker in enumerate(self.workers)}
+        wait_until_ready(ready, timeout, self.say)
+        self._join_learners(learner_state_ref)
+        self.learner_device = ray.get(ready["learner-0"])  # already resolved by wait_until_ready
+        self.backend_infos = ray.get([ready[f"worker-{i}"] for i in range(cfg.rollout.num_workers)])
+        self.placement = self._where()
+
+    def _create_learners(self) -> list:
+        cfg = self.config
+        learner_cls = ray.remote(Learner)
+        return [
+            learner_cls.options(
+                name=f"distrl-{self.run_id}-learner-{rank}",
+                num_cpus=cfg.learner.num_cpus_per_learner,
+                num_gpus=cfg.learner.num_gpus_per_learner,
+                resources=dict(cfg.learner.resources) or None,
+                scheduling_strategy=PlacementGroupSchedulingStrategy(self.placement_group, placement_group_bundle_index=rank),
+            ).remote(cfg, *self.spaces, rank, self.world_size)
+            for rank in range(self.world_size)
+        ]
+
+    def _join_learners(self, learner_state_ref) -> None:
+        """Form the DDP group (N > 1) and load ``learner_state_ref`` (resume or restart) into every rank."""
+        if self.world_size > 1:
+            address, port = ray.get(self.learners[0].rendezvous_address.remote())
+            ray.get([learner.init_distributed.remote(address, port) for learner in self.learners])
+        if learner_state_ref is not None:
+            ray.get([learner.load_state.remote(learner_state_ref) for learner in self.learners])
+
+    def _where(self) -> dict[str, dict]:
+        names = [f"learner-{r}" for r in range(self.world_size)] + [f"worker-{i}" for i in range(len(self.workers))]
+        spots = ray.get([actor.placement.remote() for actor in self.learners + self.workers])
+        return {name: {"actor": f"distrl-{self.run_id}-{name}", **spot} for name, spot in zip(names, spots)}
+
+    def restart_learners(self, learner_state_ref) -> None:
+        """Replace every learner rank with a new actor holding ``learner_state_ref``."""
+        for learner in self.learners:
+            ray.kill(learner, no_restart=True)
+        self.learners = self._create_learners()
+        ready = {f"learner-{rank} (restarted)": learner.device_name.remote() for rank, learner in enumerate(self.learners)}
+        wait_until_ready(ready, self.config.cluster.placement_timeout_s, self.say)
+        self._join_learners(learner_state_ref)
+        spots = ray.get([learner.placement.remote() for learner in self.learners])
+        for rank, spot in enumerate(spots):
+            self.placement[f"learner-{rank}"].update(spot)
+
+    def teardown(self) -> None:
+        """Kill every actor and release the placement group (safe to call twice, or after a failed start)."""
+        for actor in self.workers + self.learners:
+            try:
+                ray.kill(actor, no_restart=True)
+            except Exception:  # already gone
+                pass
+        self.workers, self.learners = [], []
+        if self.placement_group is not None:
+            try:
+                ray.util.remove_placement_group(self.placement_group)
+            except Exception:
+                pass
+            self.placement_group = None

@@ -1,0 +1,111 @@
+"""What a run tells its user: the start-up summary, one metrics row per iteration, and ``summary.json``.
+
+Worker statistics come straight from the workers' ``info`` objects (never relayed by a
+learner); learner statistics from the learner's metrics. Both meet here, in the row.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from rich.console import Console
+from rich.markup import escape
+
+from distrl.config import Config
+from distrl.driver.connection import RayTarget
+from distrl.driver.run_state import RunState
+
+
+def backends_in_use(names: list[str]) -> str:
+    """The worker policy backend, or every distinct one joined by '+' when workers differ (after a fallback)."""
+    return "+".join(sorted(set(names)))
+
+
+def iteration_row(run: RunState, infos: list[dict], learner: dict, iter_s: float, elapsed_s: float, sps_avg: float) -> dict:
+    """The metrics row of the iteration ``run`` has just counted."""
+    row = {
+        "iteration": run.iteration,
+        "env_steps": run.env_steps,
+        "time_s": round(elapsed_s, 4),
+        "sps": sum(info["env_steps"] for info in infos) / max(iter_s, 1e-9),
+        "sps_avg": sps_avg,
+        "sample_s": float(np.mean([info["sample_s"] for info in infos])),
+        "learn_s": learner["learn_s"],
+        "policy_s": float(np.mean([info["policy_s"] for info in infos])),
+        "episode_return_mean": run.return_mean(),
+        "episode_len_mean": run.length_mean(),
+        "episodes": run.episodes,
+        "worker_restarts": run.worker_restarts,
+        "learner_restarts": run.learner_restarts,
+        "env_errors_total": run.env_errors,
+        "policy_backend": backends_in_use([info["policy_backend"] for info in infos]),
+        "worker_recompiles": max(info["recompiles"] for info in infos),
+        "worker_graph_breaks": max(info["graph_breaks"] for info in infos),
+        "weight_sync_checks": sum(info["weight_sync_checks"] for info in infos),
+        "env_errors": sum(info["env_errors"] for info in infos),
+        "batch_bytes": sum(info["batch_bytes"] for info in infos),
+    }
+    for key, value in learner.items():
+        if key not in row and not isinstance(value, list):
+            row[key] = value
+    return row
+
+
+def print_start(console: Console, config: Config, run_dir: str, joined: RayTarget, actors, resumed: RunState | None,
+                storage: str | None = None) -> None:  # fmt: skip
+    cfg, c = config, console
+    c.print(f"[bold]distrl[/bold] run {run_dir}" + (f", mirrored to {storage}" if storage else ""))
+    c.print(f"  ray      {joined.describe()}")
+    c.print(
+        f"  env      {cfg.env.id}: {cfg.rollout.num_workers} workers x {cfg.env.num_envs_per_worker} envs "
+        f"({cfg.env.vectorization}), action_repeat {cfg.env.action_repeat}, normalize_obs {cfg.env.normalize_obs}"
+    )
+    lstm = f", lstm {cfg.model.lstm_size}" if cfg.model.lstm_size else ""
+    c.print(f"  model    {cfg.model.type} {cfg.model.hidden} {cfg.model.activation}, shared_trunk {cfg.model.shared_trunk}{lstm}")
+    info = actors.backend_infos[0]
+    used = backends_in_use([i["backend"] for i in actors.backend_infos])
+    backend = used if used == info["requested"] else f"{used} (requested {info['requested']})"
+    shared = ", artifacts shared" if info["shared_artifacts"] else ""
+    c.print(
+        f"  rollout  {cfg.rollout.rollout_length} steps/env, pipeline {cfg.rollout.pipeline}, "
+        f"{cfg.rollout.num_cpus_per_worker:g} CPU/worker, policy backend {backend} "
+        f"(ready in {info['startup_s']:.2f} s{shared})"
+    )
+    for reason in sorted({i["reason"] for i in actors.backend_infos if i["reason"]}):
+        c.print(f"           [yellow]{escape(reason)}[/yellow]")
+    lc = cfg.learner.compile
+    compiled = "eager" if lc.backend == "eager" else f"{lc.backend} {lc.mode}" + (f"/critic {lc.critic_mode}" if lc.critic_mode else "")
+    c.print(
+        f"  learner  {cfg.learner.num_learners} x {actors.learner_device}, {cfg.learner.num_gpus_per_learner:g} GPU/learner, "
+        f"{compiled}, AMP {cfg.learner.amp}, batch {cfg.batch_size}, minibatch {cfg.ppo.minibatch_size}, "
+        f"epochs {cfg.ppo.epochs}"
+    )
+    stops = [f"{k}={v}" for k, v in cfg.stop.model_dump().items() if v is not None]
+    c.print(f"  stop     {', '.join(stops)}; seed {cfg.seed}")
+    where = "; ".join(
+        f"{name} on {spot['node_ip']} ({spot['node_id'][:8]})" + (f" GPU {spot['gpu_ids']}" if spot.get("gpu_ids") else "")
+        for name, spot in actors.placement.items()
+    )
+    c.print(f"  placed   {where}")
+    if resumed is not None:
+        c.print(f"  resuming at iteration {resumed.iteration}, {resumed.env_steps:,} env steps")
+
+
+def summary(run: RunState, wall_s: float, train_sps: float, stop: str | None, checkpoint: str | None,
+            worker_backends: list[str]) -> dict:  # fmt: skip
+    """The content of ``summary.json``."""
+    return {
+        "env_steps": run.env_steps,
+        "iterations": run.iteration,
+        "wall_s": round(wall_s, 3),
+        "sps": round(run.env_steps / max(wall_s, 1e-9), 1),
+        "train_sps": round(train_sps, 1),
+        "episode_return_mean": run.return_mean(),
+        "solved_at_s": run.solved_at_s,
+        "stop_reason": stop,
+        "checkpoint": checkpoint,
+        "policy_backend": backends_in_use(worker_backends) if worker_backends else None,
+        "worker_backends": worker_backends,
+        "worker_restarts": run.worker_restarts,
+        "learner_restarts": run.learner_restarts,
+        "env_errors": run.env_errors,
+    }

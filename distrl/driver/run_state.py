@@ -1,0 +1,95 @@
+"""The state of a run between iterations: counters, the return window, fault counts and the stop rules.
+
+Pure: no Ray, no files. The driver feeds it what workers and learners reported, asks it
+whether to stop, and saves ``state()`` in every checkpoint so a resumed run carries on.
+"""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from distrl.config.schema import StopConfig
+
+RETURN_WINDOW = 100  # episodes in the mean that `stop.episode_return_mean` and `solved_at_s` use
+
+
+@dataclass
+class RunState:
+    iteration: int = 0
+    env_steps: int = 0
+    time_s: float = 0.0  # wall time of earlier segments of a resumed run
+    episodes: int = 0
+    solved_at_s: float | None = None
+    worker_restarts: int = 0
+    learner_restarts: int = 0
+    env_errors: int = 0
+    recent_returns: collections.deque = field(default_factory=lambda: collections.deque(maxlen=RETURN_WINDOW))
+    recent_lengths: collections.deque = field(default_factory=lambda: collections.deque(maxlen=RETURN_WINDOW))
+
+    def state(self) -> dict:
+        """Plain data for a checkpoint."""
+        return {
+            "iteration": self.iteration,
+            "env_steps": self.env_steps,
+            "time_s": self.time_s,
+            "episodes": self.episodes,
+            "solved_at_s": self.solved_at_s,
+            "worker_restarts": self.worker_restarts,
+            "learner_restarts": self.learner_restarts,
+            "env_errors": self.env_errors,
+            "recent_returns": list(self.recent_returns),
+            "recent_lengths": list(self.recent_lengths),
+        }
+
+    @classmethod
+    def from_state(cls, state: dict) -> RunState:
+        run = cls(
+            iteration=int(state["iteration"]),
+            env_steps=int(state["env_steps"]),
+            time_s=float(state["time_s"]),
+            episodes=int(state["episodes"]),
+            solved_at_s=state["solved_at_s"],
+            worker_restarts=int(state.get("worker_restarts", 0)),  # absent in checkpoints of distrl 0.1.0
+            learner_restarts=int(state.get("learner_restarts", 0)),
+            env_errors=int(state.get("env_errors", 0)),
+        )
+        run.recent_returns.extend(state["recent_returns"])
+        run.recent_lengths.extend(state["recent_lengths"])
+        return run
+
+    def return_mean(self) -> float | None:
+        """Mean return of the last ``RETURN_WINDOW`` episodes (fewer early in a run)."""
+        return float(np.mean(self.recent_returns)) if self.recent_returns else None
+
+    def length_mean(self) -> float | None:
+        return float(np.mean(self.recent_lengths)) if self.recent_lengths else None
+
+    def reached(self, target: float | None) -> bool:
+        """The return target is met over a full window of episodes: one definition for solving and stopping."""
+        mean = self.return_mean()
+        return target is not None and mean is not None and len(self.recent_returns) >= RETURN_WINDOW and mean >= target
+
+    def add_iteration(self, env_steps: int, returns: list[float], lengths: list[int], elapsed_s: float,
+                      target: float | None) -> None:  # fmt: skip
+        """Count one finished iteration and the episodes it ended."""
+        self.iteration += 1
+        self.env_steps += env_steps
+        self.episodes += len(returns)
+        self.recent_returns.extend(returns)
+        self.recent_lengths.extend(lengths)
+        if self.solved_at_s is None and self.reached(target):
+            self.solved_at_s = round(elapsed_s, 3)
+
+
+def stop_reason(stop: StopConfig, run: RunState, elapsed_s: float) -> str | None:
+    """Which stop condition holds now (a return target first), or None to go on."""
+    if run.reached(stop.episode_return_mean):
+        return "episode_return_mean"
+    if stop.env_steps is not None and run.env_steps >= stop.env_steps:
+        return "env_steps"
+    if stop.time_s is not None and elapsed_s >= stop.time_s:
+        return "time_s"
+    return None

@@ -1,0 +1,50 @@
+"""The run's counters and stop rules, in-process: one definition of "solved" for the stop rule and the summary."""
+
+import pytest
+
+from distrl.config import load_config
+from distrl.driver.run_state import RETURN_WINDOW, RunState, stop_reason
+
+
+def stop(**kwargs):
+    return load_config(None, [f"stop.{k}={'null' if v is None else v}" for k, v in kwargs.items()]).stop
+
+
+def test_return_target_needs_a_full_window_for_both_solving_and_stopping():
+    run = RunState()
+    run.add_iteration(1000, [500.0] * (RETURN_WINDOW - 1), [500] * (RETURN_WINDOW - 1), elapsed_s=3.0, target=475)
+    assert run.return_mean() == 500.0 and run.solved_at_s is None
+    assert stop_reason(stop(episode_return_mean=475, env_steps=None), run, 3.0) is None
+    run.add_iteration(1000, [100.0], [100], elapsed_s=4.25, target=475)
+    assert run.return_mean() == pytest.approx((500 * 99 + 100) / 100) and run.reached(475)
+    assert run.solved_at_s == 4.25
+    assert stop_reason(stop(episode_return_mean=475, env_steps=None), run, 4.25) == "episode_return_mean"
+    run.add_iteration(1000, [0.0] * 50, [1] * 50, elapsed_s=9.0, target=475)  # solved once stays solved
+    assert run.solved_at_s == 4.25 and not run.reached(475)
+
+
+def test_window_keeps_the_last_episodes_and_counters_add_up():
+    run = RunState()
+    for i in range(3):
+        run.add_iteration(4096, [float(i)] * 80, [10] * 80, elapsed_s=i, target=None)
+    assert (run.iteration, run.env_steps, run.episodes) == (3, 3 * 4096, 240)
+    assert list(run.recent_returns) == [1.0] * 20 + [2.0] * 80 and run.solved_at_s is None
+
+
+def test_budgets_stop_in_order_and_none_means_go_on():
+    run = RunState(env_steps=999)
+    assert stop_reason(stop(env_steps=1000, time_s=10), run, elapsed_s=9.9) is None
+    assert stop_reason(stop(env_steps=1000, time_s=10), run, elapsed_s=10.0) == "time_s"
+    run.env_steps = 1000
+    assert stop_reason(stop(env_steps=1000, time_s=10), run, elapsed_s=10.0) == "env_steps"
+
+
+def test_state_round_trips_and_reads_checkpoints_without_fault_counters():
+    run = RunState(iteration=7, env_steps=70, time_s=1.5, episodes=3, solved_at_s=1.2, worker_restarts=1,
+                   learner_restarts=2, env_errors=4)  # fmt: skip
+    run.recent_returns.extend([1.0, 2.0])
+    run.recent_lengths.extend([5, 6])
+    again = RunState.from_state(run.state())
+    assert again.state() == run.state()
+    old = {k: v for k, v in run.state().items() if k not in ("worker_restarts", "learner_restarts", "env_errors")}
+    assert RunState.from_state(old).learner_restarts == 0
