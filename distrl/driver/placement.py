@@ -115,5 +115,5 @@ def wait_until_ready(pending: dict[str, ray.ObjectRef], timeout_s: float, say) -
 
 def _free_summary() -> str:
     free = ray.available_resources()
-    keys = [k for k in free if not k.startswith("node:") and k not in ("memory", "object_store_memory")]
+    keys = [k for k in free if not k.startswith(("node:", "bundle_group_")) and k not in ("memory", "object_store_memory")]
     return ", ".join(f"{k} {free[k]:g}" for k in sorted(keys)) or "nothing"
