@@ -8,7 +8,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-SCRIPTS = ["inference", "learner", "ppo", "vs_rllib", "compile_check"]
+SCRIPTS = ["inference", "learner", "ppo", "vs_rllib", "compile_check", "scale"]
 
 
 def run_script(name, *args, timeout=900):
@@ -54,3 +54,14 @@ def test_vs_rllib_quick(tmp_path):
     rows = json.loads(next(tmp_path.glob("*.json")).read_text())["rows"]
     assert [r["system"].split()[0] for r in rows] == ["distrl", "RLlib", "RLlib"]
     assert all(r["env_steps"] > 0 for r in rows)
+
+
+@pytest.mark.slow
+def test_scale_quick_each_learner_fetches_half_and_driver_cpu_is_measured(tmp_path):
+    result = run_script("scale", "--quick", "--results-dir", str(tmp_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    payload = json.loads(next(tmp_path.glob("*.json")).read_text())
+    assert [r["workers"] for r in payload["rows"]] == [1, 2]
+    for row in payload["rows"]:
+        assert row["learner_fetch_bytes"] * 2 == row["batch_bytes"] and row["driver_cpu_ms_per_iter"] > 0
+    assert payload["rows"][1]["batch_bytes"] == 2 * payload["rows"][0]["batch_bytes"]
