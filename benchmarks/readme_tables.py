@@ -54,6 +54,27 @@ def rllib_table() -> str:
     return "\n".join(out)
 
 
+def scale_table() -> str:
+    data = load("scale")
+    out = ["| rollout workers | driver CPU ms/iter | iteration s | batch bytes | bytes each learner fetches | env steps/s per worker (vs 1) |",
+           "| --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    for r in data["rows"] if data else []:
+        out.append(f"| {r['workers']} | {r['driver_cpu_ms_per_iter']:.1f} | {r['iteration_s']:.2f} | {r['batch_bytes']:,} | "
+                   f"{r['learner_fetch_bytes']:,} ({r['fetch_share']:.2f}) | {r['worker_sample_sps']:,.0f} ({r['sampling_efficiency']:.2f}) |")  # fmt: skip
+    return "\n".join(out)
+
+
+def compile_check_table() -> str:
+    data = load("compile_check")
+    out = ["| model | backend | batch | max abs(compiled - eager) | allowed | error / allowed | one step behind / allowed |",
+           "| --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    for r in data["rows"] if data else []:
+        out.append(f"| {r['model']} | {r['backend']} | {r['batch']} | {r['difference']:.2g} | {r['tolerance']:.2g} | "
+                   f"{r['error_over_allowed']:.3f} | {r['stale_over_allowed']:,.0f} |")
+    return "\n".join(out)
+
+
 if __name__ == "__main__":
-    for title, table in [("inference", inference_table()), ("learner", learner_table()), ("ppo", ppo_table()), ("vs_rllib", rllib_table())]:
+    for title, table in [("inference", inference_table()), ("learner", learner_table()), ("ppo", ppo_table()), ("vs_rllib", rllib_table()),
+                         ("scale", scale_table()), ("compile_check", compile_check_table())]:  # fmt: skip
         print(f"<!-- {title} -->\n{table}\n")

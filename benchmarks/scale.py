@@ -4,8 +4,9 @@ For 1, 2, 4 and 8 small rollout workers (on two rollout nodes) and two DDP learn
 head), `distrl train` joins the cluster and runs the same number of iterations. Per run,
 from its metrics rows (warm-up iterations dropped):
 
-- driver CPU seconds per iteration (the driver process only): must stay flat in the worker
-  count (max / min <= 1.5), since the driver moves refs and reads small infos, never batches;
+- driver CPU seconds per iteration (the driver process, Ray's core-worker threads included):
+  the target is flat in the worker count (max / min <= 1.5); the driver moves refs and reads
+  small infos, never batches, but it owns every sample task's return objects;
 - bytes each learner fetches per iteration, against the whole batch: batch / learners;
 - sampling efficiency per worker: env steps/s of one worker's sample, relative to one worker
   alone (on a small machine the workers share its cores, so this falls with the count).
@@ -39,7 +40,8 @@ def run(cluster, workers: int, iterations: int, run_dir: Path) -> dict:
     overrides = [f"rollout.num_workers={workers}", f"env.num_envs_per_worker={ENVS_PER_WORKER}",
                  f"rollout.rollout_length={ROLLOUT_LENGTH}", "rollout.pipeline=sync", "rollout.compile.backend=eager",
                  "rollout.resources={rollout: 1}", "rollout.node_labels={distrl-role: rollout}",
-                 f"learner.num_learners={LEARNERS}", "learner.num_cpus_per_learner=1", f"ppo.minibatch_size={steps // 4}",
+                 f"learner.num_learners={LEARNERS}", "learner.num_cpus_per_learner=1", "learner.node_labels={distrl-role: learner}",
+                 "cluster.placement_timeout_s=120", f"ppo.minibatch_size={steps // 4}",
                  "ppo.epochs=1", f"stop.env_steps={steps * iterations}", "stop.episode_return_mean=null",
                  "checkpoint.every_iterations=0", "logging.tensorboard=false"]  # fmt: skip
     args = [sys.executable, "-m", "distrl", "train", str(ROOT / "configs" / "cartpole.yaml"), "--run-dir", str(run_dir),
@@ -77,7 +79,7 @@ def main(argv=None) -> int:
     print_machine(info)
     from clusters import local_dev_cluster
 
-    # Two rollout nodes with 4 logical CPUs each hold up to 8 one-CPU workers; the head holds the learners.
+    # Two rollout nodes with 4 logical CPUs each hold up to 8 one-CPU workers; the head (label learner) the learners.
     cluster = local_dev_cluster.start(rollout_nodes=2, rollout_cpus=4, learner_cpus=LEARNERS)
     rows, failures = [], []
     try:
@@ -102,7 +104,8 @@ def main(argv=None) -> int:
     print(f"driver CPU per iteration max/min over worker counts: {flatness:.2f} (target <= 1.5)")
     columns = [("workers", "workers"), ("driver_cpu_ms_per_iter", "driver CPU ms/iter"), ("batch_bytes", "batch bytes"),
                ("learner_fetch_bytes", "bytes per learner"), ("fetch_share", "share"),
-               ("worker_sample_sps", "env steps/s per worker"), ("sampling_efficiency", "vs 1 worker")]  # fmt: skip
+               ("worker_sample_sps", "env steps/s per worker"), ("sampling_efficiency", "vs 1 worker"),
+               ("iteration_s", "iteration s")]  # fmt: skip
     payload = {"machine": info, "args": vars(args), "rows": rows, "driver_cpu_max_over_min": flatness}
     ok = write_results("scale", payload, markdown_table(rows, columns), None, failures, args.quick, args.results_dir)
     return 0 if ok else 1
