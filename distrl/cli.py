@@ -25,6 +25,7 @@ def _cmd_train(args) -> int:
     from distrl.config import load_config
     from distrl.driver import Driver
     from distrl.driver.storage import RunStorage, is_uri
+    from distrl.envs import check_env_trust
 
     if args.config is None and args.resume is None:
         raise _UsageError("train: give a CONFIG file, or --resume RUN_DIR")
@@ -39,16 +40,23 @@ def _cmd_train(args) -> int:
         overrides.append(f"storage.uri={args.resume.rstrip('/').rsplit('/', 1)[0]}")
     elif args.resume is not None:
         run_dir = Path(args.resume)
+        if run_dir.is_file():
+            raise _UsageError(f"--resume={args.resume!r}: give the run directory (it holds checkpoints/), not a checkpoint file")
+        if not run_dir.is_dir():
+            raise _UsageError(f"--resume={args.resume!r}: no such run directory")
         if args.run_dir is not None and Path(args.run_dir) != run_dir:
             raise _UsageError("--run-dir: cannot be combined with --resume RUN_DIR (the run continues in RUN_DIR)")
         config_path = args.config or run_dir / "config.yaml"
     else:
         config_path = args.config
     config = load_config(config_path, overrides)
+    named = [a.partition("=")[2].strip() for a in args.set if a.partition("=")[0].strip() == "env.id"] + args.trust_env
+    check_env_trust(config.env.id, named, f"config {str(config_path)!r}")
     if args.resume is None or not is_uri(args.resume):
         run_dir = Path(args.resume or args.run_dir or _default_run_dir(config.env.id))
-    if args.resume is None and (run_dir / "checkpoints").exists():
-        raise _UsageError(f"--run-dir={str(run_dir)!r}: already holds a run; use --resume {run_dir} to continue it")
+    if args.resume is None:
+        _check_new_run_dir(run_dir)
+    _check_writable(run_dir, "--run-dir")
     if storage is None and config.storage.uri is not None:
         storage = RunStorage(f"{config.storage.uri.rstrip('/')}/{run_dir.name}")
     if storage is not None:
@@ -64,10 +72,46 @@ def _cmd_train(args) -> int:
     return EXIT_INTERRUPTED if summary["stop_reason"] == "interrupted" else 0
 
 
+def _check_new_run_dir(run_dir: Path) -> None:
+    """A new run never writes into a directory that holds anything: nothing of a user's is overwritten or mixed."""
+    if (run_dir / "checkpoints").exists():
+        raise _UsageError(f"--run-dir={str(run_dir)!r}: already holds a run; use --resume {run_dir} to continue it")
+    if run_dir.is_file():
+        raise _UsageError(f"--run-dir={str(run_dir)!r}: is a file; give a new or empty directory")
+    if run_dir.is_dir() and any(run_dir.iterdir()):
+        held = ", ".join(sorted(p.name for p in run_dir.iterdir())[:4])
+        raise _UsageError(f"--run-dir={str(run_dir)!r}: not empty (holds {held}); give a new or empty directory, "
+                          f"or --resume it if it holds a run")  # fmt: skip
+
+
+def _check_writable(directory: Path, key: str) -> None:
+    """Write (and remove) a probe file in ``directory`` or its nearest existing parent now, before Ray starts."""
+    import tempfile
+
+    existing = directory.resolve()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    try:
+        if not existing.is_dir():
+            raise NotADirectoryError(20, "a file is in the way")
+        with tempfile.NamedTemporaryFile(dir=existing, prefix=".distrl-probe-"):
+            pass
+    except OSError as exc:
+        raise _UsageError(f"{key}={str(directory)!r}: cannot write there ({exc.strerror or exc})") from None
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive whole number, got {text}")
+    return value
+
+
 def _cmd_eval(args) -> int:
     from distrl.deploy import evaluate
 
-    returns = evaluate(args.checkpoint, episodes=args.episodes, deterministic=not args.stochastic, seed=args.seed)
+    returns = evaluate(args.checkpoint, episodes=args.episodes, deterministic=not args.stochastic, seed=args.seed,
+                       env_id=args.env, trusted_envs=args.trust_env)  # fmt: skip
     print(f"{len(returns)} episodes: return mean {returns.mean():.2f} std {returns.std():.2f} (min {returns.min():.1f}, max {returns.max():.1f})")
     return 0
 
@@ -75,7 +119,11 @@ def _cmd_eval(args) -> int:
 def _cmd_export(args) -> int:
     from distrl.deploy import export_onnx
 
-    info = export_onnx(args.checkpoint, args.out)
+    out = Path(args.out)
+    if out.is_dir():
+        raise _UsageError(f"out={args.out!r}: is a directory; give a file path such as {out / 'policy.onnx'}")
+    _check_writable(out.parent if str(out.parent) else Path("."), "out")
+    info = export_onnx(args.checkpoint, out, env_id=args.env, trusted_envs=args.trust_env)
     print(f"wrote {info['path']}: inputs {info['inputs']}, outputs {info['outputs']}; max |onnx - torch| = {info['max_abs_diff']:.2e}")
     return 0
 
@@ -88,7 +136,11 @@ def _cmd_diagnose(args) -> int:
     from distrl import diagnose
     from distrl.config import load_config
 
+    from distrl.envs import check_env_trust
+
     config = load_config(args.config, args.set)
+    named = [a.partition("=")[2].strip() for a in args.set if a.partition("=")[0].strip() == "env.id"] + args.trust_env
+    check_env_trust(config.env.id, named, f"config {args.config!r}")
     report = diagnose.run(config, quick=args.quick)
     if args.json:
         print(json.dumps(report, indent=2, default=str))
@@ -101,8 +153,15 @@ class _UsageError(Exception):
     pass
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, answering a bad argument with one line and exit code 2 (not the usage block)."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="distrl", description="Distributed PPO on Ray.")
+    parser = _Parser(prog="distrl", description="Distributed PPO on Ray.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     train = sub.add_parser("train", help="train a policy from a YAML config")
@@ -111,6 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--run-dir", help="where to write the run (default runs/ENV-TIMESTAMP)")
     train.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its newest checkpoint (a run "
                        "directory, or the run's storage URI, e.g. s3://bucket/runs/NAME, from any machine)")  # fmt: skip
+    trust = "import and call this env factory (package.module:callable) named by the config or checkpoint"
+    train.add_argument("--trust-env", action="append", default=[], metavar="ID", help=trust)
     train.add_argument("--storage", metavar="URI", help="mirror the run to URI/RUN_NAME: a path, s3://, gs:// "
                        "(sets storage.uri)")  # fmt: skip
     train.add_argument("--address", help="Ray cluster to join; 'local' starts a private Ray (default: RAY_ADDRESS, "
@@ -119,7 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     ev = sub.add_parser("eval", help="play episodes with a trained policy")
     ev.add_argument("checkpoint", help="checkpoint file or run directory")
-    ev.add_argument("--episodes", type=int, default=10)
+    ev.add_argument("--episodes", type=_positive_int, default=10)
+    ev.add_argument("--env", metavar="ID", help="play in this env instead of the checkpoint's (a factory named here is trusted)")
+    ev.add_argument("--trust-env", action="append", default=[], metavar="ID", help=trust)
     ev.add_argument("--stochastic", action="store_true", help="sample actions instead of taking the most likely")
     ev.add_argument("--seed", type=int, default=12345)
     ev.set_defaults(func=_cmd_eval)
@@ -127,6 +190,8 @@ def build_parser() -> argparse.ArgumentParser:
     ex = sub.add_parser("export", help="write the trained policy as an ONNX model")
     ex.add_argument("checkpoint", help="checkpoint file or run directory")
     ex.add_argument("out", help="output .onnx path")
+    ex.add_argument("--env", metavar="ID", help="build the policy for this env instead of the checkpoint's")
+    ex.add_argument("--trust-env", action="append", default=[], metavar="ID", help=trust)
     ex.set_defaults(func=_cmd_export)
 
     dg = sub.add_parser("diagnose", help="versions, hardware, backends and measured rates for a config")
@@ -134,6 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
     dg.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE")
     dg.add_argument("--json", action="store_true", help="print the report as JSON")
     dg.add_argument("--quick", action="store_true", help="shorter measurements")
+    dg.add_argument("--trust-env", action="append", default=[], metavar="ID", help=trust)
     dg.set_defaults(func=_cmd_diagnose)
     return parser
 
@@ -155,6 +221,9 @@ def main(argv: list[str] | None = None) -> int:
             # is imported, so it is set before anything imports ray; saying so also keeps Ray's notice quiet.
             os.environ.setdefault("RAY_AUTH_MODE", "token")
             os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # a private run reports nothing off this machine
+        # Tasks the driver abandons when a run stops (the next samples) would print Ray's "Unhandled error"
+        # dumps ahead of distrl's own one-line answer; every error distrl waits on is reported by distrl.
+        os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
     from distrl.config import ConfigError
     from distrl.driver import CheckpointError, PlacementError
     from distrl.driver.storage import StorageError

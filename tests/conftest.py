@@ -23,8 +23,8 @@ def run_cli(*args: str, timeout: float = 600, cwd: Path | None = None, env: dict
     """Run ``python -m distrl ARGS`` as a user would, with a clean environment for Ray (or ``env``)."""
     if env is None:  # a private Ray, even on a machine where `ray start` left a cluster (or its address file)
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("RAY_ADDRESS")}, "RAY_ADDRESS": "local"}
-    else:
-        env = {k: v for k, v in env.items() if not k.startswith("RAY_ADDRESS")}
+    else:  # the caller's environment as given (RAY_ADDRESS included)
+        env = dict(env)
     env["PYTHONUNBUFFERED"] = "1"
     env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     return subprocess.run(

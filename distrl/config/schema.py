@@ -18,7 +18,8 @@ UnitInterval = Annotated[float, Field(ge=0, le=1)]
 
 
 class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    # allow_inf_nan=False: ppo.lr=.inf and the like train to NaN weights; refuse them here.
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False)
 
 
 class EnvConfig(Section):
@@ -220,6 +221,17 @@ class Config(Section):
                 f"ppo.minibatch_size={self.ppo.minibatch_size}: must be <= the batch size "
                 f"rollout.num_workers*env.num_envs_per_worker*rollout.rollout_length={self.batch_size}"
             )
+        elif self.batch_size % self.ppo.minibatch_size:
+            problems.append(
+                f"ppo.minibatch_size={self.ppo.minibatch_size}: must divide the batch size "
+                f"rollout.num_workers*env.num_envs_per_worker*rollout.rollout_length={self.batch_size}, so every "
+                "gradient step sees exactly that many samples"
+            )
+        if self.ppo.minibatch_size % self.learner.num_learners:
+            problems.append(
+                f"ppo.minibatch_size={self.ppo.minibatch_size}: must divide by learner.num_learners="
+                f"{self.learner.num_learners} (each learner takes an equal part of every minibatch)"
+            )
         if self.env.action_repeat > 1 and self.env.vectorization == "native":
             problems.append(
                 f"env.action_repeat={self.env.action_repeat}: needs env.vectorization sync or async "
@@ -259,6 +271,19 @@ class Config(Section):
             problems.append(
                 f"learner.compile.critic_mode={self.learner.compile.critic_mode}: needs a separate critic tower "
                 "(model.shared_trunk: false)"
+            )
+        rc = self.rollout.compile
+        if rc.options and rc.backend == "ipex":
+            problems.append(f"rollout.compile.options={rc.options}: the ipex backend takes no options")
+        if rc.options and rc.backend == "inductor" and rc.mode != "default":
+            problems.append(
+                f"rollout.compile.options={rc.options}: inductor takes options or a mode, not both "
+                f"(rollout.compile.mode={rc.mode}); torch.compile refuses the pair"
+            )
+        if rc.strict and rc.backend == "auto":
+            problems.append(
+                "rollout.compile.strict=true: auto keeps the fastest backend that passes its checks, eager included, "
+                "so it never fails; name one backend to make its failure an error"
             )
         if self.learner.device == "cuda" and self.learner.num_gpus_per_learner == 0:
             problems.append("learner.device=cuda: needs learner.num_gpus_per_learner > 0")

@@ -7,21 +7,34 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from distrl.config import Config, config_from_dict
+from collections.abc import Collection
+
+from distrl.config import Config, ConfigError, config_from_dict
 from distrl.driver.checkpoint import CheckpointError, load_checkpoint
-from distrl.envs import make_vec_env
+from distrl.envs import check_env_trust, make_vec_env, probe_spaces
 from distrl.models import ActorCritic, build_model
 from distrl.rollout.obs_norm import RunningMeanStd
 
 
-def policy_from_checkpoint(path: str | Path) -> tuple[Config, ActorCritic, RunningMeanStd | None, object, object]:
-    """The config, the trained model (eval mode), its observation normaliser and the env spaces."""
+def policy_from_checkpoint(path: str | Path, env_id: str | None = None, trusted_envs: Collection[str] = ()
+                           ) -> tuple[Config, ActorCritic, RunningMeanStd | None, object, object]:  # fmt: skip
+    """The config, the trained model (eval mode), its observation normaliser and the env spaces.
+
+    The env is the checkpoint's own, or ``env_id`` (named by the caller, so trusted). An env
+    factory read from the checkpoint is imported only when named in ``trusted_envs``
+    (``distrl/envs/trust.py``): a checkpoint is data.
+    """
     payload = load_checkpoint(path)
     try:
         config = config_from_dict(payload["config"])
-        envs = make_vec_env(config.env.model_copy(update={"num_envs_per_worker": 1}))
-        obs_space, action_space = envs.single_observation_space, envs.single_action_space
-        envs.close()
+    except ConfigError as exc:
+        raise CheckpointError(f"checkpoint={str(path)!r}: its config is not valid ({exc.lines[0]})") from None
+    if env_id is not None:  # the checkpoint's env kwargs belonged to its own env: not carried over
+        config = config.model_copy(update={"env": config.env.model_copy(update={"id": env_id, "kwargs": {}})})
+        trusted_envs = [*trusted_envs, env_id]
+    check_env_trust(config.env.id, trusted_envs, f"checkpoint {str(path)!r}", flag="--env")
+    try:
+        obs_space, action_space = probe_spaces(config.env)
         model = build_model(obs_space, action_space, config.model)
         model.load_state_dict(payload["learner"]["model"])
     except (KeyError, RuntimeError) as exc:
@@ -31,9 +44,10 @@ def policy_from_checkpoint(path: str | Path) -> tuple[Config, ActorCritic, Runni
     return config, model.eval(), rms, obs_space, action_space
 
 
-def evaluate(path: str | Path, episodes: int = 10, deterministic: bool = True, seed: int = 12345) -> np.ndarray:
-    """Returns of ``episodes`` complete episodes (raw env reward)."""
-    config, model, rms, _, _ = policy_from_checkpoint(path)
+def evaluate(path: str | Path, episodes: int = 10, deterministic: bool = True, seed: int = 12345,
+             env_id: str | None = None, trusted_envs: Collection[str] = ()) -> np.ndarray:  # fmt: skip
+    """Returns of ``episodes`` complete episodes (raw env reward); env as in ``policy_from_checkpoint``."""
+    config, model, rms, _, _ = policy_from_checkpoint(path, env_id, trusted_envs)
     num_envs = min(episodes, 16)
     envs = make_vec_env(config.env.model_copy(update={"num_envs_per_worker": num_envs}))
     obs, _ = envs.reset(seed=seed)

@@ -29,11 +29,12 @@ class DeployedPolicy(nn.Module):
         return self.model(obs, *state)
 
 
-def export_onnx(checkpoint: str | Path, out: str | Path, batch: int = 8) -> dict:
+def export_onnx(checkpoint: str | Path, out: str | Path, batch: int = 8, env_id: str | None = None,
+                trusted_envs=()) -> dict:  # fmt: skip
     """Write ``out`` and return the largest absolute difference from torch on random observations."""
     import onnxruntime as ort
 
-    config, model, rms, obs_space, _ = policy_from_checkpoint(checkpoint)
+    config, model, rms, obs_space, _ = policy_from_checkpoint(checkpoint, env_id, trusted_envs)
     deployed = DeployedPolicy(
         model, None if rms is None else rms.mean, None if rms is None else rms.var, config.env.obs_clip
     ).eval()
@@ -52,17 +53,19 @@ def export_onnx(checkpoint: str | Path, out: str | Path, batch: int = 8) -> dict
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
-    torch.onnx.export(
-        deployed, tuple(inputs), str(tmp), input_names=input_names, output_names=output_names,
-        dynamic_axes=dynamic, dynamo=False, opset_version=17,
-    )  # fmt: skip
-    session = ort.InferenceSession(str(tmp), providers=["CPUExecutionProvider"])
-    ort_out = session.run(None, {name: x.numpy() for name, x in zip(input_names, inputs)})
-    with torch.inference_mode():
-        torch_out = deployed(*inputs)
-    max_diff = max(float(np.abs(a - b.numpy()).max()) for a, b in zip(ort_out, torch_out))
-    if not max_diff <= 1e-4:
+    try:
+        torch.onnx.export(
+            deployed, tuple(inputs), str(tmp), input_names=input_names, output_names=output_names,
+            dynamic_axes=dynamic, dynamo=False, opset_version=17,
+        )  # fmt: skip
+        session = ort.InferenceSession(str(tmp), providers=["CPUExecutionProvider"])
+        ort_out = session.run(None, {name: x.numpy() for name, x in zip(input_names, inputs)})
+        with torch.inference_mode():
+            torch_out = deployed(*inputs)
+        max_diff = max(float(np.abs(a - b.numpy()).max()) for a, b in zip(ort_out, torch_out))
+        if not max_diff <= 1e-4:
+            raise RuntimeError(f"exported ONNX model differs from torch by {max_diff:.3g}; nothing written")
+        tmp.replace(out)
+    finally:  # whatever happened, no OUT.tmp is left behind
         tmp.unlink(missing_ok=True)
-        raise RuntimeError(f"exported ONNX model differs from torch by {max_diff:.3g}; nothing written")
-    tmp.replace(out)
     return {"path": str(out), "inputs": input_names, "outputs": output_names, "max_abs_diff": max_diff}

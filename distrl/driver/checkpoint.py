@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -62,8 +63,27 @@ def resolve_checkpoint(path: str | Path) -> Path:
 
 
 def load_checkpoint(path: str | Path) -> dict:
-    """Load a distrl checkpoint; never unpickles arbitrary objects."""
-    file = resolve_checkpoint(path)
+    """Load a distrl checkpoint; never unpickles arbitrary objects.
+
+    For a run directory whose newest checkpoint is corrupt (a disk fault, a copy cut short),
+    the newest intact one is used, with a warning on stderr naming both files.
+    """
+    path = Path(path)
+    newest = resolve_checkpoint(path)
+    if path.is_dir():
+        for candidate in reversed(list_checkpoints(path)):
+            try:
+                payload = _load_file(candidate)
+            except CheckpointError:
+                continue
+            if candidate != newest:
+                print(f"distrl: warning: {str(newest)!r} is not a loadable checkpoint; using the newest intact one, "
+                      f"{str(candidate)!r}", file=sys.stderr)  # fmt: skip
+            return payload
+    return _load_file(newest)
+
+
+def _load_file(file: Path) -> dict:
     try:
         payload = torch.load(file, map_location="cpu", weights_only=True)
     except Exception:  # weights_only unpickling of arbitrary bytes fails in many ways; all mean "not ours"

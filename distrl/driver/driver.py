@@ -106,7 +106,32 @@ class Driver:
         except Exception as exc:  # workers will compile for themselves (and fall back if that fails too)
             self.console.print(f"[yellow]shared compile artifacts unavailable ({escape(f'{type(exc).__name__}: {exc}')}); each worker compiles[/yellow]")
             return None
-        return ray.put(artifacts)
+        # Small artifacts travel inline with each worker's constructor; large ones once, through the object store.
+        # (Ray warns about constructor arguments in the object store of restartable actors: the ref is held
+        # for the whole run, so a restarted worker still finds them.)
+        import pickle
+
+        return artifacts if len(pickle.dumps(artifacts)) < 100_000 else ray.put(artifacts)
+
+    def check_before_ray(self) -> tuple:
+        """What can be found wrong without Ray, found now: the env builds and has spaces distrl supports,
+        the model fits them, and a strict compile backend is available. Returns the env's spaces."""
+        from distrl.compile import available_backends
+        from distrl.config import ConfigError
+        from distrl.models import build_model
+
+        spaces = probe_spaces(self.config.env)
+        try:
+            build_model(*spaces, self.config.model)
+        except ValueError as exc:
+            raise ConfigError([str(exc)]) from None
+        rc = self.config.rollout.compile
+        if rc.strict:
+            rows = {row["name"]: row for row in available_backends()}
+            if rc.backend in rows and not rows[rc.backend]["available"]:
+                raise ConfigError([f"rollout.compile.backend={rc.backend}: unavailable here ({rows[rc.backend]['reason']}); "
+                                   "rollout.compile.strict=true forbids falling back to eager"])  # fmt: skip
+        return spaces
 
     # --- the run -------------------------------------------------------------------------
     def run(self, target: RayTarget | str | None = None, launch: float | None = None) -> dict:
@@ -115,6 +140,7 @@ class Driver:
         ``target``: from ``resolve_target``, or an address as ``--address`` takes it (None: as Ray finds one).
         """
         launch = time.perf_counter() if launch is None else launch
+        spaces = self.check_before_ray()
         if not isinstance(target, RayTarget):
             target = resolve_target(target)
         if target.warning:
@@ -125,7 +151,6 @@ class Driver:
             raise PlacementError("; ".join(problems))
         for problem in problems:  # an autoscaling cluster may still provide it: wait, visibly
             self.console.print(f"[yellow]not yet available, waiting for the autoscaler: {escape(problem)}[/yellow]")
-        spaces = probe_spaces(self.config.env)
         self.actors = RunActors(self.config, self.run_id, spaces, self._prepare_artifacts(*spaces), self.console.print)
         if self.resumed_learner_state is not None:
             self.state_ref = ray.put(self.resumed_learner_state)
@@ -141,7 +166,9 @@ class Driver:
         except KeyboardInterrupt:
             reason = "interrupted"
         except EnvFailure as exc:  # Ray re-raises the worker's EnvFailure as a subclass of it
-            failure = EnvFailure(str(getattr(exc, "cause", None) or exc).strip().splitlines()[-1])
+            cause = getattr(exc, "cause", None) or exc
+            failure = EnvFailure(str(cause).strip().splitlines()[-1], getattr(cause, "errors", 0))
+            self.counters.env_errors += failure.errors  # the sample that failed never reported them
             reason = "env_failure"
         except BaseException as exc:  # ours: still keep the work done so far, then re-raise
             error, reason = exc, "error"

@@ -7,7 +7,9 @@ env built here is checked to use NEXT_STEP.
 
 from __future__ import annotations
 
+import gc
 import importlib
+import sys
 from collections.abc import Callable
 from functools import partial
 
@@ -53,6 +55,9 @@ def resolve_env_id(env_id: str) -> str | Callable[..., gym.Env]:
 def _single_env_thunk(target, kwargs: dict, action_repeat: int, atari: bool, max_errors: int) -> gym.Env:
     if callable(target):
         env = target(**kwargs)
+        if not isinstance(env, gym.Env):
+            name = f"{getattr(target, '__module__', '?')}:{getattr(target, '__qualname__', target)}"
+            raise EnvSpecError(f"env.id={name!r}: the factory returned {type(env).__name__}, not a gymnasium.Env")
     elif atari:
         # Frame skipping is done by AtariPreprocessing, so the base env must not skip.
         env = gym.make(target, **{"frameskip": 1, **kwargs})
@@ -90,10 +95,33 @@ def make_vec_env(cfg: EnvConfig) -> gym.vector.VectorEnv:
     return envs
 
 
+SUPPORTED_SPACES = "observations: a Box (vectors, or uint8 images [C, H, W]); actions: Discrete or a 1-d Box"
+
+
 def probe_spaces(cfg: EnvConfig) -> tuple[gym.Space, gym.Space]:
-    """Single observation and action spaces of the env a worker would build."""
-    envs = make_vec_env(cfg.model_copy(update={"num_envs_per_worker": 1, "vectorization": "sync" if cfg.vectorization == "async" else cfg.vectorization}))
+    """Single observation and action spaces of the env a worker would build; EnvSpecError if distrl cannot train it."""
+    probe = cfg.model_copy(update={"num_envs_per_worker": 1, "vectorization": "sync" if cfg.vectorization == "async" else cfg.vectorization})
+    problem = None
+    hook, sys.unraisablehook = sys.unraisablehook, lambda *_: None  # a half-built env's __del__ may raise: not news
     try:
-        return envs.single_observation_space, envs.single_action_space
+        envs = make_vec_env(probe)
+    except EnvSpecError:
+        raise
+    except Exception as exc:  # the env's own constructor refused: its kwargs, a missing dependency, ...
+        detail = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+        problem = (f"env.id={cfg.id!r} with env.kwargs={dict(cfg.kwargs)}: the env could not be built: "
+                   f"{type(exc).__name__}: {detail}")  # fmt: skip
+    finally:
+        gc.collect()
+        sys.unraisablehook = hook
+    if problem is not None:
+        raise EnvSpecError(problem)
+    try:
+        obs_space, action_space = envs.single_observation_space, envs.single_action_space
     finally:
         envs.close()
+    if not isinstance(obs_space, gym.spaces.Box):
+        raise EnvSpecError(f"env.id={cfg.id!r}: observation space {obs_space} is not supported ({SUPPORTED_SPACES})")
+    if not (isinstance(action_space, gym.spaces.Discrete) or (isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1)):
+        raise EnvSpecError(f"env.id={cfg.id!r}: action space {action_space} is not supported ({SUPPORTED_SPACES})")
+    return obs_space, action_space

@@ -12,7 +12,14 @@ import gymnasium as gym
 import numpy as np
 
 class EnvFailure(Exception):
-    """An env keeps failing; training cannot go on."""
+    """An env keeps failing; training cannot go on. ``errors``: the failed env calls it counted."""
+
+    def __init__(self, message: str, errors: int = 0):
+        super().__init__(message, errors)  # both in args, so the count survives pickling through Ray
+        self.message, self.errors = message, errors
+
+    def __str__(self) -> str:
+        return self.message
 
 
 def _describe(exc: BaseException) -> str:
@@ -33,7 +40,8 @@ class _ErrorBudget:
         if self.consecutive >= self.limit:
             raise EnvFailure(
                 f"{self.what} failed {self.consecutive} times in a row (env.max_consecutive_errors={self.limit}); "
-                f"last error {message}"
+                f"last error {message}",
+                self.consecutive,
             ) from None
         return message
 
@@ -54,7 +62,7 @@ class GuardedEnv(gym.Wrapper):
             try:
                 obs, info = self.env.reset()
             except Exception as reset_exc:
-                raise EnvFailure(f"env step raised {message}, and reset then raised {_describe(reset_exc)}") from None
+                raise EnvFailure(f"env step raised {message}, and reset then raised {_describe(reset_exc)}", 1) from None
             return obs, 0.0, False, True, {**info, "env_error": message}
         self.errors.succeeded()
         return result
@@ -67,12 +75,21 @@ class GuardedVectorEnv(gym.vector.VectorWrapper):
         super().__init__(env)
         self.errors = _ErrorBudget(max_consecutive_errors, "vector env step")
 
+    def reset(self, **kwargs):
+        try:
+            return self.env.reset(**kwargs)
+        except Exception as exc:  # a native vector env that cannot even start: one line, like a failing step
+            raise EnvFailure(f"vector env reset raised {_describe(exc)}", 1) from None
+
     def step(self, actions):
         try:
             result = self.env.step(actions)
         except Exception as exc:
             message = self.errors.failed(exc)
-            obs, info = self.env.reset()
+            try:
+                obs, info = self.env.reset()
+            except Exception as reset_exc:
+                raise EnvFailure(f"vector env step raised {message}, and reset then raised {_describe(reset_exc)}", 1) from None
             n = self.num_envs
             info = {**info, "env_error": np.full(n, message, dtype=object), "_env_error": np.ones(n, dtype=bool)}
             return obs, np.zeros(n), np.zeros(n, dtype=bool), np.ones(n, dtype=bool), info

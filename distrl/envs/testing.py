@@ -48,3 +48,18 @@ def broken_cartpole(**kwargs) -> gym.Env:
 def nan_reward_cartpole(every: int = 2000, **kwargs) -> gym.Env:
     """CartPole-v1 with a NaN reward every ``every`` steps."""
     return NanReward(gym.make("CartPole-v1", **kwargs), every)
+
+
+class _DictActions(gym.ActionWrapper):
+    """CartPole behind a Dict action space: an env distrl cannot train (it refuses it up front)."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        self.action_space = gym.spaces.Dict({"push": env.action_space})
+
+    def action(self, action):
+        return action["push"]
+
+
+def dict_action_cartpole(**kwargs) -> gym.Env:
+    return _DictActions(gym.make("CartPole-v1", **kwargs))

@@ -1,0 +1,38 @@
+"""Which env ids distrl may import: an env factory is code, and code runs only when the user names it.
+
+A registered gymnasium id (``CartPole-v1``, ``ALE/Breakout-v5``) is a name and is always built.
+An id with a ``:`` (``package.module:factory``, or gymnasium's ``module:EnvId``) imports a
+module and calls into it, so it is data only when distrl ships it (``SHIPPED_FACTORIES``);
+any other is built only when the user names that exact id on the command line: ``--set
+env.id=ID`` or ``--trust-env ID`` for ``train`` and ``diagnose``, ``--env ID`` or
+``--trust-env ID`` for ``eval`` and ``export``. A config file, a checkpoint or a run
+directory someone sent can therefore never make distrl import or call anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from distrl.envs.factory import EnvSpecError
+
+SHIPPED_FACTORIES = frozenset({
+    "distrl.envs.wrappers:cartpole_no_velocity",
+    "distrl.envs.testing:flaky_cartpole",
+    "distrl.envs.testing:broken_cartpole",
+    "distrl.envs.testing:nan_reward_cartpole",
+    "distrl.envs.testing:dict_action_cartpole",
+})  # fmt: skip
+
+
+def is_factory(env_id: str) -> bool:
+    return ":" in env_id
+
+
+def check_env_trust(env_id: str, named: Collection[str], source: str, flag: str = "--trust-env") -> None:
+    """Refuse an env factory from ``source`` (a config file, a checkpoint) that the user did not name."""
+    if not is_factory(env_id) or env_id in SHIPPED_FACTORIES or env_id in named:
+        return
+    raise EnvSpecError(
+        f"env.id={env_id!r} (from {source}): an env factory is code, and distrl imports code only when you name "
+        f"it; if you trust it, add {flag} {env_id}"
+    )

@@ -1,0 +1,206 @@
+"""Every mistake a user can make gets one line, exit code 2, and leaves their files as they were.
+
+One row per bad input: the command line, the exit code, words the message must contain, and
+the paths that must be left untouched (or never created). Add a case by adding a row. Paths
+in a row are templates: {run} is a finished run directory, {ckpt} its checkpoint, {evil} a
+checkpoint whose env is `os:system` writing {marker}, {empty} an empty file, {tmp} a fresh
+directory. Rows marked `ray` need a Ray (they cannot be answered before it starts).
+"""
+
+import hashlib
+import os
+import shlex
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from distrl.compile import available_backends
+from distrl.config import load_config
+from distrl.driver.checkpoint import save_checkpoint
+from distrl.driver.run_state import RunState
+from distrl.learner import Learner
+from tests.conftest import run_cli
+
+CARTPOLE = "configs/cartpole.yaml"
+IPEX = {row["name"]: row for row in available_backends()}["ipex"]
+
+
+@dataclass
+class Case:
+    argv: str
+    exit_code: int
+    words: tuple[str, ...]
+    untouched: tuple[str, ...] = ()  # existing paths whose content must not change
+    absent: tuple[str, ...] = ()  # paths that must not exist afterwards
+    ray: bool = False  # answered only once Ray is up (the cluster's resources are needed)
+
+
+TRAIN = f"train {CARTPOLE} --run-dir {{tmp}}/new"
+CASES = {
+    # --- config, every section --------------------------------------------------------------------------------
+    "env.vectorization": Case(f"{TRAIN} --set env.vectorization=threads", 2, ("env.vectorization='threads'", "'native', 'sync' or 'async'"), absent=("{tmp}/new",)),
+    "env.num_envs_per_worker": Case(f"{TRAIN} --set env.num_envs_per_worker=0", 2, ("env.num_envs_per_worker=0", "greater than 0")),
+    "env.id unknown": Case(f"{TRAIN} --set env.id=NoSuchEnv-v9", 2, ("env.id='NoSuchEnv-v9'", "not a registered gymnasium env"), absent=("{tmp}/new",)),
+    "env.kwargs rejected": Case(f"{TRAIN} --set 'env.kwargs={{{{nope: 1}}}}'", 2, ("env.kwargs={'nope': 1}", "could not be built", "unexpected keyword"), absent=("{tmp}/new",)),
+    "env obs space": Case(f"{TRAIN} --set env.id=FrozenLake-v1 --set env.vectorization=sync", 2, ("observation space Discrete(16) is not supported", "observations: a Box")),
+    "env action space": Case(f"{TRAIN} --set env.id=distrl.envs.testing:dict_action_cartpole --set env.vectorization=sync", 2, ("action space Dict(", "actions: Discrete or a 1-d Box")),
+    "env factory not an Env": Case(f"{TRAIN} --set env.id=builtins:dict --set env.vectorization=sync", 2, ("the factory returned dict, not a gymnasium.Env",)),
+    "env.action_repeat native": Case(f"{TRAIN} --set env.action_repeat=4", 2, ("env.action_repeat=4", "sync or async")),
+    "model.type": Case(f"{TRAIN} --set model.type=cnn", 2, ("model.type=cnn: needs image observations",), absent=("{tmp}/new",)),
+    "model.hidden": Case(f"{TRAIN} --set model.hidden=[]", 2, ("model.hidden=[]", "at least 1 item")),
+    "model.activation": Case(f"{TRAIN} --set model.activation=swish", 2, ("model.activation='swish'", "'tanh', 'relu', 'elu' or 'gelu'")),
+    "model.lstm shared": Case(f"{TRAIN} --set model.lstm_size=16", 2, ("model.shared_trunk=false", "needs shared_trunk: true")),
+    "rollout.num_workers": Case(f"{TRAIN} --set rollout.num_workers=0", 2, ("rollout.num_workers=0", "greater than 0")),
+    "rollout.pipeline": Case(f"{TRAIN} --set rollout.pipeline=async", 2, ("rollout.pipeline='async'", "'sync' or 'overlap'")),
+    "rollout.compile.backend": Case(f"{TRAIN} --set rollout.compile.backend=tensorrt", 2, ("rollout.compile.backend='tensorrt'",)),
+    "rollout.compile strict": Case(f"{TRAIN} --set rollout.compile.backend=ipex --set rollout.compile.strict=true", 2, ("rollout.compile.backend=ipex: unavailable here", "forbids falling back")),
+    "rollout.compile.options ipex": Case(f"{TRAIN} --set rollout.compile.backend=ipex --set 'rollout.compile.options={{{{x: 1}}}}'", 2, ("the ipex backend takes no options",)),
+    "rollout.compile.options with a mode": Case(f"{TRAIN} --set rollout.compile.backend=inductor --set rollout.compile.mode=max-autotune --set 'rollout.compile.options={{{{freezing: true}}}}'", 2, ("inductor takes options or a mode, not both",)),
+    "rollout.compile auto strict": Case(f"{TRAIN} --set rollout.compile.backend=auto --set rollout.compile.strict=true", 2, ("rollout.compile.strict=true: auto keeps the fastest",)),
+    "learner.amp": Case(f"{TRAIN} --set learner.amp=fp8", 2, ("learner.amp='fp8'", "'off', 'bf16' or 'fp16'")),
+    "learner.compile.mode": Case(f"{TRAIN} --set learner.compile.mode=fast", 2, ("learner.compile.mode='fast'",)),
+    "learner.device cuda": Case(f"{TRAIN} --set learner.device=cuda", 2, ("learner.device=cuda: needs learner.num_gpus_per_learner > 0",)),
+    "learner.num_learners": Case(f"{TRAIN} --set learner.num_learners=3", 2, ("learner.num_learners=3: must divide env.num_envs_per_worker=64",)),
+    "learner GPU on a private Ray": Case(f"{TRAIN} --set learner.num_gpus_per_learner=1 --address local", 2, ("learner.num_gpus_per_learner=1 needs 1 GPUs",), ray=True),
+    "ppo.lr inf": Case(f"{TRAIN} --set ppo.lr=.inf", 2, ("ppo.lr=inf", "finite number")),
+    "ppo.lr nan": Case(f"{TRAIN} --set ppo.lr=.nan", 2, ("ppo.lr=nan", "finite number")),
+    "ppo.lr negative": Case(f"{TRAIN} --set ppo.lr=-1", 2, ("ppo.lr=-1", "greater than 0")),
+    "ppo.gamma": Case(f"{TRAIN} --set ppo.gamma=1.5", 2, ("ppo.gamma=1.5", "less than or equal to 1")),
+    "ppo.minibatch_size divides": Case(f"{TRAIN} --set ppo.minibatch_size=1000", 2, ("ppo.minibatch_size=1000: must divide the batch size", "8192")),
+    "ppo.minibatch_size too big": Case(f"{TRAIN} --set ppo.minibatch_size=100000", 2, ("ppo.minibatch_size=100000: must be <= the batch size",)),
+    "stop all null": Case(f"{TRAIN} --set stop.env_steps=null --set stop.episode_return_mean=null", 2, ("set at least one stop condition",)),
+    "checkpoint.keep": Case(f"{TRAIN} --set checkpoint.keep=0", 2, ("checkpoint.keep=0", "greater than 0")),
+    "logging.progress": Case(f"{TRAIN} --set logging.progress=loud", 2, ("logging.progress='loud'",)),
+    "cluster.placement_timeout_s": Case(f"{TRAIN} --set cluster.placement_timeout_s=0", 2, ("cluster.placement_timeout_s=0", "greater than 0")),
+    "storage.uri": Case(f"{TRAIN} --storage nope://bucket", 2, ("storage.uri='nope://bucket/new': cannot open it",), absent=("{tmp}/new",)),
+    "seed": Case(f"{TRAIN} --set seed=-1", 2, ("seed=-1", "greater than or equal to 0")),
+    "unknown section": Case(f"{TRAIN} --set foo.bar=1", 2, ("foo={'bar': 1}: unknown key", "allowed: env, model")),
+    "unknown key": Case(f"{TRAIN} --set ppo.learning_rate=1", 2, ("ppo.learning_rate=1: unknown key", "allowed: lr,")),
+    "--set without =": Case(f"{TRAIN} --set ppo.lr", 2, ("--set 'ppo.lr': expected key.path=value",)),
+    # --- config files ----------------------------------------------------------------------------------------
+    "empty config": Case("train {empty} --run-dir {tmp}/new", 2, ("the file is empty",), absent=("{tmp}/new",)),
+    "config not a mapping": Case("train {listcfg} --run-dir {tmp}/new", 2, ("must be a mapping of sections",)),
+    "config not YAML": Case("train {badyaml} --run-dir {tmp}/new", 2, ("not valid YAML line",)),
+    "config missing": Case("train {tmp}/nope.yaml", 2, ("nope.yaml': no such file",)),
+    "no config": Case("train", 2, ("give a CONFIG file, or --resume RUN_DIR",)),
+    # --- trust: an env factory named by a file someone sent is never imported -----------------------------------
+    "factory in a config": Case("train {evilcfg} --run-dir {tmp}/new", 2, ("env.id='os:system' (from config", "--trust-env os:system"), absent=("{marker}", "{tmp}/new")),
+    "factory in a config, diagnose": Case("diagnose {evilcfg} --quick", 2, ("env.id='os:system' (from config",), absent=("{marker}",)),
+    "factory in a checkpoint, eval": Case("eval {evil}", 2, ("env.id='os:system' (from checkpoint", "--env os:system"), untouched=("{evil}",), absent=("{marker}",)),
+    "factory in a checkpoint, export": Case("export {evil} {tmp}/p.onnx", 2, ("env.id='os:system' (from checkpoint",), absent=("{marker}", "{tmp}/p.onnx")),
+    "factory in a run dir, resume": Case("train --resume {evilrun}", 2, ("env.id='os:system' (from config",), absent=("{marker}",)),
+    "checkpoint env replaced by --env": Case("eval {evil} --env CartPole-v1 --episodes 2", 0, ("2 episodes: return mean",), absent=("{marker}",)),
+    # --- commands ----------------------------------------------------------------------------------------------
+    "eval episodes 0": Case("eval {run} --episodes 0", 2, ("argument --episodes: must be a positive whole number, got 0",)),
+    "eval episodes negative": Case("eval {run} --episodes -3", 2, ("must be a positive whole number, got -3",)),
+    "eval missing checkpoint": Case("eval {tmp}/nothing", 2, ("no such file or run directory",)),
+    "eval corrupt checkpoint": Case("eval {empty}", 2, ("not a loadable distrl checkpoint", "nothing in it was executed")),
+    "export to a directory": Case("export {ckpt} {tmp}", 2, ("is a directory",), absent=("{tmp}.tmp",)),
+    "export unwritable": Case("export {ckpt} /proc/distrl-policy.onnx", 2, ("cannot write there",)),
+    "resume a .pt file": Case("train --resume {ckpt}", 2, ("give the run directory", "not a checkpoint file"), untouched=("{ckpt}",)),
+    "resume nothing": Case("train --resume {tmp}/none", 2, ("no such run directory",)),
+    "resume with another run dir": Case("train --resume {run} --run-dir {tmp}/other", 2, ("cannot be combined with --resume",), untouched=("{ckpt}",)),
+    "run dir holds a run": Case(f"train {CARTPOLE} --run-dir {{run}}", 2, ("already holds a run", "--resume"), untouched=("{ckpt}", "{run}/config.yaml")),
+    "run dir not empty": Case(f"train {CARTPOLE} --run-dir {{partial}}", 2, ("not empty (holds config.yaml, metrics.jsonl, summary.json)",), untouched=("{partial}/config.yaml", "{partial}/metrics.jsonl", "{partial}/summary.json")),
+    "run dir unwritable": Case(f"train {CARTPOLE} --run-dir /proc/distrl-run", 2, ("--run-dir='/proc/distrl-run': cannot write there",)),
+    "address nobody answers": Case(f"{TRAIN} --address 127.0.0.1:9", 2, ("--address=127.0.0.1:9: no Ray cluster answers there",), absent=("{tmp}/new",)),
+    "unknown argument": Case(f"{TRAIN} --workers 4", 2, ("unrecognized arguments: --workers 4",)),
+}  # fmt: skip
+
+
+def fake_run(run_dir: Path, overrides=(), iteration=3) -> Path:
+    """A finished run directory with a real (untrained) checkpoint, built without Ray."""
+    config = load_config(None, ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=64", *overrides])
+    learner = Learner(config, gym.spaces.Box(-np.inf, np.inf, (4,), np.float32), gym.spaces.Discrete(2))
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.yaml").write_text("env: {id: CartPole-v1}\n")
+    payload = {"counters": RunState(iteration=iteration).state(), "learner": learner.state(), "config": config.model_dump(mode="json")}
+    return save_checkpoint(run_dir, iteration, payload, keep=3)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    base = tmp_path_factory.mktemp("bad-input")
+    marker = base / "PWNED"
+    paths = {"marker": str(marker)}
+    paths["ckpt"] = str(fake_run(base / "run"))
+    paths["run"] = str(base / "run")
+    payload = torch.load(paths["ckpt"], weights_only=True)
+    payload["config"]["env"].update(id="os:system", kwargs={"command": f"touch {marker}"}, vectorization="sync")
+    torch.save(payload, base / "evil.pt")  # plain data: it passes torch.load(weights_only=True)
+    paths["evil"] = str(base / "evil.pt")
+    evil_run = base / "evilrun"
+    fake_run(evil_run)
+    (evil_run / "config.yaml").write_text(f"env: {{id: 'os:system', vectorization: sync, kwargs: {{command: 'touch {marker}'}}}}\n")
+    paths["evilrun"] = str(evil_run)
+    (base / "evil.yaml").write_text(f"env: {{id: 'os:system', vectorization: sync, kwargs: {{command: 'touch {marker}'}}}}\n")
+    paths["evilcfg"] = str(base / "evil.yaml")
+    (base / "empty.yaml").write_text("")
+    paths["empty"] = str(base / "empty.yaml")
+    (base / "list.yaml").write_text("- env\n- ppo\n")
+    paths["listcfg"] = str(base / "list.yaml")
+    (base / "bad.yaml").write_text("env: {id: CartPole-v1\nppo: [\n")
+    paths["badyaml"] = str(base / "bad.yaml")
+    partial = base / "partial"  # a run killed before its first checkpoint
+    partial.mkdir()
+    for name in ("config.yaml", "metrics.jsonl", "summary.json"):
+        (partial / name).write_text(f"{name} of an earlier run\n")
+    paths["partial"] = str(partial)
+    return paths
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_bad_input(name, files, tmp_path):
+    case = CASES[name]
+    if name == "rollout.compile strict" and IPEX["available"]:
+        pytest.skip("ipex is available in this environment")
+    values = {**files, "tmp": str(tmp_path)}
+    argv = [part.format(**values) for part in shlex.split(case.argv)]
+    untouched = {Path(p.format(**values)): digest(Path(p.format(**values))) for p in case.untouched}
+    ray_tmp = Path(tempfile.mkdtemp(prefix="rb_", dir="/tmp"))  # short: Ray's socket paths; a Ray started makes ray/ here
+    env = {**os.environ, "RAY_ADDRESS": "local", "RAY_TMPDIR": str(ray_tmp)}
+    result = run_cli(*argv, timeout=300, env=env)
+    message = result.stderr.strip() if case.exit_code else result.stdout
+    assert result.returncode == case.exit_code, (result.stdout[-2000:], result.stderr[-2000:])
+    for words in case.words:
+        assert words in message, message
+    if case.exit_code == 2:
+        # One line per problem (a config with several problems gets several), each naming key and value.
+        assert "Traceback" not in result.stderr and all(line.startswith("distrl") for line in message.splitlines()), message
+        started_ray = (ray_tmp / "ray").exists()
+        assert started_ray == case.ray, "answered before Ray starts" if not case.ray else "needs Ray"
+    shutil.rmtree(ray_tmp, ignore_errors=True)
+    for path, before in untouched.items():
+        assert digest(path) == before, f"{path} was changed"
+    for template in case.absent:
+        assert not Path(template.format(**values)).exists(), f"{template.format(**values)} was created"
+
+
+def test_the_table_covers_every_section_command_and_both_trust_cases():
+    text = " ".join(case.argv for case in CASES.values())
+    for section in ("env.", "model.", "rollout.", "learner.", "ppo.", "stop.", "checkpoint.", "logging.", "cluster.", "storage", "seed"):
+        assert section in text, section
+    for command in ("train ", "eval ", "export ", "diagnose ", "--resume "):
+        assert command in text, command
+    assert "{evilcfg}" in text and "{evil}" in text  # a config that names a factory, and a checkpoint
+    assert len(CASES) >= 40
+
+
+def test_corrupt_newest_checkpoint_falls_back_to_the_newest_intact_with_a_warning(tmp_path):
+    newest = fake_run(tmp_path / "run", iteration=3)
+    older = newest.with_name("ckpt_0000002.pt")
+    older.write_bytes(newest.read_bytes())
+    newest.write_bytes(newest.read_bytes()[:100])  # cut short
+    result = run_cli("eval", str(tmp_path / "run"), "--episodes", "1", timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert f"distrl: warning: '{newest}' is not a loadable checkpoint; using the newest intact one, '{older}'" in result.stderr
