@@ -204,3 +204,20 @@ def test_corrupt_newest_checkpoint_falls_back_to_the_newest_intact_with_a_warnin
     result = run_cli("eval", str(tmp_path / "run"), "--episodes", "1", timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert f"distrl: warning: '{newest}' is not a loadable checkpoint; using the newest intact one, '{older}'" in result.stderr
+
+
+def test_native_vector_env_that_cannot_reset_is_one_line_not_a_traceback():
+    from distrl.envs import EnvFailure
+    from distrl.envs.guard import GuardedVectorEnv
+
+    class NoReset(gym.vector.VectorEnv):
+        num_envs = 2
+        single_observation_space = observation_space = gym.spaces.Box(-1, 1, (2, 3))
+        single_action_space = action_space = gym.spaces.Discrete(2)
+
+        def reset(self, **kwargs):
+            raise OSError("device not found")
+
+    with pytest.raises(EnvFailure, match=r"^vector env reset raised OSError: device not found$") as caught:
+        GuardedVectorEnv(NoReset(), 3).reset(seed=0)
+    assert caught.value.errors == 1
