@@ -36,15 +36,21 @@ def actor_processes(root_pid, title):
     return [p for p in psutil.Process(root_pid).children(recursive=True) if title in " ".join(p.cmdline())]
 
 
+def kill_actor_mid_run(run_dir, title, *overrides):
+    """Start a 200k-step run, kill -9 the one actor whose process title has ``title`` after 3 iterations, let it finish."""
+    proc = start_train(run_dir, "stop.episode_return_mean=null", "stop.env_steps=200000", *overrides)
+    wait_for_rows(run_dir, 3, proc)
+    (actor,) = actor_processes(proc.pid, title)
+    actor.send_signal(signal.SIGKILL)
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr[-3000:]
+    return stdout
+
+
 @pytest.mark.slow
 def test_killed_worker_is_restarted_with_current_weights_and_batch_is_full(tmp_path):
     run_dir = tmp_path / "run"
-    proc = start_train(run_dir, "stop.episode_return_mean=null", "stop.env_steps=200000", "rollout.pipeline=sync")
-    wait_for_rows(run_dir, 3, proc)
-    (worker,) = actor_processes(proc.pid, "ray::RolloutWorker")
-    worker.send_signal(signal.SIGKILL)
-    stdout, stderr = proc.communicate(timeout=300)
-    assert proc.returncode == 0, stderr[-3000:]
+    stdout = kill_actor_mid_run(run_dir, "ray::RolloutWorker", "rollout.pipeline=sync")
     assert "worker-0 was restarted (restart 1)" in stdout
     new_seed, old_seed = stdout.split("new random stream (seed ")[1].split(")")[0].split(", was ")
     assert int(new_seed) != int(old_seed)  # not a replay of the first incarnation's random stream
@@ -58,12 +64,7 @@ def test_killed_worker_is_restarted_with_current_weights_and_batch_is_full(tmp_p
 @pytest.mark.slow
 def test_killed_learner_is_rebuilt_from_the_newest_state_and_the_run_finishes(tmp_path):
     run_dir = tmp_path / "run"
-    proc = start_train(run_dir, "stop.episode_return_mean=null", "stop.env_steps=200000", "checkpoint.every_iterations=0")
-    wait_for_rows(run_dir, 3, proc)
-    (learner,) = actor_processes(proc.pid, "ray::Learner")
-    learner.send_signal(signal.SIGKILL)
-    stdout, stderr = proc.communicate(timeout=300)
-    assert proc.returncode == 0, stderr[-3000:]
+    stdout = kill_actor_mid_run(run_dir, "ray::Learner", "checkpoint.every_iterations=0")
     assert "a learner died" in stdout and "(restart 1 of 3)" in stdout
     rows, summary = check_run_dir(run_dir)
     assert summary["learner_restarts"] == 1 and rows[-1]["learner_restarts"] == 1 and rows[0]["learner_restarts"] == 0
