@@ -10,12 +10,13 @@ holds, so the interrupted update runs again on the same batch.
 from __future__ import annotations
 
 import ray
-from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
 
 from distrl.config import Config
 from distrl.driver.placement import learner_placement_group, wait_until_ready, worker_options
 from distrl.learner import Learner
 from distrl.rollout import RolloutWorker
+from distrl.rollout.coordinator import SampleCoordinator
 
 
 class RunActors:
@@ -29,6 +30,7 @@ class RunActors:
         self.placement_group = None
         self.learners: list = []
         self.workers: list = []
+        self.coordinator = None
         self.learner_device = "?"
         self.backend_infos: list[dict] = []
         self.placement: dict[str, dict] = {}
@@ -52,8 +54,14 @@ class RunActors:
             )
             for i in range(cfg.rollout.num_workers)
         ]
+        # Beside the driver, on no resources: it only submits tasks and holds refs.
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+        self.coordinator = ray.remote(SampleCoordinator).options(
+            name=f"distrl-{self.run_id}-coordinator", num_cpus=0, scheduling_strategy=here, max_restarts=3, max_task_retries=3
+        ).remote(self.workers, self.world_size)
         ready = {f"learner-{rank}": learner.device_name.remote() for rank, learner in enumerate(self.learners)}
         ready |= {f"worker-{i}": worker.backend_info.remote() for i, worker in enumerate(self.workers)}
+        ready["coordinator"] = self.coordinator.gather.remote(())
         wait_until_ready(ready, timeout, self.say)
         self._join_learners(learner_state_ref)
         self.learner_device = ray.get(ready["learner-0"])  # already resolved by wait_until_ready
@@ -101,12 +109,12 @@ class RunActors:
 
     def teardown(self) -> None:
         """Kill every actor and release the placement group (safe to call twice, or after a failed start)."""
-        for actor in self.workers + self.learners:
+        for actor in self.workers + self.learners + ([self.coordinator] if self.coordinator is not None else []):
             try:
                 ray.kill(actor, no_restart=True)
             except Exception:  # already gone
                 pass
-        self.workers, self.learners = [], []
+        self.workers, self.learners, self.coordinator = [], [], None
         if self.placement_group is not None:
             try:
                 ray.util.remove_placement_group(self.placement_group)

@@ -1,7 +1,9 @@
 """The driver: connects to Ray, starts the actors, runs the training loop, checkpoints, reports.
 
 Data path: each worker's sample returns its small ``info`` and one batch shard per learner
-rank as separate objects; learner r fetches only shard r, the driver only the infos. Rank 0
+rank as separate objects, submitted and owned by the ``SampleCoordinator`` actor, so the
+driver's work per iteration does not grow with the worker count; learner r fetches only
+shard r, the driver one object holding every info. Rank 0
 returns the new weights (one object every worker reads) and a snapshot of its full state,
 which the driver keeps so that a dead learner can be rebuilt and its update run again.
 Whatever ends the run (stop rule, Ctrl-C, SIGTERM from ``ray job stop``, an error), the
@@ -226,19 +228,16 @@ class Driver:
         os.replace(tmp, path)
 
     # --- the loop ----------------------------------------------------------------------
-    def _sample(self, weights_ref) -> list[list]:
-        """Every worker's next sample: ``[info_ref, shard_ref per learner rank]`` each."""
+    def _sample(self, weights_ref) -> list:
+        """Every worker's next sample, through the coordinator: ``[info refs, shard refs of rank 0, ...]`` objects."""
         world = self.actors.world_size
-        return [w.sample_shards.options(num_returns=1 + world).remote(weights_ref, world) for w in self.actors.workers]
+        return self.actors.coordinator.sample.options(num_returns=1 + world).remote([weights_ref])
 
-    def _launch_update(self, samples: list[list]) -> tuple:
-        """Learner r gets every worker's info and shard r; returns (metrics_ref, weights_ref, state_ref, other ranks)."""
-        n = len(samples)
-        infos = [refs[0] for refs in samples]
+    def _launch_update(self, samples: list) -> tuple:
+        """Learner r gets the infos and its own shards; returns (metrics_ref, weights_ref, state_ref, other ranks)."""
         learners = self.actors.learners
-        lead = learners[0].update_shards_and_snapshot.options(num_returns=3).remote(n, *infos, *[r[1] for r in samples])
-        others = [learner.update_shards.remote(n, *infos, *[r[1 + rank] for r in samples])
-                  for rank, learner in enumerate(learners[1:], start=1)]  # fmt: skip
+        lead = learners[0].update_refs_and_snapshot.options(num_returns=3).remote(samples[0], samples[1])
+        others = [learner.update_refs.remote(samples[0], samples[1 + rank]) for rank, learner in enumerate(learners[1:], start=1)]
         return (*lead, others)
 
     def _await_update(self, update: tuple, samples: list[list]) -> tuple[dict, tuple, bool]:
@@ -281,7 +280,7 @@ class Driver:
                 if restarted and not overlap:  # those samples waited on weights that never came
                     next_samples = self._sample(update[1])
                 self.state_ref = update[2]
-                infos = ray.get([refs[0] for refs in samples])
+                infos = ray.get(self.actors.coordinator.gather.remote(samples[0]))
                 weights_ref, samples = update[1], next_samples
                 now = time.perf_counter()
                 elapsed = self.counters.time_s + (now - launch)

@@ -3,7 +3,7 @@
 A plain class: tests drive it in-process, the driver wraps it with ``ray.remote``. With
 ``world_size > 1`` rank r trains on shard r (an equal slice of the envs) of every worker's
 batch, and gradients are averaged by torch DistributedDataParallel. Under Ray each rank
-fetches only its own shards (``update_shards``); in-process, ``update`` takes whole batches.
+fetches only its own shards (``update_refs``); in-process, ``update`` takes whole batches.
 """
 
 from __future__ import annotations
@@ -193,14 +193,15 @@ class Learner:
         split = [split_batch(batch, self.world_size) for batch in batches]
         return self._update([info for info, _ in split], [shards[self.rank] for _, shards in split])
 
-    def update_shards(self, num_workers: int, *infos_and_shards: dict) -> dict:
-        """One PPO update from ``num_workers`` worker infos followed by this rank's shard of each worker's batch."""
-        infos, shards = list(infos_and_shards[:num_workers]), list(infos_and_shards[num_workers:])
-        return self._update(infos, shards)
+    def update_refs(self, info_refs: tuple, shard_refs: tuple) -> dict:
+        """One PPO update, fetching every worker's info and this rank's shard of each batch by ref (under Ray)."""
+        import ray
 
-    def update_shards_and_snapshot(self, num_workers: int, *infos_and_shards: dict) -> tuple[dict, dict, dict]:
-        """``update_shards``, then the new weights (for workers) and full state (kept by the driver, for restarts)."""
-        metrics = self.update_shards(num_workers, *infos_and_shards)
+        return self._update(ray.get(list(info_refs)), ray.get(list(shard_refs)))
+
+    def update_refs_and_snapshot(self, info_refs: tuple, shard_refs: tuple) -> tuple[dict, dict, dict]:
+        """``update_refs``, then the new weights (for workers) and full state (kept by the driver, for restarts)."""
+        metrics = self.update_refs(info_refs, shard_refs)
         return metrics, self.get_weights(), self.state()
 
     def _update(self, infos: list[dict], shards: list[dict]) -> dict:
