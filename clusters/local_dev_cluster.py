@@ -73,18 +73,24 @@ class DevCluster:
         return [p for p in found.values() if _alive(p)]
 
     def shutdown(self) -> None:
-        procs = self.processes()
-        for proc in procs:
-            try:
-                proc.terminate()
-            except psutil.Error:
-                pass
-        _, alive = psutil.wait_procs(procs, timeout=15)
-        for proc in alive:
-            try:
-                proc.kill()
-            except psutil.Error:
-                pass
+        """SIGTERM, then SIGKILL, every process of this cluster; again until none is left (a busy machine can
+        let one slip past a single listing, or a daemon spawn a child meanwhile)."""
+        for _round in range(5):
+            procs = self.processes()
+            if not procs:
+                return
+            for proc in procs:
+                try:
+                    proc.terminate()
+                except psutil.Error:
+                    pass
+            _, alive = psutil.wait_procs(procs, timeout=15)
+            for proc in alive:
+                try:
+                    proc.kill()
+                except psutil.Error:
+                    pass
+            psutil.wait_procs(alive, timeout=5)
 
 
 def _alive(proc: psutil.Process) -> bool:
