@@ -122,10 +122,12 @@ def test_env_failing_persistently_stops_the_run_with_a_clear_error(tmp_path):
                      "--set", "env.id=distrl.envs.testing:broken_cartpole", "--set", "env.vectorization=sync")  # fmt: skip
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
+    assert lines == [lines[-1]]  # only distrl's line: no "Unhandled error" dumps from Ray ahead of it
     assert lines[-1].startswith("distrl: error: env step failed 3 times in a row (env.max_consecutive_errors=3)")
     assert "simulated env crash" in lines[-1] and "Traceback" not in result.stderr
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["stop_reason"] == "env_failure"
+    assert summary["stop_reason"] == "env_failure" and summary["env_errors"] == 3
+    assert summary["checkpoint"] is None and not (run_dir / "checkpoints").exists()  # nothing trained: no run to resume
 
 
 @pytest.mark.slow

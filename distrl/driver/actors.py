@@ -54,10 +54,11 @@ class RunActors:
             )
             for i in range(cfg.rollout.num_workers)
         ]
-        # Beside the driver, on no resources: it only submits tasks and holds refs.
+        # Beside the driver, on no resources: it only submits tasks and holds refs. Not restartable: it holds
+        # nothing that outlives an iteration, and the driver's node going down ends the run anyway.
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
         self.coordinator = ray.remote(SampleCoordinator).options(
-            name=f"distrl-{self.run_id}-coordinator", num_cpus=0, scheduling_strategy=here, max_restarts=3, max_task_retries=3
+            name=f"distrl-{self.run_id}-coordinator", num_cpus=0, scheduling_strategy=here
         ).remote(self.workers, self.world_size)
         ready = {f"learner-{rank}": learner.device_name.remote() for rank, learner in enumerate(self.learners)}
         ready |= {f"worker-{i}": worker.backend_info.remote() for i, worker in enumerate(self.workers)}
