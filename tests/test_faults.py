@@ -178,3 +178,50 @@ def test_impossible_placement_in_local_mode_is_immediate_and_clear(tmp_path):
     assert not run_dir.exists()
     result = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(run_dir), "--set", "rollout.node_labels={distrl-role: rollout}")
     assert result.returncode == 2 and "rollout.node_labels={'distrl-role': 'rollout'}: no node with these labels" in result.stderr
+
+
+@pytest.mark.slow
+def test_an_error_of_ours_mid_run_still_writes_the_final_checkpoint_and_tears_everything_down(tmp_path, ray_local, monkeypatch):
+    """Driven in-process on the session's Ray: an exception in the driver's own loop (here, the metrics row at
+    iteration 3) must leave a final checkpoint and summary, and no actor or placement group behind."""
+    from distrl.config import load_config
+    from distrl.driver import Driver, load_checkpoint
+    from distrl.driver import report
+
+    real_row = report.iteration_row
+
+    def failing_row(run, *args, **kwargs):
+        if run.iteration == 3:
+            raise ZeroDivisionError("a bug of ours")
+        return real_row(run, *args, **kwargs)
+
+    monkeypatch.setattr(report, "iteration_row", failing_row)
+    config = load_config(None, ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=64",
+                                "stop.env_steps=100000", "checkpoint.every_iterations=0", "logging.tensorboard=false"])  # fmt: skip
+    driver = Driver(config, tmp_path / "run")
+    with pytest.raises(ZeroDivisionError, match="a bug of ours"):
+        driver.run()
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["stop_reason"] == "error" and summary["iterations"] == 3
+    assert load_checkpoint(tmp_path / "run")["counters"]["iteration"] == 3
+    ray = ray_local
+
+    def alive_named(names):
+        found = set()
+        for name in names:
+            try:
+                ray.get_actor(name)  # a dead named actor can no longer be looked up
+                found.add(name)
+            except ValueError:
+                pass
+        return found
+
+    names = {f"distrl-{driver.run_id}-{n}" for n in ("learner-0", "worker-0", "coordinator")}
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        alive = alive_named(names)
+        groups = [g for g in ray.util.placement_group_table().values() if g["state"] != "REMOVED"]
+        if not alive and not groups:
+            break
+        time.sleep(0.5)
+    assert not alive and not groups, (alive, groups)
