@@ -281,7 +281,7 @@ def test_amp_updates_are_finite(amp):
 @pytest.mark.parametrize("mode", ["reduce-overhead", "max-autotune"])
 def test_gpu_learner_cuda_graph_modes(mode):
     config = load_config(None, ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=64",
-                                "learner.device=cuda", "learner.num_gpus_per_learner=1", f"learner.compile.backend=inductor",
+                                "learner.device=cuda", "learner.num_gpus_per_learner=1", "learner.compile.backend=inductor",
                                 f"learner.compile.mode={mode}", "learner.amp=bf16"])  # fmt: skip
     worker = RolloutWorker(config)
     learner = Learner(config, *worker.spaces())
