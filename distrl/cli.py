@@ -50,8 +50,7 @@ def _cmd_train(args) -> int:
     else:
         config_path = args.config
     config = load_config(config_path, overrides)
-    named = [a.partition("=")[2].strip() for a in args.set if a.partition("=")[0].strip() == "env.id"] + args.trust_env
-    check_env_trust(config.env.id, named, f"config {str(config_path)!r}")
+    check_env_trust(config.env.id, _named_envs(args), f"config {str(config_path)!r}")
     if args.resume is None or not is_uri(args.resume):
         run_dir = Path(args.resume or args.run_dir or _default_run_dir(config.env.id))
     if args.resume is None:
@@ -70,6 +69,11 @@ def _cmd_train(args) -> int:
         f"solved at {summary['solved_at_s']} s | {run_dir}"
     )
     return EXIT_INTERRUPTED if summary["stop_reason"] == "interrupted" else 0
+
+
+def _named_envs(args) -> list[str]:
+    """Env ids the user named on this command line (``--set env.id=ID``, ``--trust-env ID``): trusted to import."""
+    return [a.partition("=")[2].strip() for a in args.set if a.partition("=")[0].strip() == "env.id"] + args.trust_env
 
 
 def _check_new_run_dir(run_dir: Path) -> None:
@@ -135,12 +139,10 @@ def _cmd_diagnose(args) -> int:
 
     from distrl import diagnose
     from distrl.config import load_config
-
     from distrl.envs import check_env_trust
 
     config = load_config(args.config, args.set)
-    named = [a.partition("=")[2].strip() for a in args.set if a.partition("=")[0].strip() == "env.id"] + args.trust_env
-    check_env_trust(config.env.id, named, f"config {args.config!r}")
+    check_env_trust(config.env.id, _named_envs(args), f"config {args.config!r}")
     report = diagnose.run(config, quick=args.quick)
     if args.json:
         print(json.dumps(report, indent=2, default=str))

@@ -51,8 +51,7 @@ def assert_acts_as_eager(got, model_name, state_dict, inputs):
     twin, _ = make(model_name, seed=99)
     twin.load_state_dict(state_dict)
     arrays = tuple(x.numpy() for x in inputs)
-    reference = Float64Reference(twin)
-    problem = output_mismatch(tuple(np.asarray(o) for o in got), EagerPolicy(twin)(*arrays), reference(*arrays), reference.reductions)
+    problem = Float64Reference(twin).mismatch(got, *arrays)
     assert problem is None, problem
 
 
@@ -158,8 +157,7 @@ def test_check_fails_stale_weights_and_one_step_behind_on_every_model(backend, m
     # Acting one optimiser step behind the weights eager has: also refused.
     behind = one_adam_step(model.state_dict())
     own.update_weights({k: v.numpy() for k, v in behind.items()})
-    reference = Float64Reference(model)
-    problem = output_mismatch(own(*example), EagerPolicy(model)(*example), reference(*example), reference.reductions)
+    problem = Float64Reference(model).mismatch(own(*example), *example)
     assert problem is not None and "differs from eager" in problem
 
 
@@ -243,8 +241,7 @@ def test_worker_acts_with_learner_weights_and_does_not_recompile(backend):
     obs = batch["obs"][-1]
     arrays = (obs,)
     learner_model = learner.model.eval()
-    reference = Float64Reference(learner_model)
-    problem = output_mismatch(worker.policy(*arrays), EagerPolicy(learner_model)(*arrays), reference(*arrays), reference.reductions)
+    problem = Float64Reference(learner_model).mismatch(worker.policy(*arrays), *arrays)
     assert problem is None, problem
 
 

@@ -55,14 +55,13 @@ def test_cartpole_solves_then_eval_and_export(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     import onnxruntime as ort
 
-    from distrl.compile import EagerPolicy, Float64Reference, output_mismatch
+    from distrl.compile import Float64Reference
     from distrl.deploy import policy_from_checkpoint
 
     _, model, _, _, _ = policy_from_checkpoint(run_dir)
     obs = np.random.default_rng(1).normal(size=(16, 4)).astype(np.float32)
     exported = tuple(ort.InferenceSession(str(onnx_path)).run(None, {"obs": obs}))
-    reference = Float64Reference(model)
-    problem = output_mismatch(exported, EagerPolicy(model)(obs), reference(obs), reference.reductions)
+    problem = Float64Reference(model).mismatch(exported, obs)
     assert problem is None, problem
 
 

@@ -19,6 +19,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from distrl.compile.policy import EagerPolicy
+
 EPS32 = float(np.finfo(np.float32).eps)
 # A compiled float32 result may be this many times further from float64 than eager float32 is.
 # Rounding errors of two summation orders are of the same size (Higham, "Accuracy and Stability
@@ -126,11 +128,13 @@ class Float64Reference:
             outputs = self.module(*tensors)
         return tuple(o.numpy() for o in outputs)
 
+    def mismatch(self, got: tuple[np.ndarray, ...], *inputs: np.ndarray) -> str | None:
+        """``output_mismatch`` of ``got`` against the source module on ``inputs``, run eagerly and in float64."""
+        return output_mismatch(tuple(np.asarray(o) for o in got), EagerPolicy(self.source)(*inputs), self(*inputs), self.reductions)
+
 
 def checks_against_eager(got: tuple[np.ndarray, ...], module: nn.Module, inputs: tuple[np.ndarray, ...]) -> list[OutputCheck]:
     """Every output of ``got`` measured against ``module`` run eagerly on ``inputs``, for reports."""
-    from distrl.compile.policy import EagerPolicy
-
     reference = Float64Reference(module)
     eager, expected = EagerPolicy(module)(*inputs), reference(*inputs)
     return [check_output(i, a, b, r, reference.reductions) for i, (a, b, r) in enumerate(zip(got, eager, expected))]

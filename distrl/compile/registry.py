@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from distrl.compile.check import Float64Reference, output_mismatch
+from distrl.compile.check import Float64Reference
 from distrl.compile.onnxrt import OnnxRuntimePolicy, export_policy_onnx
 from distrl.compile.policy import EagerPolicy, InferencePolicy
 from distrl.compile.torch_compiled import TorchCompiledPolicy, ipex_available
@@ -77,7 +77,7 @@ def _build(backend: str, module: nn.Module, mode: str, options: dict, example: t
 def check_against_eager(policy: InferencePolicy, module: nn.Module, example: tuple[np.ndarray, ...]) -> str | None:
     """Compare with eager now and after a weight change (then restore the weights); see ``compile/check.py``."""
     eager, reference = EagerPolicy(module), Float64Reference(module)
-    problem = output_mismatch(policy(*example), eager(*example), reference(*example), reference.reductions)
+    problem = reference.mismatch(policy(*example), *example)
     if problem:
         return problem
     original = {k: v.detach().clone() for k, v in module.state_dict().items()}
@@ -87,7 +87,7 @@ def check_against_eager(policy: InferencePolicy, module: nn.Module, example: tup
     try:
         eager.update_weights(perturbed)
         policy.update_weights(perturbed)
-        problem = output_mismatch(policy(*example), eager(*example), reference(*example), reference.reductions)
+        problem = reference.mismatch(policy(*example), *example)
         if problem:
             return f"after a weight update: {problem}"
     finally:

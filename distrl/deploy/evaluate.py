@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 
 import numpy as np
 import torch
-
-from collections.abc import Collection
 
 from distrl.config import Config, ConfigError, config_from_dict
 from distrl.driver.checkpoint import CheckpointError, load_checkpoint

@@ -177,7 +177,7 @@ class Driver:
         finally:
             signal.signal(signal.SIGTERM, previous_sigterm)
             try:
-                summary = self._finish(started, reason, launch, loop_start, loop_steps_start) if started else None
+                summary = self._finish(reason, launch, loop_start, loop_steps_start) if started else None
             finally:
                 self.actors.teardown()
         if error is not None:
@@ -200,7 +200,7 @@ class Driver:
         report.print_start(self.console, self.config, str(self.run_dir), joined, self.actors,
                            self.counters if self.resume else None, self.storage and self.storage.uri)  # fmt: skip
 
-    def _finish(self, started: bool, reason: str | None, launch: float, loop_start: float, loop_steps_start: int) -> dict:
+    def _finish(self, reason: str | None, launch: float, loop_start: float, loop_steps_start: int) -> dict:
         """The final checkpoint and summary.json, whatever ended the run."""
         wall = self.counters.time_s + (time.perf_counter() - launch)
         self.counters.time_s = wall

@@ -19,11 +19,10 @@ import torch
 from distrl.compile import (
     CompileError,
     EagerPolicy,
+    Float64Reference,
     InferencePolicy,
     build_inference_policy,
-    Float64Reference,
     load_state_dict_numpy,
-    output_mismatch,
 )
 from distrl.compile.torch_compiled import dynamo_counts
 from distrl.config.schema import Config
@@ -117,9 +116,7 @@ class RolloutWorker:
         inputs = self._policy_inputs()
         if self._reference is None:
             self._reference = Float64Reference(self.model)
-        problem = output_mismatch(
-            self.policy(*inputs), EagerPolicy(self.model)(*inputs), self._reference(*inputs), self._reference.reductions
-        )
+        problem = self._reference.mismatch(self.policy(*inputs), *inputs)
         self.sync_checks += 1
         if problem is None:
             return
@@ -255,8 +252,8 @@ class RolloutWorker:
     def sample_shards(self, weights: dict | None = None, num_shards: int = 1) -> tuple[dict, ...]:
         """``sample``, returned as ``(info, shard_0, ..., shard_{n-1})`` for ``num_shards`` learners.
 
-        Under Ray each element is its own object: the driver reads ``info`` (a few hundred bytes)
-        and learner r fetches only ``shard_r``.
+        Under Ray each element is its own object: the coordinator gathers ``info`` (a few hundred
+        bytes) for the driver, and learner r fetches only ``shard_r``.
         """
         info, shards = split_batch(self.sample(weights), num_shards)
         return (info, *shards)
