@@ -24,7 +24,7 @@ import torch  # noqa: E402
 
 from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, spread, time_calls, write_results  # noqa: E402
 from distrl.compile import EagerPolicy, available_backends, build_inference_policy, check_against_eager  # noqa: E402
-from distrl.compile.torch_compiled import dynamo_counts  # noqa: E402
+from distrl.compile.dynamo_stats import dynamo_counts  # noqa: E402
 from distrl.config import load_config  # noqa: E402
 from distrl.envs import make_vec_env  # noqa: E402
 from distrl.models import build_model  # noqa: E402

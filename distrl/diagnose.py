@@ -85,7 +85,7 @@ def measure(config, seconds: float = 0.5) -> dict:
     import torch
 
     from distrl.compile import available_backends, build_inference_policy, checks_against_eager
-    from distrl.envs import make_vec_env
+    from distrl.envs import make_vec_env, probe_spaces
     from distrl.learner import Learner
     from distrl.rollout import RolloutWorker
 
@@ -125,7 +125,7 @@ def measure(config, seconds: float = 0.5) -> dict:
         latency[row["name"]] = {"available": True, "batch": len(example[0]), **_percentiles(times), "check": check}
 
     batch = worker.sample()
-    learner = Learner(config, *worker.spaces())
+    learner = Learner(config, *probe_spaces(config.env))
     learner.update(batch)
     start = time.perf_counter()
     learner.update(batch)

@@ -9,6 +9,7 @@ import torch
 
 from distrl.config import load_config
 from distrl.driver.checkpoint import CheckpointError, list_checkpoints, load_checkpoint, save_checkpoint
+from distrl.envs import probe_spaces
 from distrl.learner import Learner
 from distrl.rollout import RolloutWorker
 
@@ -17,7 +18,7 @@ def trained_pair():
     config = load_config(None, ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=64",
                                 "env.normalize_obs=true"])  # fmt: skip
     worker = RolloutWorker(config)
-    learner = Learner(config, *worker.spaces())
+    learner = Learner(config, *probe_spaces(worker.config.env))
     for _ in range(2):
         worker.set_weights(learner.get_weights())
         learner.update(worker.sample())
@@ -28,7 +29,7 @@ def test_round_trip_restores_learning_state(tmp_path):
     config, worker, learner = trained_pair()
     save_checkpoint(tmp_path, 2, {"learner": learner.state(), "counters": {"iteration": 2}}, keep=3)
     payload = load_checkpoint(tmp_path)
-    restored = Learner(config, *worker.spaces())
+    restored = Learner(config, *probe_spaces(worker.config.env))
     restored.load_state(payload["learner"])
     assert restored.version == learner.version == 2
     assert restored.trained_env_steps == learner.trained_env_steps

@@ -19,6 +19,7 @@ from distrl.compile import (
 )
 from distrl.compile.check import reduction_length
 from distrl.config import load_config
+from distrl.envs import probe_spaces
 from distrl.learner import Learner
 from distrl.models import build_model
 from distrl.rollout import RolloutWorker
@@ -228,7 +229,7 @@ def test_worker_acts_with_learner_weights_and_does_not_recompile(backend):
     config = load_config(None, ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=64",
                                 f"rollout.compile.backend={backend}", "rollout.compile.strict=true"])  # fmt: skip
     worker = RolloutWorker(config)
-    learner = Learner(config, *worker.spaces())
+    learner = Learner(config, *probe_spaces(worker.config.env))
     assert worker.backend_info()["backend"] == backend
     for _ in range(3):
         worker.set_weights(learner.get_weights())
@@ -250,8 +251,8 @@ def test_compiled_learner_matches_eager_update_and_does_not_recompile(overrides)
     base = ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=64"]
     worker = RolloutWorker(load_config(None, base))
     batch = worker.sample()
-    eager = Learner(load_config(None, base), *worker.spaces())
-    compiled = Learner(load_config(None, base + overrides), *worker.spaces())
+    eager = Learner(load_config(None, base), *probe_spaces(worker.config.env))
+    compiled = Learner(load_config(None, base + overrides), *probe_spaces(worker.config.env))
     for _ in range(3):
         m_eager, m_compiled = eager.update(batch), compiled.update(batch)
         assert m_compiled["loss_value"] == pytest.approx(m_eager["loss_value"], rel=1e-3)
@@ -265,7 +266,7 @@ def test_compiled_learner_matches_eager_update_and_does_not_recompile(overrides)
 def test_amp_updates_are_finite(amp):
     config = load_config(None, ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=64", f"learner.amp={amp}"])
     worker = RolloutWorker(config)
-    learner = Learner(config, *worker.spaces())
+    learner = Learner(config, *probe_spaces(worker.config.env))
     assert learner.scaler.is_enabled() == (amp == "fp16")
     batch = worker.sample()
     for _ in range(2):
@@ -281,7 +282,7 @@ def test_gpu_learner_cuda_graph_modes(mode):
                                 "learner.device=cuda", "learner.num_gpus_per_learner=1", "learner.compile.backend=inductor",
                                 f"learner.compile.mode={mode}", "learner.amp=bf16"])  # fmt: skip
     worker = RolloutWorker(config)
-    learner = Learner(config, *worker.spaces())
+    learner = Learner(config, *probe_spaces(worker.config.env))
     assert learner.device.type == "cuda"
     batch = worker.sample()
     for _ in range(3):

@@ -3,6 +3,7 @@
 import numpy as np
 
 from distrl.config import load_config
+from distrl.envs import probe_spaces
 from distrl.learner import Learner, split_batch
 from distrl.rollout import RolloutWorker
 
@@ -17,7 +18,7 @@ def run_two_learners(ray, overrides):
     config = load_config(None, ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=128",
                                 "learner.num_learners=2", *overrides])  # fmt: skip
     worker = RolloutWorker(config)
-    spaces = worker.spaces()
+    spaces = probe_spaces(worker.config.env)
     remote = ray.remote(Learner)
     learners = [remote.options(num_cpus=1).remote(config, *spaces, rank, 2) for rank in range(2)]
     address, port = ray.get(learners[0].rendezvous_address.remote())

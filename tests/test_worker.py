@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from distrl.config import load_config
+from distrl.envs import probe_spaces
 from distrl.learner import Learner
 from distrl.ppo import gae
 from distrl.rollout import RolloutWorker
@@ -66,7 +67,7 @@ def test_truncation_keeps_final_observation_for_bootstrap():
 
 def test_worker_acts_with_newest_weights():
     config, worker = make_worker()
-    learner = Learner(config, *worker.spaces())
+    learner = Learner(config, *probe_spaces(worker.config.env))
     worker.set_weights(learner.get_weights())
     batch = worker.sample()
     metrics, weights = learner.update_and_get_weights(batch)
@@ -87,7 +88,7 @@ def test_lstm_worker_stores_chunk_states_and_starts():
     assert batch["starts"][0].all()  # first observation after reset
     np.testing.assert_array_equal(batch["starts"][1:], ~batch["valid"][:-1])
     np.testing.assert_array_equal(batch["h0"][0], 0)
-    learner = Learner(config, *worker.spaces())
+    learner = Learner(config, *probe_spaces(worker.config.env))
     metrics = learner.update(batch)
     assert np.isfinite(metrics["loss_value"]) and metrics["gradient_steps"] > 0
 
@@ -101,7 +102,7 @@ def test_gaussian_actions_clipped_at_env_only():
 
 def test_obs_normalisation_stats_merge():
     config, worker = make_worker("env.normalize_obs=true")
-    learner = Learner(config, *worker.spaces())
+    learner = Learner(config, *probe_spaces(worker.config.env))
     batch = worker.sample()
     count, mean, var = batch["info"]["obs_stats"]
     assert count == 64 * 8
@@ -118,7 +119,7 @@ def test_learner_reproduces_behaviour_log_probs_for_lstm():
     from distrl.learner import join_shards
 
     config, worker = make_worker("model.lstm_size=16", "model.shared_trunk=true", "ppo.seq_len=16")
-    learner = Learner(config, *worker.spaces())
+    learner = Learner(config, *probe_spaces(worker.config.env))
     for _ in range(2):
         worker.set_weights(learner.get_weights())
         batch = worker.sample()

@@ -1,35 +1,39 @@
-"""Policy backends for rollout workers: eager, inductor, onnxrt, ipex, auto."""
+"""Policy backends for rollout workers: eager, inductor, onnxrt, ipex, auto (one file each in ``backends/``).
 
-from distrl import onnxrt_dynamo
-from distrl.compile.api import CompiledPolicy, compile_policy
-from distrl.compile.check import Float64Reference, OutputCheck, check_output, checks_against_eager, output_mismatch
-from distrl.compile.policy import EagerPolicy, InferencePolicy, load_state_dict_numpy
-from distrl.compile.registry import (
-    BackendReport,
-    CompileError,
-    available_backends,
-    build_inference_policy,
-    check_against_eager,
-    prepare_artifacts,
-)
+Names are loaded on first use, so ``distrl.compile.backends`` (the table of backend names the
+config validates against) can be imported without importing torch.
+"""
 
-onnxrt_dynamo.register()
+from __future__ import annotations
 
-__all__ = [
-    "BackendReport",
-    "CompileError",
-    "CompiledPolicy",
-    "EagerPolicy",
-    "Float64Reference",
-    "InferencePolicy",
-    "OutputCheck",
-    "available_backends",
-    "build_inference_policy",
-    "check_against_eager",
-    "compile_policy",
-    "check_output",
-    "checks_against_eager",
-    "load_state_dict_numpy",
-    "output_mismatch",
-    "prepare_artifacts",
-]
+import importlib
+
+_EXPORTS = {
+    "CompiledPolicy": "distrl.compile.api",
+    "compile_policy": "distrl.compile.api",
+    "BackendReport": "distrl.compile.build",
+    "CheckedPolicy": "distrl.compile.build",
+    "CompileError": "distrl.compile.build",
+    "available_backends": "distrl.compile.build",
+    "build_inference_policy": "distrl.compile.build",
+    "prepare_artifacts": "distrl.compile.build",
+    "Float64Reference": "distrl.compile.check",
+    "OutputCheck": "distrl.compile.check",
+    "check_against_eager": "distrl.compile.check",
+    "check_output": "distrl.compile.check",
+    "checks_against_eager": "distrl.compile.check",
+    "output_mismatch": "distrl.compile.check",
+    "dynamo_counts": "distrl.compile.dynamo_stats",
+    "EagerPolicy": "distrl.compile.policy",
+    "InferencePolicy": "distrl.compile.policy",
+    "TorchCompiledPolicy": "distrl.compile.policy",
+    "load_state_dict_numpy": "distrl.compile.policy",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'distrl.compile' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

@@ -6,33 +6,33 @@ import numpy as np
 import torch
 from torch import nn
 
-from distrl.compile.policy import load_state_dict_numpy
-from distrl.compile.registry import BackendReport, build_inference_policy
+from distrl.compile.build import BackendReport, CheckedPolicy
 
 
 class CompiledPolicy:
     """Callable like ``module`` (tensors in, tensors out), run by the chosen backend."""
 
-    def __init__(self, module: nn.Module, policy, report: BackendReport):
+    def __init__(self, module: nn.Module, checked: CheckedPolicy):
         self.module = module
-        self._policy = policy
-        self.report = report
+        self._checked = checked
+
+    @property
+    def report(self) -> BackendReport:
+        return self._checked.report
 
     @property
     def backend(self) -> str:
         """The backend in use, after any fallback."""
-        return self.report.backend
+        return self._checked.backend
 
     def __call__(self, *inputs: torch.Tensor):
-        outputs = self._policy(*(x.detach().cpu().numpy() for x in inputs))
+        outputs = self._checked(*(x.detach().cpu().numpy() for x in inputs))
         return tuple(torch.from_numpy(np.asarray(o)) for o in outputs)
 
     def update_weights(self, state_dict: dict) -> None:
         """Act with these weights from the next call on (tensors or numpy arrays)."""
         state = {k: (v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else v) for k, v in state_dict.items()}
-        self._policy.update_weights(state)
-        if not self._policy.shares_module:
-            load_state_dict_numpy(self.module, state)
+        self._checked.update_weights(state)
 
 
 def compile_policy(
@@ -51,5 +51,4 @@ def compile_policy(
     if not example_inputs:
         raise ValueError("compile_policy needs example_inputs: a real batch of the shape the policy will see")
     example = tuple(x.detach().cpu().numpy() for x in example_inputs)
-    policy, report = build_inference_policy(module.eval(), backend, example, mode or "default", options, strict)
-    return CompiledPolicy(module, policy, report)
+    return CompiledPolicy(module, CheckedPolicy(module.eval(), backend, example, mode or "default", options, strict))

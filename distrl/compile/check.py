@@ -138,3 +138,28 @@ def checks_against_eager(got: tuple[np.ndarray, ...], module: nn.Module, inputs:
     reference = Float64Reference(module)
     eager, expected = EagerPolicy(module)(*inputs), reference(*inputs)
     return [check_output(i, a, b, r, reference.reductions) for i, (a, b, r) in enumerate(zip(got, eager, expected))]
+
+
+def check_against_eager(policy, module: nn.Module, example: tuple[np.ndarray, ...]) -> str | None:
+    """Whether ``policy`` acts as eager ``module`` does on ``example``, now and after a weight change
+    (the weights are restored afterwards); ``None`` when it does, else what differs."""
+    reference = Float64Reference(module)
+    problem = reference.mismatch(policy(*example), *example)
+    if problem:
+        return problem
+    original = {k: v.detach().clone() for k, v in module.state_dict().items()}
+    generator = torch.Generator().manual_seed(0)
+    perturbed = {k: (v + 0.05 * torch.randn(v.shape, generator=generator) if v.is_floating_point() else v).numpy()
+                 for k, v in original.items()}  # fmt: skip
+    eager = EagerPolicy(module)
+    try:
+        eager.update_weights(perturbed)
+        policy.update_weights(perturbed)
+        problem = reference.mismatch(policy(*example), *example)
+        if problem:
+            return f"after a weight update: {problem}"
+    finally:
+        restored = {k: v.numpy() for k, v in original.items()}
+        eager.update_weights(restored)
+        policy.update_weights(restored)
+    return None

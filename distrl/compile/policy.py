@@ -1,7 +1,7 @@
 """The policy a rollout worker acts with: numpy in, numpy out, weights swappable in place.
 
-Every worker backend implements ``InferencePolicy``; ``EagerPolicy`` is the baseline that
-runs the torch module as it is.
+Every backend builds an ``InferencePolicy``. ``EagerPolicy`` runs the torch module as it is
+(the baseline); ``TorchCompiledPolicy`` runs it through ``torch.compile`` (inductor, ipex).
 """
 
 from __future__ import annotations
@@ -41,6 +41,32 @@ class EagerPolicy:
         with torch.inference_mode():
             outputs = self.module(*(torch.from_numpy(np.ascontiguousarray(x)) for x in inputs))
         return tuple(o.numpy() for o in outputs)
+
+    def update_weights(self, state_dict: dict) -> None:
+        load_state_dict_numpy(self.module, state_dict)
+
+
+class TorchCompiledPolicy:
+    """``torch.compile(module, backend=...)`` behind the numpy-in, numpy-out interface.
+
+    Parameters stay graph inputs, so a weight sync is an in-place copy the compiled graph sees
+    on its next call. Inductor's ``freezing`` option bakes weights into the graph and has given
+    wrong outputs after ``load_state_dict`` on some builds; it is allowed only because every
+    policy is checked against eager after a weight change at build time and after each sync.
+    """
+
+    shares_module = True
+
+    def __init__(self, module: nn.Module, backend: str, compile_kwargs: dict | None = None):
+        self.backend = backend
+        self.module = module.eval()
+        self.compiled = torch.compile(self.module, backend=backend, dynamic=False, **(compile_kwargs or {}))
+
+    def __call__(self, *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
+        with torch.inference_mode():
+            outputs = self.compiled(*(torch.from_numpy(np.ascontiguousarray(x)) for x in inputs))
+        # Copies: a compiled graph may reuse its output buffers on the next call.
+        return tuple(o.numpy().copy() for o in outputs)
 
     def update_weights(self, state_dict: dict) -> None:
         load_state_dict_numpy(self.module, state_dict)

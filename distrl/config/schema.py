@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from distrl.compile.backends import BACKENDS
+
 PositiveInt = Annotated[int, Field(gt=0)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
 PositiveFloat = Annotated[float, Field(gt=0)]
@@ -46,8 +48,9 @@ class ModelConfig(Section):
     init_log_std: float = Field(0.0, description="initial log standard deviation of Gaussian (Box) policies")
 
 
-WORKER_BACKENDS = ("eager", "inductor", "onnxrt", "ipex", "auto")
-LEARNER_BACKENDS = ("eager", "inductor")
+WORKER_BACKENDS = tuple(BACKENDS)  # the worker backends' table (distrl/compile/backends/__init__.py)
+WorkerBackend = Literal[WORKER_BACKENDS]  # type: ignore[valid-type]
+LEARNER_BACKENDS = ("eager", "inductor")  # the learner compiles its loss with torch.compile or not at all
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 
@@ -66,15 +69,17 @@ def compile_short_form(value: Any, backends: tuple[str, ...]) -> Any:
 
 
 class RolloutCompileConfig(Section):
-    backend: Literal["eager", "inductor", "onnxrt", "ipex", "auto"] = Field(
-        "eager", description="policy backend of rollout workers; auto times every available one and keeps the fastest"
+    backend: WorkerBackend = Field(
+        "eager",
+        description="policy backend of rollout workers: "
+        + "; ".join(f"{spec.name}: {spec.summary}" for spec in BACKENDS.values()),
     )
     mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = Field(
         "default", description="torch.compile mode for inductor; ignored with a warning elsewhere"
     )
     options: dict[str, Any] = Field(
         default_factory=dict,
-        description="backend options: onnxrt {intra_op_num_threads, graph_optimization_level}; inductor: torch.compile options",
+        description="backend options: " + "; ".join(f"{s.name}: {s.options}" for s in BACKENDS.values() if s.options),
     )
     strict: bool = Field(False, description="a compile failure or mismatch is an error instead of a fallback to eager")
     verify_every_sync: bool = Field(
@@ -273,17 +278,18 @@ class Config(Section):
                 "(model.shared_trunk: false)"
             )
         rc = self.rollout.compile
-        if rc.options and rc.backend == "ipex":
-            problems.append(f"rollout.compile.options={rc.options}: the ipex backend takes no options")
-        if rc.options and rc.backend == "inductor" and rc.mode != "default":
+        spec = BACKENDS[rc.backend]
+        if rc.options and not spec.options:
+            problems.append(f"rollout.compile.options={rc.options}: the {rc.backend} backend takes no options")
+        if rc.options and spec.options_exclude_mode and rc.mode != "default":
             problems.append(
-                f"rollout.compile.options={rc.options}: inductor takes options or a mode, not both "
+                f"rollout.compile.options={rc.options}: {rc.backend} takes options or a mode, not both "
                 f"(rollout.compile.mode={rc.mode}); torch.compile refuses the pair"
             )
-        if rc.strict and rc.backend == "auto":
+        if rc.strict and spec.chooses:
             problems.append(
-                "rollout.compile.strict=true: auto keeps the fastest backend that passes its checks, eager included, "
-                "so it never fails; name one backend to make its failure an error"
+                f"rollout.compile.strict=true: {rc.backend} keeps the fastest backend that passes its checks, eager "
+                "included, so it never fails; name one backend to make its failure an error"
             )
         if self.learner.device == "cuda" and self.learner.num_gpus_per_learner == 0:
             problems.append("learner.device=cuda: needs learner.num_gpus_per_learner > 0")

@@ -87,8 +87,6 @@ class Driver:
     def _prepare_artifacts(self, obs_space, action_space):
         """Export / compile the worker policy once here; workers load the result from the object store."""
         cfg = self.config.rollout.compile
-        if cfg.backend in ("eager", "ipex"):
-            return None
         import torch
 
         from distrl.compile import prepare_artifacts
@@ -105,6 +103,8 @@ class Driver:
         torch.set_num_threads(1)
         try:
             artifacts = prepare_artifacts(model, cfg.backend, example, cfg.mode)
+            if not artifacts:  # nothing this backend shares
+                return None
         except Exception as exc:  # workers will compile for themselves (and fall back if that fails too)
             self.console.print(f"[yellow]shared compile artifacts unavailable ({escape(f'{type(exc).__name__}: {exc}')}); each worker compiles[/yellow]")
             return None

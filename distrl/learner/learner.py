@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from distrl.compile.torch_compiled import dynamo_counts
+from distrl.compile.dynamo_stats import dynamo_counts
 from distrl.config.schema import Config
 from distrl.learner.batch import join_shards, split_batch
 from distrl.models import build_model

@@ -16,15 +16,8 @@ import uuid
 import numpy as np
 import torch
 
-from distrl.compile import (
-    CompileError,
-    EagerPolicy,
-    Float64Reference,
-    InferencePolicy,
-    build_inference_policy,
-    load_state_dict_numpy,
-)
-from distrl.compile.torch_compiled import dynamo_counts
+from distrl.compile.build import CheckedPolicy
+from distrl.compile.dynamo_stats import dynamo_counts
 from distrl.config.schema import Config
 from distrl.envs import make_vec_env
 from distrl.learner.batch import split_batch
@@ -54,10 +47,13 @@ class RolloutWorker:
         self.raw_obs = obs
         if self.model.is_recurrent:
             self.h, self.c = self.model.initial_state(self.num_envs)
-        self.policy, self.backend_report = self._build_policy(artifacts)
+        start = time.perf_counter()
+        cfg = config.rollout.compile
+        self.policy = CheckedPolicy(self.model, cfg.backend, self._policy_inputs(), cfg.mode, cfg.options, cfg.strict,
+                                    artifacts)  # fmt: skip
+        self.startup_s = time.perf_counter() - start
+        self.shared_artifacts = bool(artifacts)
         self.compile_counts = dynamo_counts()
-        self.sync_checks = 0
-        self._reference: Float64Reference | None = None  # float64 twin of the model, built at the first check
         self.prev_done = np.zeros(self.num_envs, dtype=bool)
         self.next_is_start = np.ones(self.num_envs, dtype=bool)
         self.episode_return = np.zeros(self.num_envs, dtype=np.float64)
@@ -73,23 +69,11 @@ class RolloutWorker:
             return obs, self.h, self.c
         return (obs,)
 
-    def _build_policy(self, artifacts: dict | None) -> tuple[InferencePolicy, dict]:
-        cfg = self.config.rollout.compile
-        start = time.perf_counter()
-        policy, report = build_inference_policy(
-            self.model, cfg.backend, self._policy_inputs(), cfg.mode, cfg.options, cfg.strict, artifacts
-        )
-        return policy, {
-            "requested": report.requested,
-            "backend": report.backend,
-            "reason": report.reason,
-            "startup_s": time.perf_counter() - start,
-            "shared_artifacts": bool(artifacts),
-            "timings_us": report.timings_us,
-        }
-
     def backend_info(self) -> dict:
-        return dict(self.backend_report)
+        report = self.policy.report
+        return {"requested": report.requested, "backend": report.backend, "reason": report.reason,
+                "startup_s": self.startup_s, "shared_artifacts": self.shared_artifacts,
+                "timings_us": report.timings_us}  # fmt: skip
 
     def placement(self) -> dict:
         """Where this actor runs (only meaningful inside a Ray actor)."""
@@ -103,34 +87,12 @@ class RolloutWorker:
         if weights["version"] == self.policy_version:
             return
         self.policy.update_weights(weights["model"])
-        if not self.policy.shares_module:
-            load_state_dict_numpy(self.model, weights["model"])
         if weights.get("obs_norm") is not None:
             self.obs_rms = RunningMeanStd.from_state(weights["obs_norm"])
         self.policy_version = weights["version"]
-        if self.policy.backend != "eager" and self.config.rollout.compile.verify_every_sync:
-            self._verify_after_sync()
-
-    def _verify_after_sync(self) -> None:
-        """The compiled policy must act as eager does with the new weights; otherwise stop using it."""
-        inputs = self._policy_inputs()
-        if self._reference is None:
-            self._reference = Float64Reference(self.model)
-        problem = self._reference.mismatch(self.policy(*inputs), *inputs)
-        self.sync_checks += 1
-        if problem is None:
-            return
-        message = f"rollout.compile.backend={self.policy.backend}: after weight sync {self.policy_version}: {problem}"
-        if self.config.rollout.compile.strict:
-            raise CompileError(message)
-        import logging
-
-        logging.getLogger("distrl.compile").warning("%s; falling back to eager", message)
-        self.policy = EagerPolicy(self.model)
-        self.backend_report.update(backend="eager", reason=message)
-
-    def spaces(self):
-        return self.envs.single_observation_space, self.envs.single_action_space
+        if self.config.rollout.compile.verify_every_sync:
+            # On the observations it is about to act on: a compiled graph holding stale weights fails here.
+            self.policy.verify(self._policy_inputs(), f"after weight sync {self.policy_version}")
 
     # --- sampling --------------------------------------------------------------------
     def _observe(self, raw: np.ndarray) -> np.ndarray:
@@ -241,7 +203,7 @@ class RolloutWorker:
             "policy_backend": self.policy.backend,
             "recompiles": dynamo_counts()["compiled_graphs"] - self.compile_counts["compiled_graphs"],
             "graph_breaks": dynamo_counts()["graph_breaks"],
-            "weight_sync_checks": self.sync_checks,
+            "weight_sync_checks": self.policy.sync_checks,
             "env_errors": env_errors,
             "env_error_messages": error_messages[:3],
             "incarnation": self.incarnation,

@@ -1,4 +1,4 @@
-"""The ``onnxrt`` worker backend: the policy exported once to ONNX and run by ONNX Runtime on the CPU.
+"""``onnxrt``: the policy exported once to ONNX (on the driver) and run by ONNX Runtime on the CPU.
 
 The exported graph takes the weights as inputs (``keep_initializers_as_inputs``), so a
 weight sync rebinds arrays instead of rebuilding the session, and the graph can never
@@ -15,16 +15,38 @@ import numpy as np
 import torch
 from torch import nn
 
+from distrl.compile.backends.base import Built
+
 INPUT_NAMES = ("obs", "h", "c")
 OUTPUT_NAMES = ("pd_params", "value", "h_out", "c_out")
+OPTIONS = ("intra_op_num_threads", "graph_optimization_level")
 
 
-def export_policy_onnx(module: nn.Module, example_inputs: tuple[torch.Tensor, ...]) -> tuple[bytes, list[str]]:
-    """ONNX bytes of ``module`` with its parameters and buffers as extra inputs, and those inputs' names."""
+class OnnxRuntimeBackend:
+    name = "onnxrt"
+
+    def available(self) -> tuple[bool, str]:
+        try:
+            import onnxruntime
+        except ImportError:
+            return False, "onnxruntime is not installed"
+        return True, f"onnxruntime {onnxruntime.__version__}"
+
+    def prepare(self, module, example, mode) -> dict:
+        return {"onnx": export_policy_onnx(module, tuple(torch.from_numpy(x) for x in example))}
+
+    def build(self, module, example, mode, options, artifacts) -> Built:
+        model_bytes = artifacts.get("onnx") or self.prepare(module, example, mode)["onnx"]
+        policy = OnnxRuntimePolicy(model_bytes, list(module.state_dict().keys()), len(example), options)
+        policy.update_weights({k: v.detach().numpy() for k, v in module.state_dict().items()})
+        return Built(policy)
+
+
+def export_policy_onnx(module: nn.Module, example_inputs: tuple[torch.Tensor, ...]) -> bytes:
+    """ONNX bytes of ``module`` with its parameters and buffers as extra inputs (named as in its state dict)."""
     n = len(example_inputs)
     input_names = list(INPUT_NAMES[:n])
     output_names = list(OUTPUT_NAMES[: 2 if n == 1 else 4])
-    state_names = list(module.state_dict().keys())
     buffer = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -41,7 +63,7 @@ def export_policy_onnx(module: nn.Module, example_inputs: tuple[torch.Tensor, ..
             dynamo=False,
             opset_version=17,
         )
-    return buffer.getvalue(), state_names
+    return buffer.getvalue()
 
 
 class OnnxRuntimePolicy:
@@ -67,8 +89,7 @@ class OnnxRuntimePolicy:
             "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
         }[level]
         if options:
-            raise ValueError(f"unknown onnxrt options {sorted(options)} (allowed: intra_op_num_threads, graph_optimization_level)")
-        self.model_bytes = model_bytes
+            raise ValueError(f"unknown onnxrt options {sorted(options)} (allowed: {', '.join(OPTIONS)})")
         self.session = ort.InferenceSession(model_bytes, session_options, providers=["CPUExecutionProvider"])
         graph_inputs = {i.name for i in self.session.get_inputs()}
         graph_inputs |= {i.name for i in self.session.get_overridable_initializers()}
@@ -95,3 +116,6 @@ class OnnxRuntimePolicy:
             self.binding.bind_output(name)
         self.session.run_with_iobinding(self.binding)
         return tuple(self.binding.copy_outputs_to_cpu())
+
+
+BACKEND = OnnxRuntimeBackend()

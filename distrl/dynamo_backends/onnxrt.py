@@ -1,11 +1,13 @@
 """A torch dynamo backend named ``onnxrt`` for torches that no longer ship one (removed in torch 2.9).
 
+Not the worker's ``onnxrt`` policy backend (``distrl/compile/backends/onnxrt.py``, which exports
+the whole policy once): this one serves ``torch.compile`` calls anywhere, graph by graph.
+
 ``torch.compile(module, backend="onnxrt")`` exports each captured FX graph to ONNX and runs
 it in ONNX Runtime. Parameters reach the graph as inputs (dynamo inlines nn.Modules), so
 the session always sees the current weights. Registered through the
-``torch_dynamo_backends`` entry point (so no import is needed once distrl is installed)
-and by ``register()`` on ``import distrl.compile``. This module lives outside
-``distrl.compile`` so that loading the entry point registers nothing twice.
+``torch_dynamo_backends`` entry point (no import is needed once distrl is installed), or by
+``register()``.
 """
 
 from __future__ import annotations

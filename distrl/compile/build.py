@@ -1,0 +1,121 @@
+"""Building, checking and falling back: the one place that decides which policy a worker acts with.
+
+Any backend but eager is checked against eager on a real batch when built (before and after a
+weight change) and again after every weight sync (``CheckedPolicy``); a failure falls back to
+eager with a warning, or raises ``CompileError`` with ``strict``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+from torch import nn
+
+from distrl.compile.backends import BACKENDS, load_backend
+from distrl.compile.check import Float64Reference, check_against_eager
+from distrl.compile.policy import EagerPolicy, InferencePolicy, load_state_dict_numpy
+
+log = logging.getLogger("distrl.compile")
+
+
+class CompileError(Exception):
+    """A backend failed to build or disagreed with eager, and ``strict`` forbids falling back."""
+
+
+@dataclass
+class BackendReport:
+    requested: str
+    backend: str  # in use, after any fallback or choice
+    reason: str = ""  # why the requested one is not in use (or, for auto, why others were passed over)
+    timings_us: dict[str, float] = field(default_factory=dict)  # auto: each candidate's time per call
+
+
+def available_backends() -> list[dict]:
+    """Each worker backend with whether it can run here and why (not)."""
+    rows = []
+    for name in BACKENDS:
+        ok, reason = load_backend(name).available()
+        rows.append({"name": name, "available": ok, "reason": reason})
+    return rows
+
+
+def _describe(exc: Exception) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0][:300] if text else ''}"
+
+
+def prepare_artifacts(module: nn.Module, backend: str, example: tuple[np.ndarray, ...], mode: str = "default") -> dict:
+    """Export or compile once (on the driver) what every worker can reuse through the object store."""
+    return load_backend(backend).prepare(module, example, mode)
+
+
+def build_inference_policy(
+    module: nn.Module,
+    backend: str,
+    example: tuple[np.ndarray, ...],
+    mode: str = "default",
+    options: dict | None = None,
+    strict: bool = False,
+    artifacts: dict | None = None,
+) -> tuple[InferencePolicy, BackendReport]:
+    """The policy for ``backend``, checked against eager on ``example``; eager when it fails (unless ``strict``)."""
+    if mode != "default" and not BACKENDS[backend].takes_mode:
+        log.warning("rollout.compile.mode=%s is ignored by the %s backend", mode, backend)
+    try:
+        built = load_backend(backend).build(module, example, mode, dict(options or {}), dict(artifacts or {}))
+        policy = built.policy
+        problem = None if policy.backend == "eager" else check_against_eager(policy, module, example)
+    except Exception as exc:  # a backend failing to compile must not stop the run unless strict
+        problem = _describe(exc)
+    if problem is None:
+        return policy, BackendReport(backend, policy.backend, built.notes, built.timings_us)
+    message = f"rollout.compile.backend={backend}: {problem}"
+    if strict:
+        raise CompileError(message)
+    log.warning("%s; falling back to eager", message)
+    return EagerPolicy(module), BackendReport(backend, "eager", problem)
+
+
+class CheckedPolicy:
+    """A worker's policy: built by ``build_inference_policy``, and after a weight sync checked against
+    eager on the inputs it is about to act on; a mismatch replaces it with eager (``strict``: raises)."""
+
+    def __init__(self, module: nn.Module, backend: str, example: tuple[np.ndarray, ...], mode: str = "default",
+                 options: dict | None = None, strict: bool = False, artifacts: dict | None = None):  # fmt: skip
+        self.module = module
+        self.strict = strict
+        self.policy, self.report = build_inference_policy(module, backend, example, mode, options, strict, artifacts)
+        self.sync_checks = 0
+        self._reference: Float64Reference | None = None  # built at the first check
+
+    @property
+    def backend(self) -> str:
+        return self.policy.backend
+
+    def __call__(self, *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
+        return self.policy(*inputs)
+
+    def update_weights(self, state_dict: dict) -> None:
+        """Act with these weights (numpy arrays) from the next call on; the eager module follows them too."""
+        self.policy.update_weights(state_dict)
+        if not self.policy.shares_module:
+            load_state_dict_numpy(self.module, state_dict)
+
+    def verify(self, inputs: tuple[np.ndarray, ...], when: str) -> None:
+        """Check the policy against eager on ``inputs``; on a mismatch stop using it."""
+        if self.policy.backend == "eager":
+            return
+        if self._reference is None:
+            self._reference = Float64Reference(self.module)
+        problem = self._reference.mismatch(self.policy(*inputs), *inputs)
+        self.sync_checks += 1
+        if problem is None:
+            return
+        message = f"rollout.compile.backend={self.policy.backend}: {when}: {problem}"
+        if self.strict:
+            raise CompileError(message)
+        log.warning("%s; falling back to eager", message)
+        self.policy = EagerPolicy(self.module)
+        self.report.backend, self.report.reason = "eager", message

@@ -1,0 +1,1 @@
+"""``torch.compile`` backends distrl provides to torch (entry points), not worker policy backends."""
