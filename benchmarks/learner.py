@@ -70,19 +70,19 @@ def main(argv=None) -> int:
         path, overrides = MODELS[model]
         base = load_config(path, overrides)
         worker = RolloutWorker(base)
-        batch = worker.sample()
+        sample = worker.sample()
         eager_first_loss = None
         eager_rate = None
         for name, extra in variants(cuda, args.quick):
             config = load_config(path, overrides + device_overrides + extra)
             learner = Learner(config, *worker.spaces())
             start = time.perf_counter()
-            first = learner.update(batch)
+            first = learner.update(sample)
             first_s = time.perf_counter() - start
             times = []
             for _ in range(args.updates):
                 start = time.perf_counter()
-                metrics = learner.update(batch)
+                metrics = learner.update(sample)
                 if cuda:
                     torch.cuda.synchronize()
                 times.append(time.perf_counter() - start)

@@ -227,7 +227,8 @@ def main(argv: list[str] | None = None) -> int:
         # dumps ahead of distrl's own one-line answer; every error distrl waits on is reported by distrl.
         os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
     from distrl.config import ConfigError
-    from distrl.driver import CheckpointError, PlacementError
+    from distrl.common.checkpoint import CheckpointError
+    from distrl.driver import PlacementError
     from distrl.driver.storage import StorageError
     from distrl.envs import EnvFailure, EnvSpecError
 

@@ -124,11 +124,11 @@ def measure(config, seconds: float = 0.5) -> dict:
         check = {"difference": worst.difference, "error": worst.error, "tolerance": worst.tolerance}
         latency[row["name"]] = {"available": True, "batch": len(example[0]), **_percentiles(times), "check": check}
 
-    batch = worker.sample()
+    sample = worker.sample()
     learner = Learner(config, *probe_spaces(config.env))
-    learner.update(batch)
+    learner.update(sample)
     start = time.perf_counter()
-    learner.update(batch)
+    learner.update(sample)
     update_s = time.perf_counter() - start
     return {
         "env_steps_per_s": env_sps,

@@ -22,7 +22,7 @@ import torch
 
 from distrl.compile import available_backends
 from distrl.config import load_config
-from distrl.driver.checkpoint import save_checkpoint
+from distrl.common.checkpoint import save_checkpoint
 from distrl.driver.run_state import RunState
 from distrl.learner import Learner
 from tests.conftest import run_cli

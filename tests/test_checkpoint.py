@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from distrl.config import load_config
-from distrl.driver.checkpoint import CheckpointError, list_checkpoints, load_checkpoint, save_checkpoint
+from distrl.common.checkpoint import CheckpointError, list_checkpoints, load_checkpoint, save_checkpoint
 from distrl.envs import probe_spaces
 from distrl.learner import Learner
 from distrl.rollout import RolloutWorker
@@ -37,9 +37,9 @@ def test_round_trip_restores_learning_state(tmp_path):
         torch.testing.assert_close(a, b)
     np.testing.assert_allclose(restored.obs_rms.mean, learner.obs_rms.mean)
     # Same RNG state and optimiser moments: the next update is identical.
-    batch = worker.sample()
-    learner.update(batch)
-    restored.update(batch)
+    sample = worker.sample()
+    learner.update(sample)
+    restored.update(sample)
     for a, b in zip(learner.model.parameters(), restored.model.parameters()):
         torch.testing.assert_close(a, b)
 

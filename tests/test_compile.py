@@ -233,13 +233,13 @@ def test_worker_acts_with_learner_weights_and_does_not_recompile(backend):
     assert worker.backend_info()["backend"] == backend
     for _ in range(3):
         worker.set_weights(learner.get_weights())
-        batch = worker.sample()
-        learner.update(batch)
-    assert batch["info"]["policy_backend"] == backend
-    assert batch["info"]["weight_sync_checks"] == 3
-    assert batch["info"]["recompiles"] == 0
+        info, batch = worker.sample()
+        learner.update((info, batch))
+    assert info["policy_backend"] == backend
+    assert info["weight_sync_checks"] == 3
+    assert info["recompiles"] == 0
     worker.set_weights(learner.get_weights())
-    obs = batch["obs"][-1]
+    obs = batch.obs[-1]
     arrays = (obs,)
     learner_model = learner.model.eval()
     problem = Float64Reference(learner_model).mismatch(worker.policy(*arrays), *arrays)
@@ -250,11 +250,11 @@ def test_worker_acts_with_learner_weights_and_does_not_recompile(backend):
 def test_compiled_learner_matches_eager_update_and_does_not_recompile(overrides):
     base = ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=64"]
     worker = RolloutWorker(load_config(None, base))
-    batch = worker.sample()
+    sample = worker.sample()
     eager = Learner(load_config(None, base), *probe_spaces(worker.config.env))
     compiled = Learner(load_config(None, base + overrides), *probe_spaces(worker.config.env))
     for _ in range(3):
-        m_eager, m_compiled = eager.update(batch), compiled.update(batch)
+        m_eager, m_compiled = eager.update(sample), compiled.update(sample)
         assert m_compiled["loss_value"] == pytest.approx(m_eager["loss_value"], rel=1e-3)
         assert m_compiled["loss_policy"] == pytest.approx(m_eager["loss_policy"], rel=1e-3, abs=1e-5)
     assert m_compiled["learner_recompiles"] == 0
@@ -268,9 +268,9 @@ def test_amp_updates_are_finite(amp):
     worker = RolloutWorker(config)
     learner = Learner(config, *probe_spaces(worker.config.env))
     assert learner.scaler.is_enabled() == (amp == "fp16")
-    batch = worker.sample()
+    sample = worker.sample()
     for _ in range(2):
-        metrics = learner.update(batch)
+        metrics = learner.update(sample)
     assert np.isfinite(metrics["loss_value"]) and metrics["gradient_steps"] > 0
 
 
@@ -284,7 +284,7 @@ def test_gpu_learner_cuda_graph_modes(mode):
     worker = RolloutWorker(config)
     learner = Learner(config, *probe_spaces(worker.config.env))
     assert learner.device.type == "cuda"
-    batch = worker.sample()
+    sample = worker.sample()
     for _ in range(3):
-        metrics = learner.update(batch)
+        metrics = learner.update(sample)
     assert np.isfinite(metrics["loss_value"]) and metrics["learner_recompiles"] == 0

@@ -4,7 +4,7 @@ import numpy as np
 
 from distrl.config import load_config
 from distrl.envs import probe_spaces
-from distrl.learner import Learner, split_batch
+from distrl.learner import Learner
 from distrl.rollout import RolloutWorker
 
 
@@ -28,7 +28,7 @@ def run_two_learners(ray, overrides):
         weights = ray.get(learners[0].get_weights.remote())
         worker.set_weights(weights)
         # As the driver does it: the worker's info and one shard per rank, each its own object.
-        info, shards = split_batch(worker.sample(), 2)
+        info, *shards = worker.sample_shards(None, 2)
         info_ref, shard_refs = ray.put(info), [ray.put(shard) for shard in shards]
         # Refs inside tuples reach the learners as refs: each rank fetches only the shard it names.
         lead = learners[0].update_refs_and_snapshot.options(num_returns=3).remote((info_ref,), (shard_refs[0],))

@@ -185,7 +185,8 @@ def test_an_error_of_ours_mid_run_still_writes_the_final_checkpoint_and_tears_ev
     """Driven in-process on the session's Ray: an exception in the driver's own loop (here, the metrics row at
     iteration 3) must leave a final checkpoint and summary, and no actor or placement group behind."""
     from distrl.config import load_config
-    from distrl.driver import Driver, load_checkpoint
+    from distrl.common.checkpoint import load_checkpoint
+    from distrl.driver import Driver
     from distrl.driver import report
 
     real_row = report.iteration_row

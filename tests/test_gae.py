@@ -4,7 +4,26 @@ import numpy as np
 import pytest
 import torch
 
-from distrl.ppo import gae, gae_reference
+from distrl.ppo import gae
+
+
+def gae_reference(rewards, values, terminated, truncated, valid, gamma, gae_lambda):
+    """A plain per-env, per-step loop of the same computation: the equivalence test's yardstick."""
+    steps, envs = len(rewards), len(rewards[0])
+    advantages = [[0.0] * envs for _ in range(steps)]
+    for n in range(envs):
+        next_advantage = 0.0
+        for t in reversed(range(steps)):
+            if not valid[t][n]:
+                next_advantage = 0.0
+                continue
+            bootstrap = 0.0 if terminated[t][n] else gamma * float(values[t + 1][n])
+            delta = float(rewards[t][n]) + bootstrap - float(values[t][n])
+            carry = 0.0 if (terminated[t][n] or truncated[t][n]) else gamma * gae_lambda * next_advantage
+            advantages[t][n] = delta + carry
+            next_advantage = advantages[t][n]
+    returns = [[advantages[t][n] + float(values[t][n]) if valid[t][n] else 0.0 for n in range(envs)] for t in range(steps)]
+    return advantages, returns
 
 
 def t(x, dtype=torch.float32):

@@ -70,3 +70,55 @@ def test_numpy_sampling_matches_torch_log_prob():
     logits = np.log(np.array([[0.1, 0.6, 0.3]], np.float32)).repeat(20000, 0)
     actions, _ = ActionDist("categorical", 3).sample_numpy(logits, rng)
     np.testing.assert_allclose(np.bincount(actions, minlength=3) / 20000, [0.1, 0.6, 0.3], atol=0.015)
+
+
+def test_advantage_normalisation_by_hand():
+    # Advantages [1, 2, 3, 100] with the last masked: mean 2, population variance 2/3 over the three that count.
+    # Normalised: (A - 2) / sqrt(2/3) = [-1.2247, 0, 1.2247]. With every ratio 1 (no clipping) the policy loss is
+    # -mean(A_norm) = 0 exactly, and a ratio of 1.1 on the first sample alone gives -(1.1 * -1.2247 + 0 + 1.2247) / 3.
+    coefs = PPOLossCoefs(clip_coef=0.2, vf_coef=0.0, ent_coef=0.0, clip_vloss=False, norm_adv=True)
+    zeros, adv, mask = t([0.0] * 4), t([1.0, 2.0, 3.0, 100.0]), t([1, 1, 1, 0])
+    out = ppo_loss(zeros, zeros, adv, zeros, zeros, zeros, zeros, mask, coefs)
+    assert out["loss_policy"].item() == pytest.approx(0.0, abs=1e-6)
+    new = t([math.log(1.1), 0.0, 0.0, 0.0])
+    out = ppo_loss(new, zeros, adv, zeros, zeros, zeros, zeros, mask, coefs)
+    a = 1.0 / math.sqrt(2.0 / 3.0)
+    assert out["loss_policy"].item() == pytest.approx(-(1.1 * -a + 0.0 + a) / 3, abs=1e-5)
+    # Without normalisation the same inputs give -(1.1 * 1 + 2 + 3) / 3.
+    raw = ppo_loss(new, zeros, adv, zeros, zeros, zeros, zeros, mask, COEFS)
+    assert raw["loss_policy"].item() == pytest.approx(-(1.1 + 2 + 3) / 3, abs=1e-5)
+
+
+def test_approx_kl_and_clip_fraction_by_hand():
+    # ratios r = [1.5, 0.5, 1.1, 2.0]; the last is masked out. k3 estimator: mean of (r - 1) - log r.
+    ratios = [1.5, 0.5, 1.1, 2.0]
+    new, old = t([math.log(r) for r in ratios]), t([0.0] * 4)
+    out = ppo_loss(new, old, t([1.0] * 4), old, old, old, old, t([1, 1, 1, 0]), COEFS)
+    k3 = [(r - 1) - math.log(r) for r in ratios[:3]]  # 0.094535, 0.193147, 0.004690
+    assert out["approx_kl"].item() == pytest.approx(sum(k3) / 3, abs=1e-6)
+    assert out["approx_kl"].item() == pytest.approx(0.0974573, abs=1e-6)
+    # |r - 1| > 0.2 for 1.5 and 0.5, not for 1.1: 2 of the 3 samples that count.
+    assert out["clip_frac"].item() == pytest.approx(2 / 3)
+    # Equal log-probs: no divergence and nothing clipped.
+    same = ppo_loss(old, old, t([1.0] * 4), old, old, old, old, t([1, 1, 1, 1]), COEFS)
+    assert same["approx_kl"].item() == 0.0 and same["clip_frac"].item() == 0.0
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_distributions_match_torch_distributions(seed):
+    generator = torch.Generator().manual_seed(seed)
+    # Categorical: random logits (some very peaked), actions drawn from them.
+    logits = torch.randn(512, 6, generator=generator) * torch.tensor([0.1, 1.0, 5.0, 20.0]).repeat(128)[:, None]
+    reference = torch.distributions.Categorical(logits=logits)
+    actions = reference.sample()
+    logp, entropy = ActionDist("categorical", 6).log_prob_entropy(logits, actions)
+    torch.testing.assert_close(logp, reference.log_prob(actions), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(entropy, reference.entropy(), rtol=1e-5, atol=1e-5)
+    # Gaussian (diagonal): means, log standard deviations from -3 to 2, actions near and far from the mean.
+    mean = torch.randn(512, 3, generator=generator) * 2
+    log_std = torch.rand(512, 3, generator=generator) * 5 - 3
+    normal = torch.distributions.Independent(torch.distributions.Normal(mean, log_std.exp()), 1)
+    actions = mean + torch.randn(512, 3, generator=generator) * log_std.exp() * 3
+    logp, entropy = ActionDist("gaussian", 3).log_prob_entropy(torch.cat([mean, log_std], -1), actions)
+    torch.testing.assert_close(logp, normal.log_prob(actions), rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(entropy, normal.entropy(), rtol=1e-5, atol=1e-5)

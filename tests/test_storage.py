@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from distrl.driver.checkpoint import CheckpointError
+from distrl.common.checkpoint import CheckpointError
 from distrl.driver.storage import RunStorage, StorageError
 from tests.conftest import ROOT, run_cli
 

@@ -6,7 +6,7 @@ import torch
 
 from distrl.config import load_config
 from distrl.envs import probe_spaces
-from distrl.learner import Learner
+from distrl.learner import Batch, Learner, TrainingSamples
 from distrl.ppo import gae
 from distrl.rollout import RolloutWorker
 
@@ -18,22 +18,21 @@ def make_worker(*overrides):
 
 def test_batch_shapes_and_reset_step_masking():
     _, worker = make_worker()
-    batch = worker.sample()
-    assert batch["obs"].shape == (65, 8, 4) and batch["values"].shape == (65, 8)
-    done = batch["terminated"] | batch["truncated"]
+    info, batch = worker.sample()
+    assert batch.obs.shape == (65, 8, 4) and batch.values.shape == (65, 8)
+    done = batch.terminated | batch.truncated
     assert done.any(), "a random CartPole policy ends episodes within 64 steps"
     # The step after every done is the env's reset step: invalid, zero reward, and not itself done.
     t, n = np.nonzero(done[:-1])
-    assert not batch["valid"][t + 1, n].any()
-    assert (batch["rewards"][t + 1, n] == 0).all()
+    assert not batch.valid[t + 1, n].any()
+    assert (batch.rewards[t + 1, n] == 0).all()
     assert not done[t + 1, n].any()
     # Every other step is valid.
-    expected_valid = np.ones_like(batch["valid"])
+    expected_valid = np.ones_like(batch.valid)
     expected_valid[1:] = ~done[:-1]
-    expected_valid[0] = batch["valid"][0]
-    np.testing.assert_array_equal(batch["valid"], expected_valid)
+    expected_valid[0] = batch.valid[0]
+    np.testing.assert_array_equal(batch.valid, expected_valid)
     # Episode bookkeeping counts only valid steps: returns are the lengths in CartPole.
-    info = batch["info"]
     assert info["episode_returns"] == [float(x) for x in info["episode_lengths"]]
     assert info["env_steps"] == 64 * 8
 
@@ -41,27 +40,27 @@ def test_batch_shapes_and_reset_step_masking():
 def test_masking_carries_across_batches():
     _, worker = make_worker()
     for _ in range(5):
-        previous_last_done = worker.prev_done.copy()
-        batch = worker.sample()
-        np.testing.assert_array_equal(batch["valid"][0], ~previous_last_done)
+        previous_last_done = worker.episodes.prev_done.copy()
+        info, batch = worker.sample()
+        np.testing.assert_array_equal(batch.valid[0], ~previous_last_done)
 
 
 def test_truncation_keeps_final_observation_for_bootstrap():
     # CartPole truncated after 5 steps: obs[t + 1] after a truncation is the final observation, not a reset one.
     config, worker = make_worker("env.kwargs={max_episode_steps: 5}", "env.vectorization=sync")
-    batch = worker.sample()
-    t, n = np.nonzero(batch["truncated"])
+    info, batch = worker.sample()
+    t, n = np.nonzero(batch.truncated)
     assert len(t) > 0
-    final_obs = batch["obs"][t + 1, n]
-    reset_obs = batch["obs"][np.minimum(t + 2, 64), n]
+    final_obs = batch.obs[t + 1, n]
+    reset_obs = batch.obs[np.minimum(t + 2, 64), n]
     # CartPole resets to |x| < 0.05 for every component; after 5 steps the final state has moved on.
     assert np.abs(reset_obs[t + 2 <= 64]).max() <= 0.05
     assert not np.allclose(final_obs, reset_obs)
     # GAE with this batch bootstraps from the final observation's value on truncation.
-    tensors = {k: torch.from_numpy(v) for k, v in batch.items() if k != "info"}
+    tensors = {k: torch.from_numpy(v) for k, v in batch.arrays().items()}
     adv, _ = gae(tensors["rewards"], tensors["values"], tensors["terminated"], tensors["truncated"], tensors["valid"], 0.99, 0.95)
     i, j = t[0], n[0]
-    expected = batch["rewards"][i, j] + 0.99 * batch["values"][i + 1, j] - batch["values"][i, j]
+    expected = batch.rewards[i, j] + 0.99 * batch.values[i + 1, j] - batch.values[i, j]
     assert adv[i, j].item() == np.float32(expected).item() or abs(adv[i, j].item() - expected) < 1e-5
 
 
@@ -69,90 +68,82 @@ def test_worker_acts_with_newest_weights():
     config, worker = make_worker()
     learner = Learner(config, *probe_spaces(worker.config.env))
     worker.set_weights(learner.get_weights())
-    batch = worker.sample()
-    metrics, weights = learner.update_and_get_weights(batch)
+    info, batch = worker.sample()
+    metrics = learner.update((info, batch))
+    weights = learner.get_weights()
     assert weights["version"] == 1 and metrics["policy_lag_mean"] == 0
     worker.set_weights(weights)
-    obs = batch["obs"][0]
+    obs = batch.obs[0]
     with torch.no_grad():
         expected, _ = learner.model(torch.from_numpy(obs))
     got, _ = worker.policy(obs)
     np.testing.assert_allclose(got, expected.numpy(), rtol=1e-5, atol=1e-6)
-    assert worker.sample()["info"]["policy_version"] == 1
+    assert worker.sample()[0]["policy_version"] == 1
 
 
 def test_lstm_worker_stores_chunk_states_and_starts():
     config, worker = make_worker("model.lstm_size=16", "model.shared_trunk=true", "ppo.seq_len=16")
-    batch = worker.sample()
-    assert batch["h0"].shape == (4, 8, 16) and batch["starts"].shape == (64, 8)
-    assert batch["starts"][0].all()  # first observation after reset
-    np.testing.assert_array_equal(batch["starts"][1:], ~batch["valid"][:-1])
-    np.testing.assert_array_equal(batch["h0"][0], 0)
+    info, batch = worker.sample()
+    assert batch.h0.shape == (4, 8, 16) and batch.starts.shape == (64, 8)
+    assert batch.starts[0].all()  # first observation after reset
+    np.testing.assert_array_equal(batch.starts[1:], ~batch.valid[:-1])
+    np.testing.assert_array_equal(batch.h0[0], 0)
     learner = Learner(config, *probe_spaces(worker.config.env))
-    metrics = learner.update(batch)
+    metrics = learner.update((info, batch))
     assert np.isfinite(metrics["loss_value"]) and metrics["gradient_steps"] > 0
 
 
 def test_gaussian_actions_clipped_at_env_only():
     _, worker = make_worker("env.id=Pendulum-v1", "env.vectorization=sync", "model.init_log_std=1.5")
-    batch = worker.sample()
-    assert np.abs(batch["actions"]).max() > 2.0  # stored unclipped, so log-probs stay exact
-    assert batch["actions"].shape == (64, 8, 1)
+    info, batch = worker.sample()
+    assert np.abs(batch.actions).max() > 2.0  # stored unclipped, so log-probs stay exact
+    assert batch.actions.shape == (64, 8, 1)
 
 
 def test_obs_normalisation_stats_merge():
     config, worker = make_worker("env.normalize_obs=true")
     learner = Learner(config, *probe_spaces(worker.config.env))
-    batch = worker.sample()
-    count, mean, var = batch["info"]["obs_stats"]
+    info, batch = worker.sample()
+    count, mean, var = info["obs_stats"]
     assert count == 64 * 8
-    learner.update(batch)
+    learner.update((info, batch))
     weights = learner.get_weights()
     np.testing.assert_allclose(weights["obs_norm"]["mean"], mean)
     worker.set_weights(weights)
-    batch2 = worker.sample()
-    assert np.abs(batch2["obs"]).max() <= config.env.obs_clip
+    _, batch2 = worker.sample()
+    assert np.abs(batch2.obs).max() <= config.env.obs_clip
 
 
 def test_learner_reproduces_behaviour_log_probs_for_lstm():
-    """Before any gradient step the learner's unroll must give exactly the worker's log-probs and values."""
-    from distrl.learner import join_shards
-
+    """Before any gradient step the learner's unroll of its training sequences must give exactly the worker's
+    log-probs and values: the sequences line up with the LSTM states recorded at their starts."""
     config, worker = make_worker("model.lstm_size=16", "model.shared_trunk=true", "ppo.seq_len=16")
     learner = Learner(config, *probe_spaces(worker.config.env))
     for _ in range(2):
         worker.set_weights(learner.get_weights())
-        batch = worker.sample()
-        data = {k: torch.from_numpy(v) for k, v in join_shards([batch]).items()}
-        steps, n, seq = 64, 8, 16
-
-        def chunks(x):
-            return x.reshape(steps // seq, seq, n, *x.shape[2:]).transpose(0, 1).reshape(seq, -1, *x.shape[2:])
-
+        info, batch = worker.sample()
+        data = {k: torch.from_numpy(v) for k, v in batch.arrays().items()}
+        zeros = torch.zeros(64, 8)
+        seq = TrainingSamples.from_rollout(data, zeros, zeros, seq_len=16).tensors  # [S, L, ...]
+        time_major = {k: seq[k].transpose(0, 1) for k in ("obs", "starts", "actions", "logp", "values")}
         with torch.no_grad():
-            pd, values = learner.model.forward_sequence(
-                chunks(data["obs"][:-1]), data["h0"].reshape(-1, 16), data["c0"].reshape(-1, 16), chunks(data["starts"])
-            )
-            logp, _ = learner.model.dist.log_prob_entropy(pd.reshape(-1, 2), chunks(data["actions"]).reshape(-1))
-        torch.testing.assert_close(logp, chunks(data["logp"]).reshape(-1), rtol=0, atol=1e-5)
-        torch.testing.assert_close(values, chunks(data["values"][:-1]), rtol=0, atol=1e-5)
-        learner.update(batch)
+            pd, values = learner.model.forward_sequence(time_major["obs"], seq["h0"], seq["c0"], time_major["starts"])
+            logp, _ = learner.model.dist.log_prob_entropy(pd.reshape(-1, 2), time_major["actions"].reshape(-1))
+        torch.testing.assert_close(logp, time_major["logp"].reshape(-1), rtol=0, atol=1e-5)
+        torch.testing.assert_close(values, time_major["values"], rtol=0, atol=1e-5)
+        learner.update((info, batch))
 
 
 def test_batch_splits_into_equal_learner_shards_and_joins_back():
-    from distrl.learner import join_shards, split_batch
-
     config, worker = make_worker("model.lstm_size=16", "model.shared_trunk=true", "ppo.seq_len=16")
-    batch = worker.sample()
-    info, shards = split_batch(batch, 4)
-    assert info is batch["info"] and len(shards) == 4
-    for key, array in batch.items():
-        if key == "info":
-            continue
-        assert all(s[key].shape == array.shape[:1] + (array.shape[1] // 4,) + array.shape[2:] for s in shards), key
-        np.testing.assert_array_equal(join_shards(shards)[key], array)
-    assert sum(a.nbytes for s in shards for a in s.values()) == info["batch_bytes"]
-    info, (whole,) = split_batch(batch, 1)
-    assert whole["obs"] is not batch["obs"] and np.shares_memory(whole["obs"], batch["obs"])  # views, not copies
+    info, batch = worker.sample()
+    shards = batch.split(4)
+    assert len(shards) == 4
+    for key, array in batch.arrays().items():
+        assert all(s.arrays()[key].shape == array.shape[:1] + (array.shape[1] // 4,) + array.shape[2:] for s in shards), key
+        np.testing.assert_array_equal(Batch.concat(shards).arrays()[key], array)
+    assert sum(s.nbytes for s in shards) == info["batch_bytes"] == batch.nbytes
+    (whole,) = batch.split(1)
+    assert whole.obs is not batch.obs and np.shares_memory(whole.obs, batch.obs)  # views, not copies
     with pytest.raises(ValueError, match="8 envs do not split into 3 equal learner shards"):
-        split_batch(batch, 3)
+        batch.split(3)

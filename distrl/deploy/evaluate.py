@@ -9,10 +9,11 @@ import numpy as np
 import torch
 
 from distrl.config import Config, ConfigError, config_from_dict
-from distrl.driver.checkpoint import CheckpointError, load_checkpoint
+from distrl.common.checkpoint import CheckpointError, load_checkpoint
 from distrl.envs import check_env_trust, make_vec_env, probe_spaces
+from distrl.envs.episodes import EpisodeTracker
 from distrl.models import ActorCritic, build_model
-from distrl.rollout.obs_norm import RunningMeanStd
+from distrl.common.running_mean_std import RunningMeanStd
 
 
 def policy_from_checkpoint(path: str | Path, env_id: str | None = None, trusted_envs: Collection[str] = ()
@@ -51,12 +52,10 @@ def evaluate(path: str | Path, episodes: int = 10, deterministic: bool = True, s
     envs = make_vec_env(config.env.model_copy(update={"num_envs_per_worker": num_envs}))
     obs, _ = envs.reset(seed=seed)
     rng = np.random.default_rng(seed)
-    returns: list[float] = []
-    running = np.zeros(num_envs)
-    prev_done = np.zeros(num_envs, dtype=bool)
+    tracker = EpisodeTracker(num_envs)
     h, c = model.initial_state(num_envs) if model.is_recurrent else (None, None)
     start = np.ones(num_envs, dtype=bool)
-    while len(returns) < episodes:
+    while len(tracker.returns) < episodes:
         x = rms.normalize(obs, config.env.obs_clip) if rms is not None else obs
         with torch.inference_mode():
             if model.is_recurrent:
@@ -69,13 +68,6 @@ def evaluate(path: str | Path, episodes: int = 10, deterministic: bool = True, s
         if model.dist.kind == "gaussian":
             actions = np.clip(actions, envs.single_action_space.low, envs.single_action_space.high)
         obs, reward, terminated, truncated, _ = envs.step(actions)
-        valid = ~prev_done
-        start = ~valid
-        running += np.where(valid, reward, 0.0)
-        done = (terminated | truncated) & valid
-        for i in np.flatnonzero(done):
-            returns.append(float(running[i]))
-            running[i] = 0.0
-        prev_done = done
+        start = ~tracker.step(reward, terminated, truncated)  # after a reset step, an episode starts
     envs.close()
-    return np.asarray(returns[:episodes])
+    return np.asarray(tracker.returns[:episodes])

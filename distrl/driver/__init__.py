@@ -9,9 +9,6 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
-    "CheckpointError": "distrl.driver.checkpoint",
-    "load_checkpoint": "distrl.driver.checkpoint",
-    "save_checkpoint": "distrl.driver.checkpoint",
     "Driver": "distrl.driver.driver",
     "connect_ray": "distrl.driver.driver",
     "PlacementError": "distrl.driver.placement",

@@ -28,7 +28,7 @@ from rich.markup import escape
 from distrl.config import Config, config_to_yaml
 from distrl.driver import report
 from distrl.driver.actors import RunActors
-from distrl.driver.checkpoint import load_checkpoint, save_checkpoint
+from distrl.common.checkpoint import load_checkpoint, save_checkpoint
 from distrl.driver.connection import RayTarget, resolve_target
 from distrl.driver.metrics import MetricsWriter
 from distrl.driver.placement import PlacementError, impossible_requests

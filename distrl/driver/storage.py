@@ -15,7 +15,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from distrl.driver.checkpoint import CheckpointError, checkpoint_dir, list_checkpoints
+from distrl.common.checkpoint import CheckpointError, checkpoint_dir, list_checkpoints
 
 RUN_FILES = ("config.yaml", "placement.json", "metrics.jsonl")
 TENSORBOARD_GLOB = "events.out.tfevents.*"

@@ -1,29 +1,140 @@
-"""Worker batches on their way to learners: split by learner rank at the worker, joined at the learner.
+"""The batch a worker hands the learners, and the samples the PPO update draws minibatches from.
 
-A batch is a dict of numpy arrays whose axis 1 is the env axis (``obs [T+1, N, ...]``,
-``rewards [T, N]``, LSTM ``h0 [T/seq_len, N, H]``...) plus ``info``, the worker's small
-report. With N learners a worker returns its info and N shards, equal slices of its envs,
-and learner r fetches only shard r of every worker: each learner moves batch / N bytes.
+``Batch``: one worker's rollout as numpy arrays, time on axis 0 and envs on axis 1. With N
+learners a worker splits it into N shards, equal slices of its envs, and learner r fetches only
+shard r of every worker (``split`` / ``concat``): each learner moves batch / N bytes.
+
+``TrainingSamples``: the tensors the loss reads (the batch plus advantages and returns), with a
+minibatch iterator in the manner of SB3's rollout buffer ``get(batch_size)``. Feed-forward
+models train on single steps; recurrent ones on sequences of ``ppo.seq_len`` steps that start
+from the LSTM state recorded at sampling time (truncated BPTT).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass, fields
+
 import numpy as np
-
-ENV_AXIS_KEYS = ("obs", "actions", "logp", "values", "rewards", "terminated", "truncated", "valid", "starts", "h0", "c0")
-
-
-def split_batch(batch: dict, num_shards: int) -> tuple[dict, list[dict]]:
-    """``(info, shards)``: ``num_shards`` equal, contiguous env slices of a worker batch (views, no copies)."""
-    num_envs = batch["rewards"].shape[1]
-    if num_envs % num_shards:
-        raise ValueError(f"{num_envs} envs do not split into {num_shards} equal learner shards")
-    size = num_envs // num_shards
-    arrays = {k: v for k, v in batch.items() if k in ENV_AXIS_KEYS}
-    shards = [{k: v[:, r * size : (r + 1) * size] for k, v in arrays.items()} for r in range(num_shards)]
-    return batch.get("info", {}), shards
+import torch
 
 
-def join_shards(shards: list[dict]) -> dict:
-    """Concatenate shards (one per worker) along the env axis."""
-    return {k: np.concatenate([s[k] for s in shards], axis=1) for k in ENV_AXIS_KEYS if k in shards[0]}
+@dataclass
+class Batch:
+    obs: np.ndarray  # [T+1, N, *obs_shape] as the policy saw them (row T: for the bootstrap value)
+    actions: np.ndarray  # [T, N, *action_shape], unclipped
+    logp: np.ndarray  # [T, N] behaviour log-probabilities
+    values: np.ndarray  # [T+1, N]
+    rewards: np.ndarray  # [T, N]
+    terminated: np.ndarray  # [T, N] bool
+    truncated: np.ndarray  # [T, N] bool
+    valid: np.ndarray  # [T, N] bool; False on NEXT_STEP reset steps and env errors
+    starts: np.ndarray | None = None  # LSTM: [T, N] bool, an episode starts at this observation
+    h0: np.ndarray | None = None  # LSTM: [T/seq_len, N, H] state at the start of each chunk
+    c0: np.ndarray | None = None
+
+    @classmethod
+    def empty(cls, steps: int, num_envs: int, obs_space, action_shape: tuple, action_dtype,
+              lstm: tuple[int, int] | None = None) -> Batch:  # fmt: skip
+        """Uninitialised arrays for ``steps`` steps; ``lstm`` = ``(seq_len, hidden size)`` for recurrent models."""
+        obs_dtype = np.uint8 if obs_space.dtype == np.uint8 else np.float32
+        step = lambda dtype: np.empty((steps, num_envs), dtype=dtype)  # noqa: E731
+        batch = cls(
+            obs=np.empty((steps + 1, num_envs, *obs_space.shape), dtype=obs_dtype),
+            actions=np.empty((steps, num_envs, *action_shape), dtype=action_dtype),
+            logp=step(np.float32),
+            values=np.empty((steps + 1, num_envs), dtype=np.float32),
+            rewards=step(np.float32),
+            terminated=step(bool),
+            truncated=step(bool),
+            valid=step(bool),
+        )
+        if lstm is not None:
+            seq_len, hidden = lstm
+            batch.starts = step(bool)
+            batch.h0 = np.empty((steps // seq_len, num_envs, hidden), dtype=np.float32)
+            batch.c0 = np.empty_like(batch.h0)
+        return batch
+
+    @property
+    def num_envs(self) -> int:
+        return self.rewards.shape[1]
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The arrays present (LSTM fields only for recurrent models), by field name."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+    @property
+    def nbytes(self) -> int:
+        return sum(array.nbytes for array in self.arrays().values())
+
+    def split(self, num_shards: int) -> list[Batch]:
+        """``num_shards`` equal, contiguous env slices (views, no copies)."""
+        if self.num_envs % num_shards:
+            raise ValueError(f"{self.num_envs} envs do not split into {num_shards} equal learner shards")
+        size = self.num_envs // num_shards
+        return [Batch(**{k: v[:, r * size : (r + 1) * size] for k, v in self.arrays().items()}) for r in range(num_shards)]
+
+    @staticmethod
+    def concat(batches: list[Batch]) -> Batch:
+        """Batches (one per worker, or shards) side by side along the env axis."""
+        keys = batches[0].arrays()
+        return Batch(**{k: np.concatenate([b.arrays()[k] for b in batches], axis=1) for k in keys})
+
+
+@dataclass
+class TrainingSamples:
+    """Tensors the loss reads, indexed along axis 0 by unit: a step, or (recurrent) a sequence.
+
+    Feed-forward: ``[U]``-leading tensors with U = T * N steps. Recurrent: ``[S, L, ...]``
+    with S = (T / L) * N sequences of L = ``seq_len`` steps (sequence s = chunk * N + env), and
+    ``h0``, ``c0`` ``[S, H]``. ``mask`` is 0 on steps that take no part in the loss; they stay in
+    so that every minibatch has a fixed shape (one compiled graph).
+    """
+
+    tensors: dict[str, torch.Tensor]
+    recurrent: bool
+
+    @classmethod
+    def from_rollout(cls, data: dict[str, torch.Tensor], advantages: torch.Tensor, returns: torch.Tensor,
+                     seq_len: int | None = None) -> TrainingSamples:  # fmt: skip
+        """``data``: a ``Batch``'s arrays as tensors; ``advantages``, ``returns`` ``[T, N]``; ``seq_len`` for LSTMs."""
+        per_step = {
+            "obs": data["obs"][:-1],
+            "actions": data["actions"],
+            "logp": data["logp"],
+            "values": data["values"][:-1],
+            "advantages": advantages,
+            "returns": returns,
+            "mask": data["valid"].float(),
+        }
+        if seq_len is None:
+            return cls({k: v.reshape(-1, *v.shape[2:]) for k, v in per_step.items()}, recurrent=False)
+        steps, n = advantages.shape
+        if steps % seq_len:
+            raise ValueError(f"{steps} steps do not split into sequences of {seq_len}")
+        per_step["starts"] = data["starts"]
+
+        def sequences(x: torch.Tensor) -> torch.Tensor:
+            # [T, N, ...] -> [T/L, L, N, ...] -> [T/L, N, L, ...] -> [S, L, ...]
+            return x.reshape(steps // seq_len, seq_len, n, *x.shape[2:]).transpose(1, 2).reshape(-1, seq_len, *x.shape[2:])
+
+        tensors = {k: sequences(v) for k, v in per_step.items()}
+        tensors["h0"] = data["h0"].reshape(-1, data["h0"].shape[-1])
+        tensors["c0"] = data["c0"].reshape(-1, data["c0"].shape[-1])
+        return cls(tensors, recurrent=True)
+
+    def __len__(self) -> int:
+        """Units: steps, or sequences."""
+        return self.tensors["mask"].shape[0]
+
+    @property
+    def num_samples(self) -> int:
+        """Steps, masked ones included."""
+        return self.tensors["mask"].numel()
+
+    def minibatches(self, num_minibatches: int, generator: torch.Generator) -> Iterator[dict[str, torch.Tensor]]:
+        """One epoch: a random permutation of the units in ``num_minibatches`` near-equal minibatches."""
+        perm = torch.randperm(len(self), generator=generator).to(self.tensors["mask"].device)
+        for index in torch.tensor_split(perm, min(num_minibatches, len(self))):
+            yield {k: v[index] for k, v in self.tensors.items()}

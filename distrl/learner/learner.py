@@ -20,10 +20,10 @@ from torch import nn
 
 from distrl.compile.dynamo_stats import dynamo_counts
 from distrl.config.schema import Config
-from distrl.learner.batch import join_shards, split_batch
+from distrl.learner.batch import Batch, TrainingSamples
 from distrl.models import build_model
 from distrl.ppo import PPOLossCoefs, gae, ppo_loss
-from distrl.rollout.obs_norm import RunningMeanStd
+from distrl.common.running_mean_std import RunningMeanStd
 
 class _TrainForward(nn.Module):
     """Routes training forwards through one ``forward`` so DDP sees (and syncs) every call."""
@@ -178,20 +178,19 @@ class Learner:
             return self.config.ppo.lr
         return self.config.ppo.lr * max(0.0, 1.0 - self.trained_env_steps / total)
 
-    def _to_tensors(self, batch: dict) -> dict[str, torch.Tensor]:
+    def _to_tensors(self, batch: Batch) -> dict[str, torch.Tensor]:
         pin = self.device.type == "cuda"
         out = {}
-        for key, value in batch.items():
+        for key, value in batch.arrays().items():
             tensor = torch.from_numpy(value)
             if pin:
                 tensor = tensor.pin_memory()
             out[key] = tensor.to(self.device, non_blocking=pin)
         return out
 
-    def update(self, *batches: dict) -> dict:
-        """One PPO update on this rank's shard of each whole worker batch; returns metrics."""
-        split = [split_batch(batch, self.world_size) for batch in batches]
-        return self._update([info for info, _ in split], [shards[self.rank] for _, shards in split])
+    def update(self, *samples: tuple[dict, Batch]) -> dict:
+        """One PPO update on this rank's shard of each worker's ``(info, batch)`` (``RolloutWorker.sample``)."""
+        return self._update([info for info, _ in samples], [batch.split(self.world_size)[self.rank] for _, batch in samples])
 
     def update_refs(self, info_refs: tuple, shard_refs: tuple) -> dict:
         """One PPO update, fetching every worker's info and this rank's shard of each batch by ref (under Ray)."""
@@ -204,14 +203,14 @@ class Learner:
         metrics = self.update_refs(info_refs, shard_refs)
         return metrics, self.get_weights(), self.state()
 
-    def _update(self, infos: list[dict], shards: list[dict]) -> dict:
+    def _update(self, infos: list[dict], shards: list[Batch]) -> dict:
         start = time.perf_counter()
         cfg = self.config.ppo
         if self.obs_rms is not None:
             for info in infos:  # every rank merges every worker's stats, so all ranks agree
                 if info["obs_stats"] is not None:
                     self.obs_rms.merge(*info["obs_stats"])
-        data = self._to_tensors(join_shards(shards))
+        data = self._to_tensors(Batch.concat(shards))
         rewards = data["rewards"] * cfg.reward_scale
         if cfg.reward_clip is not None:
             rewards = rewards.clamp(-cfg.reward_clip, cfg.reward_clip)
@@ -223,10 +222,8 @@ class Learner:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
 
-        if self.model.is_recurrent:
-            stats = self._run_epochs(*self._recurrent_samples(data, advantages, returns))
-        else:
-            stats = self._run_epochs(*self._feedforward_samples(data, advantages, returns))
+        seq_len = cfg.seq_len if self.model.is_recurrent else None
+        stats = self._run_epochs(TrainingSamples.from_rollout(data, advantages, returns, seq_len))
 
         env_steps = sum(info["env_steps"] for info in infos)
         self.trained_env_steps += env_steps
@@ -235,7 +232,7 @@ class Learner:
         explained_var = float(1 - (valid - values).var() / valid.var().clamp(min=1e-8))
         metrics = {
             **stats,
-            "learner_batch_bytes": sum(array.nbytes for shard in shards for array in shard.values()),
+            "learner_batch_bytes": sum(shard.nbytes for shard in shards),
             "lr": lr,
             "explained_variance": explained_var,
             "skipped_updates": self.skipped_updates,
@@ -252,55 +249,10 @@ class Learner:
         self.version += 1
         return metrics
 
-    def update_and_get_weights(self, *batches: dict) -> tuple[dict, dict]:
-        metrics = self.update(*batches)
-        return metrics, self.get_weights()
-
     def _num_minibatches(self, samples_per_rank: int) -> int:
         """Equal on every rank (shards are equal), so DDP ranks take the same number of steps."""
         per_rank = max(1, self.config.ppo.minibatch_size // self.world_size)
         return max(1, samples_per_rank // per_rank)
-
-    def _feedforward_samples(self, data, advantages, returns) -> tuple[dict, int]:
-        """Flat ``[T*N]`` samples; reset steps stay in (masked) so every minibatch has a fixed shape."""
-
-        def flat(x: torch.Tensor) -> torch.Tensor:
-            return x.reshape(-1, *x.shape[2:])
-
-        samples = {
-            "obs": flat(data["obs"][:-1]),
-            "actions": flat(data["actions"]),
-            "logp": flat(data["logp"]),
-            "values": flat(data["values"][:-1]),
-            "advantages": flat(advantages),
-            "returns": flat(returns),
-            "mask": flat(data["valid"]).float(),
-        }
-        return samples, samples["mask"].shape[0]
-
-    def _recurrent_samples(self, data, advantages, returns) -> tuple[dict, int]:
-        """Sequences of ``ppo.seq_len`` steps: tensors ``[L, S, ...]`` and chunk-start states ``[S, H]``."""
-        seq_len = self.config.ppo.seq_len
-        steps, n = data["rewards"].shape
-
-        def chunks(x: torch.Tensor) -> torch.Tensor:
-            # [T, N, ...] -> [L, S, ...] with S = (T / L) * N sequences, sequence s = chunk * N + env
-            return x.reshape(steps // seq_len, seq_len, n, *x.shape[2:]).transpose(0, 1).reshape(seq_len, -1, *x.shape[2:])
-
-        samples = {
-            "obs": chunks(data["obs"][:-1]),
-            "actions": chunks(data["actions"]),
-            "logp": chunks(data["logp"]),
-            "values": chunks(data["values"][:-1]),
-            "advantages": chunks(advantages),
-            "returns": chunks(returns),
-            "starts": chunks(data["starts"]),
-            "mask": chunks(data["valid"]).float(),
-        }
-        samples = {k: v.transpose(0, 1) for k, v in samples.items()}  # sequence-major for indexing: [S, L, ...]
-        samples["h0"] = data["h0"].reshape(-1, data["h0"].shape[-1])
-        samples["c0"] = data["c0"].reshape(-1, data["c0"].shape[-1])
-        return samples, samples["h0"].shape[0]
 
     def _loss_terms(self, mb: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Forward and PPO loss for one minibatch (the part torch.compile compiles)."""
@@ -323,17 +275,17 @@ class Learner:
         return ppo_loss(new_logp, flat("logp"), flat("advantages"), new_values, flat("values"), flat("returns"),
                         entropy, flat("mask"), self.coefs)  # fmt: skip
 
-    def _run_epochs(self, samples: dict, num_units: int) -> dict:
+    def _run_epochs(self, samples: TrainingSamples) -> dict:
+        """CleanRL's loop: ``ppo.epochs`` passes over the samples in minibatches, KL early stop."""
         cfg = self.config.ppo
-        num_mb = min(num_units, self._num_minibatches(samples["mask"].numel()))
+        num_mb = self._num_minibatches(samples.num_samples)
         totals: dict[str, float] = {}
         count = 0
         early_stop = False
         params = list(self.model.parameters())
         for _epoch in range(cfg.epochs):
-            perm = torch.randperm(num_units, generator=self.generator).to(self.device)
-            for index in torch.tensor_split(perm, num_mb):
-                parts = self.loss_fn({k: v[index] for k, v in samples.items()})
+            for minibatch in samples.minibatches(num_mb, self.generator):
+                parts = self.loss_fn(minibatch)
                 self.optimizer.zero_grad(set_to_none=True)
                 self.scaler.scale(parts["loss"]).backward()
                 self.scaler.unscale_(self.optimizer)

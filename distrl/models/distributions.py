@@ -31,10 +31,6 @@ class ActionDist:
         raise ValueError(f"action space {space} is not supported (Discrete or 1-d Box)")
 
     @property
-    def num_params(self) -> int:
-        return self.action_dim if self.kind == "categorical" else 2 * self.action_dim
-
-    @property
     def action_shape(self) -> tuple[int, ...]:
         return () if self.kind == "categorical" else (self.action_dim,)
 

@@ -25,6 +25,12 @@ def gae(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Advantages and value targets ``[T, N]``; both are zero on invalid steps."""
     steps = rewards.shape[0]
+    expected = {"values": (steps + 1, *rewards.shape[1:]), "terminated": rewards.shape, "truncated": rewards.shape,
+                "valid": rewards.shape}  # fmt: skip
+    for name, tensor in (("values", values), ("terminated", terminated), ("truncated", truncated), ("valid", valid)):
+        if tuple(tensor.shape) != tuple(expected[name]):
+            raise ValueError(f"gae: {name} has shape {tuple(tensor.shape)}, expected {tuple(expected[name])} "
+                             f"(rewards {tuple(rewards.shape)})")  # fmt: skip
     not_terminated = 1.0 - terminated.float()
     not_done = 1.0 - (terminated | truncated).float()
     valid_f = valid.float()
@@ -38,21 +44,3 @@ def gae(
     returns = (advantages + values[:-1]) * valid_f
     return advantages, returns
 
-
-def gae_reference(rewards, values, terminated, truncated, valid, gamma, gae_lambda):
-    """Plain per-env, per-step loop of the same computation, kept for the equivalence test."""
-    steps, envs = len(rewards), len(rewards[0])
-    advantages = [[0.0] * envs for _ in range(steps)]
-    for n in range(envs):
-        next_advantage = 0.0
-        for t in reversed(range(steps)):
-            if not valid[t][n]:
-                next_advantage = 0.0
-                continue
-            bootstrap = 0.0 if terminated[t][n] else gamma * float(values[t + 1][n])
-            delta = float(rewards[t][n]) + bootstrap - float(values[t][n])
-            carry = 0.0 if (terminated[t][n] or truncated[t][n]) else gamma * gae_lambda * next_advantage
-            advantages[t][n] = delta + carry
-            next_advantage = advantages[t][n]
-    returns = [[advantages[t][n] + float(values[t][n]) if valid[t][n] else 0.0 for n in range(envs)] for t in range(steps)]
-    return advantages, returns

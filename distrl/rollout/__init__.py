@@ -1,6 +1,5 @@
 """Rollout workers (plain classes; the driver makes them Ray actors)."""
 
-from distrl.rollout.obs_norm import RunningMeanStd
 from distrl.rollout.worker import RolloutWorker
 
-__all__ = ["RolloutWorker", "RunningMeanStd"]
+__all__ = ["RolloutWorker"]

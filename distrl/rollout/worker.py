@@ -20,9 +20,10 @@ from distrl.compile.build import CheckedPolicy
 from distrl.compile.dynamo_stats import dynamo_counts
 from distrl.config.schema import Config
 from distrl.envs import make_vec_env
-from distrl.learner.batch import split_batch
+from distrl.envs.episodes import EpisodeTracker
+from distrl.learner.batch import Batch
 from distrl.models import build_model
-from distrl.rollout.obs_norm import RunningMeanStd
+from distrl.common.running_mean_std import RunningMeanStd
 
 
 class RolloutWorker:
@@ -54,10 +55,8 @@ class RolloutWorker:
         self.startup_s = time.perf_counter() - start
         self.shared_artifacts = bool(artifacts)
         self.compile_counts = dynamo_counts()
-        self.prev_done = np.zeros(self.num_envs, dtype=bool)
+        self.episodes = EpisodeTracker(self.num_envs, config.env.action_repeat)
         self.next_is_start = np.ones(self.num_envs, dtype=bool)
-        self.episode_return = np.zeros(self.num_envs, dtype=np.float64)
-        self.episode_len = np.zeros(self.num_envs, dtype=np.int64)
         low, high = getattr(self.envs.single_action_space, "low", None), getattr(self.envs.single_action_space, "high", None)
         self.action_bounds = (low, high) if self.dist.kind == "gaussian" else None
 
@@ -105,96 +104,73 @@ class RolloutWorker:
             return np.clip(actions, *self.action_bounds)
         return actions
 
-    def sample(self, weights: dict | None = None) -> dict:
-        """Collect ``rollout_length`` steps from every env; returns a batch of numpy arrays.
+    def sample(self, weights: dict | None = None) -> tuple[dict, Batch]:
+        """Collect ``rollout_length`` steps from every env: ``(info, batch)``.
 
-        Keys: ``obs [T+1, N, ...]`` (as the policy saw them), ``actions [T, N, ...]``,
-        ``logp``, ``rewards``, ``terminated``, ``truncated``, ``valid`` ``[T, N]``,
-        ``values [T+1, N]``; for LSTM models ``starts [T, N]`` and ``h0``, ``c0``
-        ``[T/seq_len, N, H]``; and ``info`` (version, episodes, timings, obs stats).
+        ``info`` is the small report the driver aggregates (version, episodes, timings, backend,
+        errors) and the learner reads (env steps, observation statistics).
         """
         if weights is not None:
             self.set_weights(weights)
         start = time.perf_counter()
         steps, n = self.config.rollout.rollout_length, self.num_envs
         obs_space = self.envs.single_observation_space
-        obs_dtype = np.uint8 if obs_space.dtype == np.uint8 else np.float32
-        batch = {
-            "obs": np.empty((steps + 1, n, *obs_space.shape), dtype=obs_dtype),
-            "actions": np.empty((steps, n, *self.dist.action_shape), dtype=self.dist.action_dtype),
-            "logp": np.empty((steps, n), dtype=np.float32),
-            "values": np.empty((steps + 1, n), dtype=np.float32),
-            "rewards": np.empty((steps, n), dtype=np.float32),
-            "terminated": np.empty((steps, n), dtype=bool),
-            "truncated": np.empty((steps, n), dtype=bool),
-            "valid": np.empty((steps, n), dtype=bool),
-        }
         recurrent = self.model.is_recurrent
         if recurrent:
             seq_len = self.config.ppo.seq_len
-            batch["starts"] = np.empty((steps, n), dtype=bool)
-            batch["h0"] = np.empty((steps // seq_len, n, self.model.lstm_size), dtype=np.float32)
-            batch["c0"] = np.empty_like(batch["h0"])
+        batch = Batch.empty(steps, n, obs_space, self.dist.action_shape, self.dist.action_dtype,
+                            (seq_len, self.model.lstm_size) if recurrent else None)  # fmt: skip
+        obs_dtype = batch.obs.dtype
         raw_obs_seen = np.empty((steps + 1, n, *obs_space.shape), dtype=obs_dtype) if self.config.env.normalize_obs else None
-        episode_returns, episode_lengths = [], []
         env_errors, error_messages = 0, []
         no_error = np.zeros(n, dtype=bool)
         policy_s = 0.0
-        repeat = self.config.env.action_repeat
 
         for t in range(steps + 1):
             obs = self._observe(self.raw_obs)
-            batch["obs"][t] = obs
+            batch.obs[t] = obs
             if raw_obs_seen is not None:
                 raw_obs_seen[t] = self.raw_obs
             tick = time.perf_counter()
             if recurrent:
                 if t < steps and t % seq_len == 0:
-                    batch["h0"][t // seq_len], batch["c0"][t // seq_len] = self.h, self.c
+                    batch.h0[t // seq_len], batch.c0[t // seq_len] = self.h, self.c
                 keep = (~self.next_is_start).astype(np.float32)[:, None]
                 pd_params, value, h, c = self.policy(obs, self.h * keep, self.c * keep)
             else:
                 pd_params, value = self.policy(obs)
-            batch["values"][t] = value
+            batch.values[t] = value
             if t == steps:  # bootstrap value only; the next batch starts from this observation
                 policy_s += time.perf_counter() - tick
                 break
             actions, logp = self.dist.sample_numpy(pd_params, self.rng)
             policy_s += time.perf_counter() - tick
             if recurrent:
-                batch["starts"][t] = self.next_is_start
+                batch.starts[t] = self.next_is_start
                 self.h, self.c = h, c
-            batch["actions"][t], batch["logp"][t] = actions, logp
+            batch.actions[t], batch.logp[t] = actions, logp
 
             self.raw_obs, reward, terminated, truncated, env_info = self.envs.step(self._env_actions(actions))
-            valid = ~self.prev_done  # False on the env's NEXT_STEP reset step
-            error = env_info.get("_env_error", no_error) & valid
-            if error.any():  # the env raised and was reset: keep the step out of the loss and the statistics
+            raw_error = env_info.get("_env_error", no_error)  # the env raised and was reset
+            valid = self.episodes.step(reward, terminated, truncated, raw_error)  # False on NEXT_STEP reset steps
+            error = raw_error & valid
+            if error.any():  # keep the step out of the loss and the statistics
                 env_errors += int(error.sum())
                 error_messages.extend(str(m) for m in env_info["env_error"][error][:3])
-            batch["rewards"][t], batch["terminated"][t], batch["truncated"][t] = reward, terminated, truncated
-            batch["valid"][t] = valid & ~error
+            batch.rewards[t], batch.terminated[t], batch.truncated[t] = reward, terminated, truncated
+            batch.valid[t] = valid & ~error
             self.next_is_start = ~valid  # the observation after a reset step starts an episode
-            ended = terminated | truncated  # the env autoresets on its next step
-            self.episode_return += np.where(valid, reward, 0.0)
-            self.episode_len += valid
-            finished = ended & valid & ~error
-            if finished.any():
-                episode_returns.extend(self.episode_return[finished].tolist())
-                episode_lengths.extend((self.episode_len[finished] * repeat).tolist())
-            self.episode_return[ended] = 0.0
-            self.episode_len[ended] = 0
-            self.prev_done = ended
 
+        episode_returns, episode_lengths = self.episodes.pop()
         obs_stats = None
         if raw_obs_seen is not None:
             feature_dims = len(obs_space.shape)
             obs_stats = RunningMeanStd.batch_stats(raw_obs_seen[:steps], feature_dims)
-        batch["info"] = {
+        info = {
             "worker_index": self.worker_index,
-            "batch_bytes": sum(array.nbytes for array in batch.values()),
+            "batch_bytes": batch.nbytes,
             "policy_version": self.policy_version,
-            "env_steps": steps * n * repeat,
+            "env_steps": steps * n * self.config.env.action_repeat,
             "episode_returns": episode_returns,
             "episode_lengths": episode_lengths,
             "sample_s": time.perf_counter() - start,
@@ -209,7 +185,7 @@ class RolloutWorker:
             "incarnation": self.incarnation,
             "seed": self.seed,
         }
-        return batch
+        return info, batch
 
     def sample_shards(self, weights: dict | None = None, num_shards: int = 1) -> tuple[dict, ...]:
         """``sample``, returned as ``(info, shard_0, ..., shard_{n-1})`` for ``num_shards`` learners.
@@ -217,8 +193,8 @@ class RolloutWorker:
         Under Ray each element is its own object: the coordinator gathers ``info`` (a few hundred
         bytes) for the driver, and learner r fetches only ``shard_r``.
         """
-        info, shards = split_batch(self.sample(weights), num_shards)
-        return (info, *shards)
+        info, batch = self.sample(weights)
+        return (info, *batch.split(num_shards))
 
 
 def _restarted_by_ray() -> bool:
