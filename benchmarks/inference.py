@@ -22,7 +22,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, spread, time_calls, write_results  # noqa: E402
+from benchmarks.common import (  # noqa: E402
+    add_results_dir_argument,
+    machine_info,
+    markdown_table,
+    print_machine,
+    spread,
+    time_calls,
+    write_results,
+)
 from distrl.compile import EagerPolicy, available_backends, build_inference_policy, check_against_eager  # noqa: E402
 from distrl.compile.dynamo_stats import dynamo_counts  # noqa: E402
 from distrl.config import load_config  # noqa: E402

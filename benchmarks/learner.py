@@ -19,7 +19,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, spread, write_results  # noqa: E402
+from benchmarks.common import (  # noqa: E402
+    add_results_dir_argument,
+    machine_info,
+    markdown_table,
+    print_machine,
+    spread,
+    write_results,
+)
 from distrl.config import load_config  # noqa: E402
 from distrl.learner import Learner  # noqa: E402
 from distrl.rollout import RolloutWorker  # noqa: E402

@@ -226,8 +226,8 @@ def main(argv: list[str] | None = None) -> int:
         # Tasks the driver abandons when a run stops (the next samples) would print Ray's "Unhandled error"
         # dumps ahead of distrl's own one-line answer; every error distrl waits on is reported by distrl.
         os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
-    from distrl.config import ConfigError
     from distrl.common.checkpoint import CheckpointError
+    from distrl.config import ConfigError
     from distrl.driver import PlacementError
     from distrl.driver.storage import StorageError
     from distrl.envs import EnvFailure, EnvSpecError

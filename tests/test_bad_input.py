@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 import torch
 
+from distrl.common.checkpoint import save_checkpoint
 from distrl.compile import available_backends
 from distrl.config import load_config
-from distrl.common.checkpoint import save_checkpoint
 from distrl.driver.run_state import RunState
 from distrl.learner import Learner
 from tests.conftest import run_cli

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from distrl.config import load_config
 from distrl.common.checkpoint import CheckpointError, list_checkpoints, load_checkpoint, save_checkpoint
+from distrl.config import load_config
 from distrl.envs import probe_spaces
 from distrl.learner import Learner
 from distrl.rollout import RolloutWorker

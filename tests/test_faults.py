@@ -184,10 +184,9 @@ def test_impossible_placement_in_local_mode_is_immediate_and_clear(tmp_path):
 def test_an_error_of_ours_mid_run_still_writes_the_final_checkpoint_and_tears_everything_down(tmp_path, ray_local, monkeypatch):
     """Driven in-process on the session's Ray: an exception in the driver's own loop (here, the metrics row at
     iteration 3) must leave a final checkpoint and summary, and no actor or placement group behind."""
-    from distrl.config import load_config
     from distrl.common.checkpoint import load_checkpoint
-    from distrl.driver import Driver
-    from distrl.driver import report
+    from distrl.config import load_config
+    from distrl.driver import Driver, report
 
     real_row = report.iteration_row
 

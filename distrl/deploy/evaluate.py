@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from distrl.config import Config, ConfigError, config_from_dict
 from distrl.common.checkpoint import CheckpointError, load_checkpoint
+from distrl.common.running_mean_std import RunningMeanStd
+from distrl.config import Config, ConfigError, config_from_dict
 from distrl.envs import check_env_trust, make_vec_env, probe_spaces
 from distrl.envs.episodes import EpisodeTracker
 from distrl.models import ActorCritic, build_model
-from distrl.common.running_mean_std import RunningMeanStd
 
 
 def policy_from_checkpoint(path: str | Path, env_id: str | None = None, trusted_envs: Collection[str] = ()

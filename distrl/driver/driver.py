@@ -25,10 +25,10 @@ import ray
 from rich.console import Console
 from rich.markup import escape
 
+from distrl.common.checkpoint import load_checkpoint, save_checkpoint
 from distrl.config import Config, config_to_yaml
 from distrl.driver import report
 from distrl.driver.actors import RunActors
-from distrl.common.checkpoint import load_checkpoint, save_checkpoint
 from distrl.driver.connection import RayTarget, resolve_target
 from distrl.driver.metrics import MetricsWriter
 from distrl.driver.placement import PlacementError, impossible_requests

@@ -18,12 +18,13 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from distrl.common.running_mean_std import RunningMeanStd
 from distrl.compile.dynamo_stats import dynamo_counts
 from distrl.config.schema import Config
 from distrl.learner.batch import Batch, TrainingSamples
 from distrl.models import build_model
 from distrl.ppo import PPOLossCoefs, gae, ppo_loss
-from distrl.common.running_mean_std import RunningMeanStd
+
 
 class _TrainForward(nn.Module):
     """Routes training forwards through one ``forward`` so DDP sees (and syncs) every call."""

@@ -16,6 +16,7 @@ import uuid
 import numpy as np
 import torch
 
+from distrl.common.running_mean_std import RunningMeanStd
 from distrl.compile.build import CheckedPolicy
 from distrl.compile.dynamo_stats import dynamo_counts
 from distrl.config.schema import Config
@@ -23,7 +24,6 @@ from distrl.envs import make_vec_env
 from distrl.envs.episodes import EpisodeTracker
 from distrl.learner.batch import Batch
 from distrl.models import build_model
-from distrl.common.running_mean_std import RunningMeanStd
 
 
 class RolloutWorker:
