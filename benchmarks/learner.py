@@ -28,6 +28,7 @@ from benchmarks.common import (  # noqa: E402
     write_results,
 )
 from distrl.config import load_config  # noqa: E402
+from distrl.envs import probe_spaces  # noqa: E402
 from distrl.learner import Learner  # noqa: E402
 from distrl.rollout import RolloutWorker  # noqa: E402
 
@@ -82,7 +83,7 @@ def main(argv=None) -> int:
         eager_rate = None
         for name, extra in variants(cuda, args.quick):
             config = load_config(path, overrides + device_overrides + extra)
-            learner = Learner(config, *worker.spaces())
+            learner = Learner(config, *probe_spaces(config.env))
             start = time.perf_counter()
             first = learner.update(sample)
             first_s = time.perf_counter() - start
