@@ -1,13 +1,19 @@
 """``onnxrt``: the policy exported once to ONNX (on the driver) and run by ONNX Runtime on the CPU.
 
-The exported graph takes the weights as inputs (``keep_initializers_as_inputs``), so a
-weight sync rebinds arrays instead of rebuilding the session, and the graph can never
-act with stale weights. Observations go in and outputs come out as numpy arrays without
-copies (IOBinding).
+The weights are the graph's initializers, so ONNX Runtime folds constants and pre-packs the
+GEMM and convolution weights when it builds the session: the policy runs at the runtime's own
+speed. A weight sync writes the new weights into the model's initializers (no re-export) and
+builds a new session before the next action, so the policy never acts with stale weights (and
+the every-sync check against eager would catch it if it did). ``SessionOptions.add_initializer``
+would skip the serialisation, but ONNX Runtime folds constants with the model's own initializer
+values before applying those overrides: the LSTM's gate weights (sliced and concatenated in the
+graph) came out stale. A sync costs one serialisation and one session build (measured in
+``benchmarks/inference.py``).
 """
 
 from __future__ import annotations
 
+import copy
 import io
 import warnings
 
@@ -37,30 +43,41 @@ class OnnxRuntimeBackend:
 
     def build(self, module, example, mode, options, artifacts) -> Built:
         model_bytes = artifacts.get("onnx") or self.prepare(module, example, mode)["onnx"]
-        policy = OnnxRuntimePolicy(model_bytes, list(module.state_dict().keys()), len(example), options)
+        policy = OnnxRuntimePolicy(model_bytes, len(example), options)
         policy.update_weights({k: v.detach().numpy() for k, v in module.state_dict().items()})
         return Built(policy)
 
 
 def export_policy_onnx(module: nn.Module, example_inputs: tuple[torch.Tensor, ...]) -> bytes:
-    """ONNX bytes of ``module`` with its parameters and buffers as extra inputs (named as in its state dict)."""
+    """ONNX bytes of ``module``, its weights as initializers named as in its state dict.
+
+    The exporter merges initializers with equal values (freshly initialised biases are all
+    zeros), which would tie weights that training later makes different; so the graph is
+    exported from a copy whose floating-point weights are random and distinct. Its values are
+    never used: every session gets the real weights through ``update_weights``.
+    """
     n = len(example_inputs)
     input_names = list(INPUT_NAMES[:n])
     output_names = list(OUTPUT_NAMES[: 2 if n == 1 else 4])
+    distinct = copy.deepcopy(module).eval()
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for tensor in distinct.state_dict().values():
+            if tensor.is_floating_point():
+                tensor.copy_(torch.randn(tensor.shape, generator=generator))
     buffer = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(
-            module,
+            distinct,
             tuple(example_inputs),
             buffer,
             input_names=input_names,
             output_names=output_names,
             dynamic_axes={name: {0: "batch"} for name in input_names + output_names},
-            keep_initializers_as_inputs=True,
-            do_constant_folding=False,
+            do_constant_folding=False,  # ONNX Runtime folds at session build, with the real weights
             export_params=True,
-            dynamo=False,
+            dynamo=False,  # the TorchScript exporter keeps state-dict names on initializers
             opset_version=17,
         )
     return buffer.getvalue()
@@ -70,52 +87,54 @@ class OnnxRuntimePolicy:
     backend = "onnxrt"
     shares_module = False
 
-    def __init__(self, model_bytes: bytes, state_names: list[str], num_inputs: int, options: dict | None = None):
+    def __init__(self, model_bytes: bytes, num_inputs: int, options: dict | None = None):
+        import onnx
         import onnxruntime as ort
 
         options = dict(options or {})
-        session_options = ort.SessionOptions()
-        # N workers on N cores: each session uses its actor's CPUs and never spins waiting for work.
-        session_options.intra_op_num_threads = int(options.pop("intra_op_num_threads", torch.get_num_threads()))
-        session_options.inter_op_num_threads = 1
-        session_options.log_severity_level = 3  # weights-as-inputs is deliberate; keep ORT's notice about it quiet
-        session_options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self.threads = int(options.pop("intra_op_num_threads", torch.get_num_threads()))
         level = options.pop("graph_optimization_level", "all")
-        session_options.graph_optimization_level = {
-            "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-            "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-            "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-            "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
-        }[level]
-        if options:
-            raise ValueError(f"unknown onnxrt options {sorted(options)} (allowed: {', '.join(OPTIONS)})")
-        self.session = ort.InferenceSession(model_bytes, session_options, providers=["CPUExecutionProvider"])
-        graph_inputs = {i.name for i in self.session.get_inputs()}
-        graph_inputs |= {i.name for i in self.session.get_overridable_initializers()}
-        # The exporter may drop parameters the graph does not use; bind only those it kept.
-        self.state_names = [name for name in state_names if name in graph_inputs]
+        levels = {"disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL, "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+                  "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED, "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}  # fmt: skip
+        if options or level not in levels:
+            unknown = sorted(options) or [f"graph_optimization_level={level}"]
+            raise ValueError(f"unknown onnxrt options {unknown} (allowed: {', '.join(OPTIONS)}; levels {', '.join(levels)})")
+        self.level = levels[level]
+        self.model = onnx.load_from_string(model_bytes)
+        # The exporter drops weights the graph does not use; the rest are the initializers to rewrite.
+        self.initializers = {tensor.name: tensor for tensor in self.model.graph.initializer}
         self.input_names = list(INPUT_NAMES[:num_inputs])
-        self.output_names = [o.name for o in self.session.get_outputs()]
-        self.binding = self.session.io_binding()
-        self._weights: dict[str, np.ndarray] = {}
+        self.session = None  # built by the first update_weights
 
-    def update_weights(self, state_dict: dict) -> None:
+    def _session_options(self):
         import onnxruntime as ort
 
-        for name in self.state_names:
-            # A private contiguous copy: the binding points at this memory until the next sync.
-            array = np.array(state_dict[name], copy=True, order="C")
-            self._weights[name] = array
-            self.binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(array))
+        session_options = ort.SessionOptions()
+        # N workers on N cores: each session uses its actor's CPUs and never spins waiting for work.
+        session_options.intra_op_num_threads = self.threads
+        session_options.inter_op_num_threads = 1
+        session_options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        session_options.graph_optimization_level = self.level
+        session_options.log_severity_level = 3
+        return session_options
+
+    def update_weights(self, state_dict: dict) -> None:
+        import onnx
+        import onnxruntime as ort
+
+        for name, tensor in self.initializers.items():
+            array = np.asarray(state_dict[name], dtype=onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type))
+            if array.shape != tuple(tensor.dims):
+                raise ValueError(f"weight {name}: shape {array.shape}, the exported graph has {tuple(tensor.dims)}")
+            tensor.ClearField("float_data")
+            tensor.raw_data = np.ascontiguousarray(array).tobytes()
+        self.session = ort.InferenceSession(self.model.SerializeToString(), self._session_options(),
+                                            providers=["CPUExecutionProvider"])  # fmt: skip
 
     def __call__(self, *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
-        for name, array in zip(self.input_names, inputs):
-            self.binding.bind_cpu_input(name, np.ascontiguousarray(array))
-        for name in self.output_names:
-            self.binding.bind_output(name)
-        self.session.run_with_iobinding(self.binding)
-        return tuple(self.binding.copy_outputs_to_cpu())
+        feed = {name: np.ascontiguousarray(array) for name, array in zip(self.input_names, inputs)}
+        return tuple(self.session.run(None, feed))
 
 
 BACKEND = OnnxRuntimeBackend()
