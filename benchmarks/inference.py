@@ -118,6 +118,55 @@ class TorchDistributionsCaller:
             return actions.numpy(), dist.log_prob(actions).numpy()
 
 
+class ForwardCaller:
+    """The policy's forward alone on the next batch (no sampling): what the runtime itself costs."""
+
+    def __init__(self, forward, model, batches):
+        self.forward, self.batches, self.i = forward, batches, 0
+        self.state = model.initial_state(len(batches[0])) if model.is_recurrent else ()
+
+    def __call__(self):
+        obs = self.batches[self.i % len(self.batches)]
+        self.i += 1
+        return self.forward(obs, *self.state)
+
+
+def bare_onnx_runtime(model, example):
+    """The reference: the model exported with its weights as initializers (constant-folded), one plain
+    ONNX Runtime session, one thread; the fastest this model runs in ONNX Runtime without distrl."""
+    import io
+    import warnings
+
+    import onnxruntime as ort
+
+    names = ["obs", "h", "c"][: len(example)]
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, tuple(torch.from_numpy(x) for x in example), buffer, input_names=names,
+                          dynamic_axes={n: {0: "batch"} for n in names}, dynamo=False, opset_version=17)  # fmt: skip
+    options = ort.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = 1, 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    start = time.perf_counter()
+    session = ort.InferenceSession(buffer.getvalue(), options, providers=["CPUExecutionProvider"])
+    build_s = time.perf_counter() - start
+    return (lambda *inputs: session.run(None, dict(zip(names, inputs)))), build_s
+
+
+def sync_seconds(policy, model, repeats: int = 5) -> float:
+    """Median time of a weight sync (new weights each time), as a worker does one per iteration."""
+    state = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+    times = []
+    for i in range(repeats):
+        new = {k: v + np.float32(1e-4 * (i + 1)) if v.dtype.kind == "f" else v for k, v in state.items()}
+        start = time.perf_counter()
+        policy.update_weights(new)
+        times.append(time.perf_counter() - start)
+    policy.update_weights(state)
+    return float(np.median(times))
+
+
 def example_inputs(model, batches):
     if model.is_recurrent:
         return (batches[0], *model.initial_state(len(batches[0])))
@@ -143,6 +192,11 @@ def measure(model_name: str, backend: str, mode: str, batch: int, repeats: int, 
     per_call = time_calls(caller, min_seconds, repeats)
     stats = spread(per_call)
     problem = check_against_eager(policy, model, example) if report.backend != "eager" else None
+    # The runtime alone: forward without sampling, beside a bare ONNX Runtime session of the same model.
+    bare, bare_build_s = bare_onnx_runtime(model, example)
+    eager_forward_s = spread(time_calls(ForwardCaller(EagerPolicy(model), model, batches), min_seconds, repeats))["median"]
+    forward_s = spread(time_calls(ForwardCaller(policy, model, batches), min_seconds, repeats))["median"]
+    bare_s = spread(time_calls(ForwardCaller(bare, model, batches), min_seconds, repeats))["median"]
     return {
         "model": model_name,
         "backend": backend,
@@ -159,6 +213,13 @@ def measure(model_name: str, backend: str, mode: str, batch: int, repeats: int, 
         "speedup_vs_eager": eager_s / stats["median"],
         "speedup_vs_torch_distributions": torch_dist_s / stats["median"],
         "compile_s": compile_s,
+        "forward_us": forward_s * 1e6,
+        "eager_forward_us": eager_forward_s * 1e6,
+        "bare_ort_forward_us": bare_s * 1e6,
+        "forward_vs_bare_ort": bare_s / forward_s,
+        "forward_speedup_vs_eager": eager_forward_s / forward_s,
+        "bare_ort_build_ms": bare_build_s * 1e3,
+        "sync_ms": sync_seconds(policy, model) * 1e3,
         "graphs_compiled": warm["compiled_graphs"] - counts["compiled_graphs"],
         "recompiles": dynamo_counts()["compiled_graphs"] - warm["compiled_graphs"],
         "matches_eager_after_update": problem is None,
@@ -239,7 +300,8 @@ def main(argv=None) -> int:
             f"{model:4s} {backend:8s} {mode:26s} bs {batch:5d}: {row['us_per_call']:9.1f} us/call "
             f"[{row['us_p25']:.1f}-{row['us_p75']:.1f}], {row['samples_per_s']:12,.0f} samples/s, "
             f"x{row['speedup_vs_eager']:.2f} vs eager, x{row['speedup_vs_torch_distributions']:.2f} vs torch.distributions, "
-            f"compile {row['compile_s']:.2f} s, recompiles {row['recompiles']}"
+            f"compile {row['compile_s']:.2f} s, recompiles {row['recompiles']}; forward {row['forward_us']:.1f} us "
+            f"(bare ORT {row['bare_ort_forward_us']:.1f} us: x{row['forward_vs_bare_ort']:.2f}), sync {row['sync_ms']:.1f} ms"
             + ("" if row["backend_used"] == backend else f"  [FELL BACK to {row['backend_used']}: {row['fallback_reason']}]"),
             flush=True,
         )
@@ -249,8 +311,9 @@ def main(argv=None) -> int:
             failures.append(f"{model} {backend} {mode} bs {batch}: nothing was compiled (dynamo ran eager)")
     columns = [("model", "model"), ("backend_used", "backend"), ("mode", "mode"), ("batch", "batch"),
                ("us_per_call", "us/call"), ("samples_per_s", "samples/s"), ("speedup_vs_eager", "x eager"),
-               ("speedup_vs_torch_distributions", "x torch.distributions"), ("compile_s", "compile s"),
-               ("recompiles", "recompiles")]  # fmt: skip
+               ("speedup_vs_torch_distributions", "x torch.distributions"), ("forward_us", "forward us"),
+               ("bare_ort_forward_us", "bare ORT forward us"), ("forward_vs_bare_ort", "x bare ORT"),
+               ("sync_ms", "sync ms"), ("compile_s", "compile s"), ("recompiles", "recompiles")]  # fmt: skip
     name = ("inference" if not args.backends else "inference_" + "_".join(args.backends)) if args.all else f"inference_{args.model}_{args.backend}_{args.mode}_bs{args.batch_size}"
     ok = write_results(name, {"machine": info, "args": vars(args), "rows": rows}, markdown_table(rows, columns),
                        chart(rows) if args.all else None, failures, args.quick, args.results_dir)  # fmt: skip

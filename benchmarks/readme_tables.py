@@ -27,6 +27,31 @@ def inference_table() -> str:
     return "\n".join(out)
 
 
+def inference_forward_table() -> str:
+    """The runtime alone (forward, no sampling) against eager and a bare ONNX Runtime session, and a weight sync."""
+    rows = (load("inference") or {"rows": []})["rows"] + (load("inference_ipex") or {"rows": []})["rows"]
+    rows = [r for r in rows if "forward_us" in r and r["mode"] == "default"]
+    batches = (1, 16, 64, 256)
+    out = ["| model | backend | " + " | ".join(f"batch {b}" for b in batches) + " | sync ms (batch 64) |",
+           "| --- | --- | " + " | ".join("---" for _ in batches) + " | --- |"]  # fmt: skip
+    keys = sorted({(r["model"], r["backend"]) for r in rows}, key=lambda k: (["mlp", "lstm", "cnn"].index(k[0]), k[1]))
+    for model, backend in keys:
+        cells, sync = [], "-"
+        for batch in batches:
+            match = [r for r in rows if (r["model"], r["backend"], r["batch"]) == (model, backend, batch)]
+            if not match:
+                cells.append("-")
+                continue
+            r = match[0]
+            cells.append(f"{r['forward_us']:,.0f} us, x{r['forward_speedup_vs_eager']:.2f} [{r['forward_vs_bare_ort']:.2f}]")
+            if batch == 64:
+                sync = f"{r['sync_ms']:.1f}"
+        used = {r["backend_used"] for r in rows if (r["model"], r["backend"]) == (model, backend)}
+        label = backend if used == {backend} else f"{backend} (chose {'/'.join(sorted(used))})"
+        out.append(f"| {model} | {label} | " + " | ".join(cells) + f" | {sync} |")
+    return "\n".join(out)
+
+
 def learner_table() -> str:
     data = load("learner")
     out = ["| model | variant | first update (compile) s | steady update ms | samples/s | x eager |", "| --- | --- | --- | --- | --- | --- |"]
@@ -75,6 +100,6 @@ def compile_check_table() -> str:
 
 
 if __name__ == "__main__":
-    for title, table in [("inference", inference_table()), ("learner", learner_table()), ("ppo", ppo_table()), ("vs_rllib", rllib_table()),
+    for title, table in [("inference", inference_table()), ("inference_forward", inference_forward_table()), ("learner", learner_table()), ("ppo", ppo_table()), ("vs_rllib", rllib_table()),
                          ("scale", scale_table()), ("compile_check", compile_check_table())]:  # fmt: skip
         print(f"<!-- {title} -->\n{table}\n")

@@ -30,6 +30,10 @@ def check_run_dir(run_dir):
     assert list((run_dir / "checkpoints").glob("ckpt_*.pt"))
     summary = json.loads((run_dir / "summary.json").read_text())
     assert {"env_steps", "wall_s", "sps", "episode_return_mean", "solved_at_s", "stop_reason"} <= summary.keys()
+    # The start-up timeline: every milestone, in order, from launch.
+    milestones = [summary["startup"][k] for k in ("imports", "env_probe", "ray_start", "artifacts", "actors_ready",
+                                                   "first_batch", "first_update")]  # fmt: skip
+    assert 0 < milestones[0] and milestones == sorted(milestones) and milestones[-1] < summary["wall_s"] + 1
     return rows, summary
 
 
@@ -39,6 +43,7 @@ def test_cartpole_solves_then_eval_and_export(tmp_path):
     result = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(run_dir))
     assert result.returncode == 0, result.stderr[-3000:]
     assert "env      CartPole-v1: 1 workers x 64 envs" in result.stdout  # the start-up summary
+    assert "start-up: imports" in result.stdout and "first batch" in result.stdout
     rows, summary = check_run_dir(run_dir)
     assert summary["stop_reason"] == "episode_return_mean", summary
     assert summary["episode_return_mean"] >= 475

@@ -18,6 +18,7 @@ import os
 import signal
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -78,14 +79,19 @@ class Driver:
         self.incarnations: dict[int, tuple[str, int]] = {}  # worker index -> (incarnation, seed)
         self.worker_backends: list[str] = []
         self.actors: RunActors | None = None
+        self.timeline: dict[str, float] = {}  # start-up milestones, seconds from launch (export_s: a duration)
+        self._launch = time.perf_counter()
         if resume:
             payload = load_checkpoint(self.run_dir)
             self.counters = RunState.from_state(payload["counters"])
             self.resumed_learner_state = payload["learner"]
 
     # --- set-up -------------------------------------------------------------------------
-    def _prepare_artifacts(self, obs_space, action_space):
-        """Export / compile the worker policy once here; workers load the result from the object store."""
+    def _mark(self, milestone: str) -> None:
+        self.timeline[milestone] = time.perf_counter() - self._launch
+
+    def _build_artifacts(self, obs_space, action_space) -> dict | None:
+        """Export / compile the worker policy once here (in a thread, while Ray starts); None when nothing is shared."""
         cfg = self.config.rollout.compile
         import torch
 
@@ -107,6 +113,13 @@ class Driver:
                 return None
         except Exception as exc:  # workers will compile for themselves (and fall back if that fails too)
             self.console.print(f"[yellow]shared compile artifacts unavailable ({escape(f'{type(exc).__name__}: {exc}')}); each worker compiles[/yellow]")
+            return None
+        return artifacts
+
+    @staticmethod
+    def _share(artifacts: dict | None):
+        """What each worker's constructor gets: the artifacts inline when small, else one object-store ref."""
+        if artifacts is None:
             return None
         # Small artifacts travel inline with each worker's constructor; large ones once, through the object store.
         # (Ray warns about constructor arguments in the object store of restartable actors: the ref is held
@@ -142,18 +155,31 @@ class Driver:
         ``target``: from ``resolve_target``, or an address as ``--address`` takes it (None: as Ray finds one).
         """
         launch = time.perf_counter() if launch is None else launch
+        self._launch = launch
+        self._mark("imports")
         spaces = self.check_before_ray()
+        self._mark("env_probe")
         if not isinstance(target, RayTarget):
             target = resolve_target(target)
         if target.warning:
             self.console.print(f"[yellow]{escape(target.warning)}[/yellow]")
-        joined = connect_ray(target)
+        # The policy's export or compile overlaps Ray's start-up (ray.init waits on its processes).
+        with ThreadPoolExecutor(1, thread_name_prefix="distrl-artifacts") as pool:
+            export_start = time.perf_counter()
+            building = pool.submit(self._build_artifacts, *spaces)
+            building.add_done_callback(lambda _: self.timeline.__setitem__("export_s", time.perf_counter() - export_start))
+            try:
+                joined = connect_ray(target)
+            finally:
+                self._mark("ray_start")
+                artifacts = building.result()
+        self._mark("artifacts")
         problems = impossible_requests(self.config)
         if problems and joined.private:  # a private Ray cannot grow: say so now
             raise PlacementError("; ".join(problems))
         for problem in problems:  # an autoscaling cluster may still provide it: wait, visibly
             self.console.print(f"[yellow]not yet available, waiting for the autoscaler: {escape(problem)}[/yellow]")
-        self.actors = RunActors(self.config, self.run_id, spaces, self._prepare_artifacts(*spaces), self.console.print)
+        self.actors = RunActors(self.config, self.run_id, spaces, self._share(artifacts), self.console.print)
         if self.resumed_learner_state is not None:
             self.state_ref = ray.put(self.resumed_learner_state)
         previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)  # `ray job stop`, `kill`: stop cleanly
@@ -161,6 +187,7 @@ class Driver:
         loop_start, loop_steps_start = time.perf_counter(), self.counters.env_steps
         try:
             self.actors.start(self.counters.iteration, self.state_ref)
+            self._mark("actors_ready")
             started = True
             self._write_run_files(joined)
             loop_start, loop_steps_start = time.perf_counter(), self.counters.env_steps
@@ -210,6 +237,7 @@ class Driver:
         summary = report.summary(self.counters, wall, (self.counters.env_steps - loop_steps_start) / max(loop_s, 1e-9), reason,
                                  checkpoint and str(checkpoint), self.worker_backends)  # fmt: skip
         summary["storage"] = self.storage and self.storage.uri
+        summary["startup"] = {k: round(v, 3) for k, v in self.timeline.items()}
         tmp = self.run_dir / ".summary.json.tmp"
         tmp.write_text(json.dumps(summary, indent=2) + "\n")
         os.replace(tmp, self.run_dir / "summary.json")
@@ -272,6 +300,9 @@ class Driver:
             samples = self._sample(weights_ref)
             while True:
                 iter_start, cpu_start = time.perf_counter(), time.process_time()
+                if "first_batch" not in self.timeline:
+                    ray.get(self.actors.coordinator.gather.remote(samples[0]))  # once: when the first batch is in
+                    self._mark("first_batch")
                 update = self._launch_update(samples)
                 # overlap: sample the next batch with the weights the learner is updating away from (lag 1);
                 # sync: queue it on the new weights, so workers start the moment the update lands.
@@ -288,6 +319,9 @@ class Driver:
                 sps_avg = (self.counters.env_steps - loop_steps_start) / max(now - loop_start, 1e-9)
                 row = report.iteration_row(self.counters, infos, learner_metrics, now - iter_start, elapsed, sps_avg)
                 row["driver_cpu_s"] = time.process_time() - cpu_start  # this process only: its share of the loop
+                if "first_update" not in self.timeline:
+                    self._mark("first_update")
+                    self.console.print(report.startup_line(self.timeline))
                 metrics_writer.write(row)
                 progress.update(row)
                 reason = stop_reason(cfg.stop, self.counters, elapsed)

@@ -109,3 +109,18 @@ def summary(run: RunState, wall_s: float, train_sps: float, stop: str | None, ch
         "learner_restarts": run.learner_restarts,
         "env_errors": run.env_errors,
     }
+
+
+STARTUP_PHASES = (("imports", "imports"), ("env_probe", "env probe"), ("ray_start", "Ray"), ("artifacts", "export/compile"),
+                  ("actors_ready", "actors"), ("first_batch", "first batch"), ("first_update", "first update"))  # fmt: skip
+
+
+def startup_line(timeline: dict[str, float]) -> str:
+    """Where the time from launch to the first update went, phase by phase (each phase's own seconds)."""
+    parts, previous = [], 0.0
+    for key, label in STARTUP_PHASES:
+        if key in timeline:
+            parts.append(f"{label} {timeline[key] - previous:.1f}")
+            previous = timeline[key]
+    overlapped = f" (export {timeline['export_s']:.1f} s, overlapping Ray's start)" if "export_s" in timeline else ""
+    return f"start-up: {', '.join(parts)} s{overlapped}; first batch {timeline.get('first_batch', 0):.1f} s from launch"

@@ -124,7 +124,7 @@ class RolloutWorker:
         raw_obs_seen = np.empty((steps + 1, n, *obs_space.shape), dtype=obs_dtype) if self.config.env.normalize_obs else None
         env_errors, error_messages = 0, []
         no_error = np.zeros(n, dtype=bool)
-        policy_s = 0.0
+        policy_s = env_s = 0.0
 
         for t in range(steps + 1):
             obs = self._observe(self.raw_obs)
@@ -150,7 +150,9 @@ class RolloutWorker:
                 self.h, self.c = h, c
             batch.actions[t], batch.logp[t] = actions, logp
 
+            tick = time.perf_counter()
             self.raw_obs, reward, terminated, truncated, env_info = self.envs.step(self._env_actions(actions))
+            env_s += time.perf_counter() - tick
             raw_error = env_info.get("_env_error", no_error)  # the env raised and was reset
             valid = self.episodes.step(reward, terminated, truncated, raw_error)  # False on NEXT_STEP reset steps
             error = raw_error & valid
@@ -174,7 +176,8 @@ class RolloutWorker:
             "episode_returns": episode_returns,
             "episode_lengths": episode_lengths,
             "sample_s": time.perf_counter() - start,
-            "policy_s": policy_s,
+            "policy_s": policy_s,  # forward and action sampling
+            "env_s": env_s,  # the vector env's step (the rest of sample_s is bookkeeping)
             "obs_stats": obs_stats,
             "policy_backend": self.policy.backend,
             "recompiles": dynamo_counts()["compiled_graphs"] - self.compile_counts["compiled_graphs"],

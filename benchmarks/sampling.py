@@ -1,0 +1,130 @@
+"""Sampling per worker core: the env alone (random actions, the physical ceiling) against a full
+``RolloutWorker.sample`` with each policy backend, one thread, in one process.
+
+For each case it reports env steps/s per core and where a worker's time goes: the vector env's
+step, the policy (forward and action sampling) and the rest (bookkeeping: writing the batch,
+episode statistics, observation handling). Correctness-gated like every benchmark: a worker
+whose compiled policy fell back to eager is reported as such, and with ``strict`` a mismatch
+fails the run.
+
+    python benchmarks/sampling.py              # CartPole MLP (64 envs), CartPole-LSTM, Breakout CNN (8, 32 envs)
+    python benchmarks/sampling.py --quick      # seconds; the test suite runs this
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results  # noqa: E402
+from distrl.compile import available_backends  # noqa: E402
+from distrl.config import load_config  # noqa: E402
+from distrl.envs import make_vec_env  # noqa: E402
+from distrl.rollout import RolloutWorker  # noqa: E402
+
+CASES = {
+    # name: (config overrides, rollout length)
+    "cartpole_mlp_64": (["env.id=CartPole-v1", "env.num_envs_per_worker=64"], 128),
+    "cartpole_lstm_16": (["env.id=distrl.envs.wrappers:cartpole_no_velocity", "env.vectorization=sync",
+                          "env.num_envs_per_worker=16", "model.lstm_size=64", "model.shared_trunk=true",
+                          "model.hidden=[64]", "ppo.seq_len=16"], 128),
+    "breakout_cnn_8": (["env.id=ALE/Breakout-v5", "env.num_envs_per_worker=8", "model.type=cnn", "model.hidden=[512]",
+                        "model.shared_trunk=true", "model.activation=relu"], 32),
+    "breakout_cnn_32": (["env.id=ALE/Breakout-v5", "env.num_envs_per_worker=32", "model.type=cnn", "model.hidden=[512]",
+                         "model.shared_trunk=true", "model.activation=relu"], 32),
+}  # fmt: skip
+
+
+def case_config(name: str, backend: str):
+    overrides, length = CASES[name]
+    num_envs = int(next(o for o in overrides if o.startswith("env.num_envs_per_worker=")).split("=")[1])
+    return load_config(None, [*overrides, f"rollout.rollout_length={length}", f"ppo.minibatch_size={num_envs * length}",
+                              f"rollout.compile.backend={backend}", "rollout.compile.strict=true",
+                              "rollout.compile.verify_every_sync=false"])  # fmt: skip
+
+
+def env_alone(config, min_seconds: float) -> float:
+    """Env steps/s of the vector env stepped with pre-drawn random actions: the ceiling for this core."""
+    envs = make_vec_env(config.env)
+    envs.reset(seed=0)
+    rng = np.random.default_rng(0)
+    space = envs.action_space
+    actions = [space.sample() for _ in range(64)] if not hasattr(space, "nvec") else [rng.integers(0, space.nvec) for _ in range(64)]
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < min_seconds or steps < 4 * envs.num_envs:
+        envs.step(actions[steps // envs.num_envs % 64])
+        steps += envs.num_envs
+    elapsed = time.perf_counter() - start
+    envs.close()
+    return steps * config.env.action_repeat / elapsed
+
+
+def worker_rate(config, min_seconds: float) -> dict:
+    worker = RolloutWorker(config)
+    worker.sample()  # warm-up: first calls, lazy allocations
+    totals = {"sample_s": 0.0, "policy_s": 0.0, "env_s": 0.0, "env_steps": 0}
+    start = time.perf_counter()
+    while time.perf_counter() - start < min_seconds or totals["env_steps"] == 0:
+        info, _ = worker.sample()
+        for key in totals:
+            totals[key] += info[key]
+    worker.envs.close()
+    other = totals["sample_s"] - totals["policy_s"] - totals["env_s"]
+    return {
+        "backend_used": worker.policy.backend,
+        "worker_sps": totals["env_steps"] / totals["sample_s"],
+        "env_share": totals["env_s"] / totals["sample_s"],
+        "policy_share": totals["policy_s"] / totals["sample_s"],
+        "bookkeeping_share": other / totals["sample_s"],
+        "policy_us_per_step": totals["policy_s"] / (totals["env_steps"] / config.env.num_envs_per_worker / config.env.action_repeat) * 1e6,
+    }
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    parser.add_argument("--backends", nargs="+", help="default: every available one (auto included)")
+    parser.add_argument("--min-seconds", type=float, default=3.0, help="time per measurement")
+    parser.add_argument("--quick", action="store_true", help="seconds: CartPole MLP, eager and onnxrt")
+    add_results_dir_argument(parser)
+    args = parser.parse_args(argv)
+    backends = args.backends or [row["name"] for row in available_backends() if row["available"]]
+    if args.quick:
+        args.cases, backends, args.min_seconds = ["cartpole_mlp_64"], ["eager", "onnxrt"], 0.3
+
+    torch.set_num_threads(1)
+    info = machine_info()
+    print_machine(info)
+    rows, failures = [], []
+    for case in args.cases:
+        ceiling = env_alone(case_config(case, "eager"), args.min_seconds)
+        print(f"{case:18s} env alone       : {ceiling:12,.0f} env steps/s", flush=True)
+        for backend in backends:
+            config = case_config(case, backend)
+            try:
+                row = worker_rate(config, args.min_seconds)
+            except Exception as exc:  # strict: a backend that fails its check against eager fails the run
+                failures.append(f"{case} {backend}: {type(exc).__name__}: {exc}")
+                continue
+            row.update(case=case, backend=backend, env_alone_sps=ceiling, share_of_ceiling=row["worker_sps"] / ceiling)
+            rows.append(row)
+            print(f"{case:18s} {backend:8s} -> {row['backend_used']:8s}: {row['worker_sps']:12,.0f} env steps/s "
+                  f"({row['share_of_ceiling']:.0%} of env alone); env {row['env_share']:.0%}, policy {row['policy_share']:.0%} "
+                  f"({row['policy_us_per_step']:.0f} us/step), bookkeeping {row['bookkeeping_share']:.0%}", flush=True)  # fmt: skip
+    columns = [("case", "case"), ("backend_used", "backend"), ("env_alone_sps", "env alone steps/s"),
+               ("worker_sps", "worker steps/s"), ("share_of_ceiling", "of env alone"), ("env_share", "env"),
+               ("policy_share", "policy"), ("bookkeeping_share", "bookkeeping"), ("policy_us_per_step", "policy us/step")]  # fmt: skip
+    ok = write_results("sampling", {"machine": info, "args": vars(args) | {"results_dir": str(args.results_dir)}, "rows": rows},
+                       markdown_table(rows, columns), None, failures, args.quick, args.results_dir)  # fmt: skip
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
