@@ -8,7 +8,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-SCRIPTS = ["inference", "learner", "ppo", "vs_rllib", "compile_check", "scale"]
+SCRIPTS = ["inference", "sampling", "learner", "ppo", "vs_rllib", "compile_check", "scale"]
 
 
 def run_script(name, *args, timeout=900):
@@ -22,7 +22,7 @@ def test_help(name):
     assert result.returncode == 0 and "--quick" in result.stdout
 
 
-@pytest.mark.parametrize("name", ["inference", "learner", "compile_check", pytest.param("ppo", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("name", ["inference", "sampling", "learner", "compile_check", pytest.param("ppo", marks=pytest.mark.slow)])
 def test_quick_run_writes_results(name, tmp_path):
     result = run_script(name, "--quick", "--results-dir", str(tmp_path))
     assert result.returncode == 0, result.stderr[-3000:]
@@ -39,6 +39,8 @@ def test_inference_rows_are_checked_and_sampled_from_real_observations(tmp_path)
     (row,) = json.loads(next(tmp_path.glob("*.json")).read_text())["rows"]
     assert row["backend_used"] == "onnxrt" and row["matches_eager_after_update"] and row["recompiles"] == 0
     assert row["speedup_vs_eager"] > 0 and row["samples_per_s"] == pytest.approx(64 * row["calls_per_s"])
+    # The runtime alone, beside a bare ONNX Runtime session measured in the same process, and a weight sync.
+    assert 0 < row["forward_us"] < row["us_per_call"] and row["bare_ort_forward_us"] > 0 and row["sync_ms"] > 0
 
 
 @pytest.mark.slow
@@ -65,3 +67,14 @@ def test_scale_quick_each_learner_fetches_half_and_driver_cpu_is_measured(tmp_pa
     for row in payload["rows"]:
         assert row["learner_fetch_bytes"] * 2 == row["batch_bytes"] and row["driver_cpu_ms_per_iter"] > 0
     assert payload["rows"][1]["batch_bytes"] == 2 * payload["rows"][0]["batch_bytes"]
+
+
+def test_sampling_rows_account_for_the_worker_time(tmp_path):
+    result = run_script("sampling", "--quick", "--results-dir", str(tmp_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = json.loads(next(tmp_path.glob("*.json")).read_text())["rows"]
+    assert [r["backend_used"] for r in rows] == ["eager", "onnxrt"]
+    for row in rows:
+        assert 0 < row["worker_sps"] < row["env_alone_sps"]  # a worker cannot outrun its env
+        shares = row["env_share"] + row["policy_share"] + row["bookkeeping_share"]
+        assert abs(shares - 1) < 1e-9 and min(row["env_share"], row["policy_share"], row["bookkeeping_share"]) > 0
