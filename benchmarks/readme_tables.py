@@ -70,12 +70,18 @@ def ppo_table() -> str:
     return "\n".join(out)
 
 
-def rllib_table() -> str:
-    data = load("vs_rllib")
-    out = ["| system | env steps/s (from launch) | time to mean return 475 | env steps | final return |", "| --- | --- | --- | --- | --- |"]
-    for r in data["rows"] if data else []:
-        solved = f"{r['solved_at_s']:.1f} s" if r["solved_at_s"] else f"not in {r['wall_s']:.0f} s"
-        out.append(f"| {r['system']} | {r['sps']:,.0f} | {solved} | {int(r['env_steps']):,} | {r['episode_return_mean']:.1f} |")
+def peers_table() -> str:
+    data = load("peers")
+    out = ["| system | runs solved | median time to mean return 475 | median env steps | median env steps/s (from launch) |",
+           "| --- | --- | --- | --- | --- |"]  # fmt: skip
+    for m in (data["medians"].values() if data else []):
+        solved = f"{m['solved_at_s']:.1f} s" if m["solved_at_s"] else "not every run"
+        out.append(f"| {m['system']} | {m['solved_runs']}/{m['runs']} | {solved} | {int(m['env_steps']):,} | {m['sps']:,.0f} |")
+    if data:
+        t = data["targets"]
+        out.append("")
+        out.append(f"Ray's own floor (import ray, ray.init, one task) {t['ray_floor_s']:.1f} s; distrl's launch to first "
+                   f"batch {t.get('distrl_first_batch_s', 0):.1f} s (median).")
     return "\n".join(out)
 
 
@@ -100,6 +106,6 @@ def compile_check_table() -> str:
 
 
 if __name__ == "__main__":
-    for title, table in [("inference", inference_table()), ("inference_forward", inference_forward_table()), ("learner", learner_table()), ("ppo", ppo_table()), ("vs_rllib", rllib_table()),
+    for title, table in [("inference", inference_table()), ("inference_forward", inference_forward_table()), ("learner", learner_table()), ("ppo", ppo_table()), ("peers", peers_table()),
                          ("scale", scale_table()), ("compile_check", compile_check_table())]:  # fmt: skip
         print(f"<!-- {title} -->\n{table}\n")

@@ -8,7 +8,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-SCRIPTS = ["inference", "sampling", "learner", "ppo", "vs_rllib", "compile_check", "scale"]
+SCRIPTS = ["inference", "sampling", "learner", "ppo", "peers", "compile_check", "scale"]
 
 
 def run_script(name, *args, timeout=900):
@@ -44,18 +44,15 @@ def test_inference_rows_are_checked_and_sampled_from_real_observations(tmp_path)
 
 
 @pytest.mark.slow
-def test_vs_rllib_quick(tmp_path):
-    try:
-        import ray.rllib  # noqa: F401
-    except ImportError:
-        result = run_script("vs_rllib", "--quick", "--results-dir", str(tmp_path))
-        assert result.returncode == 2 and "pip install 'distrl[rllib]'" in result.stderr
-        return
-    result = run_script("vs_rllib", "--quick", "--results-dir", str(tmp_path))
+def test_peers_quick(tmp_path):
+    result = run_script("peers", "--quick", "--results-dir", str(tmp_path))
     assert result.returncode == 0, result.stderr[-3000:]
-    rows = json.loads(next(tmp_path.glob("*.json")).read_text())["rows"]
-    assert [r["system"].split()[0] for r in rows] == ["distrl", "RLlib", "RLlib"]
-    assert all(r["env_steps"] > 0 for r in rows)
+    payload = json.loads(next(tmp_path.glob("*.json")).read_text())
+    assert [r["key"] for r in payload["rows"]] == ["distrl", "sb3", "rllib_same", "rllib_tuned"]
+    assert all(r["env_steps"] > 0 and r["wall_s"] > 0 for r in payload["rows"])
+    # Ray's floor and distrl's launch-to-first-batch, measured in the same run.
+    assert 0 < payload["targets"]["ray_floor_s"] < payload["targets"]["distrl_first_batch_s"]
+    assert payload["rows"][0]["startup"]["first_batch"] == payload["rows"][0]["first_batch_s"]
 
 
 @pytest.mark.slow
