@@ -136,5 +136,8 @@ class TrainingSamples:
     def minibatches(self, num_minibatches: int, generator: torch.Generator) -> Iterator[dict[str, torch.Tensor]]:
         """One epoch: a random permutation of the units in ``num_minibatches`` near-equal minibatches."""
         perm = torch.randperm(len(self), generator=generator).to(self.tensors["mask"].device)
-        for index in torch.tensor_split(perm, min(num_minibatches, len(self))):
-            yield {k: v[index] for k, v in self.tensors.items()}
+        # One gather per tensor and epoch, then contiguous slices: a gather per minibatch costs a call per tensor each.
+        parts = min(num_minibatches, len(self))
+        chunks = {k: torch.tensor_split(v[perm], parts) for k, v in self.tensors.items()}
+        for i in range(parts):
+            yield {k: pieces[i] for k, pieces in chunks.items()}

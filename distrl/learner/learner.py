@@ -61,7 +61,8 @@ class Learner:
         torch.manual_seed(config.seed)
         self.model = build_model(obs_space, action_space, config.model).to(self.device)
         self.train_forward: nn.Module = _TrainForward(self.model)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.ppo.lr, eps=1e-5)
+        # The fused kernel updates every parameter in one call (CPU and CUDA): fewer, larger ops per step.
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.ppo.lr, eps=1e-5, fused=True)
         self.amp_dtype = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}[config.learner.amp]
         # fp16 needs loss scaling against gradient underflow; bf16 and fp32 do not.
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=config.learner.amp == "fp16")
