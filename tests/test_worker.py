@@ -147,3 +147,19 @@ def test_batch_splits_into_equal_learner_shards_and_joins_back():
     assert whole.obs is not batch.obs and np.shares_memory(whole.obs, batch.obs)  # views, not copies
     with pytest.raises(ValueError, match="8 envs do not split into 3 equal learner shards"):
         batch.split(3)
+
+
+@pytest.mark.parametrize("overrides", [[], ["model.lstm_size=16", "model.shared_trunk=true", "ppo.seq_len=16"],
+                                       ["env.id=Pendulum-v1", "env.vectorization=sync"]])
+def test_worker_starts_with_the_learners_initial_weights(overrides):
+    """A new run's first batch is sampled before the learner is up: with exactly its version-0 weights."""
+    config, worker = make_worker(*overrides, "seed=7")
+    learner = Learner(config, *probe_spaces(config.env))
+    weights = learner.get_weights()
+    assert worker.policy_version == weights["version"] == 0
+    for name, value in worker.model.state_dict().items():
+        np.testing.assert_array_equal(value.numpy(), weights["model"][name], err_msg=name)
+    other_worker = RolloutWorker(config, worker_index=1)  # every worker, whatever its own sampling seed
+    assert other_worker.seed != worker.seed
+    for name, value in other_worker.model.state_dict().items():
+        np.testing.assert_array_equal(value.numpy(), weights["model"][name], err_msg=name)

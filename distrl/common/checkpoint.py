@@ -7,8 +7,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-import torch
-
 CHECKPOINT_FORMAT = "distrl-checkpoint-v1"
 
 
@@ -25,6 +23,8 @@ def save_checkpoint(run_dir: Path, iteration: int, payload: dict, keep: int) -> 
     directory = checkpoint_dir(run_dir)
     directory.mkdir(parents=True, exist_ok=True)
     final = directory / f"ckpt_{iteration:07d}.pt"
+    import torch  # here, not at import: the driver loads torch in a thread while Ray starts
+
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp_", suffix=".pt")
     try:
         with os.fdopen(fd, "wb") as f:
@@ -84,6 +84,8 @@ def load_checkpoint(path: str | Path) -> dict:
 
 
 def _load_file(file: Path) -> dict:
+    import torch
+
     try:
         payload = torch.load(file, map_location="cpu", weights_only=True)
     except Exception:  # weights_only unpickling of arbitrary bytes fails in many ways; all mean "not ours"

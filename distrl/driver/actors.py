@@ -14,8 +14,6 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, Place
 
 from distrl.config import Config
 from distrl.driver.placement import learner_placement_group, wait_until_ready, worker_options
-from distrl.learner import Learner
-from distrl.rollout import RolloutWorker
 from distrl.rollout.coordinator import SampleCoordinator
 
 
@@ -39,14 +37,17 @@ class RunActors:
     def world_size(self) -> int:
         return self.config.learner.num_learners
 
-    def start(self, first_iteration: int, learner_state_ref=None) -> None:
-        """Place the learners' group, create every actor and wait until each has been constructed."""
+    def start(self, first_iteration: int) -> None:
+        """Place the learners' group, create every actor, and wait until the workers and the coordinator are
+        constructed (the learners go on starting: ``learners_ready`` waits for them)."""
         cfg = self.config
         timeout = cfg.cluster.placement_timeout_s
         # The learners of one run are placed together, as one placement group.
         self.placement_group = learner_placement_group(cfg)
         wait_until_ready({f"learner placement group ({self.world_size} bundles)": self.placement_group.ready()}, timeout, self.say)
         self.learners = self._create_learners()
+        from distrl.rollout.worker import RolloutWorker  # torch: imported by then, in the driver's start-up thread
+
         worker_cls = ray.remote(RolloutWorker)
         self.workers = [
             worker_cls.options(name=f"distrl-{self.run_id}-worker-{i}", **worker_options(cfg)).remote(
@@ -60,16 +61,22 @@ class RunActors:
         self.coordinator = ray.remote(SampleCoordinator).options(
             name=f"distrl-{self.run_id}-coordinator", num_cpus=0, scheduling_strategy=here
         ).remote(self.workers, self.world_size)
-        ready = {f"learner-{rank}": learner.device_name.remote() for rank, learner in enumerate(self.learners)}
-        ready |= {f"worker-{i}": worker.backend_info.remote() for i, worker in enumerate(self.workers)}
+        ready = {f"worker-{i}": worker.backend_info.remote() for i, worker in enumerate(self.workers)}
         ready["coordinator"] = self.coordinator.gather.remote(())
         wait_until_ready(ready, timeout, self.say)
+        self.backend_infos = ray.get([ready[f"worker-{i}"] for i in range(cfg.rollout.num_workers)])
+
+    def learners_ready(self, learner_state_ref=None) -> None:
+        """Wait until every learner is constructed, form the DDP group, load ``learner_state_ref`` (resume)."""
+        ready = {f"learner-{rank}": learner.device_name.remote() for rank, learner in enumerate(self.learners)}
+        wait_until_ready(ready, self.config.cluster.placement_timeout_s, self.say)
         self._join_learners(learner_state_ref)
         self.learner_device = ray.get(ready["learner-0"])  # already resolved by wait_until_ready
-        self.backend_infos = ray.get([ready[f"worker-{i}"] for i in range(cfg.rollout.num_workers)])
         self.placement = self._where()
 
     def _create_learners(self) -> list:
+        from distrl.learner.learner import Learner
+
         cfg = self.config
         learner_cls = ray.remote(Learner)
         return [

@@ -90,6 +90,11 @@ class Driver:
     def _mark(self, milestone: str) -> None:
         self.timeline[milestone] = time.perf_counter() - self._launch
 
+    @property
+    def _launch_wall(self) -> float:
+        """The launch as a wall-clock time, to place the workers' timestamps."""
+        return time.time() - (time.perf_counter() - self._launch)
+
     def _build_artifacts(self, obs_space, action_space) -> dict | None:
         """Export / compile the worker policy once here (in a thread, while Ray starts); None when nothing is shared."""
         cfg = self.config.rollout.compile
@@ -131,17 +136,18 @@ class Driver:
     def check_before_ray(self) -> tuple:
         """What can be found wrong without Ray, found now: the env builds and has spaces distrl supports,
         the model fits them, and a strict compile backend is available. Returns the env's spaces."""
-        from distrl.compile import available_backends
         from distrl.config import ConfigError
-        from distrl.models import build_model
+        from distrl.models.fit import check_model_fits
 
         spaces = probe_spaces(self.config.env)
         try:
-            build_model(*spaces, self.config.model)
+            check_model_fits(*spaces, self.config.model)
         except ValueError as exc:
             raise ConfigError([str(exc)]) from None
         rc = self.config.rollout.compile
         if rc.strict:
+            from distrl.compile import available_backends
+
             rows = {row["name"]: row for row in available_backends()}
             if rc.backend in rows and not rows[rc.backend]["available"]:
                 raise ConfigError([f"rollout.compile.backend={rc.backend}: unavailable here ({rows[rc.backend]['reason']}); "
@@ -186,12 +192,16 @@ class Driver:
         reason, failure, error, started = None, None, None, False
         loop_start, loop_steps_start = time.perf_counter(), self.counters.env_steps
         try:
-            self.actors.start(self.counters.iteration, self.state_ref)
+            self.actors.start(self.counters.iteration)
+            self._mark("workers_ready")
+            # A new run's workers hold the learner's initial weights (same seed): they sample while it starts.
+            first_samples = self._sample(None) if self.state_ref is None else None
+            self.actors.learners_ready(self.state_ref)
             self._mark("actors_ready")
             started = True
             self._write_run_files(joined)
             loop_start, loop_steps_start = time.perf_counter(), self.counters.env_steps
-            reason = self._train(launch, loop_start, loop_steps_start)
+            reason = self._train(launch, loop_start, loop_steps_start, first_samples)
         except KeyboardInterrupt:
             reason = "interrupted"
         except EnvFailure as exc:  # Ray re-raises the worker's EnvFailure as a subclass of it
@@ -257,7 +267,10 @@ class Driver:
 
     # --- the loop ----------------------------------------------------------------------
     def _sample(self, weights_ref) -> list:
-        """Every worker's next sample, through the coordinator: ``[info refs, shard refs of rank 0, ...]`` objects."""
+        """Every worker's next sample, through the coordinator: ``[info refs, shard refs of rank 0, ...]`` objects.
+
+        ``weights_ref`` None: with the weights the workers hold (a new run's first batch).
+        """
         world = self.actors.world_size
         return self.actors.coordinator.sample.options(num_returns=1 + world).remote([weights_ref])
 
@@ -290,19 +303,16 @@ class Driver:
                 update = self._launch_update(samples)
                 restarted = True
 
-    def _train(self, launch: float, loop_start: float, loop_steps_start: int) -> str:
+    def _train(self, launch: float, loop_start: float, loop_steps_start: int, first_samples: list | None = None) -> str:
         cfg = self.config
         overlap = cfg.rollout.pipeline == "overlap"
         metrics_writer = MetricsWriter(self.run_dir, cfg.logging.tensorboard)
         progress = ProgressReporter(cfg, self.console)
         try:
             weights_ref = self.actors.learners[0].get_weights.remote()
-            samples = self._sample(weights_ref)
+            samples = first_samples if first_samples is not None else self._sample(weights_ref)
             while True:
                 iter_start, cpu_start = time.perf_counter(), time.process_time()
-                if "first_batch" not in self.timeline:
-                    ray.get(self.actors.coordinator.gather.remote(samples[0]))  # once: when the first batch is in
-                    self._mark("first_batch")
                 update = self._launch_update(samples)
                 # overlap: sample the next batch with the weights the learner is updating away from (lag 1);
                 # sync: queue it on the new weights, so workers start the moment the update lands.
@@ -312,6 +322,8 @@ class Driver:
                     next_samples = self._sample(update[1])
                 self.state_ref = update[2]
                 infos = ray.get(self.actors.coordinator.gather.remote(samples[0]))
+                if "first_batch" not in self.timeline:  # when the last worker finished it (this machine's clock)
+                    self.timeline["first_batch"] = max(i["finished_at"] for i in infos) - self._launch_wall
                 weights_ref, samples = update[1], next_samples
                 now = time.perf_counter()
                 elapsed = self.counters.time_s + (now - launch)

@@ -111,16 +111,13 @@ def summary(run: RunState, wall_s: float, train_sps: float, stop: str | None, ch
     }
 
 
-STARTUP_PHASES = (("imports", "imports"), ("env_probe", "env probe"), ("ray_start", "Ray"), ("artifacts", "export/compile"),
-                  ("actors_ready", "actors"), ("first_batch", "first batch"), ("first_update", "first update"))  # fmt: skip
+STARTUP_MILESTONES = {"imports": "imports", "env_probe": "env probe", "ray_start": "Ray", "artifacts": "export/compile",
+                      "workers_ready": "workers", "actors_ready": "learners", "first_batch": "first batch",
+                      "first_update": "first update"}  # fmt: skip
 
 
 def startup_line(timeline: dict[str, float]) -> str:
-    """Where the time from launch to the first update went, phase by phase (each phase's own seconds)."""
-    parts, previous = [], 0.0
-    for key, label in STARTUP_PHASES:
-        if key in timeline:
-            parts.append(f"{label} {timeline[key] - previous:.1f}")
-            previous = timeline[key]
-    overlapped = f" (export {timeline['export_s']:.1f} s, overlapping Ray's start)" if "export_s" in timeline else ""
-    return f"start-up: {', '.join(parts)} s{overlapped}; first batch {timeline.get('first_batch', 0):.1f} s from launch"
+    """Seconds from launch at which each start-up milestone was reached, in the order they were."""
+    reached = sorted((t, STARTUP_MILESTONES[k]) for k, t in timeline.items() if k in STARTUP_MILESTONES)
+    overlapped = f"; the policy export took {timeline['export_s']:.1f} s while Ray started" if "export_s" in timeline else ""
+    return "start-up (s from launch): " + ", ".join(f"{label} {t:.1f}" for t, label in reached) + overlapped

@@ -1,6 +1,23 @@
-"""Actor-critic models and action distributions."""
+"""Actor-critic models and action distributions; ``check_model_fits`` says without torch whether a model fits an env.
 
-from distrl.models.actor_critic import ActorCritic, build_model
-from distrl.models.distributions import ActionDist
+Names are loaded on first use, so the driver can check a config against its env before torch is imported.
+"""
 
-__all__ = ["ActionDist", "ActorCritic", "build_model"]
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "ActorCritic": "distrl.models.actor_critic",
+    "build_model": "distrl.models.actor_critic",
+    "ActionDist": "distrl.models.distributions",
+    "check_model_fits": "distrl.models.fit",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'distrl.models' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

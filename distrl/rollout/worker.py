@@ -39,10 +39,13 @@ class RolloutWorker:
             seed = int(np.random.SeedSequence().generate_state(1)[0])
         self.seed = seed
         self.rng = np.random.default_rng(seed)
-        torch.manual_seed(seed)
+        # Built from the learner's seed, so the initial weights are the learner's version 0: a new run's
+        # first batch can be sampled while the learner is still starting.
+        torch.manual_seed(config.seed)
         self.model = build_model(self.envs.single_observation_space, self.envs.single_action_space, config.model)
+        torch.manual_seed(seed)
         self.dist = self.model.dist
-        self.policy_version = -1
+        self.policy_version = 0
         self.obs_rms: RunningMeanStd | None = None
         obs, _ = self.envs.reset(seed=seed)
         self.raw_obs = obs
@@ -187,6 +190,7 @@ class RolloutWorker:
             "env_error_messages": error_messages[:3],
             "incarnation": self.incarnation,
             "seed": self.seed,
+            "finished_at": time.time(),  # wall clock: the driver's start-up timeline reads the first batch's
         }
         return info, batch
 

@@ -1,0 +1,36 @@
+"""Whether a model config fits an env's spaces, decided without torch (before Ray starts, while torch loads).
+
+``ActorCritic`` raises the same errors when built; this is the same rule, read from the shapes.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+
+from distrl.config.schema import ModelConfig
+
+# The Nature-CNN's convolutions: (kernel, stride), as in distrl/models/actor_critic.py.
+NATURE_CNN_CONVS = ((8, 4), (4, 2), (3, 1))
+
+
+def action_space_problem(space: gym.Space) -> str | None:
+    if isinstance(space, gym.spaces.Discrete) or (isinstance(space, gym.spaces.Box) and len(space.shape) == 1):
+        return None
+    return f"action space {space} is not supported (Discrete or 1-d Box)"
+
+
+def check_model_fits(obs_space: gym.Space, action_space: gym.Space, cfg: ModelConfig) -> None:
+    """Raise ``ValueError`` naming the key when ``cfg`` cannot be built for these spaces."""
+    problem = action_space_problem(action_space)
+    if problem:
+        raise ValueError(problem)
+    if cfg.type != "cnn":
+        return
+    if len(obs_space.shape) != 3:
+        raise ValueError(f"model.type=cnn: needs image observations [C, H, W], got shape {obs_space.shape}")
+    height, width = obs_space.shape[1:]
+    for kernel, stride in NATURE_CNN_CONVS:
+        height, width = (height - kernel) // stride + 1, (width - kernel) // stride + 1
+        if height < 1 or width < 1:
+            raise ValueError(f"model.type=cnn: observations of shape {obs_space.shape} are too small for the "
+                             "Nature-CNN (it needs at least 36 x 36 pixels)")  # fmt: skip
