@@ -70,6 +70,22 @@ def ppo_table() -> str:
     return "\n".join(out)
 
 
+def breakout_table() -> str:
+    data = load("ppo_breakout")
+    out = ["| worker backend | mode | distrl: env steps/s in the loop | distrl: vs eager workers | RLlib published: vs no compile |",
+           "| --- | --- | --- | --- | --- |"]  # fmt: skip
+    if not data:
+        return "\n".join(out)
+    published = {(r["backend"], r["mode"]): r["speedup_pct"] for r in data["rllib_published"]}
+    keys = [(r["backend"], r["mode"]) for r in data["rows"]] + [k for k in published if k not in {(r["backend"], r["mode"]) for r in data["rows"]}]
+    for backend, mode in keys:
+        match = [r for r in data["rows"] if (r["backend"], r["mode"]) == (backend, mode)]
+        ours = f"{match[0]['train_sps']:,.0f} | {(match[0]['speedup_vs_eager'] - 1) * 100:+.0f} %" if match else "- | -"
+        theirs = f"{published[(backend, mode)]:+.0f} %" if (backend, mode) in published else "-"
+        out.append(f"| {backend} | {mode} | {ours} | {theirs} |")
+    return "\n".join(out)
+
+
 def peers_table() -> str:
     data = load("peers")
     out = ["| system | runs solved | median time to mean return 475 | median env steps | median env steps/s (from launch) |",
@@ -106,6 +122,6 @@ def compile_check_table() -> str:
 
 
 if __name__ == "__main__":
-    for title, table in [("inference", inference_table()), ("inference_forward", inference_forward_table()), ("learner", learner_table()), ("ppo", ppo_table()), ("peers", peers_table()),
+    for title, table in [("inference", inference_table()), ("inference_forward", inference_forward_table()), ("learner", learner_table()), ("ppo", ppo_table()), ("ppo_breakout", breakout_table()), ("peers", peers_table()),
                          ("scale", scale_table()), ("compile_check", compile_check_table())]:  # fmt: skip
         print(f"<!-- {title} -->\n{table}\n")

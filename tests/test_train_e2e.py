@@ -159,8 +159,9 @@ def test_training_with_compiled_workers_and_learner(tmp_path, backend):
     assert all(r["policy_backend"] == backend for r in rows)
     # After warm-up neither side compiles again.
     assert all(r["worker_recompiles"] == 0 and r["learner_recompiles"] == 0 for r in rows)
-    # Every weight sync was checked against eager (one per update after the first batch).
-    assert rows[-1]["weight_sync_checks"] >= len(rows) - 1
+    # Every weight sync was checked against eager: one per update, except the first two batches of the overlap
+    # pipeline, sampled with the initial weights the workers already hold (version 0, no sync).
+    assert rows[-1]["weight_sync_checks"] >= len(rows) - 2
     assert rows[-1]["episode_return_mean"] > rows[0]["episode_return_mean"]
 
 

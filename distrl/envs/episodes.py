@@ -26,14 +26,14 @@ class EpisodeTracker:
         """
         valid = ~self.prev_done
         ended = terminated | truncated
-        self.running_return += np.where(valid, reward, 0.0)
+        self.running_return += np.where(valid, reward, 0.0)  # a reset step's reward is not part of any episode
         self.running_length += valid
-        finished = ended & valid if error is None else ended & valid & ~error
-        if finished.any():
+        if ended.any():  # most steps end no episode: skip the masked indexing
+            finished = ended & valid if error is None else ended & valid & ~error
             self.returns.extend(self.running_return[finished].tolist())
             self.lengths.extend((self.running_length[finished] * self.length_scale).tolist())
-        self.running_return[ended] = 0.0
-        self.running_length[ended] = 0
+            self.running_return[ended] = 0.0
+            self.running_length[ended] = 0
         self.prev_done = ended
         return valid
 
