@@ -119,9 +119,12 @@ def start(rollout_nodes: int = 1, rollout_cpus: int = 2, learner_cpus: int = 1, 
             "--resources=" + json.dumps({"learner": 1}), "--labels=distrl-role=learner", *common]  # fmt: skip
     try:
         subprocess.run(head, env=env, check=True, capture_output=True, text=True)
-        for _ in range(rollout_nodes):
+        for index in range(1, rollout_nodes + 1):
             node = [ray, "start", f"--address={cluster.gcs_address}", f"--num-cpus={rollout_cpus}",
                     "--resources=" + json.dumps({"rollout": rollout_cpus}), "--labels=distrl-role=rollout",
+                    # A temp dir of its own, as a separate machine has: raylets sharing one session dir share the
+                    # jobs' unpacked --working-dir too, and one raylet's clean-up deletes another's job directory.
+                    f"--temp-dir={temp_dir}/n{index}",
                     # a second raylet on this machine needs agent ports of its own
                     f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
                     f"--metrics-export-port={free_port()}", f"--runtime-env-agent-port={free_port()}", *common]  # fmt: skip
