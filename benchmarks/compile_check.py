@@ -91,7 +91,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     info = machine_info()
     print_machine(info)
-    backends = [r["name"] for r in available_backends() if r["available"] and r["name"] != "eager"]
+    backends = [r["name"] for r in available_backends() if r["available"] and r["name"] != "eager" and not r["chooses"]]
     plan = [(m, b, bs) for m in args.models for b in backends for bs in args.batch_sizes]
     if args.quick:
         plan, args.updates = [("mlp", "onnxrt", 16)], 3

@@ -302,7 +302,8 @@ def main(argv=None) -> int:
             f"x{row['speedup_vs_eager']:.2f} vs eager, x{row['speedup_vs_torch_distributions']:.2f} vs torch.distributions, "
             f"compile {row['compile_s']:.2f} s, recompiles {row['recompiles']}; forward {row['forward_us']:.1f} us "
             f"(bare ORT {row['bare_ort_forward_us']:.1f} us: x{row['forward_vs_bare_ort']:.2f}), sync {row['sync_ms']:.1f} ms"
-            + ("" if row["backend_used"] == backend else f"  [FELL BACK to {row['backend_used']}: {row['fallback_reason']}]"),
+            + ("" if row["backend_used"] == backend else f"  [chose {row['backend_used']}]" if backend == "auto"
+               else f"  [FELL BACK to {row['backend_used']}: {row['fallback_reason']}]"),
             flush=True,
         )
         if not row["matches_eager_after_update"]:

@@ -83,6 +83,9 @@ def main(argv=None) -> int:
         eager_rate = None
         for name, extra in variants(cuda, args.quick):
             config = load_config(path, overrides + device_overrides + extra)
+            # Each variant compiles from scratch: one process compiling many variants would otherwise hit
+            # dynamo's recompile limit and silently run the last ones eagerly.
+            torch._dynamo.reset()
             learner = Learner(config, *probe_spaces(config.env))
             start = time.perf_counter()
             first = learner.update(sample)

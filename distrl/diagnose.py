@@ -104,6 +104,8 @@ def measure(config, seconds: float = 0.5) -> dict:
     rng = np.random.default_rng(0)
     latency = {}
     for row in available_backends():
+        if row["chooses"]:  # auto: its choice is one of the rows measured here
+            continue
         if not row["available"]:
             latency[row["name"]] = {"available": False, "reason": row["reason"]}
             continue

@@ -6,7 +6,7 @@ config validates against) can be imported without importing torch.
 
 from __future__ import annotations
 
-import importlib
+from distrl.common.lazy import lazy_exports
 
 _EXPORTS = {
     "CompiledPolicy": "distrl.compile.api",
@@ -32,8 +32,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'distrl.compile' has no attribute {name!r}")
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -33,11 +33,11 @@ class BackendReport:
 
 
 def available_backends() -> list[dict]:
-    """Each worker backend with whether it can run here and why (not)."""
+    """Each worker backend with whether it can run here and why (not); ``chooses``: it picks among the others."""
     rows = []
-    for name in BACKENDS:
+    for name, spec in BACKENDS.items():
         ok, reason = load_backend(name).available()
-        rows.append({"name": name, "available": ok, "reason": reason})
+        rows.append({"name": name, "available": ok, "reason": reason, "chooses": spec.chooses})
     return rows
 
 

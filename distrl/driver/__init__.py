@@ -6,7 +6,7 @@ importing ray: the CLI decides which Ray to use before Ray reads its environment
 
 from __future__ import annotations
 
-import importlib
+from distrl.common.lazy import lazy_exports
 
 _EXPORTS = {
     "Driver": "distrl.driver.driver",
@@ -16,8 +16,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'distrl.driver' has no attribute {name!r}")
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

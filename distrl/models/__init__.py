@@ -5,7 +5,7 @@ Names are loaded on first use, so the driver can check a config against its env 
 
 from __future__ import annotations
 
-import importlib
+from distrl.common.lazy import lazy_exports
 
 _EXPORTS = {
     "ActorCritic": "distrl.models.actor_critic",
@@ -16,8 +16,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'distrl.models' has no attribute {name!r}")
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

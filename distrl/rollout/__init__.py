@@ -6,14 +6,10 @@ Names are loaded on first use: the coordinator's actor process imports ``distrl.
 
 from __future__ import annotations
 
-import importlib
+from distrl.common.lazy import lazy_exports
 
 _EXPORTS = {"RolloutWorker": "distrl.rollout.worker", "SampleCoordinator": "distrl.rollout.coordinator"}
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'distrl.rollout' has no attribute {name!r}")
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)
