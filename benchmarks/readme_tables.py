@@ -52,6 +52,17 @@ def inference_forward_table() -> str:
     return "\n".join(out)
 
 
+def sampling_table() -> str:
+    data = load("sampling")
+    out = ["| case | backend | env alone steps/s | worker steps/s (share of env alone) | time in env / policy / bookkeeping | policy us per step |",
+           "| --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    for r in data["rows"] if data else []:
+        label = r["backend"] if r["backend_used"] == r["backend"] else f"{r['backend']} (chose {r['backend_used']})"
+        out.append(f"| {r['case']} | {label} | {r['env_alone_sps']:,.0f} | {r['worker_sps']:,.0f} ({r['share_of_ceiling']:.0%}) | "
+                   f"{r['env_share']:.0%} / {r['policy_share']:.0%} / {r['bookkeeping_share']:.0%} | {r['policy_us_per_step']:,.0f} |")  # fmt: skip
+    return "\n".join(out)
+
+
 def learner_table() -> str:
     data = load("learner")
     out = ["| model | variant | first update (compile) s | steady update ms | samples/s | x eager |", "| --- | --- | --- | --- | --- | --- |"]
@@ -122,6 +133,6 @@ def compile_check_table() -> str:
 
 
 if __name__ == "__main__":
-    for title, table in [("inference", inference_table()), ("inference_forward", inference_forward_table()), ("learner", learner_table()), ("ppo", ppo_table()), ("ppo_breakout", breakout_table()), ("peers", peers_table()),
+    for title, table in [("inference", inference_table()), ("inference_forward", inference_forward_table()), ("sampling", sampling_table()), ("learner", learner_table()), ("ppo", ppo_table()), ("ppo_breakout", breakout_table()), ("peers", peers_table()),
                          ("scale", scale_table()), ("compile_check", compile_check_table())]:  # fmt: skip
         print(f"<!-- {title} -->\n{table}\n")
