@@ -31,6 +31,7 @@ def iteration_row(run: RunState, infos: list[dict], learner: dict, iter_s: float
         "sample_s": float(np.mean([info["sample_s"] for info in infos])),
         "learn_s": learner["learn_s"],
         "policy_s": float(np.mean([info["policy_s"] for info in infos])),
+        "env_s": float(np.mean([info["env_s"] for info in infos])),
         "episode_return_mean": run.return_mean(),
         "episode_len_mean": run.length_mean(),
         "episodes": run.episodes,
