@@ -13,8 +13,18 @@ def load(name: str) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
+def inference_rows() -> list[dict]:
+    """Rows of the main inference run and of the ipex environment's."""
+    return (load("inference") or {"rows": []})["rows"] + (load("inference_ipex") or {"rows": []})["rows"]
+
+
+def backend_label(requested: str, used: set[str]) -> str:
+    """The backend asked for, and what it chose (auto) when that differs."""
+    return requested if used == {requested} else f"{requested} (chose {'/'.join(sorted(used))})"
+
+
 def inference_table() -> str:
-    rows = (load("inference") or {"rows": []})["rows"] + (load("inference_ipex") or {"rows": []})["rows"]
+    rows = inference_rows()
     out = ["| model | backend (mode) | batch 1 | batch 16 | batch 64 | batch 256 | batch 1024 |", "| --- | --- | --- | --- | --- | --- | --- |"]
     keys = sorted({(r["model"], r["backend"], r["mode"]) for r in rows}, key=lambda k: (["mlp", "lstm", "cnn"].index(k[0]), k[1], k[2]))
     for model, backend, mode in keys:
@@ -29,8 +39,7 @@ def inference_table() -> str:
 
 def inference_forward_table() -> str:
     """The runtime alone (forward, no sampling) against eager and a bare ONNX Runtime session, and a weight sync."""
-    rows = (load("inference") or {"rows": []})["rows"] + (load("inference_ipex") or {"rows": []})["rows"]
-    rows = [r for r in rows if "forward_us" in r and r["mode"] == "default"]
+    rows = [r for r in inference_rows() if "forward_us" in r and r["mode"] == "default"]
     batches = (1, 16, 64, 256)
     out = ["| model | backend | " + " | ".join(f"batch {b}" for b in batches) + " | sync ms (batch 64) |",
            "| --- | --- | " + " | ".join("---" for _ in batches) + " | --- |"]  # fmt: skip
@@ -46,8 +55,7 @@ def inference_forward_table() -> str:
             cells.append(f"{r['forward_us']:,.0f} us, x{r['forward_speedup_vs_eager']:.2f} [{r['forward_vs_bare_ort']:.2f}]")
             if batch == 64:
                 sync = f"{r['sync_ms']:.1f}"
-        used = {r["backend_used"] for r in rows if (r["model"], r["backend"]) == (model, backend)}
-        label = backend if used == {backend} else f"{backend} (chose {'/'.join(sorted(used))})"
+        label = backend_label(backend, {r["backend_used"] for r in rows if (r["model"], r["backend"]) == (model, backend)})
         out.append(f"| {model} | {label} | " + " | ".join(cells) + f" | {sync} |")
     return "\n".join(out)
 
@@ -57,8 +65,7 @@ def sampling_table() -> str:
     out = ["| case | backend | env alone steps/s | worker steps/s (share of env alone) | time in env / policy / bookkeeping | policy us per step |",
            "| --- | --- | --- | --- | --- | --- |"]  # fmt: skip
     for r in data["rows"] if data else []:
-        label = r["backend"] if r["backend_used"] == r["backend"] else f"{r['backend']} (chose {r['backend_used']})"
-        out.append(f"| {r['case']} | {label} | {r['env_alone_sps']:,.0f} | {r['worker_sps']:,.0f} ({r['share_of_ceiling']:.0%}) | "
+        out.append(f"| {r['case']} | {backend_label(r['backend'], {r['backend_used']})} | {r['env_alone_sps']:,.0f} | {r['worker_sps']:,.0f} ({r['share_of_ceiling']:.0%}) | "
                    f"{r['env_share']:.0%} / {r['policy_share']:.0%} / {r['bookkeeping_share']:.0%} | {r['policy_us_per_step']:,.0f} |")  # fmt: skip
     return "\n".join(out)
 
