@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from torch import nn
 
+from distrl.common.errors import describe_error
 from distrl.compile.backends import BACKENDS, load_backend
 from distrl.compile.check import Float64Reference, check_against_eager
 from distrl.compile.policy import EagerPolicy, InferencePolicy, load_state_dict_numpy
@@ -41,11 +42,6 @@ def available_backends() -> list[dict]:
     return rows
 
 
-def _describe(exc: Exception) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0][:300] if text else ''}"
-
-
 def prepare_artifacts(module: nn.Module, backend: str, example: tuple[np.ndarray, ...], mode: str = "default") -> dict:
     """Export or compile once (on the driver) what every worker can reuse through the object store."""
     return load_backend(backend).prepare(module, example, mode)
@@ -66,9 +62,11 @@ def build_inference_policy(
     try:
         built = load_backend(backend).build(module, example, mode, dict(options or {}), dict(artifacts or {}))
         policy = built.policy
-        problem = None if policy.backend == "eager" else check_against_eager(policy, module, example)
+        # A chooser (auto) ran this same check on this example for each candidate before keeping one.
+        checked = policy.backend == "eager" or BACKENDS[backend].chooses
+        problem = None if checked else check_against_eager(policy, module, example)
     except Exception as exc:  # a backend failing to compile must not stop the run unless strict
-        problem = _describe(exc)
+        problem = describe_error(exc)
     if problem is None:
         return policy, BackendReport(backend, policy.backend, built.notes, built.timings_us)
     message = f"rollout.compile.backend={backend}: {problem}"

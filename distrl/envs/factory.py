@@ -16,6 +16,7 @@ from functools import partial
 import gymnasium as gym
 from gymnasium.vector import AutoresetMode
 
+from distrl.common.errors import describe_error
 from distrl.config.schema import EnvConfig
 from distrl.envs.guard import GuardedEnv, GuardedVectorEnv
 from distrl.envs.wrappers import ActionRepeat
@@ -108,9 +109,7 @@ def probe_spaces(cfg: EnvConfig) -> tuple[gym.Space, gym.Space]:
     except EnvSpecError:
         raise
     except Exception as exc:  # the env's own constructor refused: its kwargs, a missing dependency, ...
-        detail = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
-        problem = (f"env.id={cfg.id!r} with env.kwargs={dict(cfg.kwargs)}: the env could not be built: "
-                   f"{type(exc).__name__}: {detail}")  # fmt: skip
+        problem = f"env.id={cfg.id!r} with env.kwargs={dict(cfg.kwargs)}: the env could not be built: {describe_error(exc)}"
     finally:
         gc.collect()
         sys.unraisablehook = hook

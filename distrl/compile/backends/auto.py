@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 
+from distrl.common.errors import describe_error
 from distrl.compile.backends import BACKENDS, load_backend
 from distrl.compile.backends.base import Built
 from distrl.compile.check import check_against_eager
@@ -18,11 +19,6 @@ log = logging.getLogger("distrl.compile")
 
 def _candidates() -> list[str]:
     return [name for name, spec in BACKENDS.items() if not spec.chooses and name != "eager"]
-
-
-def _problem(exc: Exception) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0][:200] if text else ''}"
 
 
 def time_policy(policy: InferencePolicy, example: tuple[np.ndarray, ...], seconds: float = 0.3) -> float:
@@ -50,7 +46,7 @@ class AutoBackend:
                 try:
                     artifacts.update(backend.prepare(module, example, mode))
                 except Exception as exc:  # that candidate compiles in each worker instead
-                    log.warning("auto: %s could not prepare shared artifacts (%s)", name, _problem(exc))
+                    log.warning("auto: %s could not prepare shared artifacts (%s)", name, describe_error(exc, 200))
         return artifacts
 
     def build(self, module, example, mode, options, artifacts) -> Built:
@@ -69,7 +65,7 @@ class AutoBackend:
                 policy = backend.build(module, example, mode, own_options, artifacts).policy
                 problem = check_against_eager(policy, module, example)
             except Exception as exc:  # a candidate that fails to build is passed over
-                problem = _problem(exc)
+                problem = describe_error(exc, 200)
             if problem:
                 notes.append(f"{name}: {problem}")
                 continue
