@@ -58,6 +58,29 @@ def variants(cuda: bool, quick: bool) -> list[tuple[str, list[str]]]:
     return out
 
 
+def transfer_rows(model: str, batch) -> list[dict]:
+    """Host-to-GPU copy of one batch: pageable numpy memory vs pinned (what the learner uses on CUDA)."""
+    arrays = list(batch.arrays().values())
+    nbytes = sum(a.nbytes for a in arrays)
+    rows = []
+    for name, pin in (("pageable", False), ("pinned", True)):
+        sources = [torch.from_numpy(a) for a in arrays]
+        if pin:
+            sources = [t.pin_memory() for t in sources]
+        times = []
+        for _ in range(20):
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            for t in sources:
+                t.to("cuda", non_blocking=pin)
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - start)
+        median = spread(times)["median"]
+        rows.append({"model": model, "memory": name, "batch_mb": nbytes / 1e6, "copy_ms": median * 1e3, "gb_per_s": nbytes / median / 1e9})
+        print(f"{model:4s} host->GPU copy, {name:8s}: {median * 1e3:7.2f} ms for {nbytes / 1e6:.1f} MB ({nbytes / median / 1e9:.1f} GB/s)", flush=True)
+    return rows
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
@@ -73,12 +96,14 @@ def main(argv=None) -> int:
     device_overrides = ["learner.device=cuda", "learner.num_gpus_per_learner=1"] if cuda else []
     info = machine_info()
     print_machine(info)
-    rows, failures = [], []
+    rows, failures, transfers = [], [], []
     for model in args.models:
         path, overrides = MODELS[model]
         base = load_config(path, overrides)
         worker = RolloutWorker(base)
         sample = worker.sample()
+        if cuda:
+            transfers += transfer_rows(model, sample[1])
         eager_first_loss = None
         eager_rate = None
         for name, extra in variants(cuda, args.quick):
@@ -148,7 +173,7 @@ def main(argv=None) -> int:
         fig.savefig(path, dpi=100)
         plt.close(fig)
 
-    ok = write_results("learner", {"machine": info, "args": vars(args), "rows": rows}, markdown_table(rows, columns),
+    ok = write_results("learner_gpu" if cuda else "learner", {"machine": info, "args": vars(args), "rows": rows, "transfers": transfers}, markdown_table(rows, columns),
                        chart, failures, args.quick, args.results_dir)  # fmt: skip
     return 0 if ok else 1
 

@@ -14,7 +14,9 @@ requested backend, recompiled, or skipped the eager check at weight syncs fails 
 sampling): configs/breakout.yaml with the learner made cheap so that sampling is the limit on a
 CPU-only machine (one epoch, the whole batch as one minibatch, bf16 autocast: about 0.5 s per
 update against about 0.8 s of sampling on a CPU with AVX512-BF16; in fp32 the update alone takes
-1.3 s and hides the workers), each backend and mode for the same number of steps.
+1.3 s and hides the workers), each backend and mode for the same number of steps. On a machine
+with CUDA the learner runs there instead, unchanged (4 epochs), with one worker per spare core,
+and a second table varies the GPU learner (inductor modes incl. CUDA graphs, AMP bf16/fp16).
 """
 
 from __future__ import annotations
@@ -39,6 +41,20 @@ RLLIB_PUBLISHED = [("onnxrt", "default", -72.34), ("onnxrt", "reduce-overhead", 
                    ("ipex", "reduce-overhead", 11.31), ("ipex", "max-autotune", 12.88)]  # fmt: skip
 BREAKOUT_LEARNER_CHEAP = ["ppo.epochs=1", "ppo.minibatch_size=1024", "learner.amp=bf16", "stop.env_steps=20480",
                           "checkpoint.every_iterations=0"]  # fmt: skip
+
+
+# With a GPU the learner is fast, so no cheap setting: the shipped PPO settings, learner on CUDA, many workers.
+BREAKOUT_GPU = ["learner.device=cuda", "learner.num_gpus_per_learner=1", "stop.env_steps=81920", "checkpoint.every_iterations=0"]
+GPU_LEARNER_VARIANTS = [("eager fp32", []), ("inductor default", ["learner.compile=true"]),
+                        ("inductor reduce-overhead", ["learner.compile=reduce-overhead"]),
+                        ("eager bf16", ["learner.amp=bf16"]),
+                        ("inductor default bf16", ["learner.compile=true", "learner.amp=bf16"]), ("eager fp16", ["learner.amp=fp16"])]  # fmt: skip
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def run_training(config: str, backend: str, mode: str, overrides: list[str], seed: int) -> dict:
@@ -93,7 +109,12 @@ def main(argv=None) -> int:
         backends = [(row["name"], "default") for row in available_backends() if row["available"] and row["name"] != "eager"]
     if args.breakout:
         args.config = "configs/breakout.yaml"
-        overrides += BREAKOUT_LEARNER_CHEAP
+        if cuda_available():
+            import os
+
+            overrides += BREAKOUT_GPU + [f"rollout.num_workers={max(1, (os.cpu_count() or 4) - 4)}"]
+        else:
+            overrides += BREAKOUT_LEARNER_CHEAP
         available = {row["name"] for row in available_backends() if row["available"]}
         modes = {"inductor": ["default", "max-autotune-no-cudagraphs"], "ipex": ["default"], "onnxrt": ["default"], "auto": ["default"]}
         backends = [(b, m) for b, ms in modes.items() if b in available for m in ms]
@@ -102,7 +123,7 @@ def main(argv=None) -> int:
         overrides += ["stop.env_steps=20000", "stop.episode_return_mean=null"]
     info = machine_info()
     print_machine(info)
-    rows, failures = [], []
+    rows, failures, learner_rows = [], [], []
     for backend, mode in [("eager", "default"), *backends]:
         for seed in range(args.repeats):
             row = run_training(args.config, backend, mode, overrides, seed)
@@ -120,6 +141,13 @@ def main(argv=None) -> int:
             # Every sync after the first batches (sampled with the initial weights) is checked.
             if backend != "eager" and row["weight_sync_checks"] < row["iterations"] - 2:
                 failures.append(f"{backend} seed {seed}: weight syncs not all checked against eager")
+    if args.breakout and cuda_available():  # the GPU learner's settings, with onnxrt workers
+        for name, extra in GPU_LEARNER_VARIANTS:
+            row = run_training(args.config, "onnxrt", "default", overrides + extra, 0)
+            row["learner"] = name
+            learner_rows.append(row)
+            print(f"GPU learner {name:26s}: {row['train_sps']:9,.0f} env steps/s, learn {row['learn_s'] * 1e3:.1f} ms, "
+                  f"sample {row['sample_s'] * 1e3:.1f} ms", flush=True)
     eager_sps = statistics.median(r["train_sps"] for r in rows if r["backend"] == "eager")
     for row in rows:
         row["speedup_vs_eager"] = row["train_sps"] / eager_sps
@@ -148,8 +176,9 @@ def main(argv=None) -> int:
         fig.savefig(path, dpi=100)
         plt.close(fig)
 
-    name = "ppo_breakout" if args.breakout else "ppo" if args.all else f"ppo_{args.backend}"
-    payload = {"machine": info, "args": vars(args) | {"results_dir": str(args.results_dir)}, "overrides": overrides, "rows": rows}
+    name = ("ppo_breakout_gpu" if cuda_available() else "ppo_breakout") if args.breakout else "ppo" if args.all else f"ppo_{args.backend}"
+    payload = {"machine": info, "args": vars(args) | {"results_dir": str(args.results_dir)}, "overrides": overrides, "rows": rows,
+               "gpu_learner_rows": learner_rows}
     if args.breakout:
         payload["rllib_published"] = [{"backend": b, "mode": m, "speedup_pct": pct} for b, m, pct in RLLIB_PUBLISHED]
     ok = write_results(name, payload, markdown_table(rows, columns), chart,
