@@ -12,96 +12,63 @@ import sys
 import time
 from pathlib import Path
 
+from distrl.api import UsageError as _UsageError  # one class for the CLI's and the API's argument errors
+from distrl.api import check_writable as _check_writable
+
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 
-def _default_run_dir(env_id: str) -> Path:
-    name = env_id.replace("/", "_").replace(":", "_")
-    return Path("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
-
-
 def _cmd_train(args) -> int:
-    from distrl.config import load_config
-    from distrl.driver import Driver
-    from distrl.driver.storage import RunStorage, is_uri
-    from distrl.envs import check_env_trust
+    from distrl.api import train
 
-    if args.config is None and args.resume is None:
-        raise _UsageError("train: give a CONFIG file, or --resume RUN_DIR")
-    overrides = list(args.set) + ([f"storage.uri={args.storage}"] if args.storage else [])
-    storage = None
-    if args.resume is not None and is_uri(args.resume):
-        # A run mirrored under a storage URI: fetch it into a local directory and go on mirroring there.
-        storage = RunStorage(args.resume)
-        run_dir = Path(args.run_dir or Path("runs") / args.resume.rstrip("/").rsplit("/", 1)[-1])
-        storage.fetch_run(run_dir)
-        config_path = args.config or run_dir / "config.yaml"
-        overrides.append(f"storage.uri={args.resume.rstrip('/').rsplit('/', 1)[0]}")
-    elif args.resume is not None:
-        run_dir = Path(args.resume)
-        if run_dir.is_file():
-            raise _UsageError(f"--resume={args.resume!r}: give the run directory (it holds checkpoints/), not a checkpoint file")
-        if not run_dir.is_dir():
-            raise _UsageError(f"--resume={args.resume!r}: no such run directory")
-        if args.run_dir is not None and Path(args.run_dir) != run_dir:
-            raise _UsageError("--run-dir: cannot be combined with --resume RUN_DIR (the run continues in RUN_DIR)")
-        config_path = args.config or run_dir / "config.yaml"
-    else:
-        config_path = args.config
-    config = load_config(config_path, overrides)
-    check_env_trust(config.env.id, _named_envs(args), f"config {str(config_path)!r}")
-    if args.resume is None or not is_uri(args.resume):
-        run_dir = Path(args.resume or args.run_dir or _default_run_dir(config.env.id))
-    if args.resume is None:
-        _check_new_run_dir(run_dir)
-    _check_writable(run_dir, "--run-dir")
-    if storage is None and config.storage.uri is not None:
-        storage = RunStorage(f"{config.storage.uri.rstrip('/')}/{run_dir.name}")
-    if storage is not None:
-        storage.check_writable()  # before Ray starts: a bad URI or missing permission is one line now
-    driver = Driver(config, run_dir, resume=args.resume is not None, storage=storage)
-    summary = driver.run(args.target, launch=args.launch)
-    ret = summary["episode_return_mean"]
+    console = None
+    if sys.stdout.isatty():  # the live progress bar draws on the terminal
+        from rich.console import Console
+
+        console = Console(soft_wrap=True)
+    result = train(args.config, overrides=args.set, run_dir=args.run_dir, storage=args.storage, resume=args.resume,
+                   address=args.target, trusted_envs=args.trust_env, console=console, launch=args.launch)  # fmt: skip
+    ret = result.episode_return_mean
     print(
-        f"done: {summary['stop_reason']} | {summary['env_steps']:,} env steps in {summary['wall_s']:.1f} s "
-        f"({summary['sps']:,.0f} steps/s) | return {'-' if ret is None else f'{ret:.1f}'} | "
-        f"solved at {summary['solved_at_s']} s | {run_dir}"
+        f"done: {result.stop_reason} | {result.env_steps:,} env steps in {result.wall_s:.1f} s "
+        f"({result.sps:,.0f} steps/s) | return {'-' if ret is None else f'{ret:.1f}'} | "
+        f"solved at {result.solved_at_s} s | {result.run_dir}"
     )
-    return EXIT_INTERRUPTED if summary["stop_reason"] == "interrupted" else 0
+    return EXIT_INTERRUPTED if result.stop_reason == "interrupted" else 0
+
+
+def _cmd_tune(args) -> int:
+    from distrl.tune import tune
+
+    result = tune(args.config, args.search, overrides=args.set, storage_path=args.storage_path, name=args.name,
+                  address=args.target, trusted_envs=args.trust_env)  # fmt: skip
+    print(f"{len(result.trials)} trials in {result.wall_s:.1f} s, experiment {result.experiment_dir}")
+    for trial in sorted(result.trials, key=lambda t: (t["best_value"] is None, -(t["best_value"] or 0) if result.mode == "max" else (t["best_value"] or 0))):
+        value = "-" if trial["best_value"] is None else f"{trial['best_value']:.2f}"
+        at = "" if trial["best_time_s"] is None else f" at {trial['best_time_s']:.1f} s"
+        print(f"  {trial['trial']}: {result.metric} {value}{at}, {trial['iterations']} iterations, {trial['params']}")
+    for error in result.errors:
+        print(f"  error: {error}", file=sys.stderr)
+    if result.best_value is None:
+        print(f"no trial reported {result.metric}", file=sys.stderr)
+        return 1
+    print(f"best: {result.metric} {result.best_value:.2f} at {result.best_time_s:.1f} s with {result.best_params}; "
+          f"checkpoint {result.best_checkpoint}")  # fmt: skip
+    return 1 if result.errors else 0
+
+
+def _cmd_config_show(args) -> int:
+    from distrl.config import load_config
+    from distrl.config.describe import describe_config
+
+    print(describe_config(load_config(args.config, args.set)))
+    return 0
 
 
 def _named_envs(args) -> list[str]:
     """Env ids the user named on this command line (``--set env.id=ID``, ``--trust-env ID``): trusted to import."""
     return [a.partition("=")[2].strip() for a in args.set if a.partition("=")[0].strip() == "env.id"] + args.trust_env
-
-
-def _check_new_run_dir(run_dir: Path) -> None:
-    """A new run never writes into a directory that holds anything: nothing of a user's is overwritten or mixed."""
-    if (run_dir / "checkpoints").exists():
-        raise _UsageError(f"--run-dir={str(run_dir)!r}: already holds a run; use --resume {run_dir} to continue it")
-    if run_dir.is_file():
-        raise _UsageError(f"--run-dir={str(run_dir)!r}: is a file; give a new or empty directory")
-    if run_dir.is_dir() and any(run_dir.iterdir()):
-        held = ", ".join(sorted(p.name for p in run_dir.iterdir())[:4])
-        raise _UsageError(f"--run-dir={str(run_dir)!r}: not empty (holds {held}); give a new or empty directory, "
-                          f"or --resume it if it holds a run")  # fmt: skip
-
-
-def _check_writable(directory: Path, key: str) -> None:
-    """Write (and remove) a probe file in ``directory`` or its nearest existing parent now, before Ray starts."""
-    import tempfile
-
-    existing = directory.resolve()
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    try:
-        if not existing.is_dir():
-            raise NotADirectoryError(20, "a file is in the way")
-        with tempfile.NamedTemporaryFile(dir=existing, prefix=".distrl-probe-"):
-            pass
-    except OSError as exc:
-        raise _UsageError(f"{key}={str(directory)!r}: cannot write there ({exc.strerror or exc})") from None
 
 
 def _positive_int(text: str) -> int:
@@ -114,8 +81,12 @@ def _positive_int(text: str) -> int:
 def _cmd_eval(args) -> int:
     from distrl.deploy import evaluate
 
+    if args.video is not None:
+        _check_writable(Path(args.video), "--video")
     returns = evaluate(args.checkpoint, episodes=args.episodes, deterministic=not args.stochastic, seed=args.seed,
-                       env_id=args.env, trusted_envs=args.trust_env)  # fmt: skip
+                       env_id=args.env, trusted_envs=args.trust_env, video_dir=args.video)  # fmt: skip
+    if args.video is not None:
+        print(f"videos: {', '.join(sorted(p.name for p in Path(args.video).glob('*.mp4')))} in {args.video}")
     print(f"{len(returns)} episodes: return mean {returns.mean():.2f} std {returns.std():.2f} (min {returns.min():.1f}, max {returns.max():.1f})")
     return 0
 
@@ -151,8 +122,6 @@ def _cmd_diagnose(args) -> int:
     return 0
 
 
-class _UsageError(Exception):
-    pass
 
 
 class _Parser(argparse.ArgumentParser):
@@ -166,7 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="distrl", description="Distributed PPO on Ray.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    train = sub.add_parser("train", help="train a policy from a YAML config")
+    train = sub.add_parser("train", help="train a policy from a YAML config",
+                           epilog="Every config key, its type, default and meaning: distrl config show CONFIG")  # fmt: skip
     train.add_argument("config", nargs="?", help="YAML config (optional with --resume: the run's config.yaml)")
     train.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a config value")
     train.add_argument("--run-dir", help="where to write the run (default runs/ENV-TIMESTAMP)")
@@ -180,6 +150,24 @@ def build_parser() -> argparse.ArgumentParser:
                        "else a live cluster started with `ray start` on this machine, else a private Ray)")  # fmt: skip
     train.set_defaults(func=_cmd_train)
 
+    tn = sub.add_parser("tune", help="search hyperparameters with Ray Tune (ASHA, PBT)",
+                        epilog="The search file's keys: see configs/tune_cartpole.yaml")  # fmt: skip
+    tn.add_argument("config", help="YAML config of the runs")
+    tn.add_argument("search", help="YAML search file: metric, mode, num_samples, scheduler, search_space, overrides")
+    tn.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a config value in every trial")
+    tn.add_argument("--storage-path", help="where Tune keeps the experiment (default runs/tune)")
+    tn.add_argument("--name", help="the experiment's folder name (default ENV-TIMESTAMP)")
+    tn.add_argument("--trust-env", action="append", default=[], metavar="ID", help=trust)
+    tn.add_argument("--address", help="Ray cluster to join (as for train)")
+    tn.set_defaults(func=_cmd_tune)
+
+    cf = sub.add_parser("config", help="show a resolved config with every key's type, default and meaning")
+    cf_sub = cf.add_subparsers(dest="config_command", required=True)
+    show = cf_sub.add_parser("show", help="print the config after overrides, key by key, with descriptions")
+    show.add_argument("config", nargs="?", help="YAML config (default: all defaults)")
+    show.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a config value")
+    show.set_defaults(func=_cmd_config_show)
+
     ev = sub.add_parser("eval", help="play episodes with a trained policy")
     ev.add_argument("checkpoint", help="checkpoint file or run directory")
     ev.add_argument("--episodes", type=_positive_int, default=10)
@@ -187,6 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--trust-env", action="append", default=[], metavar="ID", help=trust)
     ev.add_argument("--stochastic", action="store_true", help="sample actions instead of taking the most likely")
     ev.add_argument("--seed", type=int, default=12345)
+    ev.add_argument("--video", metavar="DIR", help="record each episode as an MP4 in DIR (gymnasium RecordVideo)")
     ev.set_defaults(func=_cmd_eval)
 
     ex = sub.add_parser("export", help="write the trained policy as an ONNX model")
@@ -210,8 +199,11 @@ def main(argv: list[str] | None = None) -> int:
     launch = time.perf_counter()
     args = build_parser().parse_args(argv)
     args.launch = launch
-    if args.command == "train":
+    if args.command in ("train", "tune"):
+        from distrl.common.log import install_cli_handler
         from distrl.driver.connection import ConnectionProblem, resolve_target
+
+        install_cli_handler()
 
         try:  # which Ray, decided before anything imports ray (and within seconds, even for a dead cluster)
             args.target = resolve_target(args.address)

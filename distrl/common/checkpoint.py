@@ -18,11 +18,17 @@ def checkpoint_dir(run_dir: Path) -> Path:
     return Path(run_dir) / "checkpoints"
 
 
-def save_checkpoint(run_dir: Path, iteration: int, payload: dict, keep: int) -> Path:
-    """Write ``checkpoints/ckpt_{iteration}.pt`` so that a crash at any point leaves the previous one intact."""
+def checkpoint_path(run_dir: Path, iteration: int) -> Path:
+    return checkpoint_dir(run_dir) / f"ckpt_{iteration:07d}.pt"
+
+
+def save_checkpoint(run_dir: Path, iteration: int, payload: dict, keep: int, protect: Path | None = None) -> Path:
+    """Write ``checkpoints/ckpt_{iteration}.pt`` so that a crash at any point leaves the previous one intact.
+
+    Keeps the newest ``keep``, and ``protect`` (the best so far) whatever its age."""
     directory = checkpoint_dir(run_dir)
     directory.mkdir(parents=True, exist_ok=True)
-    final = directory / f"ckpt_{iteration:07d}.pt"
+    final = checkpoint_path(run_dir, iteration)
     import torch  # here, not at import: the driver loads torch in a thread while Ray starts
 
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp_", suffix=".pt")
@@ -41,7 +47,8 @@ def save_checkpoint(run_dir: Path, iteration: int, payload: dict, keep: int) -> 
     finally:
         os.close(dir_fd)
     for old in list_checkpoints(run_dir)[:-keep]:
-        old.unlink(missing_ok=True)
+        if protect is None or old != Path(protect):
+            old.unlink(missing_ok=True)
     return final
 
 

@@ -43,6 +43,11 @@ def _apply_override(tree: dict, assignment: str) -> None:
     if "=" not in assignment:
         raise ConfigError([f"--set {assignment!r}: expected key.path=value, e.g. --set ppo.lr=3e-4"])
     path, _, text = assignment.partition("=")
+    set_key(tree, path, parse_value(text))
+
+
+def set_key(tree: dict, path: str, value: Any) -> None:
+    """Set ``tree[a][b][c] = value`` for ``path`` 'a.b.c', creating sections on the way."""
     keys = path.strip().split(".")
     node = tree
     for key in keys[:-1]:
@@ -50,7 +55,17 @@ def _apply_override(tree: dict, assignment: str) -> None:
         if not isinstance(child, dict):
             raise ConfigError([f"--set {path}: '{key}' is a value, not a section"])
         node = child
-    node[keys[-1]] = parse_value(text)
+    node[keys[-1]] = value
+
+
+def apply_overrides(tree: dict, overrides) -> None:
+    """``overrides``: ``key.path=value`` strings (values read as YAML) or a ``{key.path: value}`` dict."""
+    if isinstance(overrides, dict):
+        for path, value in overrides.items():
+            set_key(tree, str(path), value)
+        return
+    for assignment in overrides:
+        _apply_override(tree, assignment)
 
 
 def _format_error(err: dict) -> list[str]:
@@ -88,10 +103,17 @@ def config_from_dict(tree: dict) -> Config:
         raise ConfigError(_with_allowed_keys(lines)) from None
 
 
-def load_config(path: str | Path | None, overrides: list[str] = ()) -> Config:
-    """Read YAML at ``path`` (None: all defaults), apply ``overrides``, validate."""
+def load_config(path: str | Path | dict | Config | None, overrides=()) -> Config:
+    """Read YAML at ``path`` (None: all defaults; a dict or a Config: that tree), apply ``overrides``
+    (``key.path=value`` strings or a ``{key.path: value}`` dict), validate."""
     tree: Any = {}
-    if path is not None:
+    if isinstance(path, Config):
+        tree = path.model_dump(mode="json")
+    elif isinstance(path, dict):
+        import copy
+
+        tree = copy.deepcopy(path)
+    elif path is not None:
         path = Path(path)
         if not path.is_file():
             raise ConfigError([f"config={str(path)!r}: no such file"])
@@ -105,8 +127,7 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> Config:
             raise ConfigError([f"config={str(path)!r}: the file is empty; give at least one section (env, model, ppo, ...)"])
         if not isinstance(tree, dict):
             raise ConfigError([f"config={str(path)!r}: must be a mapping of sections (env, model, ppo, ...)"])
-    for assignment in overrides:
-        _apply_override(tree, assignment)
+    apply_overrides(tree, overrides or ())
     return config_from_dict(tree)
 
 

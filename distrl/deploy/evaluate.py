@@ -6,7 +6,6 @@ from collections.abc import Collection
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from distrl.common.checkpoint import CheckpointError, load_checkpoint
 from distrl.common.running_mean_std import RunningMeanStd
@@ -45,28 +44,27 @@ def policy_from_checkpoint(path: str | Path, env_id: str | None = None, trusted_
 
 
 def evaluate(path: str | Path, episodes: int = 10, deterministic: bool = True, seed: int = 12345,
-             env_id: str | None = None, trusted_envs: Collection[str] = ()) -> np.ndarray:  # fmt: skip
-    """Returns of ``episodes`` complete episodes (raw env reward); env as in ``policy_from_checkpoint``."""
-    config, model, rms, _, _ = policy_from_checkpoint(path, env_id, trusted_envs)
+             env_id: str | None = None, trusted_envs: Collection[str] = (), video_dir: str | Path | None = None
+             ) -> np.ndarray:  # fmt: skip
+    """Returns of ``episodes`` complete episodes (raw env reward); env as in ``policy_from_checkpoint``.
+
+    ``video_dir``: record every episode there as MP4 (gymnasium's ``RecordVideo``), one env at a time.
+    """
+    from distrl.deploy.policy import Policy
+
+    policy = Policy.from_checkpoint(path, env_id, trusted_envs)
+    policy.seed(seed)
+    if video_dir is not None:
+        from distrl.deploy.video import record_episodes
+
+        return record_episodes(policy, policy.config.env, video_dir, episodes, seed, deterministic)
     num_envs = min(episodes, 16)
-    envs = make_vec_env(config.env.model_copy(update={"num_envs_per_worker": num_envs}))
+    envs = make_vec_env(policy.config.env.model_copy(update={"num_envs_per_worker": num_envs}))
     obs, _ = envs.reset(seed=seed)
-    rng = np.random.default_rng(seed)
     tracker = EpisodeTracker(num_envs)
-    h, c = model.initial_state(num_envs) if model.is_recurrent else (None, None)
-    start = np.ones(num_envs, dtype=bool)
+    state, start = policy.initial_state(num_envs), np.ones(num_envs, dtype=bool)
     while len(tracker.returns) < episodes:
-        x = rms.normalize(obs, config.env.obs_clip) if rms is not None else obs
-        with torch.inference_mode():
-            if model.is_recurrent:
-                keep = torch.from_numpy((~start).astype(np.float32))[:, None]
-                pd, _, h, c = model(torch.as_tensor(x), torch.as_tensor(h) * keep, torch.as_tensor(c) * keep)
-            else:
-                pd, _ = model(torch.as_tensor(x))
-        pd = pd.numpy()
-        actions = model.dist.greedy_numpy(pd) if deterministic else model.dist.sample_numpy(pd, rng)[0]
-        if model.dist.kind == "gaussian":
-            actions = np.clip(actions, envs.single_action_space.low, envs.single_action_space.high)
+        actions, state = policy.predict(obs, state, start, deterministic)
         obs, reward, terminated, truncated, _ = envs.step(actions)
         start = ~tracker.step(reward, terminated, truncated)  # after a reset step, an episode starts
     envs.close()

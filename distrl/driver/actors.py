@@ -18,14 +18,24 @@ from distrl.rollout.coordinator import SampleCoordinator
 
 
 class RunActors:
-    def __init__(self, config: Config, run_id: str, spaces: tuple, artifacts_ref, say):
+    def __init__(self, config: Config, run_id: str, spaces: tuple, artifacts_ref, say, trial_group=None):
+        """``trial_group``: a placement group made for this run by its caller (a Ray Tune trial's, from
+        ``distrl.tune.trial_resources``): after the trial's own bundle, if it has one, the learners take one
+        bundle each and the workers the next ones; the group is left to its owner at teardown."""
         self.config = config
         self.run_id = run_id
         self.spaces = spaces
         # Held for the whole run: a restarted worker is constructed again from this same reference.
         self.artifacts_ref = artifacts_ref
         self.say = say
-        self.placement_group = None
+        self.trial_group = trial_group
+        self.placement_group = trial_group
+        self.bundle_offset = 0
+        if trial_group is not None:
+            self.bundle_offset = len(trial_group.bundle_specs) - config.learner.num_learners - config.rollout.num_workers
+            if self.bundle_offset not in (0, 1):
+                raise ValueError(f"the trial's placement group has {len(trial_group.bundle_specs)} bundles; this run needs "
+                                 f"{config.learner.num_learners} learner and {config.rollout.num_workers} worker bundles")  # fmt: skip
         self.learners: list = []
         self.workers: list = []
         self.coordinator = None
@@ -42,15 +52,15 @@ class RunActors:
         constructed (the learners go on starting: ``learners_ready`` waits for them)."""
         cfg = self.config
         timeout = cfg.cluster.placement_timeout_s
-        # The learners of one run are placed together, as one placement group.
-        self.placement_group = learner_placement_group(cfg)
-        wait_until_ready({f"learner placement group ({self.world_size} bundles)": self.placement_group.ready()}, timeout, self.say)
+        if self.trial_group is None:  # the learners of one run are placed together, as one placement group
+            self.placement_group = learner_placement_group(cfg)
+            wait_until_ready({f"learner placement group ({self.world_size} bundles)": self.placement_group.ready()}, timeout, self.say)
         self.learners = self._create_learners()
         from distrl.rollout.worker import RolloutWorker  # torch: imported by then, in the driver's start-up thread
 
         worker_cls = ray.remote(RolloutWorker)
         self.workers = [
-            worker_cls.options(name=f"distrl-{self.run_id}-worker-{i}", **worker_options(cfg)).remote(
+            worker_cls.options(name=f"distrl-{self.run_id}-worker-{i}", **worker_options(cfg), **self._worker_bundle(i)).remote(
                 cfg, i, first_iteration, self.artifacts_ref
             )
             for i in range(cfg.rollout.num_workers)
@@ -65,6 +75,13 @@ class RunActors:
         ready["coordinator"] = self.coordinator.gather.remote(())
         wait_until_ready(ready, timeout, self.say)
         self.backend_infos = ray.get([ready[f"worker-{i}"] for i in range(cfg.rollout.num_workers)])
+
+    def _worker_bundle(self, index: int) -> dict:
+        """Inside a trial's group, worker ``index`` takes the bundle after the learners'."""
+        if self.trial_group is None:
+            return {}
+        bundle = self.bundle_offset + self.world_size + index
+        return {"scheduling_strategy": PlacementGroupSchedulingStrategy(self.trial_group, placement_group_bundle_index=bundle)}
 
     def learners_ready(self, learner_state_ref=None) -> None:
         """Wait until every learner is constructed, form the DDP group, load ``learner_state_ref`` (resume)."""
@@ -85,7 +102,8 @@ class RunActors:
                 num_cpus=cfg.learner.num_cpus_per_learner,
                 num_gpus=cfg.learner.num_gpus_per_learner,
                 resources=dict(cfg.learner.resources) or None,
-                scheduling_strategy=PlacementGroupSchedulingStrategy(self.placement_group, placement_group_bundle_index=rank),
+                scheduling_strategy=PlacementGroupSchedulingStrategy(
+                    self.placement_group, placement_group_bundle_index=rank + self.bundle_offset),
             ).remote(cfg, *self.spaces, rank, self.world_size)
             for rank in range(self.world_size)
         ]
@@ -123,7 +141,7 @@ class RunActors:
             except Exception:  # already gone
                 pass
         self.workers, self.learners, self.coordinator = [], [], None
-        if self.placement_group is not None:
+        if self.placement_group is not None and self.trial_group is None:
             try:
                 ray.util.remove_placement_group(self.placement_group)
             except Exception:

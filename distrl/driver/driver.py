@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -23,10 +24,9 @@ from pathlib import Path
 
 import numpy as np
 import ray
-from rich.console import Console
-from rich.markup import escape
 
-from distrl.common.checkpoint import load_checkpoint, save_checkpoint
+from distrl.common.checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
+from distrl.common.log import get_logger
 from distrl.config import Config, config_to_yaml
 from distrl.driver import report
 from distrl.driver.actors import RunActors
@@ -37,6 +37,8 @@ from distrl.driver.progress import ProgressReporter
 from distrl.driver.run_state import RunState, stop_reason
 from distrl.driver.storage import RunStorage
 from distrl.envs import EnvFailure, probe_spaces
+
+log = get_logger("driver")
 
 
 def connect_ray(target: RayTarget) -> RayTarget:
@@ -65,13 +67,21 @@ def _started_here() -> bool:
 
 
 class Driver:
-    def __init__(self, config: Config, run_dir: Path, console: Console | None = None, resume: bool = False,
-                 storage: RunStorage | None = None):  # fmt: skip
+    def __init__(self, config: Config, run_dir: Path, console=None, resume: bool = False,
+                 storage: RunStorage | None = None, *, resume_payload: dict | None = None,
+                 on_iteration=None, placement_group=None):  # fmt: skip
+        """``resume_payload``: a loaded checkpoint to continue from (instead of ``run_dir``'s newest, ``resume``).
+        ``on_iteration(row, driver)``: called after every iteration's metrics row (Ray Tune reports from it).
+        ``placement_group``: place every actor in this group (a Tune trial's: bundle 0 is the trial itself,
+        then one per learner, then one per worker) instead of creating the learners' own."""
         self.config = config
         self.run_dir = Path(run_dir)
         self.storage = storage  # the run's mirror under a storage URI, if any
-        self.console = console or Console(soft_wrap=True)
-        self.resume = resume
+        self.console = console  # a rich Console for the live progress bar (the CLI on a terminal), else None
+        self.resume = resume or resume_payload is not None
+        self.on_iteration = on_iteration
+        self.placement_group = placement_group
+        self.best: tuple[float, Path] | None = None  # (episode return mean, checkpoint) of the best checkpoint so far
         self.run_id = uuid.uuid4().hex[:8]
         self.counters = RunState()
         self.resumed_learner_state: dict | None = None
@@ -81,8 +91,8 @@ class Driver:
         self.actors: RunActors | None = None
         self.timeline: dict[str, float] = {}  # start-up milestones, seconds from launch (export_s: a duration)
         self._launch = time.perf_counter()
-        if resume:
-            payload = load_checkpoint(self.run_dir)
+        if resume or resume_payload is not None:
+            payload = resume_payload if resume_payload is not None else load_checkpoint(self.run_dir)
             self.counters = RunState.from_state(payload["counters"])
             self.resumed_learner_state = payload["learner"]
 
@@ -117,7 +127,7 @@ class Driver:
             if not artifacts:  # nothing this backend shares
                 return None
         except Exception as exc:  # workers will compile for themselves (and fall back if that fails too)
-            self.console.print(f"[yellow]shared compile artifacts unavailable ({escape(f'{type(exc).__name__}: {exc}')}); each worker compiles[/yellow]")
+            log.warning(f"shared compile artifacts unavailable ({type(exc).__name__}: {exc}); each worker compiles")
             return None
         return artifacts
 
@@ -165,10 +175,10 @@ class Driver:
         self._mark("imports")
         spaces = self.check_before_ray()
         self._mark("env_probe")
-        if not isinstance(target, RayTarget):
-            target = resolve_target(target)
+        if not isinstance(target, RayTarget):  # a Ray this process already joined is used as it is (connect_ray)
+            target = RayTarget(None, "private") if ray.is_initialized() else resolve_target(target)
         if target.warning:
-            self.console.print(f"[yellow]{escape(target.warning)}[/yellow]")
+            log.warning(target.warning)
         # The policy's export or compile overlaps Ray's start-up (ray.init waits on its processes).
         with ThreadPoolExecutor(1, thread_name_prefix="distrl-artifacts") as pool:
             export_start = time.perf_counter()
@@ -180,15 +190,19 @@ class Driver:
                 self._mark("ray_start")
                 artifacts = building.result()
         self._mark("artifacts")
-        problems = impossible_requests(self.config)
+        problems = impossible_requests(self.config) if self.placement_group is None else []  # a trial's group is placed
         if problems and joined.private:  # a private Ray cannot grow: say so now
             raise PlacementError("; ".join(problems))
         for problem in problems:  # an autoscaling cluster may still provide it: wait, visibly
-            self.console.print(f"[yellow]not yet available, waiting for the autoscaler: {escape(problem)}[/yellow]")
-        self.actors = RunActors(self.config, self.run_id, spaces, self._share(artifacts), self.console.print)
+            log.warning(f"not yet available, waiting for the autoscaler: {problem}")
+        self.actors = RunActors(self.config, self.run_id, spaces, self._share(artifacts), log.info,
+                                self.placement_group)  # fmt: skip
         if self.resumed_learner_state is not None:
             self.state_ref = ray.put(self.resumed_learner_state)
-        previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)  # `ray job stop`, `kill`: stop cleanly
+        # `ray job stop`, `kill`: stop cleanly. Only a main thread may set handlers (a library caller's thread,
+        # a Tune trial's, leave them to their owner).
+        main_thread = threading.current_thread() is threading.main_thread()
+        previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt) if main_thread else None
         reason, failure, error, started = None, None, None, False
         loop_start, loop_steps_start = time.perf_counter(), self.counters.env_steps
         try:
@@ -212,7 +226,8 @@ class Driver:
         except BaseException as exc:  # ours: still keep the work done so far, then re-raise
             error, reason = exc, "error"
         finally:
-            signal.signal(signal.SIGTERM, previous_sigterm)
+            if main_thread:
+                signal.signal(signal.SIGTERM, previous_sigterm)
             try:
                 summary = self._finish(reason, launch, loop_start, loop_steps_start) if started else None
             finally:
@@ -234,7 +249,7 @@ class Driver:
         if self.storage is not None:
             self.storage.mirror(self.run_dir)
         self.worker_backends = [info["backend"] for info in self.actors.backend_infos]
-        report.print_start(self.console, self.config, str(self.run_dir), joined, self.actors,
+        report.print_start(log.info, self.config, str(self.run_dir), joined, self.actors,
                            self.counters if self.resume else None, self.storage and self.storage.uri)  # fmt: skip
 
     def _finish(self, reason: str | None, launch: float, loop_start: float, loop_steps_start: int) -> dict:
@@ -246,6 +261,8 @@ class Driver:
         loop_s = time.perf_counter() - loop_start
         summary = report.summary(self.counters, wall, (self.counters.env_steps - loop_steps_start) / max(loop_s, 1e-9), reason,
                                  checkpoint and str(checkpoint), self.worker_backends)  # fmt: skip
+        summary["best_checkpoint"] = str(self.best[1]) if self.best is not None and self.best[1].exists() else summary["checkpoint"]
+        summary["best_checkpoint_return"] = self.best[0] if self.best is not None else None
         summary["storage"] = self.storage and self.storage.uri
         summary["startup"] = {k: round(v, 3) for k, v in self.timeline.items()}
         tmp = self.run_dir / ".summary.json.tmp"
@@ -297,8 +314,8 @@ class Driver:
                     raise
                 self.counters.learner_restarts += 1
                 cause = str(exc).strip().splitlines()[0][:200]
-                self.console.print(f"[yellow]a learner died ({escape(cause)}); restarting the learners from the newest "
-                                   f"state (restart {self.counters.learner_restarts} of {limit})[/yellow]")  # fmt: skip
+                log.warning(f"a learner died ({cause}); restarting the learners from the newest "
+                            f"state (restart {self.counters.learner_restarts} of {limit})")  # fmt: skip
                 self.actors.restart_learners(self.state_ref)
                 update = self._launch_update(samples)
                 restarted = True
@@ -333,9 +350,11 @@ class Driver:
                 row["driver_cpu_s"] = time.process_time() - cpu_start  # this process only: its share of the loop
                 if "first_update" not in self.timeline:
                     self._mark("first_update")
-                    self.console.print(report.startup_line(self.timeline))
+                    log.info(report.startup_line(self.timeline))
                 metrics_writer.write(row)
                 progress.update(row)
+                if self.on_iteration is not None:
+                    self.on_iteration(row, self)
                 reason = stop_reason(cfg.stop, self.counters, elapsed)
                 if reason is not None:
                     return reason
@@ -354,13 +373,13 @@ class Driver:
             if known != info["incarnation"]:
                 self.counters.worker_restarts += 1
                 self.incarnations[info["worker_index"]] = (info["incarnation"], info["seed"])
-                self.console.print(f"[yellow]worker-{info['worker_index']} was restarted (restart {self.counters.worker_restarts}); "
-                                   f"it resumed with the current weights and a new random stream (seed {info['seed']}, "
-                                   f"was {seed})[/yellow]")  # fmt: skip
+                log.warning(f"worker-{info['worker_index']} was restarted (restart {self.counters.worker_restarts}); "
+                            f"it resumed with the current weights and a new random stream (seed {info['seed']}, "
+                            f"was {seed})")  # fmt: skip
             if info["env_errors"]:
                 self.counters.env_errors += info["env_errors"]
                 for message in info["env_error_messages"][:1]:
-                    self.console.print(f"[yellow]env error (reset and masked): {escape(message)}[/yellow]")
+                    log.warning(f"env error (reset and masked): {message}")
         self.worker_backends = [info["policy_backend"] for info in sorted(infos, key=lambda i: i["worker_index"])]
         self.counters.add_iteration(
             sum(info["env_steps"] for info in infos),
@@ -371,14 +390,24 @@ class Driver:
         )
 
     # --- checkpoints ---------------------------------------------------------------------
-    def _checkpoint(self) -> Path:
-        """Write a checkpoint from the newest learner state the driver holds (alive learners or not)."""
+    def checkpoint_payload(self) -> dict:
+        """What a checkpoint holds: the run's counters, the newest learner state the driver has, the config."""
         if self.state_ref is not None:
             learner_state = ray.get(self.state_ref)
         else:  # nothing trained yet: the learner's initial state
             learner_state = ray.get(self.actors.learners[0].state.remote())
-        payload = {"counters": self.counters.state(), "learner": learner_state, "config": self.config.model_dump(mode="json")}
-        path = save_checkpoint(self.run_dir, self.counters.iteration, payload, self.config.checkpoint.keep)
+        return {"counters": self.counters.state(), "learner": learner_state, "config": self.config.model_dump(mode="json")}
+
+    def _checkpoint(self) -> Path:
+        """Write a checkpoint from the newest learner state the driver holds (alive learners or not)."""
+        payload = self.checkpoint_payload()
+        score = self.counters.return_mean()
+        final = checkpoint_path(self.run_dir, self.counters.iteration)
+        better = score is not None and (self.best is None or score > self.best[0])
+        if better:  # what RLlib and Ray Train call checkpoint_score_attribute: kept beside the newest `keep`
+            self.best = (score, final)
+        path = save_checkpoint(self.run_dir, self.counters.iteration, payload, self.config.checkpoint.keep,
+                               protect=self.best[1] if self.best is not None else None)  # fmt: skip
         if self.storage is not None:
             self.storage.mirror(self.run_dir)
         return path

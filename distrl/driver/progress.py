@@ -1,14 +1,17 @@
-"""Live progress: a rich bar on a terminal, a plain line every few seconds elsewhere (job logs)."""
+"""Live progress: a rich bar on the command line's terminal, else a log line every few seconds (job logs,
+library use: logger ``distrl.progress`` at INFO)."""
 
 from __future__ import annotations
 
 import sys
 import time
 
-from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
 
+from distrl.common.log import get_logger
 from distrl.config.schema import Config
+
+log = get_logger("progress")
 
 
 def _fmt_duration(seconds: float | None) -> str:
@@ -29,12 +32,13 @@ def eta_seconds(config: Config, env_steps: int, elapsed_s: float, sps: float) ->
 
 
 class ProgressReporter:
-    def __init__(self, config: Config, console: Console):
+    def __init__(self, config: Config, console=None):
+        """``console``: a rich Console the bar may draw on (the CLI's, on a terminal); without one, log lines."""
         self.config = config
         self.console = console
         mode = config.logging.progress
-        if mode == "auto":
-            mode = "bar" if console.is_terminal and sys.stdout.isatty() else "lines"
+        if mode == "auto" or (mode == "bar" and console is None):
+            mode = "bar" if console is not None and console.is_terminal and sys.stdout.isatty() else "lines"
         self.mode = mode
         self.last_line = 0.0
         self.progress = None
@@ -62,7 +66,7 @@ class ProgressReporter:
             now = time.monotonic()
             if now - self.last_line >= self.config.logging.log_every_s:
                 self.last_line = now
-                self.console.print(f"iter {row['iteration']} | {status}", highlight=False)
+                log.info(f"iter {row['iteration']} | {status}")
 
     def close(self) -> None:
         if self.progress is not None:

@@ -7,8 +7,6 @@ learner); learner statistics from the learner's metrics. Both meet here, in the 
 from __future__ import annotations
 
 import numpy as np
-from rich.console import Console
-from rich.markup import escape
 
 from distrl.config import Config
 from distrl.driver.connection import RayTarget
@@ -51,44 +49,45 @@ def iteration_row(run: RunState, infos: list[dict], learner: dict, iter_s: float
     return row
 
 
-def print_start(console: Console, config: Config, run_dir: str, joined: RayTarget, actors, resumed: RunState | None,
+def print_start(say, config: Config, run_dir: str, joined: RayTarget, actors, resumed: RunState | None,
                 storage: str | None = None) -> None:  # fmt: skip
-    cfg, c = config, console
-    c.print(f"[bold]distrl[/bold] run {run_dir}" + (f", mirrored to {storage}" if storage else ""))
-    c.print(f"  ray      {joined.describe()}")
-    c.print(
+    """The start-up summary, line by line through ``say`` (the driver's log)."""
+    cfg = config
+    say(f"distrl run {run_dir}" + (f", mirrored to {storage}" if storage else ""))
+    say(f"  ray      {joined.describe()}")
+    say(
         f"  env      {cfg.env.id}: {cfg.rollout.num_workers} workers x {cfg.env.num_envs_per_worker} envs "
         f"({cfg.env.vectorization}), action_repeat {cfg.env.action_repeat}, normalize_obs {cfg.env.normalize_obs}"
     )
     lstm = f", lstm {cfg.model.lstm_size}" if cfg.model.lstm_size else ""
-    c.print(f"  model    {cfg.model.type} {cfg.model.hidden} {cfg.model.activation}, shared_trunk {cfg.model.shared_trunk}{lstm}")
+    say(f"  model    {cfg.model.type} {cfg.model.hidden} {cfg.model.activation}, shared_trunk {cfg.model.shared_trunk}{lstm}")
     info = actors.backend_infos[0]
     used = backends_in_use([i["backend"] for i in actors.backend_infos])
     backend = used if used == info["requested"] else f"{used} (requested {info['requested']})"
     shared = ", artifacts shared" if info["shared_artifacts"] else ""
-    c.print(
+    say(
         f"  rollout  {cfg.rollout.rollout_length} steps/env, pipeline {cfg.rollout.pipeline}, "
         f"{cfg.rollout.num_cpus_per_worker:g} CPU/worker, policy backend {backend} "
         f"(ready in {info['startup_s']:.2f} s{shared})"
     )
     for reason in sorted({i["reason"] for i in actors.backend_infos if i["reason"]}):
-        c.print(f"           [yellow]{escape(reason)}[/yellow]")
+        say(f"           {reason}")
     lc = cfg.learner.compile
     compiled = "eager" if lc.backend == "eager" else f"{lc.backend} {lc.mode}" + (f"/critic {lc.critic_mode}" if lc.critic_mode else "")
-    c.print(
+    say(
         f"  learner  {cfg.learner.num_learners} x {actors.learner_device}, {cfg.learner.num_gpus_per_learner:g} GPU/learner, "
         f"{compiled}, AMP {cfg.learner.amp}, batch {cfg.batch_size}, minibatch {cfg.ppo.minibatch_size}, "
         f"epochs {cfg.ppo.epochs}"
     )
     stops = [f"{k}={v}" for k, v in cfg.stop.model_dump().items() if v is not None]
-    c.print(f"  stop     {', '.join(stops)}; seed {cfg.seed}")
+    say(f"  stop     {', '.join(stops)}; seed {cfg.seed}")
     where = "; ".join(
         f"{name} on {spot['node_ip']} ({spot['node_id'][:8]})" + (f" GPU {spot['gpu_ids']}" if spot.get("gpu_ids") else "")
         for name, spot in actors.placement.items()
     )
-    c.print(f"  placed   {where}")
+    say(f"  placed   {where}")
     if resumed is not None:
-        c.print(f"  resuming at iteration {resumed.iteration}, {resumed.env_steps:,} env steps")
+        say(f"  resuming at iteration {resumed.iteration}, {resumed.env_steps:,} env steps")
 
 
 def summary(run: RunState, wall_s: float, train_sps: float, stop: str | None, checkpoint: str | None,

@@ -82,7 +82,12 @@ def make_vec_env(cfg: EnvConfig) -> gym.vector.VectorEnv:
             raise EnvSpecError(
                 f"env.vectorization=native: {cfg.id} has no vector_entry_point; use env.vectorization sync or async"
             )
-        envs = gym.make_vec(target, num_envs=n, vectorization_mode="vector_entry_point", **cfg.kwargs)
+        kwargs = dict(cfg.kwargs)
+        if _is_atari(cfg.id):
+            # ale-py's vector env clips rewards by default; distrl clips in the learner (ppo.reward_clip), so episode
+            # returns are the game's score, as SB3 and CleanRL report them.
+            kwargs.setdefault("reward_clipping", False)
+        envs = gym.make_vec(target, num_envs=n, vectorization_mode="vector_entry_point", **kwargs)
         envs = GuardedVectorEnv(envs, cfg.max_consecutive_errors)
     else:
         thunk = partial(
@@ -96,7 +101,9 @@ def make_vec_env(cfg: EnvConfig) -> gym.vector.VectorEnv:
     return envs
 
 
-SUPPORTED_SPACES = "observations: a Box (vectors, or uint8 images [C, H, W]); actions: Discrete or a 1-d Box"
+SUPPORTED_SPACES = ("observations: a Box (vectors, or uint8 images [C, H, W]); actions: Discrete or a 1-d Box. "
+                    "A Dict of Box observations can be flattened by gymnasium.wrappers.FlattenObservation in an env "
+                    "factory; MultiDiscrete actions are not supported")
 
 
 def probe_spaces(cfg: EnvConfig) -> tuple[gym.Space, gym.Space]:

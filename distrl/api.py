@@ -1,0 +1,215 @@
+"""distrl from Python: ``train`` a config, ``load_policy`` from a checkpoint. The command line calls these.
+
+    import distrl
+    result = distrl.train("configs/cartpole.yaml", overrides={"seed": 1})
+    policy = distrl.load_policy(result.best_checkpoint)
+    actions, _ = policy.predict(observations)
+
+Used as a library, ``train`` joins a Ray the caller started with ``ray.init()`` (and leaves it
+running); a Ray it starts itself it shuts down when the run ends. It logs through the
+``distrl`` logger of the standard ``logging`` module and installs signal handlers only when
+called from the main thread.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from distrl.config import Config, load_config
+
+
+class UsageError(Exception):
+    """A bad argument (run directory, resume target), said in one line."""
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What a finished run reports (the fields of its ``summary.json``, which ``summary`` holds whole)."""
+
+    run_dir: Path
+    stop_reason: str | None
+    env_steps: int
+    iterations: int
+    wall_s: float
+    sps: float
+    episode_return_mean: float | None
+    solved_at_s: float | None
+    checkpoint: Path | None
+    best_checkpoint: Path | None
+    config: Config
+    summary: dict = field(repr=False)
+
+    @classmethod
+    def from_summary(cls, run_dir: Path, config: Config, summary: dict) -> TrainResult:
+        def path(key: str) -> Path | None:
+            return Path(summary[key]) if summary.get(key) else None
+
+        return cls(run_dir=Path(run_dir), stop_reason=summary["stop_reason"], env_steps=summary["env_steps"],
+                   iterations=summary["iterations"], wall_s=summary["wall_s"], sps=summary["sps"],
+                   episode_return_mean=summary["episode_return_mean"], solved_at_s=summary["solved_at_s"],
+                   checkpoint=path("checkpoint"), best_checkpoint=path("best_checkpoint"), config=config,
+                   summary=summary)  # fmt: skip
+
+
+def default_run_dir(env_id: str) -> Path:
+    name = env_id.replace("/", "_").replace(":", "_")
+    return Path("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def train(
+    config: str | Path | Mapping | Config | None = None,
+    *,
+    overrides: Sequence[str] | Mapping[str, Any] | None = None,
+    run_dir: str | Path | None = None,
+    storage: str | None = None,
+    resume: str | Path | None = None,
+    address=None,
+    trusted_envs: Collection[str] = (),
+    console=None,
+    launch: float | None = None,
+) -> TrainResult:
+    """Train until the config's stop rule; returns the run's summary and its checkpoints' paths.
+
+    ``config``: a YAML path, a dict of sections, or a ``Config`` (with ``resume``, optional: the
+    run's own config.yaml). ``overrides``: ``["ppo.lr=1e-3", ...]`` or ``{"ppo.lr": 1e-3}``.
+    ``run_dir``: a new or empty directory (default ``runs/ENV-TIMESTAMP``). ``storage``: mirror the
+    run to ``URI/RUN_NAME`` (a path, s3://, gs://). ``resume``: a run directory or its storage URI
+    to continue. ``address``: a Ray cluster to join (default: a Ray this process already
+    initialised, else ``RAY_ADDRESS``, else a private one). ``trusted_envs``: env factories
+    (``module:callable``) a config file may name and distrl may import. A YAML file's env factory
+    must be named there; a dict or ``Config`` built by the caller is the caller's own.
+    Errors a user can fix raise ``ConfigError``, ``UsageError``, ``EnvSpecError`` or ``PlacementError``
+    before Ray starts, with nothing written.
+    """
+    launch = time.perf_counter() if launch is None else launch
+    target = _target(address)  # before anything imports ray: it reads its auth settings then
+    from distrl.driver import Driver
+    from distrl.driver.storage import RunStorage, is_uri
+    from distrl.envs import check_env_trust
+
+    overrides = _as_override_list(overrides) + ([f"storage.uri={storage}"] if storage else [])
+    fetched = None
+    if resume is not None and is_uri(str(resume)):
+        # A run mirrored under a storage URI: fetch it into a local directory and go on mirroring there.
+        uri = str(resume).rstrip("/")
+        fetched = RunStorage(uri)
+        run_dir = Path(run_dir or Path("runs") / uri.rsplit("/", 1)[-1])
+        fetched.fetch_run(run_dir)
+        overrides.append(f"storage.uri={uri.rsplit('/', 1)[0]}")
+        config = config if config is not None else run_dir / "config.yaml"
+    elif resume is not None:
+        resume = Path(resume)
+        if resume.is_file():
+            raise UsageError(f"--resume={str(resume)!r}: give the run directory (it holds checkpoints/), not a checkpoint file")
+        if not resume.is_dir():
+            raise UsageError(f"--resume={str(resume)!r}: no such run directory")
+        if run_dir is not None and Path(run_dir) != resume:
+            raise UsageError("--run-dir: cannot be combined with --resume RUN_DIR (the run continues in RUN_DIR)")
+        run_dir = resume
+        config = config if config is not None else resume / "config.yaml"
+    elif config is None:
+        raise UsageError("train: give a CONFIG file, or --resume RUN_DIR")
+    cfg = load_config(config, overrides)
+    if isinstance(config, (str, Path)):  # a file may have come from anyone: its env factory must be named
+        check_env_trust(cfg.env.id, [*trusted_envs, *_named_envs(overrides)], f"config {str(config)!r}")
+    run_dir = Path(run_dir or default_run_dir(cfg.env.id))
+    if resume is None:
+        check_new_run_dir(run_dir)
+    check_writable(run_dir, "--run-dir")
+    run_storage = fetched
+    if run_storage is None and cfg.storage.uri is not None:
+        run_storage = RunStorage(f"{cfg.storage.uri.rstrip('/')}/{run_dir.name}")
+    if run_storage is not None:
+        run_storage.check_writable()  # before Ray starts: a bad URI or missing permission is one line now
+    import ray
+
+    started_ray = not ray.is_initialized()
+    try:
+        driver = Driver(cfg, run_dir, console=console, resume=resume is not None, storage=run_storage)
+        summary = driver.run(target, launch=launch)
+    finally:
+        if started_ray and ray.is_initialized():  # a Ray this call started goes with it; the caller's stays
+            ray.shutdown()
+    return TrainResult.from_summary(run_dir, cfg, summary)
+
+
+def _target(address: str | None):
+    """Which Ray: the one this process already joined, else as ``resolve_target`` decides (before ray is imported)."""
+    import os
+    import sys
+
+    from distrl.driver.connection import RayTarget, resolve_target
+
+    if isinstance(address, RayTarget):  # resolved already (the command line does it before anything imports ray)
+        return address
+    if "ray" in sys.modules and sys.modules["ray"].is_initialized():
+        return None  # connect_ray joins it as it is
+    target = resolve_target(address)
+    if target.private and "ray" not in sys.modules:  # (a caller who imported ray already chose its settings)
+        # A private Ray gets token authentication (Ray's default for local clusters), set before ray is imported.
+        os.environ.setdefault("RAY_AUTH_MODE", "token")
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # a private run reports nothing off this machine
+    return target
+
+
+def _as_override_list(overrides) -> list[str]:
+    if overrides is None:
+        return []
+    if isinstance(overrides, Mapping):
+        import yaml
+
+        # A value as YAML flow text reads back as the same value (lists, dicts, null, numbers, strings).
+        return [f"{key}={yaml.safe_dump(value, default_flow_style=True, width=10**9).strip().removesuffix('...').strip()}"
+                for key, value in overrides.items()]  # fmt: skip
+    if isinstance(overrides, str):
+        raise UsageError(f"overrides={overrides!r}: give a list of key.path=value strings or a dict")
+    return list(overrides)
+
+
+def _named_envs(overrides: list[str]) -> list[str]:
+    """Env ids named by ``env.id=ID`` overrides: named by the caller, so trusted to import."""
+    return [a.partition("=")[2].strip() for a in overrides if a.partition("=")[0].strip() == "env.id"]
+
+
+def check_new_run_dir(run_dir: Path) -> None:
+    """A new run never writes into a directory that holds anything: nothing of a user's is overwritten or mixed."""
+    if (run_dir / "checkpoints").exists():
+        raise UsageError(f"--run-dir={str(run_dir)!r}: already holds a run; use --resume {run_dir} to continue it")
+    if run_dir.is_file():
+        raise UsageError(f"--run-dir={str(run_dir)!r}: is a file; give a new or empty directory")
+    if run_dir.is_dir() and any(run_dir.iterdir()):
+        held = ", ".join(sorted(p.name for p in run_dir.iterdir())[:4])
+        raise UsageError(f"--run-dir={str(run_dir)!r}: not empty (holds {held}); give a new or empty directory, "
+                         f"or --resume it if it holds a run")  # fmt: skip
+
+
+def check_writable(directory: Path, key: str) -> None:
+    """Write (and remove) a probe file in ``directory`` or its nearest existing parent now, before Ray starts."""
+    import tempfile
+
+    existing = Path(directory).resolve()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    try:
+        if not existing.is_dir():
+            raise NotADirectoryError(20, "a file is in the way")
+        with tempfile.NamedTemporaryFile(dir=existing, prefix=".distrl-probe-"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"{key}={str(directory)!r}: cannot write there ({exc.strerror or exc})") from None
+
+
+def load_policy(checkpoint: str | Path, *, env_id: str | None = None, trusted_envs: Collection[str] = ()):
+    """The policy in ``checkpoint`` (a file or a run directory: its newest), acting on numpy observations.
+
+    Returns a ``distrl.deploy.Policy``: ``predict(obs, state=None, episode_start=None, deterministic=True)
+    -> (actions, state)`` as in Stable-Baselines3. The checkpoint is data: nothing in it is executed, and an
+    env factory it names is imported only when in ``trusted_envs`` (or given as ``env_id``).
+    """
+    from distrl.deploy.policy import Policy
+
+    return Policy.from_checkpoint(checkpoint, env_id=env_id, trusted_envs=trusted_envs)

@@ -1,0 +1,36 @@
+"""distrl's log: the standard ``logging`` module, logger ``distrl``.
+
+A library call leaves handlers and levels to the caller (``logging.basicConfig(level="INFO")``
+shows the start-up summary and progress lines); the command line installs one handler that
+writes to stdout, through rich on a terminal.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+logger = logging.getLogger("distrl")
+
+
+def get_logger(name: str) -> logging.Logger:
+    """A child of the ``distrl`` logger, e.g. ``distrl.driver``."""
+    return logger.getChild(name)
+
+
+def install_cli_handler(stream=None, level: int = logging.INFO) -> logging.Handler:
+    """The command line's handler: messages as they are (no level or time prefix), rich on a terminal."""
+    stream = stream or sys.stdout
+    if stream.isatty():
+        from rich.console import Console
+        from rich.logging import RichHandler
+
+        handler: logging.Handler = RichHandler(console=Console(file=stream, soft_wrap=True), show_time=False,
+                                               show_path=False, show_level=False, markup=False, rich_tracebacks=False)  # fmt: skip
+    else:
+        handler = logging.StreamHandler(stream)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    logger.propagate = False  # the CLI owns the output; a root handler would print every line twice
+    return handler

@@ -1,0 +1,81 @@
+"""A trained policy that acts on numpy observations: what ``distrl.load_policy`` returns."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from pathlib import Path
+
+import numpy as np
+import torch
+
+
+class Policy:
+    """The checkpoint's actor-critic with its observation normaliser, in eval mode on the CPU.
+
+    ``predict`` follows Stable-Baselines3: one observation or a batch in, actions (and the
+    recurrent state, for an LSTM) out.
+    """
+
+    def __init__(self, config, model, obs_rms, observation_space, action_space):
+        self.config = config
+        self.model = model.eval()
+        self.obs_rms = obs_rms
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self._rng = np.random.default_rng()
+
+    @classmethod
+    def from_checkpoint(cls, checkpoint: str | Path, env_id: str | None = None, trusted_envs: Collection[str] = ()) -> Policy:
+        from distrl.deploy.evaluate import policy_from_checkpoint
+
+        return cls(*policy_from_checkpoint(checkpoint, env_id, trusted_envs))
+
+    @property
+    def is_recurrent(self) -> bool:
+        return self.model.is_recurrent
+
+    def initial_state(self, batch: int) -> tuple[np.ndarray, np.ndarray] | None:
+        if not self.is_recurrent:
+            return None
+        return tuple(t.numpy() for t in self.model.initial_state(batch))
+
+    def seed(self, seed: int) -> None:
+        """Seed the sampling of stochastic actions."""
+        self._rng = np.random.default_rng(seed)
+
+    def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
+        """Actions for ``observation`` (one, or a batch along axis 0) -> ``(actions, state)``.
+
+        ``state``: the LSTM state from the previous call (None: a fresh one); ``episode_start``: a bool per
+        observation, True where an episode began, which resets that row's state. Feed-forward policies
+        return state None.
+        """
+        obs = np.asarray(observation)
+        single = obs.shape == self.observation_space.shape
+        if single:
+            obs = obs[None]
+        if obs.shape[1:] != self.observation_space.shape:
+            raise ValueError(f"observation shape {tuple(np.asarray(observation).shape)}: expected "
+                             f"{self.observation_space.shape} or a batch of them")  # fmt: skip
+        if self.obs_rms is not None:
+            obs = self.obs_rms.normalize(obs, self.config.env.obs_clip)
+        obs = obs if obs.dtype == np.uint8 else obs.astype(np.float32)
+        with torch.inference_mode():
+            if self.is_recurrent:
+                h, c = state if state is not None else self.initial_state(len(obs))
+                h, c = torch.as_tensor(h), torch.as_tensor(c)
+                if episode_start is not None:
+                    keep = torch.from_numpy(1.0 - np.asarray(episode_start, dtype=np.float32).reshape(-1))[:, None]
+                    h, c = h * keep, c * keep
+                pd, _, h, c = self.model(torch.as_tensor(obs), h, c)
+                state = (h.numpy(), c.numpy())
+            else:
+                pd, _ = self.model(torch.as_tensor(obs))
+        pd = pd.numpy()
+        dist = self.model.dist
+        actions = dist.greedy_numpy(pd) if deterministic else dist.sample_numpy(pd, self._rng)[0]
+        if dist.kind == "gaussian":
+            actions = np.clip(actions, self.action_space.low, self.action_space.high)
+        return (actions[0] if single else actions), state
+
+    __call__ = predict

@@ -1,0 +1,76 @@
+"""One Ray Tune trial: a distrl run inside the trial's placement group, reporting every iteration.
+
+The trial's resources come from its config (``trial_resources``): an empty head bundle for the
+trial itself (it only drives, like ``distrl train``'s driver), then one bundle per learner and
+one per rollout worker, which the run's actors take by index. Checkpoints go to Tune every
+``checkpoint_every`` iterations and at the end, so PBT can copy a strong trial into a weak one;
+a trial started from a checkpoint continues from it with its own (perturbed) settings.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from pathlib import Path
+
+from distrl.config import Config, load_config
+from distrl.driver.placement import learner_bundle
+
+BASE_KEY = "distrl_base_config"  # the base config tree, carried in every trial's parameters
+EVERY_KEY = "distrl_checkpoint_every"
+
+
+def trial_resources(config: Config):
+    """The trial's placement group: nothing for the trial itself, a bundle per learner, a bundle per worker."""
+    from ray.tune import PlacementGroupFactory
+
+    r = config.rollout
+    worker = {"CPU": r.num_cpus_per_worker, **r.resources}
+    bundles = [{}] + [learner_bundle(config)] * config.learner.num_learners + [worker] * r.num_workers
+    return PlacementGroupFactory(bundles, strategy="PACK")
+
+
+def trial_config(params: dict) -> Config:
+    overrides = {k: v for k, v in params.items() if k not in (BASE_KEY, EVERY_KEY)}
+    return load_config(params[BASE_KEY], overrides)
+
+
+def resources_for(params: dict):
+    return trial_resources(trial_config(params))
+
+
+def _reportable(row: dict) -> dict:
+    """Numbers Tune can compare; a metric with no value yet (no episode finished) is left out, not faked."""
+    return {k: v for k, v in row.items() if isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v))}
+
+
+def run_trial(params: dict) -> None:
+    import ray
+    from ray import tune
+
+    from distrl.common.checkpoint import load_checkpoint, save_checkpoint
+    from distrl.driver import Driver
+
+    config = trial_config(params)
+    every = int(params.get(EVERY_KEY, 5))
+    run_dir = Path(tune.get_context().get_trial_dir()) / "run"
+    resume_payload = None
+    start = tune.get_checkpoint()
+    if start is not None:
+        with start.as_directory() as directory:
+            resume_payload = load_checkpoint(directory)
+        # PBT: the donor's counters and weights, this trial's settings (its perturbed config).
+        resume_payload["config"] = config.model_dump(mode="json")
+
+    def report(row: dict, driver: Driver) -> None:
+        metrics = _reportable(row)
+        if driver.counters.iteration % every:
+            tune.report(metrics)
+            return
+        with tempfile.TemporaryDirectory(prefix="distrl-tune-") as tmp:
+            save_checkpoint(Path(tmp), driver.counters.iteration, driver.checkpoint_payload(), keep=1)
+            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(tmp))
+
+    driver = Driver(config, run_dir, resume_payload=resume_payload, on_iteration=report,
+                    placement_group=ray.util.get_current_placement_group())  # fmt: skip
+    driver.run()
