@@ -53,8 +53,8 @@ def _cmd_tune(args) -> int:
     if result.best_value is None:
         print(f"no trial reported {result.metric}", file=sys.stderr)
         return 1
-    print(f"best: {result.metric} {result.best_value:.2f} at {result.best_time_s:.1f} s with {result.best_params}; "
-          f"checkpoint {result.best_checkpoint}")  # fmt: skip
+    print(f"best: {result.metric} {result.best_value:.2f} at {result.best_time_s:.1f} s of its run with {result.best_params} "
+          f"({Path(result.best_trial_dir).name}); checkpoint {result.best_checkpoint}")  # fmt: skip
     return 1 if result.errors else 0
 
 

@@ -37,7 +37,7 @@ class Policy:
     def initial_state(self, batch: int) -> tuple[np.ndarray, np.ndarray] | None:
         if not self.is_recurrent:
             return None
-        return tuple(t.numpy() for t in self.model.initial_state(batch))
+        return tuple(np.asarray(t) for t in self.model.initial_state(batch))
 
     def seed(self, seed: int) -> None:
         """Seed the sampling of stochastic actions."""

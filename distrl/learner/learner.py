@@ -134,9 +134,10 @@ class Learner:
         """Where this actor runs (only meaningful inside a Ray actor)."""
         import ray
 
-        gpu_ids = ray.get_runtime_context().get_accelerator_ids().get("GPU", [])
-        return {"node_id": ray.get_runtime_context().get_node_id(), "node_ip": ray.util.get_node_ip_address(),
-                "gpu_ids": list(gpu_ids), "device": str(self.device)}  # fmt: skip
+        ctx = ray.get_runtime_context()
+        return {"node_id": ctx.get_node_id(), "node_ip": ray.util.get_node_ip_address(),
+                "gpu_ids": list(ctx.get_accelerator_ids().get("GPU", [])), "device": str(self.device),
+                "placement_group": ctx.get_placement_group_id()}  # fmt: skip
 
     # --- weights and state -------------------------------------------------------------
     def get_weights(self) -> dict:

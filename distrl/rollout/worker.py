@@ -81,7 +81,9 @@ class RolloutWorker:
         """Where this actor runs (only meaningful inside a Ray actor)."""
         import ray
 
-        return {"node_id": ray.get_runtime_context().get_node_id(), "node_ip": ray.util.get_node_ip_address()}
+        ctx = ray.get_runtime_context()
+        return {"node_id": ctx.get_node_id(), "node_ip": ray.util.get_node_ip_address(),
+                "placement_group": ctx.get_placement_group_id()}  # fmt: skip
 
     # --- weights ---------------------------------------------------------------------
     def set_weights(self, weights: dict) -> None:

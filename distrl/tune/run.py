@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -10,7 +11,7 @@ from typing import Any
 
 from distrl.config import Config, load_config
 from distrl.tune.search import SearchSpec, check_trials_configs, load_search, param_space, scheduler
-from distrl.tune.trainable import BASE_KEY, EVERY_KEY, resources_for, run_trial
+from distrl.tune.trainable import resources_for, run_trial
 
 
 @dataclass(frozen=True)
@@ -74,16 +75,17 @@ def tune(
     if target is not None:
         connect_ray(target)
     try:
-        # Initial values come from the space; PBT perturbs the same domains (its hyperparam_mutations).
-        space = {BASE_KEY: base.model_dump(mode="json"), EVERY_KEY: spec.checkpoint_every, **spec.overrides, **param_space(spec)}
+        base_tree = load_config(base, spec.overrides).model_dump(mode="json")
+        trainable = ray_tune.with_parameters(run_trial, base=base_tree, checkpoint_every=spec.checkpoint_every)
         tuner = ray_tune.Tuner(
-            ray_tune.with_resources(run_trial, resources_for),
-            param_space=space,
+            ray_tune.with_resources(trainable, functools.partial(resources_for, base_tree)),
+            # Initial values come from the space; PBT perturbs the same domains (its hyperparam_mutations).
+            param_space=param_space(spec),
             tune_config=ray_tune.TuneConfig(metric=spec.metric, mode=spec.mode, scheduler=scheduler(spec),
                                             num_samples=spec.num_samples, max_concurrent_trials=spec.max_concurrent_trials,
                                             time_budget_s=spec.time_budget_s),  # fmt: skip
             run_config=ray_tune.RunConfig(name=name, storage_path=str(storage_path), verbose=1,
-                                          checkpoint_config=ray_tune.CheckpointConfig(num_to_keep=2)),  # fmt: skip
+                                          checkpoint_config=_checkpoints(spec)),  # fmt: skip
         )
         grid = tuner.fit()
         return _result(grid, spec, storage_path / name, time.perf_counter() - launch)
@@ -92,11 +94,18 @@ def tune(
             ray.shutdown()
 
 
+def _checkpoints(spec: SearchSpec):
+    from ray import tune as ray_tune
+
+    # PBT copies any trial's recent checkpoint into another one: keeping few lets Tune delete one being copied.
+    return ray_tune.CheckpointConfig(num_to_keep=None if spec.scheduler.type == "pbt" else 2)
+
+
 def _result(grid, spec: SearchSpec, experiment_dir: Path, wall_s: float) -> TuneResult:
     trials, errors = [], []
     best = None
     for result in grid:
-        params = {k: v for k, v in (result.config or {}).items() if k not in (BASE_KEY, EVERY_KEY)}
+        params = dict(result.config or {})
         if result.error is not None:
             errors.append(f"{Path(result.path).name}: {str(result.error).strip().splitlines()[-1][:300]}")
         history = result.metrics_dataframe

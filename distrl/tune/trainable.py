@@ -16,8 +16,6 @@ from pathlib import Path
 from distrl.config import Config, load_config
 from distrl.driver.placement import learner_bundle
 
-BASE_KEY = "distrl_base_config"  # the base config tree, carried in every trial's parameters
-EVERY_KEY = "distrl_checkpoint_every"
 
 
 def trial_resources(config: Config):
@@ -30,13 +28,13 @@ def trial_resources(config: Config):
     return PlacementGroupFactory(bundles, strategy="PACK")
 
 
-def trial_config(params: dict) -> Config:
-    overrides = {k: v for k, v in params.items() if k not in (BASE_KEY, EVERY_KEY)}
-    return load_config(params[BASE_KEY], overrides)
+def trial_config(base: dict, params: dict) -> Config:
+    """The base config tree (the search file's overrides applied) with this trial's sampled values."""
+    return load_config(base, params)
 
 
-def resources_for(params: dict):
-    return trial_resources(trial_config(params))
+def resources_for(base: dict, params: dict):
+    return trial_resources(trial_config(base, params))
 
 
 def _reportable(row: dict) -> dict:
@@ -44,15 +42,16 @@ def _reportable(row: dict) -> dict:
     return {k: v for k, v in row.items() if isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v))}
 
 
-def run_trial(params: dict) -> None:
+def run_trial(params: dict, base: dict, checkpoint_every: int) -> None:
+    """The trainable (``tune.with_parameters`` passes ``base`` and ``checkpoint_every`` through the object store)."""
     import ray
     from ray import tune
 
     from distrl.common.checkpoint import load_checkpoint, save_checkpoint
     from distrl.driver import Driver
 
-    config = trial_config(params)
-    every = int(params.get(EVERY_KEY, 5))
+    config = trial_config(base, params)
+    every = checkpoint_every
     run_dir = Path(tune.get_context().get_trial_dir()) / "run"
     resume_payload = None
     start = tune.get_checkpoint()

@@ -1,0 +1,26 @@
+"""distrl config show: the resolved config with each key's type, default and description."""
+
+import yaml
+
+from distrl.config import Config
+from tests.conftest import run_cli
+
+
+def test_config_show_prints_every_key_with_type_default_and_description():
+    result = run_cli("config", "show", "configs/cartpole.yaml", "--set", "ppo.lr=1e-3")
+    assert result.returncode == 0, result.stderr
+    text = result.stdout
+    assert yaml.safe_load(text)["ppo"]["lr"] == 1e-3  # still YAML: the comments are comments
+    assert Config.model_validate(yaml.safe_load(text)).ppo.lr == 1e-3
+    line = next(line for line in text.splitlines() if line.strip().startswith("num_envs_per_worker:"))
+    assert "int > 0" in line and "default 64" in line and "copies of the env" in line
+    lr = next(line for line in text.splitlines() if line.strip().startswith("lr:"))
+    assert "(set)" in lr
+    keys = [line.split(":")[0].strip() for line in text.splitlines() if "#" in line and not line.rstrip().endswith(":")]
+    assert len(keys) >= 60
+
+
+def test_train_help_points_to_config_show_and_bad_values_stay_one_line():
+    assert "distrl config show" in run_cli("train", "--help").stdout
+    result = run_cli("config", "show", "--set", "ppo.epochs=0")
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1 and "ppo.epochs=0" in result.stderr
