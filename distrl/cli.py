@@ -82,6 +82,10 @@ def _cmd_eval(args) -> int:
     from distrl.deploy import evaluate
 
     if args.video is not None:
+        import importlib.util
+
+        if importlib.util.find_spec("moviepy") is None:
+            raise _UsageError(f"--video={args.video!r}: needs moviepy to write MP4 files; pip install 'distrl[video]'")
         _check_writable(Path(args.video), "--video")
     returns = evaluate(args.checkpoint, episodes=args.episodes, deterministic=not args.stochastic, seed=args.seed,
                        env_id=args.env, trusted_envs=args.trust_env, video_dir=args.video)  # fmt: skip

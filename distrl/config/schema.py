@@ -192,8 +192,23 @@ class StorageConfig(Section):
     )
 
 
+class WandbConfig(Section):
+    project: str = Field(..., min_length=1, description="the W&B project to log to")
+    entity: str | None = Field(None, description="team or user (default: the logged-in user's)")
+    mode: Literal["online", "offline", "disabled"] = Field(
+        "online", description="offline: write the run under RUN_DIR/wandb for `wandb sync` later, no network"
+    )
+    group: str | None = Field(None, description="W&B group, e.g. a sweep or an experiment name")
+    tags: list[str] = Field(default_factory=list)
+
+
 class LoggingConfig(Section):
-    tensorboard: bool = True
+    tensorboard: bool = Field(True, description="TensorBoard scalars in the run directory, grouped rollout/ train/ "
+                              "perf/ compile/ faults/")  # fmt: skip
+    wandb: WandbConfig | None = Field(None, description="Weights & Biases logging (pip install 'distrl[wandb]')")
+    video_every_iterations: NonNegativeInt = Field(
+        0, description="record one episode with the newest weights every this many iterations to RUN_DIR/videos; 0: off"
+    )
     progress: Literal["auto", "bar", "lines", "off"] = Field(
         "auto", description="auto: a live bar on a terminal, a line every few seconds otherwise"
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -25,10 +26,21 @@ def record_episodes(policy, cfg: EnvConfig, video_dir: str | Path, episodes: int
     """Play ``episodes`` episodes one after another, each written to ``video_dir`` as an MP4; returns their returns."""
     import gymnasium as gym
 
+    from distrl.envs import EnvSpecError
+
     video_dir = Path(video_dir)
     video_dir.mkdir(parents=True, exist_ok=True)
-    env = gym.wrappers.RecordVideo(make_render_env(cfg), str(video_dir), episode_trigger=lambda _: True,
-                                   name_prefix=name_prefix, disable_logger=True)  # fmt: skip
+    base = make_render_env(cfg)
+    try:
+        base.reset(seed=seed)
+        base.render()
+    except gym.error.DependencyNotInstalled as exc:  # e.g. classic-control rendering needs pygame
+        base.close()
+        raise EnvSpecError(f"env.id={cfg.id!r}: cannot render frames for a video ({exc}); pip install 'distrl[video]'") from None
+    with warnings.catch_warnings():  # one folder holds many runs' videos, each under its own name_prefix
+        warnings.filterwarnings("ignore", message=".*Overwriting existing videos.*")
+        env = gym.wrappers.RecordVideo(base, str(video_dir), episode_trigger=lambda _: True,
+                                       name_prefix=name_prefix, disable_logger=True)  # fmt: skip
     returns = []
     try:
         for episode in range(episodes):
@@ -43,3 +55,45 @@ def record_episodes(policy, cfg: EnvConfig, video_dir: str | Path, episodes: int
     finally:
         env.close()  # writes the last video
     return np.asarray(returns)
+
+
+class TrainingVideos:
+    """One episode with the newest weights every K iterations, recorded in a background thread into RUN_DIR/videos
+    (``logging.video_every_iterations``); an iteration whose previous video is still recording is skipped."""
+
+    def __init__(self, config, spaces: tuple, run_dir: Path):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.config = config
+        self.spaces = spaces
+        self.video_dir = Path(run_dir) / "videos"
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="distrl-video")
+        self.pending = None
+
+    def maybe_record(self, iteration: int, weights: dict) -> bool:
+        if self.pending is not None and not self.pending.done():
+            return False
+        self.pending = self.pool.submit(self._record, iteration, weights)
+        return True
+
+    def _record(self, iteration: int, weights: dict) -> float:
+        import torch
+
+        from distrl.common.running_mean_std import RunningMeanStd
+        from distrl.deploy.policy import Policy
+        from distrl.models import build_model
+
+        model = build_model(*self.spaces, self.config.model)
+        model.load_state_dict({k: torch.tensor(v) for k, v in weights["model"].items()})  # copies: Ray's arrays are read-only
+        rms = RunningMeanStd.from_state(weights["obs_norm"]) if weights.get("obs_norm") else None
+        policy = Policy(self.config, model, rms, *self.spaces)
+        return float(record_episodes(policy, self.config.env, self.video_dir, 1, self.config.seed + iteration,
+                                     name_prefix=f"iteration-{iteration:06d}")[0])  # fmt: skip
+
+    def close(self) -> None:
+        """Wait for the video being recorded (it is the run's last), then stop the thread."""
+        self.pool.shutdown(wait=True)
+        if self.pending is not None and self.pending.exception() is not None:
+            from distrl.common.log import get_logger
+
+            get_logger("video").warning(f"training video failed: {self.pending.exception()}")

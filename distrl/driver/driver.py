@@ -154,6 +154,7 @@ class Driver:
             check_model_fits(*spaces, self.config.model)
         except ValueError as exc:
             raise ConfigError([str(exc)]) from None
+        self._check_optional_packages()
         rc = self.config.rollout.compile
         if rc.strict:
             from distrl.compile import available_backends
@@ -163,6 +164,20 @@ class Driver:
                 raise ConfigError([f"rollout.compile.backend={rc.backend}: unavailable here ({rows[rc.backend]['reason']}); "
                                    "rollout.compile.strict=true forbids falling back to eager"])  # fmt: skip
         return spaces
+
+    def _check_optional_packages(self) -> None:
+        """A logging feature whose package is missing is one line now, not a failure after the first iteration."""
+        import importlib.util
+
+        from distrl.config import ConfigError
+
+        log_cfg = self.config.logging
+        if log_cfg.wandb is not None and importlib.util.find_spec("wandb") is None:
+            raise ConfigError([f"logging.wandb.project={log_cfg.wandb.project!r}: needs the wandb package; "
+                               "pip install 'distrl[wandb]'"])  # fmt: skip
+        if log_cfg.video_every_iterations and importlib.util.find_spec("moviepy") is None:
+            raise ConfigError([f"logging.video_every_iterations={log_cfg.video_every_iterations}: needs moviepy to "
+                               "write MP4 files; pip install 'distrl[video]'"])  # fmt: skip
 
     # --- the run -------------------------------------------------------------------------
     def run(self, target: RayTarget | str | None = None, launch: float | None = None) -> dict:
@@ -323,8 +338,13 @@ class Driver:
     def _train(self, launch: float, loop_start: float, loop_steps_start: int, first_samples: list | None = None) -> str:
         cfg = self.config
         overlap = cfg.rollout.pipeline == "overlap"
-        metrics_writer = MetricsWriter(self.run_dir, cfg.logging.tensorboard)
+        metrics_writer = MetricsWriter(self.run_dir, cfg)
         progress = ProgressReporter(cfg, self.console)
+        videos = None
+        if cfg.logging.video_every_iterations:
+            from distrl.deploy.video import TrainingVideos
+
+            videos = TrainingVideos(cfg, self.actors.spaces, self.run_dir)
         try:
             weights_ref = self.actors.learners[0].get_weights.remote()
             samples = first_samples if first_samples is not None else self._sample(weights_ref)
@@ -355,6 +375,8 @@ class Driver:
                 progress.update(row)
                 if self.on_iteration is not None:
                     self.on_iteration(row, self)
+                if videos is not None and self.counters.iteration % cfg.logging.video_every_iterations == 0:
+                    videos.maybe_record(self.counters.iteration, ray.get(weights_ref))
                 reason = stop_reason(cfg.stop, self.counters, elapsed)
                 if reason is not None:
                     return reason
@@ -365,6 +387,8 @@ class Driver:
         finally:
             progress.close()
             metrics_writer.close()
+            if videos is not None:
+                videos.close()
 
     def _count(self, infos: list[dict], elapsed: float) -> None:
         """Fold the workers' reports into the run state, saying what went wrong on the way."""

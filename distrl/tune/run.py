@@ -52,10 +52,11 @@ def tune(
 
     launch = time.perf_counter()
     override_list = _as_override_list(overrides)
-    base = load_config(config, override_list)
+    spec = search if isinstance(search, SearchSpec) else load_search(search)
+    # The config, then the search file's overrides, then the caller's (the command line's --set) on top.
+    base = load_config(load_config(config, spec.overrides), override_list)
     if isinstance(config, (str, Path)):
         check_env_trust(base.env.id, [*trusted_envs, *_named_envs(override_list)], f"config {str(config)!r}")
-    spec = search if isinstance(search, SearchSpec) else load_search(search)
     check_trials_configs(base, spec)
     try:
         check_model_fits(*probe_spaces(base.env), base.model)
@@ -75,7 +76,7 @@ def tune(
     if target is not None:
         connect_ray(target)
     try:
-        base_tree = load_config(base, spec.overrides).model_dump(mode="json")
+        base_tree = base.model_dump(mode="json")
         trainable = ray_tune.with_parameters(run_trial, base=base_tree, checkpoint_every=spec.checkpoint_every)
         tuner = ray_tune.Tuner(
             ray_tune.with_resources(trainable, functools.partial(resources_for, base_tree)),

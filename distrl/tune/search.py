@@ -113,10 +113,10 @@ def load_search(path: str | Path | dict) -> SearchSpec:
 
 
 def check_trials_configs(base, search: SearchSpec) -> None:
-    """Every corner of the search space, with the overrides, makes a valid config: one line per problem, before Ray."""
+    """Every corner of the search space makes a valid config of ``base``: one line per problem, before Ray."""
     for corner in search.corners() or [{}]:
         try:
-            load_config(base, {**search.overrides, **corner})
+            load_config(base, corner)
         except ConfigError as exc:
             where = f" (search_space values {corner})" if corner else ""
             raise ConfigError([line + where for line in exc.lines]) from None
