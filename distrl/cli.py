@@ -102,8 +102,9 @@ def _cmd_export(args) -> int:
     if out.is_dir():
         raise _UsageError(f"out={args.out!r}: is a directory; give a file path such as {out / 'policy.onnx'}")
     _check_writable(out.parent if str(out.parent) else Path("."), "out")
-    info = export_onnx(args.checkpoint, out, env_id=args.env, trusted_envs=args.trust_env)
-    print(f"wrote {info['path']}: inputs {info['inputs']}, outputs {info['outputs']}; max |onnx - torch| = {info['max_abs_diff']:.2e}")
+    info = export_onnx(args.checkpoint, out, env_id=args.env, trusted_envs=args.trust_env, exporter=args.exporter)
+    print(f"wrote {info['path']} ({info['exporter']} exporter): inputs {info['inputs']}, outputs {info['outputs']}; "
+          f"max |onnx - torch| = {info['max_abs_diff']:.2e}")  # fmt: skip
     return 0
 
 
@@ -187,6 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("out", help="output .onnx path")
     ex.add_argument("--env", metavar="ID", help="build the policy for this env instead of the checkpoint's")
     ex.add_argument("--trust-env", action="append", default=[], metavar="ID", help=trust)
+    ex.add_argument("--exporter", choices=["dynamo", "torchscript"], default="dynamo",
+                    help="torch.onnx.export(dynamo=True), the default, or the TorchScript exporter")  # fmt: skip
     ex.set_defaults(func=_cmd_export)
 
     dg = sub.add_parser("diagnose", help="versions, hardware, backends and measured rates for a config")

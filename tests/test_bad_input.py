@@ -50,6 +50,8 @@ CASES = {
     "env.kwargs rejected": Case(f"{TRAIN} --set 'env.kwargs={{{{nope: 1}}}}'", 2, ("env.kwargs={'nope': 1}", "could not be built", "unexpected keyword"), absent=("{tmp}/new",)),
     "env obs space": Case(f"{TRAIN} --set env.id=FrozenLake-v1 --set env.vectorization=sync", 2, ("observation space Discrete(16) is not supported", "observations: a Box")),
     "env action space": Case(f"{TRAIN} --set env.id=distrl.envs.testing:dict_action_cartpole --set env.vectorization=sync", 2, ("action space Dict(", "actions: Discrete or a 1-d Box")),
+    "env dict observations": Case(f"{TRAIN} --set env.id=distrl.envs.testing:dict_obs_cartpole --set env.vectorization=sync", 2, ("observation space Dict(", "FlattenObservation")),
+    "env multidiscrete actions": Case(f"{TRAIN} --set env.id=distrl.envs.testing:multidiscrete_cartpole --set env.vectorization=sync", 2, ("action space MultiDiscrete([2 3])", "MultiDiscrete actions are not supported")),
     "env factory not an Env": Case(f"{TRAIN} --set env.id=builtins:dict --set env.vectorization=sync", 2, ("the factory returned dict, not a gymnasium.Env",)),
     "env.action_repeat native": Case(f"{TRAIN} --set env.action_repeat=4", 2, ("env.action_repeat=4", "sync or async")),
     "model.type": Case(f"{TRAIN} --set model.type=cnn", 2, ("model.type=cnn: needs image observations",), absent=("{tmp}/new",)),

@@ -23,14 +23,41 @@ class DeployedPolicy(nn.Module):
             self.register_buffer("inv_std", torch.as_tensor(1.0 / np.sqrt(var + 1e-8), dtype=torch.float32))
         self.clip = clip
 
-    def forward(self, obs, *state):
+    def forward(self, obs, h=None, c=None):  # named inputs: torch.export cannot give *args dynamic shapes
         if self.normalize:
             obs = ((obs - self.mean) * self.inv_std).clamp(-self.clip, self.clip)
-        return self.model(obs, *state)
+        return self.model(obs) if h is None else self.model(obs, h, c)
+
+
+EXPORTERS = ("dynamo", "torchscript")
+
+
+def _write_onnx(deployed: nn.Module, inputs: tuple, path: Path, input_names: list[str], output_names: list[str],
+                exporter: str) -> str:  # fmt: skip
+    """Export with ``exporter``; returns the one used. The dynamo exporter (torch.export + onnxscript, what torch
+    recommends) is the default; the TorchScript one stays as the fallback where dynamo cannot export (an op it
+    lacks, or no onnxscript, as in the torch 2.8 + ipex environment)."""
+    if exporter == "dynamo":
+        try:
+            batch = torch.export.Dim("batch", min=1, max=65536)
+            program = torch.onnx.export(deployed, inputs, input_names=input_names, output_names=output_names, dynamo=True,
+                                        dynamic_shapes=tuple({0: batch} for _ in inputs), verbose=False)  # fmt: skip
+            program.save(str(path))
+            return "dynamo"
+        except Exception as exc:  # noqa: BLE001 (any failure: the TorchScript exporter is still there)
+            from distrl.common.errors import describe_error
+            from distrl.common.log import get_logger
+
+            get_logger("export").warning(f"the dynamo ONNX exporter failed ({describe_error(exc)}); using the TorchScript exporter")
+    torch.onnx.export(
+        deployed, inputs, str(path), input_names=input_names, output_names=output_names,
+        dynamic_axes={name: {0: "batch"} for name in input_names + output_names}, dynamo=False, opset_version=17,
+    )  # fmt: skip
+    return "torchscript"
 
 
 def export_onnx(checkpoint: str | Path, out: str | Path, batch: int = 8, env_id: str | None = None,
-                trusted_envs=()) -> dict:  # fmt: skip
+                trusted_envs=(), exporter: str = "dynamo") -> dict:  # fmt: skip
     """Write ``out`` and return the largest absolute difference from torch on random observations."""
     import onnxruntime as ort
 
@@ -49,15 +76,11 @@ def export_onnx(checkpoint: str | Path, out: str | Path, batch: int = 8, env_id:
         inputs += [h, h.clone()]
         input_names += ["h", "c"]
         output_names += ["h_out", "c_out"]
-    dynamic = {name: {0: "batch"} for name in input_names + output_names}
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
     try:
-        torch.onnx.export(
-            deployed, tuple(inputs), str(tmp), input_names=input_names, output_names=output_names,
-            dynamic_axes=dynamic, dynamo=False, opset_version=17,
-        )  # fmt: skip
+        used = _write_onnx(deployed, tuple(inputs), tmp, input_names, output_names, exporter)
         session = ort.InferenceSession(str(tmp), providers=["CPUExecutionProvider"])
         ort_out = session.run(None, {name: x.numpy() for name, x in zip(input_names, inputs)})
         with torch.inference_mode():
@@ -68,4 +91,4 @@ def export_onnx(checkpoint: str | Path, out: str | Path, batch: int = 8, env_id:
         tmp.replace(out)
     finally:  # whatever happened, no OUT.tmp is left behind
         tmp.unlink(missing_ok=True)
-    return {"path": str(out), "inputs": input_names, "outputs": output_names, "max_abs_diff": max_diff}
+    return {"path": str(out), "inputs": input_names, "outputs": output_names, "max_abs_diff": max_diff, "exporter": used}

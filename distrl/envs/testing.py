@@ -63,3 +63,35 @@ class _DictActions(gym.ActionWrapper):
 
 def dict_action_cartpole(**kwargs) -> gym.Env:
     return _DictActions(gym.make("CartPole-v1", **kwargs))
+
+
+class _DictObservations(gym.ObservationWrapper):
+    """CartPole whose observation is a Dict of two Box parts (position, velocity)."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        low, high = env.observation_space.low, env.observation_space.high
+        self.observation_space = gym.spaces.Dict({"position": gym.spaces.Box(low[::2], high[::2]),
+                                                  "velocity": gym.spaces.Box(low[1::2], high[1::2])})  # fmt: skip
+
+    def observation(self, observation):
+        return {"position": observation[::2], "velocity": observation[1::2]}
+
+
+def dict_obs_cartpole(**kwargs) -> gym.Env:
+    return _DictObservations(gym.make("CartPole-v1", **kwargs))
+
+
+class _MultiDiscreteActions(gym.ActionWrapper):
+    """CartPole behind a MultiDiscrete([2, 3]) action space (the second part ignored)."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        self.action_space = gym.spaces.MultiDiscrete([2, 3])
+
+    def action(self, action):
+        return int(action[0])
+
+
+def multidiscrete_cartpole(**kwargs) -> gym.Env:
+    return _MultiDiscreteActions(gym.make("CartPole-v1", **kwargs))
