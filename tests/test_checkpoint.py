@@ -96,3 +96,12 @@ def test_foreign_pickle_is_refused_and_not_executed(tmp_path, monkeypatch):
     torch.save({"state_dict": {"w": torch.zeros(2)}}, other)
     with pytest.raises(CheckpointError, match="not a distrl checkpoint"):
         load_checkpoint(other)
+
+
+def test_pruning_keeps_the_best_checkpoint_beside_the_newest(tmp_path):
+    from distrl.common.checkpoint import list_checkpoints, save_checkpoint
+
+    best = save_checkpoint(tmp_path, 1, {"x": 1}, keep=2)
+    for iteration in range(2, 6):
+        save_checkpoint(tmp_path, iteration, {"x": iteration}, keep=2, protect=best)
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["ckpt_0000001.pt", "ckpt_0000004.pt", "ckpt_0000005.pt"]
