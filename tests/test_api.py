@@ -15,10 +15,10 @@ from tests.conftest import ROOT
 
 
 def run_script(code: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    env = {"PYTHONUNBUFFERED": "1", "RAY_USAGE_STATS_ENABLED": "0", "PATH": "/usr/bin:/bin", "HOME": str(ROOT)}
     import os
 
-    env.update({k: v for k, v in os.environ.items() if k in ("PYTHONPATH", "TMPDIR", "LANG")})
+    # A private Ray, even where `ray start` left a cluster on this machine (as run_cli does).
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "RAY_USAGE_STATS_ENABLED": "0", "RAY_ADDRESS": "local"}
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout,
                           cwd=ROOT, env=env)  # fmt: skip
 
