@@ -7,7 +7,7 @@
 
 __version__ = "0.1.0"
 
-from distrl.common.lazy import lazy_exports  # noqa: E402
+from distrl.common.lazy import lazy_exports
 
 # Imported on first use: `import distrl` stays cheap (the CLI imports it before deciding what it needs).
 _EXPORTS = {
@@ -15,4 +15,4 @@ _EXPORTS = {
     "tune": "distrl.tune", "Config": "distrl.config", "ConfigError": "distrl.config", "load_config": "distrl.config",
 }  # fmt: skip
 __getattr__ = lazy_exports(__name__, _EXPORTS)
-__all__ = ["__version__", *_EXPORTS]
+__all__ = ["Config", "ConfigError", "TrainResult", "UsageError", "__version__", "load_config", "load_policy", "train", "tune"]

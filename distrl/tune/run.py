@@ -78,16 +78,13 @@ def tune(
     try:
         base_tree = base.model_dump(mode="json")
         trainable = ray_tune.with_parameters(run_trial, base=base_tree, checkpoint_every=spec.checkpoint_every)
-        tuner = ray_tune.Tuner(
-            ray_tune.with_resources(trainable, functools.partial(resources_for, base_tree)),
-            # Initial values come from the space; PBT perturbs the same domains (its hyperparam_mutations).
-            param_space=param_space(spec),
-            tune_config=ray_tune.TuneConfig(metric=spec.metric, mode=spec.mode, scheduler=scheduler(spec),
-                                            num_samples=spec.num_samples, max_concurrent_trials=spec.max_concurrent_trials,
-                                            time_budget_s=spec.time_budget_s),  # fmt: skip
-            run_config=ray_tune.RunConfig(name=name, storage_path=str(storage_path), verbose=1,
-                                          checkpoint_config=_checkpoints(spec)),  # fmt: skip
-        )
+        tune_config = ray_tune.TuneConfig(metric=spec.metric, mode=spec.mode, scheduler=scheduler(spec),
+                                          num_samples=spec.num_samples, max_concurrent_trials=spec.max_concurrent_trials,
+                                          time_budget_s=spec.time_budget_s)  # fmt: skip
+        run_config = ray_tune.RunConfig(name=name, storage_path=str(storage_path), verbose=1, checkpoint_config=_checkpoints(spec))
+        # Initial values come from the space; PBT perturbs the same domains (its hyperparam_mutations).
+        tuner = ray_tune.Tuner(ray_tune.with_resources(trainable, functools.partial(resources_for, base_tree)),
+                               param_space=param_space(spec), tune_config=tune_config, run_config=run_config)  # fmt: skip
         grid = tuner.fit()
         return _result(grid, spec, storage_path / name, time.perf_counter() - launch)
     finally:

@@ -17,7 +17,6 @@ from distrl.config import Config, load_config
 from distrl.driver.placement import learner_bundle
 
 
-
 def trial_resources(config: Config):
     """The trial's placement group: nothing for the trial itself, a bundle per learner, a bundle per worker."""
     from ray.tune import PlacementGroupFactory
