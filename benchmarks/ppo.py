@@ -101,6 +101,8 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=1, help="runs per backend (seeds 0..N-1)")
     parser.add_argument("--breakout", action="store_true", help="Breakout, every backend x mode, sampling-bound")
     parser.add_argument("--quick", action="store_true", help="a 20k-step run each of eager and onnxrt")
+    parser.add_argument("--learner-table-only", action="store_true",
+                        help="with --breakout on CUDA: only the GPU learner settings (onnxrt workers)")  # fmt: skip
     add_results_dir_argument(parser)
     args = parser.parse_args(argv)
     overrides = list(args.set)
@@ -124,7 +126,8 @@ def main(argv=None) -> int:
     info = machine_info()
     print_machine(info)
     rows, failures, learner_rows = [], [], []
-    for backend, mode in [("eager", "default"), *backends]:
+    runs = [] if args.learner_table_only else [("eager", "default"), *backends]
+    for backend, mode in runs:
         for seed in range(args.repeats):
             row = run_training(args.config, backend, mode, overrides, seed)
             rows.append(row)
@@ -148,6 +151,14 @@ def main(argv=None) -> int:
             learner_rows.append(row)
             print(f"GPU learner {name:26s}: {row['train_sps']:9,.0f} env steps/s, learn {row['learn_s'] * 1e3:.1f} ms, "
                   f"sample {row['sample_s'] * 1e3:.1f} ms", flush=True)
+    if not rows:  # the GPU learner table alone
+        for row in learner_rows:
+            row["speedup_vs_first"] = row["train_sps"] / learner_rows[0]["train_sps"]
+        write_results("ppo_breakout_gpu_learner", {"machine": info, "overrides": overrides, "rows": learner_rows},
+                      markdown_table(learner_rows, [("learner", "GPU learner"), ("train_sps", "env steps/s (loop)"),
+                                                    ("speedup_vs_first", "x eager fp32"), ("learn_s", "learn s"),
+                                                    ("sample_s", "sample s")]), None, failures, False, args.results_dir)  # fmt: skip
+        return 0 if not failures else 1
     eager_sps = statistics.median(r["train_sps"] for r in rows if r["backend"] == "eager")
     for row in rows:
         row["speedup_vs_eager"] = row["train_sps"] / eager_sps
