@@ -142,7 +142,7 @@ def _target(address: str | None):
     import os
     import sys
 
-    from distrl.driver.connection import RayTarget, resolve_target
+    from distrl.driver.connection import RayTarget, prepare_private_ray_environment, resolve_target
 
     if isinstance(address, RayTarget):  # resolved already (the command line does it before anything imports ray)
         return address
@@ -150,9 +150,7 @@ def _target(address: str | None):
         return None  # connect_ray joins it as it is
     target = resolve_target(address)
     if target.private and "ray" not in sys.modules:  # (a caller who imported ray already chose its settings)
-        # A private Ray gets token authentication (Ray's default for local clusters), set before ray is imported.
-        os.environ.setdefault("RAY_AUTH_MODE", "token")
-        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # a private run reports nothing off this machine
+            prepare_private_ray_environment()
     return target
 
 

@@ -217,11 +217,10 @@ def main(argv: list[str] | None = None) -> int:
         except ConnectionProblem as exc:
             print(f"distrl: error: {exc}", file=sys.stderr)
             return EXIT_USAGE
-        if args.target.private:
-            # A private Ray gets token authentication (Ray's default for local clusters). Ray reads this when it
-            # is imported, so it is set before anything imports ray; saying so also keeps Ray's notice quiet.
-            os.environ.setdefault("RAY_AUTH_MODE", "token")
-            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # a private run reports nothing off this machine
+        if args.target.private:  # set before anything imports ray
+            from distrl.driver.connection import prepare_private_ray_environment
+
+            prepare_private_ray_environment()
         # Tasks the driver abandons when a run stops (the next samples) would print Ray's "Unhandled error"
         # dumps ahead of distrl's own one-line answer; every error distrl waits on is reported by distrl.
         os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")

@@ -16,6 +16,14 @@ def test_shipped_configs_load():
     paths = sorted((ROOT / "configs").glob("*.yaml"))
     assert {p.stem for p in paths} >= {"cartpole", "pendulum", "cartpole_lstm", "breakout"}
     for path in paths:
+        if path.stem.startswith("tune_"):  # a search file for `distrl tune`, over the config of the same name
+            from distrl.tune import load_search
+            from distrl.tune.search import check_trials_configs
+
+            search = load_search(path)
+            base = load_config(load_config(ROOT / "configs" / f"{path.stem.removeprefix('tune_')}.yaml"), search.overrides)
+            check_trials_configs(base, search)
+            continue
         assert load_config(path).stop.env_steps is not None
 
 
