@@ -67,3 +67,11 @@ def test_a_bad_search_file_is_one_line_before_ray(tmp_path, changes, expected):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and expected in lines[0], lines
     assert not (tmp_path / "t").exists()
+
+
+def test_a_trial_bigger_than_the_machine_is_one_line(tmp_path):
+    result = run_cli("tune", "configs/cartpole.yaml", "configs/tune_cartpole.yaml", "--storage-path", str(tmp_path / "t"),
+                     "--set", "rollout.num_cpus_per_worker=8")  # fmt: skip
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "rollout.num_cpus_per_worker=8" in lines[0] and "one trial needs" in lines[0], lines

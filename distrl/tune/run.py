@@ -76,6 +76,13 @@ def tune(
     if target is not None:
         connect_ray(target)
     try:
+        if target is not None and target.private:  # a private Ray cannot grow: a trial it can never hold is said now
+            from distrl.driver.placement import PlacementError, impossible_requests
+
+            for corner in spec.corners() or [{}]:
+                problems = impossible_requests(load_config(base, corner))
+                if problems:
+                    raise PlacementError("one trial needs more than this machine has: " + "; ".join(problems))
         base_tree = base.model_dump(mode="json")
         trainable = ray_tune.with_parameters(run_trial, base=base_tree, checkpoint_every=spec.checkpoint_every)
         tune_config = ray_tune.TuneConfig(metric=spec.metric, mode=spec.mode, scheduler=scheduler(spec),
