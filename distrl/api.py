@@ -40,7 +40,7 @@ class TrainResult:
     solved_at_s: float | None
     checkpoint: Path | None
     best_checkpoint: Path | None
-    config: Config
+    config: Config = field(repr=False)
     summary: dict = field(repr=False)
 
     @classmethod
