@@ -138,3 +138,19 @@ def test_load_policy_acts_on_one_observation_or_a_batch(tmp_path):
             np.testing.assert_allclose(reset[0][0], fresh[0][0], atol=1e-6)
         with pytest.raises(ValueError, match="observation shape"):
             policy.predict(np.zeros(5, dtype=np.float32))
+
+
+def test_load_policy_clips_continuous_actions_to_the_action_space(tmp_path):
+    from distrl.common.checkpoint import save_checkpoint
+    from distrl.envs import probe_spaces
+    from distrl.learner import Learner
+
+    config = load_config("configs/pendulum.yaml", ["model.init_log_std=2.0"])  # wide: samples leave [-2, 2]
+    learner = Learner(config, *probe_spaces(config.env))
+    payload = {"counters": {}, "learner": learner.state(), "config": config.model_dump(mode="json")}
+    policy = distrl.load_policy(save_checkpoint(tmp_path, 1, payload, keep=1))
+    policy.seed(0)
+    obs = np.random.default_rng(0).normal(size=(256, 3)).astype(np.float32)
+    actions, state = policy.predict(obs, deterministic=False)
+    assert state is None and actions.shape == (256, 1)
+    assert actions.min() >= -2.0 and actions.max() <= 2.0 and (np.abs(actions) == 2.0).any()
