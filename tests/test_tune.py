@@ -37,7 +37,8 @@ def test_asha_sweep_of_four_trials_finishes_on_two_cores(tmp_path):
         assert config["env"]["num_envs_per_worker"] == 16 and config["rollout"]["num_cpus_per_worker"] == 0.5
         lrs.add(config["ppo"]["lr"])
         rows = (trial / "run" / "metrics.jsonl").read_text().splitlines()
-        assert 1 <= len(rows) <= 12  # ASHA's max_t
+        # ASHA's max_t is 12 (the step budget alone would give 20); one more row may land while Tune stops it.
+        assert 1 <= len(rows) <= 13
     assert len(lrs) == 4  # sampled per trial
     assert any(list(t.glob("checkpoint_*")) for t in trials)  # checkpoints went through Tune
 
