@@ -138,19 +138,17 @@ def train(
 
 
 def _target(address: str | None):
-    """Which Ray: the one this process already joined, else as ``resolve_target`` decides (before ray is imported)."""
-    import os
+    """Which Ray: None for one this process already joined (connect_ray uses it as it is), else as
+    ``resolve_target`` decides, within seconds, before ray is imported (a private Ray's settings are made then)."""
     import sys
 
-    from distrl.driver.connection import RayTarget, prepare_private_ray_environment, resolve_target
+    from distrl.driver.connection import prepare_private_ray_environment, resolve_target
 
-    if isinstance(address, RayTarget):  # resolved already (the command line does it before anything imports ray)
-        return address
     if "ray" in sys.modules and sys.modules["ray"].is_initialized():
-        return None  # connect_ray joins it as it is
+        return None
     target = resolve_target(address)
     if target.private and "ray" not in sys.modules:  # (a caller who imported ray already chose its settings)
-            prepare_private_ray_environment()
+        prepare_private_ray_environment()
     return target
 
 

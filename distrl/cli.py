@@ -28,7 +28,7 @@ def _cmd_train(args) -> int:
 
         console = Console(soft_wrap=True)
     result = train(args.config, overrides=args.set, run_dir=args.run_dir, storage=args.storage, resume=args.resume,
-                   address=args.target, trusted_envs=args.trust_env, console=console, launch=args.launch)  # fmt: skip
+                   address=args.address, trusted_envs=args.trust_env, console=console, launch=args.launch)  # fmt: skip
     ret = result.episode_return_mean
     print(
         f"done: {result.stop_reason} | {result.env_steps:,} env steps in {result.wall_s:.1f} s "
@@ -42,7 +42,7 @@ def _cmd_tune(args) -> int:
     from distrl.tune import tune
 
     result = tune(args.config, args.search, overrides=args.set, storage_path=args.storage_path, name=args.name,
-                  address=args.target, trusted_envs=args.trust_env)  # fmt: skip
+                  address=args.address, trusted_envs=args.trust_env)  # fmt: skip
     print(f"{len(result.trials)} trials in {result.wall_s:.1f} s, experiment {result.experiment_dir}")
     for trial in sorted(result.trials, key=lambda t: (t["best_value"] is None, -(t["best_value"] or 0) if result.mode == "max" else (t["best_value"] or 0))):
         value = "-" if trial["best_value"] is None else f"{trial['best_value']:.2f}"
@@ -82,10 +82,10 @@ def _cmd_eval(args) -> int:
     from distrl.deploy import evaluate
 
     if args.video is not None:
-        import importlib.util
+        from distrl.deploy.video import missing_video_package
 
-        if importlib.util.find_spec("moviepy") is None:
-            raise _UsageError(f"--video={args.video!r}: needs moviepy to write MP4 files; pip install 'distrl[video]'")
+        if (missing := missing_video_package()) is not None:
+            raise _UsageError(f"--video={args.video!r}: {missing}")
         _check_writable(Path(args.video), "--video")
     returns = evaluate(args.checkpoint, episodes=args.episodes, deterministic=not args.stochastic, seed=args.seed,
                        env_id=args.env, trusted_envs=args.trust_env, video_dir=args.video)  # fmt: skip
@@ -206,27 +206,17 @@ def main(argv: list[str] | None = None) -> int:
     launch = time.perf_counter()
     args = build_parser().parse_args(argv)
     args.launch = launch
-    if args.command in ("train", "tune"):
+    if args.command in ("train", "tune"):  # (which Ray: decided by distrl.train / distrl.tune before ray is imported)
         from distrl.common.log import install_cli_handler
-        from distrl.driver.connection import ConnectionProblem, resolve_target
 
         install_cli_handler()
-
-        try:  # which Ray, decided before anything imports ray (and within seconds, even for a dead cluster)
-            args.target = resolve_target(args.address)
-        except ConnectionProblem as exc:
-            print(f"distrl: error: {exc}", file=sys.stderr)
-            return EXIT_USAGE
-        if args.target.private:  # set before anything imports ray
-            from distrl.driver.connection import prepare_private_ray_environment
-
-            prepare_private_ray_environment()
         # Tasks the driver abandons when a run stops (the next samples) would print Ray's "Unhandled error"
         # dumps ahead of distrl's own one-line answer; every error distrl waits on is reported by distrl.
         os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
     from distrl.common.checkpoint import CheckpointError
     from distrl.config import ConfigError
     from distrl.driver import PlacementError
+    from distrl.driver.connection import ConnectionProblem
     from distrl.driver.storage import StorageError
     from distrl.envs import EnvFailure, EnvSpecError
 
@@ -236,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         for line in exc.lines:
             print(f"distrl: config error: {line}", file=sys.stderr)
         return EXIT_USAGE
-    except (CheckpointError, PlacementError, EnvSpecError, EnvFailure, StorageError, _UsageError) as exc:
+    except (CheckpointError, PlacementError, EnvSpecError, EnvFailure, StorageError, ConnectionProblem, _UsageError) as exc:
         print(f"distrl: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

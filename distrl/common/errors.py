@@ -1,4 +1,4 @@
-"""One-line descriptions of exceptions, for messages that must stay one line."""
+"""Exceptions raised before Ray is imported, and one-line descriptions of exceptions."""
 
 from __future__ import annotations
 
@@ -7,3 +7,8 @@ def describe_error(exc: BaseException, limit: int = 300) -> str:
     """An exception in one line: its type and the first line of its message, cut at ``limit`` characters."""
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text.splitlines()[0][:limit] if text else ''}"
+
+
+class PlacementError(Exception):
+    """The cluster cannot give the actors the resources the config asks for (here, not in driver/placement.py,
+    so that the command line can catch it without importing ray)."""

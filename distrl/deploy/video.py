@@ -10,15 +10,13 @@ import numpy as np
 from distrl.config.schema import EnvConfig
 
 
-def make_render_env(cfg: EnvConfig):
-    """One env like a worker's (same preprocessing), rendering RGB frames."""
-    from distrl.envs.factory import _is_atari, _single_env_thunk, resolve_env_id
+def missing_video_package() -> str | None:
+    """What is missing to write MP4 files (said the same way by `eval --video` and the trainer's videos), or None."""
+    import importlib.util
 
-    target = resolve_env_id(cfg.id)
-    atari = _is_atari(cfg.id)
-    # ale-py's vector env takes its own kwargs (reward_clipping, ...); the single Atari env is built with its defaults.
-    kwargs = {} if atari and cfg.vectorization == "native" else dict(cfg.kwargs)
-    return _single_env_thunk(target, {**kwargs, "render_mode": "rgb_array"}, cfg.action_repeat, atari, cfg.max_consecutive_errors)
+    if importlib.util.find_spec("moviepy") is None:
+        return "needs moviepy to write MP4 files; pip install 'distrl[video]'"
+    return None
 
 
 def record_episodes(policy, cfg: EnvConfig, video_dir: str | Path, episodes: int, seed: int,
@@ -26,11 +24,11 @@ def record_episodes(policy, cfg: EnvConfig, video_dir: str | Path, episodes: int
     """Play ``episodes`` episodes one after another, each written to ``video_dir`` as an MP4; returns their returns."""
     import gymnasium as gym
 
-    from distrl.envs import EnvSpecError
+    from distrl.envs import EnvSpecError, make_env
 
     video_dir = Path(video_dir)
     video_dir.mkdir(parents=True, exist_ok=True)
-    base = make_render_env(cfg)
+    base = make_env(cfg, render_mode="rgb_array")
     try:
         base.reset(seed=seed)
         base.render()

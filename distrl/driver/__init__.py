@@ -11,7 +11,7 @@ from distrl.common.lazy import lazy_exports
 _EXPORTS = {
     "Driver": "distrl.driver.driver",
     "connect_ray": "distrl.driver.driver",
-    "PlacementError": "distrl.driver.placement",
+    "PlacementError": "distrl.common.errors",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -33,10 +33,11 @@ from distrl.driver.actors import RunActors
 from distrl.driver.connection import RayTarget, resolve_target
 from distrl.driver.metrics import MetricsWriter
 from distrl.driver.placement import PlacementError, impossible_requests
+from distrl.driver.preflight import check_before_ray
 from distrl.driver.progress import ProgressReporter
 from distrl.driver.run_state import RunState, stop_reason
 from distrl.driver.storage import RunStorage
-from distrl.envs import EnvFailure, probe_spaces
+from distrl.envs import EnvFailure
 
 log = get_logger("driver")
 
@@ -72,8 +73,8 @@ class Driver:
                  on_iteration=None, placement_group=None):  # fmt: skip
         """``resume_payload``: a loaded checkpoint to continue from (instead of ``run_dir``'s newest, ``resume``).
         ``on_iteration(row, driver)``: called after every iteration's metrics row (Ray Tune reports from it).
-        ``placement_group``: place every actor in this group (a Tune trial's: bundle 0 is the trial itself,
-        then one per learner, then one per worker) instead of creating the learners' own."""
+        ``placement_group``: place every actor in this group (a Tune trial's, laid out by
+        ``distrl.tune.trainable.trial_resources``) instead of creating the learners' own."""
         self.config = config
         self.run_dir = Path(run_dir)
         self.storage = storage  # the run's mirror under a storage URI, if any
@@ -144,40 +145,7 @@ class Driver:
         return artifacts if len(pickle.dumps(artifacts)) < 100_000 else ray.put(artifacts)
 
     def check_before_ray(self) -> tuple:
-        """What can be found wrong without Ray, found now: the env builds and has spaces distrl supports,
-        the model fits them, and a strict compile backend is available. Returns the env's spaces."""
-        from distrl.config import ConfigError
-        from distrl.models.fit import check_model_fits
-
-        spaces = probe_spaces(self.config.env)
-        try:
-            check_model_fits(*spaces, self.config.model)
-        except ValueError as exc:
-            raise ConfigError([str(exc)]) from None
-        self._check_optional_packages()
-        rc = self.config.rollout.compile
-        if rc.strict:
-            from distrl.compile import available_backends
-
-            rows = {row["name"]: row for row in available_backends()}
-            if rc.backend in rows and not rows[rc.backend]["available"]:
-                raise ConfigError([f"rollout.compile.backend={rc.backend}: unavailable here ({rows[rc.backend]['reason']}); "
-                                   "rollout.compile.strict=true forbids falling back to eager"])  # fmt: skip
-        return spaces
-
-    def _check_optional_packages(self) -> None:
-        """A logging feature whose package is missing is one line now, not a failure after the first iteration."""
-        import importlib.util
-
-        from distrl.config import ConfigError
-
-        log_cfg = self.config.logging
-        if log_cfg.wandb is not None and importlib.util.find_spec("wandb") is None:
-            raise ConfigError([f"logging.wandb.project={log_cfg.wandb.project!r}: needs the wandb package; "
-                               "pip install 'distrl[wandb]'"])  # fmt: skip
-        if log_cfg.video_every_iterations and importlib.util.find_spec("moviepy") is None:
-            raise ConfigError([f"logging.video_every_iterations={log_cfg.video_every_iterations}: needs moviepy to "
-                               "write MP4 files; pip install 'distrl[video]'"])  # fmt: skip
+        return check_before_ray(self.config)
 
     # --- the run -------------------------------------------------------------------------
     def run(self, target: RayTarget | str | None = None, launch: float | None = None) -> dict:

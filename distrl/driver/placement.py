@@ -12,13 +12,12 @@ import time
 import ray
 from ray.util.placement_group import PlacementGroup, placement_group
 
+from distrl.common.errors import PlacementError
 from distrl.config import Config
 
 REPORT_EVERY_S = 10.0
 
 
-class PlacementError(Exception):
-    """The cluster cannot give the actors the resources the config asks for."""
 
 
 def worker_options(config: Config) -> dict:

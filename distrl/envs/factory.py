@@ -71,6 +71,16 @@ def _single_env_thunk(target, kwargs: dict, action_repeat: int, atari: bool, max
     return GuardedEnv(env, max_errors)
 
 
+def make_env(cfg: EnvConfig, **kwargs) -> gym.Env:
+    """One env built as a worker's copies are (same preprocessing), with extra constructor ``kwargs``
+    (e.g. ``render_mode="rgb_array"`` for videos)."""
+    target = resolve_env_id(cfg.id)
+    atari = _is_atari(cfg.id)
+    # ale-py's vector env takes its own kwargs (reward_clipping, ...); the single Atari env is built with its defaults.
+    base = {} if atari and cfg.vectorization == "native" else dict(cfg.kwargs)
+    return _single_env_thunk(target, {**base, **kwargs}, cfg.action_repeat, atari, cfg.max_consecutive_errors)
+
+
 def make_vec_env(cfg: EnvConfig) -> gym.vector.VectorEnv:
     """The worker's vector env of ``cfg.num_envs_per_worker`` copies (not yet reset)."""
     target = resolve_env_id(cfg.id)

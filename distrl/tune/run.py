@@ -47,8 +47,8 @@ def tune(
     Ray as in ``distrl.train``: one this process joined is used and left running; one started here stops.
     """
     from distrl.api import _as_override_list, _named_envs, _target
-    from distrl.envs import check_env_trust, probe_spaces
-    from distrl.models.fit import check_model_fits
+    from distrl.driver.preflight import check_before_ray
+    from distrl.envs import check_env_trust
 
     launch = time.perf_counter()
     override_list = _as_override_list(overrides)
@@ -58,12 +58,7 @@ def tune(
     if isinstance(config, (str, Path)):
         check_env_trust(base.env.id, [*trusted_envs, *_named_envs(override_list)], f"config {str(config)!r}")
     check_trials_configs(base, spec)
-    try:
-        check_model_fits(*probe_spaces(base.env), base.model)
-    except ValueError as exc:
-        from distrl.config import ConfigError
-
-        raise ConfigError([str(exc)]) from None
+    check_before_ray(base)
     storage_path = Path(storage_path or "runs/tune").resolve()
     name = name or f"{base.env.id.replace('/', '_').replace(':', '_')}-{time.strftime('%Y%m%d-%H%M%S')}"
     target = _target(address)

@@ -14,12 +14,13 @@ import tempfile
 from pathlib import Path
 
 from distrl.config import Config, load_config
-from distrl.driver.placement import learner_bundle
 
 
 def trial_resources(config: Config):
     """The trial's placement group: nothing for the trial itself, a bundle per learner, a bundle per worker."""
     from ray.tune import PlacementGroupFactory
+
+    from distrl.driver.placement import learner_bundle  # (imports ray: only once a trial is set up)
 
     r = config.rollout
     worker = {"CPU": r.num_cpus_per_worker, **r.resources}

@@ -1,0 +1,40 @@
+"""The checks a run makes before Ray starts (no ray import here: a private Ray's settings are made before it)."""
+
+from __future__ import annotations
+
+from distrl.config import Config
+from distrl.envs import probe_spaces
+
+
+def check_before_ray(config: Config) -> tuple:
+    """What can be found wrong without Ray, found now (``distrl train`` and every trial of ``distrl tune``): the
+    env builds and has spaces distrl supports, the model fits them, a logging feature's package is installed, and
+    a strict compile backend is available. Returns the env's spaces."""
+    import importlib.util
+
+    from distrl.config import ConfigError
+    from distrl.models.fit import check_model_fits
+
+    spaces = probe_spaces(config.env)
+    try:
+        check_model_fits(*spaces, config.model)
+    except ValueError as exc:
+        raise ConfigError([str(exc)]) from None
+    log_cfg = config.logging
+    if log_cfg.wandb is not None and importlib.util.find_spec("wandb") is None:
+        raise ConfigError([f"logging.wandb.project={log_cfg.wandb.project!r}: needs the wandb package; "
+                           "pip install 'distrl[wandb]'"])  # fmt: skip
+    if log_cfg.video_every_iterations:
+        from distrl.deploy.video import missing_video_package
+
+        if (missing := missing_video_package()) is not None:
+            raise ConfigError([f"logging.video_every_iterations={log_cfg.video_every_iterations}: {missing}"])
+    rc = config.rollout.compile
+    if rc.strict:
+        from distrl.compile import available_backends
+
+        rows = {row["name"]: row for row in available_backends()}
+        if rc.backend in rows and not rows[rc.backend]["available"]:
+            raise ConfigError([f"rollout.compile.backend={rc.backend}: unavailable here ({rows[rc.backend]['reason']}); "
+                               "rollout.compile.strict=true forbids falling back to eager"])  # fmt: skip
+    return spaces
