@@ -86,8 +86,11 @@ def main(argv=None) -> int:
     parser.add_argument("--updates", type=int, default=5, help="steady-state updates timed per variant")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (a learner actor's CPUs)")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--variants", nargs="+", help="only these variants (names as printed, e.g. eager 'inductor default')")
     add_results_dir_argument(parser)
     args = parser.parse_args(argv)
+    if args.variants and "eager" not in args.variants:
+        parser.error("--variants must include eager (every other variant is compared with it)")
     if args.quick:
         args.models, args.updates = ["mlp"], 2
     torch.set_num_threads(args.threads)
@@ -105,7 +108,8 @@ def main(argv=None) -> int:
             transfers += transfer_rows(model, sample[1])
         eager_first_loss = None
         eager_rate = None
-        for name, extra in variants(cuda, args.quick, base.model.lstm_size > 0):
+        chosen = [(n, e) for n, e in variants(cuda, args.quick, base.model.lstm_size > 0) if not args.variants or n in args.variants]
+        for name, extra in chosen:
             config = load_config(path, overrides + device_overrides + extra)
             # Each variant compiles from scratch: one process compiling many variants would otherwise hit
             # dynamo's recompile limit and silently run the last ones eagerly.

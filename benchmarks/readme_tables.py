@@ -104,6 +104,29 @@ def breakout_table() -> str:
     return "\n".join(out)
 
 
+def breakout_gpu_table() -> str:
+    data = load("ppo_breakout_gpu")
+    out = ["| worker backend | mode | env steps/s (steady) | vs eager workers | sample s / learn s per iteration | launch to first batch s | RLlib published: vs no compile |",
+           "| --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    if not data:
+        return "\n".join(out)
+    published = {(r["backend"], r["mode"]): r["speedup_pct"] for r in data["rllib_published"]}
+    for r in data["rows"]:
+        theirs = f"{published[(r['backend'], r['mode'])]:+.0f} %" if (r["backend"], r["mode"]) in published else "-"
+        out.append(f"| {r['backend']} | {r['mode']} | {r['steady_sps']:,.0f} | {(r['speedup_vs_eager'] - 1) * 100:+.0f} % | "
+                   f"{r['sample_s']:.2f} / {r['learn_s']:.2f} | {r['startup'].get('first_batch', float('nan')):.0f} | {theirs} |")
+    return "\n".join(out)
+
+
+def gpu_learner_e2e_table() -> str:
+    data = load("ppo_breakout_gpu_learner")
+    out = ["| GPU learner | env steps/s (steady) | x eager fp32 | learn s per iteration | sample s per iteration |",
+           "| --- | --- | --- | --- | --- |"]  # fmt: skip
+    for r in data["rows"] if data else []:
+        out.append(f"| {r['learner']} | {r['steady_sps']:,.0f} | {r['speedup_vs_first']:.2f} | {r['learn_s']:.2f} | {r['sample_s']:.2f} |")
+    return "\n".join(out)
+
+
 def peers_table() -> str:
     data = load("peers")
     out = ["| system | runs solved | median time to mean return 475 | median env steps | median env steps/s (from launch) |",
@@ -140,6 +163,7 @@ def compile_check_table() -> str:
 
 
 if __name__ == "__main__":
-    for title, table in [("inference", inference_table()), ("inference_forward", inference_forward_table()), ("sampling", sampling_table()), ("learner", learner_table()), ("ppo", ppo_table()), ("ppo_breakout", breakout_table()), ("peers", peers_table()),
+    for title, table in [("inference", inference_table()), ("inference_forward", inference_forward_table()), ("sampling", sampling_table()), ("learner", learner_table()), ("ppo", ppo_table()), ("ppo_breakout", breakout_table()),
+                         ("ppo_breakout_gpu", breakout_gpu_table()), ("ppo_breakout_gpu_learner", gpu_learner_e2e_table()), ("peers", peers_table()),
                          ("scale", scale_table()), ("compile_check", compile_check_table())]:  # fmt: skip
         print(f"<!-- {title} -->\n{table}\n")

@@ -282,7 +282,10 @@ class Learner:
         """CleanRL's loop: ``ppo.epochs`` passes over the samples in minibatches, KL early stop."""
         cfg = self.config.ppo
         num_mb = self._num_minibatches(samples.num_samples)
-        totals: dict[str, float] = {}
+        # Statistics and the skip count stay on the device until the update ends: reading one per minibatch
+        # would make the host wait for the accelerator at every step.
+        totals: dict[str, torch.Tensor] = {}
+        skipped = torch.zeros((), device=self.device)
         count = 0
         early_stop = False
         params = list(self.model.parameters())
@@ -293,15 +296,18 @@ class Learner:
                 self.scaler.scale(parts["loss"]).backward()
                 self.scaler.unscale_(self.optimizer)
                 grad_norm = nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
-                # NaN/inf guard: gradients are already averaged across ranks, so every rank agrees.
-                if torch.isfinite(grad_norm) and torch.isfinite(parts["loss"]):
-                    self.scaler.step(self.optimizer)
-                else:
-                    self.skipped_updates += 1
+                # NaN/inf guard (gradients are already averaged across ranks, so every rank agrees): the fused
+                # Adam skips its step, step count included, where found_inf is 1; fp16's scaler sets its own.
+                bad = (~(torch.isfinite(grad_norm) & torch.isfinite(parts["loss"]))).float()
+                if not self.scaler.is_enabled():
+                    self.optimizer.found_inf = bad
+                self.scaler.step(self.optimizer)
                 self.scaler.update()
+                skipped += bad
                 parts["grad_norm"] = grad_norm
                 for key, value in parts.items():
-                    totals[key] = totals.get(key, 0.0) + float(value.detach())
+                    value = value.detach().float()
+                    totals[key] = totals[key] + value if key in totals else value.clone()
                 count += 1
                 if cfg.target_kl is not None:
                     kl = parts["approx_kl"].detach().clone()
@@ -312,7 +318,12 @@ class Learner:
                         break
             if early_stop:
                 break
-        stats = {k: v / max(1, count) for k, v in totals.items()}
+        if hasattr(self.optimizer, "found_inf"):
+            del self.optimizer.found_inf
+        self.skipped_updates += int(skipped)
+        keys = list(totals)
+        means = (torch.stack([totals[k] for k in keys]) / max(1, count)).tolist() if keys else []
+        stats = dict(zip(keys, means))
         stats.pop("loss", None)
         stats["gradient_steps"] = count
         stats["kl_early_stop"] = early_stop

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 
 import torch
+import torch._inductor.config
 
 from distrl.compile.backends.base import Built
 from distrl.compile.policy import TorchCompiledPolicy
@@ -26,6 +27,9 @@ class InductorBackend:
         return {"inductor_cache": saved[0]} if saved is not None else {}
 
     def build(self, module, example, mode, options, artifacts) -> Built:
+        # Compile with this process's CPUs: inductor's default is a pool of one compiler process per
+        # core of the machine, started in every worker at once (12 workers on 16 cores: minutes).
+        torch._inductor.config.compile_threads = max(1, torch.get_num_threads())
         if artifacts.get("inductor_cache") is not None:
             torch.compiler.load_cache_artifacts(artifacts["inductor_cache"])
         return Built(TorchCompiledPolicy(module, "inductor", self._compile_kwargs(mode, options)))
