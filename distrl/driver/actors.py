@@ -55,7 +55,6 @@ class RunActors:
         if self.trial_group is None:  # the learners of one run are placed together, as one placement group
             self.placement_group = learner_placement_group(cfg)
             wait_until_ready({f"learner placement group ({self.world_size} bundles)": self.placement_group.ready()}, timeout, self.say)
-        self.learners = self._create_learners()
         from distrl.rollout.worker import RolloutWorker  # torch: imported by then, in the driver's start-up thread
 
         worker_cls = ray.remote(RolloutWorker)
@@ -71,6 +70,9 @@ class RunActors:
         self.coordinator = ray.remote(SampleCoordinator).options(
             name=f"distrl-{self.run_id}-coordinator", num_cpus=0, scheduling_strategy=here
         ).remote(self.workers, self.world_size)
+        # Created last: the first batch needs the workers and the coordinator, not the learners, so those two
+        # take the worker processes Ray has already started (and loaded torch into) on a small machine.
+        self.learners = self._create_learners()
         ready = {f"worker-{i}": worker.backend_info.remote() for i, worker in enumerate(self.workers)}
         ready["coordinator"] = self.coordinator.gather.remote(())
         wait_until_ready(ready, timeout, self.say)
