@@ -144,9 +144,6 @@ class Driver:
 
         return artifacts if len(pickle.dumps(artifacts)) < 100_000 else ray.put(artifacts)
 
-    def check_before_ray(self) -> tuple:
-        return check_before_ray(self.config)
-
     # --- the run -------------------------------------------------------------------------
     def run(self, target: RayTarget | str | None = None, launch: float | None = None) -> dict:
         """Train until a stop condition; ``launch`` (perf_counter) is when the command started.
@@ -156,7 +153,7 @@ class Driver:
         launch = time.perf_counter() if launch is None else launch
         self._launch = launch
         self._mark("imports")
-        spaces = self.check_before_ray()
+        spaces = check_before_ray(self.config)
         self._mark("env_probe")
         if not isinstance(target, RayTarget):  # a Ray this process already joined is used as it is (connect_ray)
             target = RayTarget(None, "private") if ray.is_initialized() else resolve_target(target)

@@ -18,8 +18,6 @@ from distrl.config import Config
 REPORT_EVERY_S = 10.0
 
 
-
-
 def worker_options(config: Config) -> dict:
     r = config.rollout
     options = {"num_cpus": r.num_cpus_per_worker, "max_restarts": r.max_restarts,

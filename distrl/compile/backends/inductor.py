@@ -5,7 +5,6 @@ from __future__ import annotations
 import shutil
 
 import torch
-import torch._inductor.config
 
 from distrl.compile.backends.base import Built
 from distrl.compile.policy import TorchCompiledPolicy
@@ -27,6 +26,8 @@ class InductorBackend:
         return {"inductor_cache": saved[0]} if saved is not None else {}
 
     def build(self, module, example, mode, options, artifacts) -> Built:
+        import torch._inductor.config  # here, not at the top: it loads dynamo (~1 s), and listing backends must not
+
         # Compile with this process's CPUs: inductor's default is a pool of one compiler process per
         # core of the machine, started in every worker at once (12 workers on 16 cores: minutes).
         torch._inductor.config.compile_threads = max(1, torch.get_num_threads())
