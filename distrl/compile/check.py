@@ -6,20 +6,27 @@ fixed tolerance tuned on one machine (1e-5 absolute was) fails a correct Nature-
 So a compiled result is compared with a float64 run of the same module on the same inputs,
 and accepted when its error is within a small multiple of eager float32's own error there:
 a different summation order is about as accurate as eager's, while a graph acting with stale
-weights or computing something else is off by orders of magnitude more.
+weights or computing something else is off by orders of magnitude more. A module whose float64
+copy cannot run (or does not stay float64 inside) is measured against eager instead, with
+eager's rounding estimated by one-ulp perturbations of its weights and inputs.
 """
 
 from __future__ import annotations
 
 import copy
+import logging
 import math
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
-from distrl.compile.policy import EagerPolicy
+from distrl.common.errors import describe_error
+from distrl.compile.policy import EagerPolicy, as_tuple
+
+log = logging.getLogger("distrl.compile")
 
 EPS32 = float(np.finfo(np.float32).eps)
 # A compiled float32 result may be this many times further from float64 than eager float32 is.
@@ -63,11 +70,14 @@ class OutputCheck:
         return bool(np.isfinite(self.error) and self.error <= self.tolerance)
 
 
-def check_output(index: int, got: np.ndarray, eager: np.ndarray, reference: np.ndarray, reductions: int = 1) -> OutputCheck:
-    """Measure one output (same shapes; ``reference`` finite); ``reductions``: see ``reduction_length``."""
+def check_output(index: int, got: np.ndarray, eager: np.ndarray, reference: np.ndarray, reductions: int = 1,
+                 rounding: float | None = None) -> OutputCheck:  # fmt: skip
+    """Measure one output (same shapes; ``reference`` finite); ``reductions``: see ``reduction_length``.
+
+    ``rounding``: eager's own error where no float64 reference exists (``reference`` is then eager itself)."""
     reference = np.asarray(reference, dtype=np.float64)
     got64, eager64 = np.asarray(got, dtype=np.float64), np.asarray(eager, dtype=np.float64)
-    eager_error = float(np.max(np.abs(eager64 - reference), initial=0.0))
+    eager_error = float(np.max(np.abs(eager64 - reference), initial=0.0)) if rounding is None else rounding
     scale = float(np.max(np.abs(reference), initial=0.0))
     return OutputCheck(
         index=index,
@@ -79,7 +89,11 @@ def check_output(index: int, got: np.ndarray, eager: np.ndarray, reference: np.n
 
 
 def output_mismatch(
-    got: tuple[np.ndarray, ...], eager: tuple[np.ndarray, ...], reference: tuple[np.ndarray, ...], reductions: int = 1
+    got: tuple[np.ndarray, ...],
+    eager: tuple[np.ndarray, ...],
+    reference: tuple[np.ndarray, ...],
+    reductions: int = 1,
+    rounding: list[float] | None = None,
 ) -> str | None:
     """None when every output of ``got`` is as close to ``reference`` (float64) as eager float32 allows.
 
@@ -88,6 +102,8 @@ def output_mismatch(
         eager: the eager float32 module's outputs on the same inputs.
         reference: the same module's outputs computed in float64.
         reductions: the module's ``reduction_length`` (``Float64Reference.reductions``).
+        rounding: per output, eager's own error measured by perturbation, where no float64 reference
+            exists (``reference`` is then ``eager``).
 
     Returns:
         None, or one line naming the first output that is off, by how much and what was allowed.
@@ -101,43 +117,148 @@ def output_mismatch(
             if not np.array_equal(a, b, equal_nan=True):
                 return f"output {i} differs from eager where eager is not finite"
             continue
-        check = check_output(i, a, b, ref, reductions)
+        check = check_output(i, a, b, ref, reductions, None if rounding is None else rounding[i])
         if not check.ok:
             return (
                 f"output {i} differs from eager by up to {check.difference:.3g} (allowed {check.tolerance:.3g}: "
-                f"{ERROR_MULTIPLE:g}x eager float32's own error {check.eager_error:.3g} vs float64)"
+                f"{ERROR_MULTIPLE:g}x eager float32's own error {check.eager_error:.3g} "
+                f"{'vs float64' if rounding is None else 'under one-ulp perturbations'})"
             )
     return None
 
 
+class ReferenceUnavailable(Exception):
+    """The float64 twin of a module cannot run, or does not compute in float64 inside."""
+
+
+class _Float64Casts(TorchFunctionMode):
+    """Inside the float64 twin, what the module casts or creates as float32 is made float64 instead.
+
+    User modules convert their inputs themselves (``x.float() / 255.0`` in CleanRL's and SB3's CNNs),
+    create float32 tensors (``torch.zeros(n)``) or cast with ``.to(torch.float32)``: each would
+    either fail beside float64 weights or round the twin back to float32."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = {k: (torch.float64 if v is torch.float32 else v) for k, v in (kwargs or {}).items()}
+        args = tuple(torch.float64 if a is torch.float32 else a for a in args)
+        if func is torch.Tensor.float:
+            func = torch.Tensor.double
+        result = func(*args, **kwargs)
+        return _widen(result)
+
+
+def _widen(result):
+    """float32 tensors (a factory's default dtype) as float64; anything else as it is."""
+    if isinstance(result, torch.Tensor) and result.dtype == torch.float32:
+        return result.double()
+    if isinstance(result, tuple) and any(isinstance(r, torch.Tensor) for r in result):
+        return type(result)(*map(_widen, result)) if hasattr(result, "_fields") else tuple(map(_widen, result))
+    return result
+
+
 class Float64Reference:
-    """A float64 copy of ``module`` that follows its weights: the yardstick for float32 results."""
+    """The yardstick for a float32 policy's outputs, following ``module``'s weights.
+
+    Normally a float64 copy of the module (its float32 casts widened): a compiled result may be
+    ``ERROR_MULTIPLE`` times as far from it as eager float32 is. Where that copy cannot run (a
+    module that insists on float32, a custom op without a float64 kernel) or does not compute in
+    float64, rounding is measured instead by eager float32 on weights and inputs moved by one
+    ulp (two draws): what a different summation order does to this computation, on these inputs.
+    A reference that cannot run is never held against the compiled policy.
+    """
 
     def __init__(self, module: nn.Module):
         self.source = module
-        self.module = copy.deepcopy(module).double().eval()
         self.reductions = reduction_length(module)
+        self.kind = "float64"  # "perturbed" once the float64 twin has been found unusable
+        self.why = ""  # why the float64 twin is not used
+        try:
+            self.module: nn.Module | None = copy.deepcopy(module).double().eval()
+        except Exception as exc:  # a module that cannot even be copied to float64
+            self.module = None
+            self._give_up_float64(exc)
+        self._perturbed: nn.Module | None = None
+
+    def _give_up_float64(self, exc: BaseException) -> None:
+        self.kind, self.why = "perturbed", describe_error(exc, 200)
+        log.info("compile check: no float64 reference for %s (%s); rounding measured by one-ulp perturbations instead",
+                 type(self.source).__name__, self.why)  # fmt: skip
 
     def __call__(self, *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
-        """The module's outputs in float64 on ``inputs``, with the source module's current weights."""
+        """The module's outputs in float64 on ``inputs``, with the source module's current weights.
+
+        Raises ``ReferenceUnavailable`` when the float64 twin cannot run or returns other than float64."""
+        if self.module is None:
+            raise ReferenceUnavailable(self.why)
         with torch.no_grad():
             for name, value in self.source.state_dict().items():
                 self.module.state_dict()[name].copy_(value)
             tensors = (torch.from_numpy(np.asarray(x, dtype=np.float64) if np.issubdtype(np.asarray(x).dtype, np.floating)
                                         else np.ascontiguousarray(x)) for x in inputs)  # fmt: skip
-            outputs = self.module(*tensors)
+            try:
+                with _Float64Casts():
+                    outputs = as_tuple(self.module(*tensors))
+            except Exception as exc:
+                raise ReferenceUnavailable(f"the float64 copy raised {describe_error(exc, 200)}") from exc
+        narrow = [str(o.dtype) for o in outputs if o.is_floating_point() and o.dtype != torch.float64]
+        if narrow:
+            raise ReferenceUnavailable(f"the float64 copy returned {', '.join(narrow)}: it does not compute in float64")
         return tuple(o.numpy() for o in outputs)
 
+    def perturbed_rounding(self, inputs: tuple[np.ndarray, ...], eager: tuple[np.ndarray, ...]) -> list[float]:
+        """Per output, the largest change eager float32 shows when every weight and float input moves by one ulp."""
+        if self._perturbed is None:
+            self._perturbed = copy.deepcopy(self.source).eval()
+        rounding = [0.0] * len(eager)
+        for draw in range(2):
+            generator = torch.Generator().manual_seed(draw)
+            with torch.no_grad():
+                twin_state = self._perturbed.state_dict()
+                for name, value in self.source.state_dict().items():
+                    twin_state[name].copy_(_one_ulp(value, generator) if value.is_floating_point() else value)
+            moved = tuple(_one_ulp(torch.from_numpy(np.ascontiguousarray(x)), generator).numpy()
+                          if np.issubdtype(np.asarray(x).dtype, np.floating) else x for x in inputs)  # fmt: skip
+            outputs = EagerPolicy(self._perturbed)(*moved)
+            for i, (a, b) in enumerate(zip(outputs, eager)):
+                diff = np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))
+                rounding[i] = max(rounding[i], float(np.max(np.where(np.isfinite(diff), diff, 0.0), initial=0.0)))
+        return rounding
+
     def mismatch(self, got: tuple[np.ndarray, ...], *inputs: np.ndarray) -> str | None:
-        """``output_mismatch`` of ``got`` against the source module on ``inputs``, run eagerly and in float64."""
-        return output_mismatch(tuple(np.asarray(o) for o in got), EagerPolicy(self.source)(*inputs), self(*inputs), self.reductions)
+        """``output_mismatch`` of ``got`` against the source module run eagerly on ``inputs``."""
+        got = tuple(np.asarray(o) for o in got)
+        eager = EagerPolicy(self.source)(*inputs)
+        if self.kind == "float64":
+            try:
+                return output_mismatch(got, eager, self(*inputs), self.reductions)
+            except ReferenceUnavailable as exc:
+                self._give_up_float64(exc)
+        return output_mismatch(got, eager, eager, self.reductions, rounding=self.perturbed_rounding(inputs, eager))
+
+    def outputs(self, inputs: tuple[np.ndarray, ...]) -> tuple[tuple, tuple, list[float] | None]:
+        """``(eager, reference, rounding)`` on ``inputs``: rounding None with a float64 reference."""
+        eager = EagerPolicy(self.source)(*inputs)
+        if self.kind == "float64":
+            try:
+                return eager, self(*inputs), None
+            except ReferenceUnavailable as exc:
+                self._give_up_float64(exc)
+        return eager, eager, self.perturbed_rounding(inputs, eager)
+
+
+def _one_ulp(tensor: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """``tensor`` with every element moved one ulp up or down (random signs): a rounding-sized change."""
+    sign = torch.randint(0, 2, tensor.shape, generator=generator).bool()
+    inf = torch.tensor(float("inf"), dtype=tensor.dtype)
+    return torch.nextafter(tensor, torch.where(sign, inf, -inf))
 
 
 def checks_against_eager(got: tuple[np.ndarray, ...], module: nn.Module, inputs: tuple[np.ndarray, ...]) -> list[OutputCheck]:
     """Every output of ``got`` measured against ``module`` run eagerly on ``inputs``, for reports."""
     reference = Float64Reference(module)
-    eager, expected = EagerPolicy(module)(*inputs), reference(*inputs)
-    return [check_output(i, a, b, r, reference.reductions) for i, (a, b, r) in enumerate(zip(got, eager, expected))]
+    eager, expected, rounding = reference.outputs(inputs)
+    return [check_output(i, a, b, r, reference.reductions, None if rounding is None else rounding[i])
+            for i, (a, b, r) in enumerate(zip(got, eager, expected))]  # fmt: skip
 
 
 def check_against_eager(policy, module: nn.Module, example: tuple[np.ndarray, ...]) -> str | None:

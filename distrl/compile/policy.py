@@ -24,6 +24,11 @@ class InferencePolicy(Protocol):
         """Act with these weights from the next call on."""
 
 
+def as_tuple(outputs) -> tuple[torch.Tensor, ...]:
+    """A module's outputs as a tuple: a lone tensor is one output, not a sequence of rows."""
+    return (outputs,) if isinstance(outputs, torch.Tensor) else tuple(outputs)
+
+
 def load_state_dict_numpy(module: nn.Module, state_dict: dict) -> None:
     """Copy a state dict of numpy arrays or tensors into ``module``'s parameters in place."""
     with torch.no_grad():
@@ -40,7 +45,7 @@ class EagerPolicy:
     def __call__(self, *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
         with torch.inference_mode():
             outputs = self.module(*(torch.from_numpy(np.ascontiguousarray(x)) for x in inputs))
-        return tuple(o.numpy() for o in outputs)
+        return tuple(o.numpy() for o in as_tuple(outputs))
 
     def update_weights(self, state_dict: dict) -> None:
         load_state_dict_numpy(self.module, state_dict)
@@ -66,7 +71,7 @@ class TorchCompiledPolicy:
         with torch.inference_mode():
             outputs = self.compiled(*(torch.from_numpy(np.ascontiguousarray(x)) for x in inputs))
         # Copies: a compiled graph may reuse its output buffers on the next call.
-        return tuple(o.numpy().copy() for o in outputs)
+        return tuple(o.numpy().copy() for o in as_tuple(outputs))
 
     def update_weights(self, state_dict: dict) -> None:
         load_state_dict_numpy(self.module, state_dict)

@@ -9,6 +9,12 @@ would skip the serialisation, but ONNX Runtime folds constants with the model's 
 values before applying those overrides: the LSTM's gate weights (sliced and concatenated in the
 graph) came out stale. A sync costs one serialisation and one session build (measured in
 ``benchmarks/inference.py``).
+
+The weights are written into a ModelProto parsed anew for each sync from a skeleton whose
+initializers hold no data, and dropped after the session is built. protobuf's upb runtime
+allocates an assigned bytes field in the message's arena and frees nothing until the message
+itself goes: a ModelProto kept for the run and rewritten at every sync grew by one copy of the
+weights per sync (about 70 KB for the MLP, megabytes for the Nature-CNN; ``benchmarks/soak.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import torch
 from torch import nn
 
 from distrl.compile.backends.base import Built
+from distrl.compile.policy import as_tuple
 
 INPUT_NAMES = ("obs", "h", "c")
 OUTPUT_NAMES = ("pd_params", "value", "h_out", "c_out")
@@ -56,10 +63,10 @@ def export_policy_onnx(module: nn.Module, example_inputs: tuple[torch.Tensor, ..
     exported from a copy whose floating-point weights are random and distinct. Its values are
     never used: every session gets the real weights through ``update_weights``.
     """
-    n = len(example_inputs)
-    input_names = list(INPUT_NAMES[:n])
-    output_names = list(OUTPUT_NAMES[: 2 if n == 1 else 4])
     distinct = copy.deepcopy(module).eval()
+    with torch.no_grad():
+        num_outputs = len(as_tuple(distinct(*example_inputs)))
+    input_names, output_names = io_names(len(example_inputs), num_outputs)
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for tensor in distinct.state_dict().values():
@@ -87,6 +94,15 @@ def export_policy_onnx(module: nn.Module, example_inputs: tuple[torch.Tensor, ..
     return buffer.getvalue()
 
 
+def io_names(num_inputs: int, num_outputs: int) -> tuple[list[str], list[str]]:
+    """The graph's input and output names: a policy's (obs[, h, c] -> pd_params, value[, h_out, c_out]) where
+    the counts are a policy's, ``input_i`` / ``output_i`` for any other module (``compile_policy``)."""
+    policy_shape = (num_inputs, num_outputs) in ((1, 2), (3, 4))
+    if policy_shape:
+        return list(INPUT_NAMES[:num_inputs]), list(OUTPUT_NAMES[:num_outputs])
+    return [f"input_{i}" for i in range(num_inputs)], [f"output_{i}" for i in range(num_outputs)]
+
+
 class OnnxRuntimePolicy:
     backend = "onnxrt"
     shares_module = False
@@ -104,10 +120,15 @@ class OnnxRuntimePolicy:
             unknown = sorted(options) or [f"graph_optimization_level={level}"]
             raise ValueError(f"unknown onnxrt options {unknown} (allowed: {', '.join(OPTIONS)}; levels {', '.join(levels)})")
         self.level = levels[level]
-        self.model = onnx.load_from_string(model_bytes)
+        model = onnx.load_from_string(model_bytes)
         # The exporter drops weights the graph does not use; the rest are the initializers to rewrite.
-        self.initializers = {tensor.name: tensor for tensor in self.model.graph.initializer}
-        self.input_names = list(INPUT_NAMES[:num_inputs])
+        self.initializers = {tensor.name: (tuple(tensor.dims), onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type))
+                             for tensor in model.graph.initializer}  # fmt: skip
+        for tensor in model.graph.initializer:
+            tensor.ClearField("float_data")
+            tensor.ClearField("raw_data")
+        self.skeleton = model.SerializeToString()  # the graph without weight data: parsed anew at each sync
+        self.input_names = [value.name for value in model.graph.input if value.name not in self.initializers]
         self.session = None  # built by the first update_weights
 
     def _session_options(self):
@@ -127,14 +148,18 @@ class OnnxRuntimePolicy:
         import onnx
         import onnxruntime as ort
 
-        for name, tensor in self.initializers.items():
-            array = np.asarray(state_dict[name], dtype=onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type))
-            if array.shape != tuple(tensor.dims):
-                raise ValueError(f"weight {name}: shape {array.shape}, the exported graph has {tuple(tensor.dims)}")
-            tensor.ClearField("float_data")
+        model = onnx.ModelProto()
+        model.ParseFromString(self.skeleton)  # a new message (and arena) per sync, freed when this returns
+        for tensor in model.graph.initializer:
+            shape, dtype = self.initializers[tensor.name]
+            array = np.asarray(state_dict[tensor.name], dtype=dtype)
+            if array.shape != shape:
+                raise ValueError(f"weight {tensor.name}: shape {array.shape}, the exported graph has {shape}")
             tensor.raw_data = np.ascontiguousarray(array).tobytes()
-        self.session = ort.InferenceSession(self.model.SerializeToString(), self._session_options(),
-                                            providers=["CPUExecutionProvider"])  # fmt: skip
+        serialized = model.SerializeToString()
+        del model
+        self.session = None  # the old session goes before the new one is built: one session's memory at a time
+        self.session = ort.InferenceSession(serialized, self._session_options(), providers=["CPUExecutionProvider"])
 
     def __call__(self, *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
         feed = {name: np.ascontiguousarray(array) for name, array in zip(self.input_names, inputs)}
