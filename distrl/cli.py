@@ -214,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         # dumps ahead of distrl's own one-line answer; every error distrl waits on is reported by distrl.
         os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
     from distrl.common.checkpoint import CheckpointError
+    from distrl.common.errors import RunStalled
     from distrl.config import ConfigError
     from distrl.driver import PlacementError
     from distrl.driver.connection import ConnectionProblem
@@ -226,7 +227,8 @@ def main(argv: list[str] | None = None) -> int:
         for line in exc.lines:
             print(f"distrl: config error: {line}", file=sys.stderr)
         return EXIT_USAGE
-    except (CheckpointError, PlacementError, EnvSpecError, EnvFailure, StorageError, ConnectionProblem, _UsageError) as exc:
+    except (CheckpointError, PlacementError, EnvSpecError, EnvFailure, StorageError, ConnectionProblem, RunStalled,
+            _UsageError) as exc:  # fmt: skip
         print(f"distrl: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -29,10 +29,10 @@ def run_two_learners(ray, overrides):
         worker.set_weights(weights)
         # As the driver does it: the worker's info and one shard per rank, each its own object.
         info, *shards = worker.sample_shards(None, 2)
-        info_ref, shard_refs = ray.put(info), [ray.put(shard) for shard in shards]
+        report_ref, shard_refs = ray.put({"infos": [info], "timeouts": []}), [ray.put(shard) for shard in shards]
         # Refs inside tuples reach the learners as refs: each rank fetches only the shard it names.
-        lead = learners[0].update_refs_and_snapshot.options(num_returns=3).remote((info_ref,), (shard_refs[0],))
-        other = learners[1].update_refs.remote((info_ref,), (shard_refs[1],))  # both in flight: DDP needs every rank
+        lead = learners[0].update_refs_and_snapshot.options(num_returns=3).remote(report_ref, (shard_refs[0],))
+        other = learners[1].update_refs.remote(report_ref, (shard_refs[1],))  # both in flight: DDP needs every rank
         (metrics0, new_weights, state), metrics1 = ray.get(lead), ray.get(other)
         assert metrics0["gradient_steps"] == metrics1["gradient_steps"] > 0
         # Each rank fetched half the batch; only rank 0 returned weights (and its state snapshot).

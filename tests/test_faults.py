@@ -131,22 +131,62 @@ def test_env_failing_persistently_stops_the_run_with_a_clear_error(tmp_path):
 
 
 @pytest.mark.slow
-def test_nan_rewards_skip_updates_and_training_goes_on(tmp_path):
+@pytest.mark.parametrize("factory,array", [("nan_reward_cartpole", "reward"), ("nan_obs_cartpole", "observation")])
+def test_nonfinite_steps_are_caught_in_the_worker_counted_and_warned(tmp_path, factory, array):
     run_dir = tmp_path / "run"
     result = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(run_dir),
-                     "--set", "env.id=distrl.envs.testing:nan_reward_cartpole", "--set", "env.vectorization=sync",
+                     "--set", f"env.id=distrl.envs.testing:{factory}", "--set", "env.vectorization=sync",
                      "--set", "env.kwargs={every: 200}", "--set", "stop.env_steps=60000",
                      "--set", "stop.episode_return_mean=null")  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
-    rows, _ = check_run_dir(run_dir)
-    assert rows[-1]["skipped_updates"] > 0
-    assert any(r["gradient_steps"] > 0 and r["loss_value"] is not None for r in rows)
-    import torch
+    # One warning, naming the worker, the env copy and the array; the rest are counted.
+    warnings = [line for line in result.stdout.splitlines() if "not finite" in line]
+    assert len(warnings) == 1 and f"worker-0 (distrl.envs.testing:{factory}), env " in warnings[0], result.stdout
+    assert f"{array} not finite" in warnings[0] and "counted as env_nonfinite" in warnings[0]
+    rows, summary = check_run_dir(run_dir)
+    # 64 copies each returning a NaN every 200th step over ~60k steps: about 300; the learner never saw one.
+    assert summary["env_nonfinite"] >= 200 and rows[-1]["env_nonfinite_total"] == summary["env_nonfinite"]
+    assert summary["skipped_steps"] == 0 and rows[-1]["skipped_updates"] == 0
+    assert summary["gradient_steps"] > 0 and all(r["loss_value"] is not None for r in rows)
+    assert summary["env_errors"] == 0 and summary["stop_reason"] == "env_steps"
 
-    from distrl.deploy import policy_from_checkpoint
 
-    _, model, _, _, _ = policy_from_checkpoint(run_dir)  # the skipped steps kept NaN out of the weights
-    assert all(torch.isfinite(p).all() for p in model.parameters())
+@pytest.mark.slow
+def test_stuck_env_worker_is_killed_restarted_and_the_run_finishes(tmp_path):
+    """A step that blocks forever (a deadlocked simulator) once: the worker is killed and restarted at the timeout,
+    the iteration goes on without its batch, the run finishes its budget."""
+    run_dir = tmp_path / "run"
+    result = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(run_dir),
+                     "--set", "env.id=distrl.envs.testing:stuck_cartpole", "--set", "env.vectorization=sync",
+                     "--set", f"env.kwargs={{stuck_at: 300, once_marker: {tmp_path / 'stuck'}}}",
+                     "--set", "rollout.num_workers=2", "--set", "rollout.num_cpus_per_worker=0.5",
+                     "--set", "env.num_envs_per_worker=16", "--set", "rollout.sample_timeout_s=5",
+                     "--set", "stop.env_steps=60000", "--set", "stop.episode_return_mean=null")  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "returned no sample within 5 s (rollout.sample_timeout_s): killed for a restart" in result.stdout
+    assert "(distrl.envs.testing:stuck_cartpole)" in result.stdout
+    rows, summary = check_run_dir(run_dir)
+    assert summary["worker_timeouts"] == 1 and summary["worker_restarts"] == 1 and rows[-1]["worker_timeouts"] == 1
+    assert summary["stop_reason"] == "env_steps" and summary["env_steps"] >= 60000
+    # The iteration that lost the stuck worker's batch trained on the other one's.
+    assert sorted({r["env_steps"] - p["env_steps"] for p, r in zip([{"env_steps": 0}] + rows, rows)}) == [2048, 4096]
+
+
+@pytest.mark.slow
+def test_env_stuck_again_and_again_ends_the_run_with_one_line(tmp_path):
+    run_dir = tmp_path / "run"
+    result = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(run_dir),
+                     "--set", "env.id=distrl.envs.testing:stuck_cartpole", "--set", "env.vectorization=sync",
+                     "--set", "env.kwargs={stuck_at: 300}", "--set", "env.num_envs_per_worker=16",
+                     "--set", "rollout.sample_timeout_s=4", "--set", "rollout.max_restarts=1",
+                     "--set", "stop.env_steps=60000", "--set", "stop.episode_return_mean=null")  # fmt: skip
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert lines[0].startswith("distrl: error: worker-0 (distrl.envs.testing:stuck_cartpole) cannot go on: Ray will "
+                               "not restart it again (rollout.max_restarts=1); it timed out 2 times")  # fmt: skip
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["stop_reason"] == "worker_failure" and summary["worker_timeouts"] == 2
 
 
 def test_corrupt_or_foreign_checkpoint_is_a_clear_error(tmp_path):
@@ -225,3 +265,55 @@ def test_an_error_of_ours_mid_run_still_writes_the_final_checkpoint_and_tears_ev
             break
         time.sleep(0.5)
     assert not alive and not groups, (alive, groups)
+
+
+@pytest.mark.slow
+def test_learner_update_past_its_bound_is_rebuilt_then_ends_the_run_with_one_line(tmp_path):
+    """Every update takes longer than learner.update_timeout_s: the learner is rebuilt (counted), then the run
+    stops with one line once learner.max_restarts is spent, with its checkpoint and summary written."""
+    run_dir = tmp_path / "run"
+    result = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(run_dir), "--set", "learner.update_timeout_s=0.001",
+                     "--set", "learner.max_restarts=1", "--set", "stop.episode_return_mean=null")  # fmt: skip
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "a learner stalled (no update within 0 s (learner.update_timeout_s))" in result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert lines == ["distrl: error: learner: no update within 0 s (learner.update_timeout_s), and "
+                     "learner.max_restarts=1 is spent"], result.stderr[-3000:]  # fmt: skip
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["learner_restarts"] == 1 and summary["stop_reason"] == "error"
+
+
+def clean_output_lines(result):
+    """Lines of a run's output that a user would read as faults."""
+    return [line for line in (result.stdout + result.stderr).splitlines()
+            if "core_worker" in line or "(raylet)" in line or "ERROR" in line or "Unhandled error" in line]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_clean_cartpole_and_breakout_runs_print_only_distrls_lines(tmp_path):
+    cartpole = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(tmp_path / "cartpole"),
+                       "--set", "stop.env_steps=60000", "--set", "stop.episode_return_mean=null")  # fmt: skip
+    assert cartpole.returncode == 0 and clean_output_lines(cartpole) == [], cartpole.stdout + cartpole.stderr
+    breakout = run_cli("train", "configs/breakout.yaml", "--run-dir", str(tmp_path / "breakout"),
+                       "--set", "rollout.compile.backend=onnxrt", "--set", "stop.env_steps=3072")  # fmt: skip
+    assert breakout.returncode == 0 and clean_output_lines(breakout) == [], breakout.stdout + breakout.stderr
+    assert "policy backend onnxrt" in breakout.stdout and "artifacts shared" in breakout.stdout
+
+
+@pytest.mark.slow
+def test_killed_breakout_worker_gets_the_shared_artifacts_again(tmp_path):
+    """The CNN's ONNX export (megabytes) reaches workers through the coordinator: a restarted worker gets it too."""
+    run_dir = tmp_path / "run"
+    args = [sys.executable, "-m", "distrl", "train", "configs/breakout.yaml", "--run-dir", str(run_dir),
+            "--set", "rollout.compile.backend=onnxrt", "--set", "rollout.compile.strict=true",
+            "--set", "rollout.pipeline=sync", "--set", "stop.env_steps=6144"]  # fmt: skip
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for_rows(run_dir, 2, proc)
+    (actor,) = actor_processes(proc.pid, "ray::RolloutWorker")
+    actor.send_signal(signal.SIGKILL)
+    stdout, stderr = proc.communicate(timeout=600)
+    assert proc.returncode == 0, stderr[-3000:]
+    assert "worker-0 was restarted (restart 1)" in stdout
+    rows, summary = check_run_dir(run_dir)
+    assert summary["worker_restarts"] == 1 and summary["env_steps"] == 6144  # the interrupted sample was run again
+    assert all(r["policy_backend"] == "onnxrt" for r in rows)  # strict: the restarted worker built onnxrt again

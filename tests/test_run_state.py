@@ -54,7 +54,7 @@ def test_rows_report_every_workers_backend_not_worker_zeros():
     from distrl.driver.report import iteration_row
 
     info = {"env_steps": 10, "sample_s": 0.1, "policy_s": 0.01, "env_s": 0.05, "recompiles": 0, "graph_breaks": 0, "weight_sync_checks": 1,
-            "env_errors": 0, "batch_bytes": 100}  # fmt: skip
+            "env_errors": 0, "env_nonfinite": 0, "batch_bytes": 100}  # fmt: skip
     infos = [{**info, "policy_backend": "onnxrt"}, {**info, "policy_backend": "eager"}]  # worker 1 fell back
     row = iteration_row(RunState(iteration=1, env_steps=20), infos, {"learn_s": 0.2}, 0.3, 1.0, 66.0)
     assert row["policy_backend"] == "eager+onnxrt" and row["batch_bytes"] == 200 and row["weight_sync_checks"] == 2

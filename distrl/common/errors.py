@@ -12,3 +12,7 @@ def describe_error(exc: BaseException, limit: int = 300) -> str:
 class PlacementError(Exception):
     """The cluster cannot give the actors the resources the config asks for (here, not in driver/placement.py,
     so that the command line can catch it without importing ray)."""
+
+
+class RunStalled(Exception):
+    """A wait of the driver's passed its bound (a learner that never answers, a coordinator that hangs)."""

@@ -103,7 +103,14 @@ class RolloutConfig(Section):
     pipeline: Literal["sync", "overlap"] = Field(
         "sync", description="sync: on-policy; overlap: workers sample batch k+1 while the learner updates on k"
     )
-    max_restarts: NonNegativeInt = Field(3, description="times a dead worker actor is restarted (its sample is retried)")
+    max_restarts: NonNegativeInt = Field(
+        3, description="times a worker is restarted after dying (its sample is retried) or timing out; then the run stops"
+    )
+    sample_timeout_s: PositiveFloat | Literal["auto"] = Field(
+        "auto",
+        description="a worker whose sample takes longer is killed and restarted, and the iteration goes on without its "
+        "batch (worker_timeouts); auto: 10x the slowest recent sample, at least 60 s (120 s for the first)",
+    )
     resources: dict[str, NonNegativeFloat] = Field(default_factory=dict, description="custom Ray resources per worker")
     node_labels: dict[str, str] = Field(default_factory=dict, description="Ray node labels a worker's node must have")
 
@@ -125,6 +132,11 @@ class LearnerConfig(Section):
     )
     max_restarts: NonNegativeInt = Field(
         3, description="times dead learners are rebuilt from the newest state and their update run again"
+    )
+    update_timeout_s: PositiveFloat | Literal["auto"] = Field(
+        "auto",
+        description="an update that takes longer counts as a dead learner (rebuilt, the update run again); auto: 10x "
+        "the slowest recent update, at least 120 s (900 s for the first, which compiles)",
     )
     compile: LearnerCompileConfig = LearnerCompileConfig()
     amp: Literal["off", "bf16", "fp16"] = Field("off", description="autocast dtype; fp16 adds a gradient scaler")

@@ -57,24 +57,29 @@ class RunActors:
             wait_until_ready({f"learner placement group ({self.world_size} bundles)": self.placement_group.ready()}, timeout, self.say)
         from distrl.rollout.worker import RolloutWorker  # torch: imported by then, in the driver's start-up thread
 
+        # Beside the driver, on no resources: it only submits tasks and holds refs. Not restartable: it holds
+        # nothing that outlives an iteration, and the driver's node going down ends the run anyway. Two threads: the
+        # next round is submitted while `collect` waits on the current one (overlap pipeline). Created first: it also
+        # hands workers large compile artifacts (a restartable actor given an object-store argument makes Ray warn
+        # that a restart could lose it; a worker that asks the coordinator by name gets them after any restart).
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+        coordinator_name = f"distrl-{self.run_id}-coordinator"
+        large = isinstance(self.artifacts_ref, ray.ObjectRef)
+        self.coordinator = ray.remote(SampleCoordinator).options(
+            name=coordinator_name, num_cpus=0, scheduling_strategy=here, max_concurrency=2
+        ).remote(self.world_size, cfg.env.id, cfg.rollout.max_restarts, [self.artifacts_ref] if large else None)
         worker_cls = ray.remote(RolloutWorker)
         self.workers = [
             worker_cls.options(name=f"distrl-{self.run_id}-worker-{i}", **worker_options(cfg), **self._worker_bundle(i)).remote(
-                cfg, i, first_iteration, self.artifacts_ref
+                cfg, i, first_iteration, coordinator_name if large else self.artifacts_ref
             )
             for i in range(cfg.rollout.num_workers)
         ]
-        # Beside the driver, on no resources: it only submits tasks and holds refs. Not restartable: it holds
-        # nothing that outlives an iteration, and the driver's node going down ends the run anyway.
-        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
-        self.coordinator = ray.remote(SampleCoordinator).options(
-            name=f"distrl-{self.run_id}-coordinator", num_cpus=0, scheduling_strategy=here
-        ).remote(self.workers, self.world_size)
         # Created last: the first batch needs the workers and the coordinator, not the learners, so those two
         # take the worker processes Ray has already started (and loaded torch into) on a small machine.
         self.learners = self._create_learners()
         ready = {f"worker-{i}": worker.backend_info.remote() for i, worker in enumerate(self.workers)}
-        ready["coordinator"] = self.coordinator.gather.remote(())
+        ready["coordinator"] = self.coordinator.attach.remote(self.workers)
         wait_until_ready(ready, timeout, self.say)
         self.backend_infos = ray.get([ready[f"worker-{i}"] for i in range(cfg.rollout.num_workers)])
 

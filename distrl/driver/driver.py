@@ -26,6 +26,7 @@ import numpy as np
 import ray
 
 from distrl.common.checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
+from distrl.common.errors import RunStalled
 from distrl.common.log import get_logger
 from distrl.config import Config, config_to_yaml
 from distrl.driver import report
@@ -37,7 +38,9 @@ from distrl.driver.preflight import check_before_ray
 from distrl.driver.progress import ProgressReporter
 from distrl.driver.run_state import RunState, stop_reason
 from distrl.driver.storage import RunStorage
+from distrl.driver.timeouts import WaitBounds
 from distrl.envs import EnvFailure
+from distrl.rollout.coordinator import WorkerFailure
 
 log = get_logger("driver")
 
@@ -89,6 +92,8 @@ class Driver:
         self.state_ref = None  # newest full learner state (rank 0), owned by this driver
         self.incarnations: dict[int, tuple[str, int]] = {}  # worker index -> (incarnation, seed)
         self.worker_backends: list[str] = []
+        self._warned_all_skipped = False
+        self.bounds = WaitBounds(config.rollout.sample_timeout_s, config.learner.update_timeout_s)
         self.actors: RunActors | None = None
         self.timeline: dict[str, float] = {}  # start-up milestones, seconds from launch (export_s: a duration)
         self._launch = time.perf_counter()
@@ -137,9 +142,8 @@ class Driver:
         """What each worker's constructor gets: the artifacts inline when small, else one object-store ref."""
         if artifacts is None:
             return None
-        # Small artifacts travel inline with each worker's constructor; large ones once, through the object store.
-        # (Ray warns about constructor arguments in the object store of restartable actors: the ref is held
-        # for the whole run, so a restarted worker still finds them.)
+        # Small artifacts travel inline with each worker's constructor; large ones once, through the object store,
+        # handed out by the coordinator (RunActors.start).
         import pickle
 
         return artifacts if len(pickle.dumps(artifacts)) < 100_000 else ray.put(artifacts)
@@ -189,20 +193,20 @@ class Driver:
             self.actors.start(self.counters.iteration)
             self._mark("workers_ready")
             # A new run's workers hold the learner's initial weights (same seed): they sample while it starts.
-            first_samples = self._sample(None) if self.state_ref is None else None
+            first_round = self._sample(None) if self.state_ref is None else None
             self.actors.learners_ready(self.state_ref)
             self._mark("actors_ready")
             started = True
             self._write_run_files(joined)
             loop_start, loop_steps_start = time.perf_counter(), self.counters.env_steps
-            reason = self._train(launch, loop_start, loop_steps_start, first_samples)
+            reason = self._train(launch, loop_start, loop_steps_start, first_round)
         except KeyboardInterrupt:
             reason = "interrupted"
-        except EnvFailure as exc:  # Ray re-raises the worker's EnvFailure as a subclass of it
+        except EnvFailure as exc:  # Ray re-raises the worker's EnvFailure (or the coordinator's WorkerFailure) as a subclass
             cause = getattr(exc, "cause", None) or exc
             failure = EnvFailure(str(cause).strip().splitlines()[-1], getattr(cause, "errors", 0))
             self.counters.env_errors += failure.errors  # the sample that failed never reported them
-            reason = "env_failure"
+            reason = "worker_failure" if isinstance(exc, WorkerFailure) else "env_failure"
         except BaseException as exc:  # ours: still keep the work done so far, then re-raise
             error, reason = exc, "error"
         finally:
@@ -245,6 +249,9 @@ class Driver:
         summary["best_checkpoint_return"] = self.best[0] if self.best is not None else None
         summary["storage"] = self.storage and self.storage.uri
         summary["startup"] = {k: round(v, 3) for k, v in self.timeline.items()}
+        if self.counters.gradient_steps and self.counters.skipped_steps == self.counters.gradient_steps:
+            log.error(f"every one of this run's {self.counters.gradient_steps} gradient steps was skipped (non-finite "
+                      "loss or gradients): the policy never learned")  # fmt: skip
         tmp = self.run_dir / ".summary.json.tmp"
         tmp.write_text(json.dumps(summary, indent=2) + "\n")
         os.replace(tmp, self.run_dir / "summary.json")
@@ -263,44 +270,70 @@ class Driver:
         os.replace(tmp, path)
 
     # --- the loop ----------------------------------------------------------------------
-    def _sample(self, weights_ref) -> list:
-        """Every worker's next sample, through the coordinator: ``[info refs, shard refs of rank 0, ...]`` objects.
+    def _sample(self, weights_ref):
+        """Every worker's next sample, through the coordinator: a ref to the round (its refs, owned there).
 
         ``weights_ref`` None: with the weights the workers hold (a new run's first batch).
         """
+        return self.actors.coordinator.sample.remote([weights_ref])
+
+    def _collect(self, round_ref) -> list:
+        """The round's results, each sample waited for at most the sample bound: ``[report, shards of rank 0, ...]``."""
         world = self.actors.world_size
-        return self.actors.coordinator.sample.options(num_returns=1 + world).remote([weights_ref])
+        return self.actors.coordinator.collect.options(num_returns=1 + world).remote(round_ref, self.bounds.sample_s())
+
+    def _await_report(self, report_ref) -> dict:
+        """The round's report (infos of the batches that came in, timeouts); warns of each timeout."""
+        bound = 2 * self.bounds.sample_s() + 60  # the coordinator bounds its own waits; this bounds the coordinator
+        try:
+            sample_report = ray.get(report_ref, timeout=bound)
+        except ray.exceptions.GetTimeoutError:
+            raise RunStalled(f"the sample coordinator did not answer within {bound:.0f} s") from None
+        for timeout in sample_report["timeouts"]:
+            self.counters.worker_timeouts += 1
+            log.warning(f"worker-{timeout['worker']} ({self.config.env.id}) returned no sample within "
+                        f"{timeout['waited_s']:g} s (rollout.sample_timeout_s): killed for a restart, and this "
+                        f"iteration goes on without its batch (worker_timeouts {self.counters.worker_timeouts})")  # fmt: skip
+        for info in sample_report["infos"]:
+            self.bounds.saw_sample(info["sample_s"])
+        return sample_report
 
     def _launch_update(self, samples: list) -> tuple:
-        """Learner r gets the infos and its own shards; returns (metrics_ref, weights_ref, state_ref, other ranks)."""
+        """Learner r gets the round's report and its own shards; returns (metrics_ref, weights_ref, state_ref, other ranks)."""
         learners = self.actors.learners
         lead = learners[0].update_refs_and_snapshot.options(num_returns=3).remote(samples[0], samples[1])
         others = [learner.update_refs.remote(samples[0], samples[1 + rank]) for rank, learner in enumerate(learners[1:], start=1)]
         return (*lead, others)
 
-    def _await_update(self, update: tuple, samples: list[list]) -> tuple[dict, tuple, bool]:
-        """The update's learner metrics; a learner death rebuilds the learners and runs the update again."""
+    def _await_update(self, update: tuple, samples: list) -> tuple[dict, tuple, bool]:
+        """The update's learner metrics; a learner that dies or passes the update bound is rebuilt and the update run again."""
         restarted = False
         while True:
+            bound = self.bounds.update_s()
             try:
-                metrics = ray.get(update[0])
+                metrics = ray.get(update[0], timeout=bound)
                 if update[3]:  # the bytes each rank fetched: its shards only
-                    others = ray.get(update[3])
+                    others = ray.get(update[3], timeout=bound)
                     metrics["learner_batch_bytes"] = max([metrics["learner_batch_bytes"]] + [m["learner_batch_bytes"] for m in others])
+                self.bounds.saw_update(metrics["learn_s"])
                 return metrics, update, restarted
-            except ray.exceptions.RayActorError as exc:
+            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
                 limit = self.config.learner.max_restarts
+                timed_out = isinstance(exc, ray.exceptions.GetTimeoutError)
+                cause = (f"no update within {bound:.0f} s (learner.update_timeout_s)" if timed_out
+                         else str(exc).strip().splitlines()[0][:200])  # fmt: skip
                 if self.counters.learner_restarts >= limit:
+                    if timed_out:
+                        raise RunStalled(f"learner: {cause}, and learner.max_restarts={limit} is spent") from None
                     raise
                 self.counters.learner_restarts += 1
-                cause = str(exc).strip().splitlines()[0][:200]
-                log.warning(f"a learner died ({cause}); restarting the learners from the newest "
-                            f"state (restart {self.counters.learner_restarts} of {limit})")  # fmt: skip
+                log.warning(f"a learner {'stalled' if timed_out else 'died'} ({cause}); restarting the learners from the "
+                            f"newest state (restart {self.counters.learner_restarts} of {limit})")  # fmt: skip
                 self.actors.restart_learners(self.state_ref)
                 update = self._launch_update(samples)
                 restarted = True
 
-    def _train(self, launch: float, loop_start: float, loop_steps_start: int, first_samples: list | None = None) -> str:
+    def _train(self, launch: float, loop_start: float, loop_steps_start: int, first_round=None) -> str:
         cfg = self.config
         overlap = cfg.rollout.pipeline == "overlap"
         metrics_writer = MetricsWriter(self.run_dir, cfg)
@@ -312,24 +345,32 @@ class Driver:
             videos = TrainingVideos(cfg, self.actors.spaces, self.run_dir)
         try:
             weights_ref = self.actors.learners[0].get_weights.remote()
-            samples = first_samples if first_samples is not None else self._sample(weights_ref)
+            round_ref = first_round if first_round is not None else self._sample(weights_ref)
             while True:
                 iter_start, cpu_start = time.perf_counter(), time.process_time()
+                samples = self._collect(round_ref)
+                if overlap:  # sample the next batch with the weights the learner is updating away from (lag 1)
+                    round_ref = self._sample(weights_ref)
+                sample_report = self._await_report(samples[0])
+                if not sample_report["infos"]:  # every worker timed out: nothing to learn from this time
+                    if not overlap:
+                        round_ref = self._sample(weights_ref)
+                    continue
                 update = self._launch_update(samples)
-                # overlap: sample the next batch with the weights the learner is updating away from (lag 1);
-                # sync: queue it on the new weights, so workers start the moment the update lands.
-                next_samples = self._sample(weights_ref if overlap else update[1])
+                if not overlap:  # queue the next batch on the new weights, so workers start the moment the update lands
+                    round_ref = self._sample(update[1])
                 learner_metrics, update, restarted = self._await_update(update, samples)
                 if restarted and not overlap:  # those samples waited on weights that never came
-                    next_samples = self._sample(update[1])
+                    round_ref = self._sample(update[1])
                 self.state_ref = update[2]
-                infos = ray.get(self.actors.coordinator.gather.remote(samples[0]))
+                infos = sample_report["infos"]
                 if "first_batch" not in self.timeline:  # when the last worker finished it (this machine's clock)
                     self.timeline["first_batch"] = max(i["finished_at"] for i in infos) - self._launch_wall
-                weights_ref, samples = update[1], next_samples
+                weights_ref = update[1]
                 now = time.perf_counter()
                 elapsed = self.counters.time_s + (now - launch)
                 self._count(infos, elapsed)
+                self._count_update(learner_metrics)
                 sps_avg = (self.counters.env_steps - loop_steps_start) / max(now - loop_start, 1e-9)
                 row = report.iteration_row(self.counters, infos, learner_metrics, now - iter_start, elapsed, sps_avg)
                 row["driver_cpu_s"] = time.process_time() - cpu_start  # this process only: its share of the loop
@@ -369,6 +410,12 @@ class Driver:
                 self.counters.env_errors += info["env_errors"]
                 for message in info["env_error_messages"][:1]:
                     log.warning(f"env error (reset and masked): {message}")
+            if info["env_nonfinite"]:
+                if self.counters.env_nonfinite == 0:  # the first time in the run; the count goes on in the metrics
+                    log.warning(f"worker-{info['worker_index']} ({self.config.env.id}), {info['env_nonfinite_messages'][0]}: "
+                                "the step was reset and masked, and is counted as env_nonfinite (further ones "
+                                "are counted without a warning)")  # fmt: skip
+                self.counters.env_nonfinite += info["env_nonfinite"]
         self.worker_backends = [info["policy_backend"] for info in sorted(infos, key=lambda i: i["worker_index"])]
         self.counters.add_iteration(
             sum(info["env_steps"] for info in infos),
@@ -378,13 +425,30 @@ class Driver:
             self.config.stop.episode_return_mean,
         )
 
+    def _count_update(self, metrics: dict) -> None:
+        """Count the update's gradient steps; say so when the learner's non-finite guard skipped them."""
+        steps, skipped = metrics["gradient_steps"], metrics["skipped_steps"]
+        first = self.counters.skipped_steps == 0
+        self.counters.gradient_steps += steps
+        self.counters.skipped_steps += skipped
+        if skipped and first:
+            log.warning(f"iteration {self.counters.iteration}: {skipped} of {steps} gradient steps skipped (non-finite "
+                        "loss or gradients; the weights are kept): counted as skipped_steps")  # fmt: skip
+        if steps and skipped == steps and not self._warned_all_skipped:
+            self._warned_all_skipped = True
+            log.warning(f"iteration {self.counters.iteration}: every gradient step was skipped; the policy did not change "
+                        "(said once; summary.json has skipped_steps)")  # fmt: skip
+
     # --- checkpoints ---------------------------------------------------------------------
     def checkpoint_payload(self) -> dict:
         """What a checkpoint holds: the run's counters, the newest learner state the driver has, the config."""
         if self.state_ref is not None:
             learner_state = ray.get(self.state_ref)
         else:  # nothing trained yet: the learner's initial state
-            learner_state = ray.get(self.actors.learners[0].state.remote())
+            try:
+                learner_state = ray.get(self.actors.learners[0].state.remote(), timeout=self.bounds.update_s())
+            except ray.exceptions.GetTimeoutError:
+                raise RunStalled(f"learner-0 gave no state for the checkpoint within {self.bounds.update_s():.0f} s") from None
         return {"counters": self.counters.state(), "learner": learner_state, "config": self.config.model_dump(mode="json")}
 
     def _checkpoint(self) -> Path:

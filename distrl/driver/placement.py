@@ -20,9 +20,9 @@ REPORT_EVERY_S = 10.0
 
 def worker_options(config: Config) -> dict:
     r = config.rollout
-    options = {"num_cpus": r.num_cpus_per_worker, "max_restarts": r.max_restarts,
-               # A sample interrupted by the worker's death runs again on the restarted worker.
-               "max_task_retries": r.max_restarts}  # fmt: skip
+    # A sample interrupted by the worker's death is submitted again by the coordinator (rollout/coordinator.py),
+    # not retried by Ray: a sample killed for its timeout must not run again on the restarted worker.
+    options = {"num_cpus": r.num_cpus_per_worker, "max_restarts": r.max_restarts, "max_task_retries": 0}
     if r.resources:
         options["resources"] = dict(r.resources)
     if r.node_labels:

@@ -36,11 +36,14 @@ def iteration_row(run: RunState, infos: list[dict], learner: dict, iter_s: float
         "worker_restarts": run.worker_restarts,
         "learner_restarts": run.learner_restarts,
         "env_errors_total": run.env_errors,
+        "env_nonfinite_total": run.env_nonfinite,
+        "worker_timeouts": run.worker_timeouts,
         "policy_backend": backends_in_use([info["policy_backend"] for info in infos]),
         "worker_recompiles": max(info["recompiles"] for info in infos),
         "worker_graph_breaks": max(info["graph_breaks"] for info in infos),
         "weight_sync_checks": sum(info["weight_sync_checks"] for info in infos),
         "env_errors": sum(info["env_errors"] for info in infos),
+        "env_nonfinite": sum(info["env_nonfinite"] for info in infos),
         "batch_bytes": sum(info["batch_bytes"] for info in infos),
     }
     for key, value in learner.items():
@@ -108,6 +111,10 @@ def summary(run: RunState, wall_s: float, train_sps: float, stop: str | None, ch
         "worker_restarts": run.worker_restarts,
         "learner_restarts": run.learner_restarts,
         "env_errors": run.env_errors,
+        "env_nonfinite": run.env_nonfinite,
+        "worker_timeouts": run.worker_timeouts,
+        "gradient_steps": run.gradient_steps,
+        "skipped_steps": run.skipped_steps,
     }
 
 

@@ -26,6 +26,10 @@ class RunState:
     worker_restarts: int = 0
     learner_restarts: int = 0
     env_errors: int = 0
+    env_nonfinite: int = 0  # env steps with NaN/inf observations or rewards (reset and masked)
+    worker_timeouts: int = 0  # samples that did not return within rollout.sample_timeout_s
+    gradient_steps: int = 0
+    skipped_steps: int = 0  # gradient steps the learner's non-finite guard skipped
     recent_returns: collections.deque = field(default_factory=lambda: collections.deque(maxlen=RETURN_WINDOW))
     recent_lengths: collections.deque = field(default_factory=lambda: collections.deque(maxlen=RETURN_WINDOW))
 
@@ -40,6 +44,10 @@ class RunState:
             "worker_restarts": self.worker_restarts,
             "learner_restarts": self.learner_restarts,
             "env_errors": self.env_errors,
+            "env_nonfinite": self.env_nonfinite,
+            "worker_timeouts": self.worker_timeouts,
+            "gradient_steps": self.gradient_steps,
+            "skipped_steps": self.skipped_steps,
             "recent_returns": list(self.recent_returns),
             "recent_lengths": list(self.recent_lengths),
         }
@@ -55,6 +63,10 @@ class RunState:
             worker_restarts=int(state.get("worker_restarts", 0)),  # absent in checkpoints of distrl 0.1.0
             learner_restarts=int(state.get("learner_restarts", 0)),
             env_errors=int(state.get("env_errors", 0)),
+            env_nonfinite=int(state.get("env_nonfinite", 0)),  # absent before distrl 0.2
+            worker_timeouts=int(state.get("worker_timeouts", 0)),
+            gradient_steps=int(state.get("gradient_steps", 0)),
+            skipped_steps=int(state.get("skipped_steps", 0)),
         )
         run.recent_returns.extend(state["recent_returns"])
         run.recent_lengths.extend(state["recent_lengths"])

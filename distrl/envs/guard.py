@@ -1,9 +1,13 @@
-"""Keeping a run alive through envs that raise inside ``step``.
+"""Keeping a run alive through envs that raise inside ``step`` or return non-finite numbers.
 
 A copy of the env that raises is reset and its step reported as truncated with
 ``info["env_error"]`` set; the rollout worker masks that step out of the loss and counts
-it, and the driver logs it. A copy that raises ``max_consecutive_errors`` times in a row (or cannot even be reset)
-is broken, and ``EnvFailure`` stops the run with the env's own error message.
+it, and the driver logs it. A step whose observation or reward is NaN or infinite is handled
+the same way with ``info["env_nonfinite"]`` naming the array, so the learner never sees it. A
+copy that fails ``max_consecutive_errors`` times in a row (or cannot even be reset) is broken,
+and ``EnvFailure`` stops the run with the env's own error message.
+
+Native vector envs (one object stepping every copy, no per-copy reset) are reset as a whole.
 """
 
 from __future__ import annotations
@@ -49,6 +53,21 @@ class _ErrorBudget:
         self.consecutive = 0
 
 
+def nonfinite_parts(obs, reward) -> str:
+    """Which of ``obs`` and ``reward`` (one env's) hold NaN or infinity: "", "observation", "reward" or both."""
+    parts = []
+    obs = np.asarray(obs)
+    if obs.dtype.kind in "fc" and not np.isfinite(obs).all():
+        parts.append("observation")
+    if not np.isfinite(reward):
+        parts.append("reward")
+    return " and ".join(parts)
+
+
+class _NonFinite(Exception):
+    """An env step returned NaN or infinity (handled like an error the env raised)."""
+
+
 class GuardedEnv(gym.Wrapper):
     def __init__(self, env: gym.Env, max_consecutive_errors: int):
         super().__init__(env)
@@ -57,13 +76,17 @@ class GuardedEnv(gym.Wrapper):
     def step(self, action):
         try:
             result = self.env.step(action)
-        except Exception as exc:  # any error of the env's own code
+            bad = nonfinite_parts(result[0], result[1])
+            if bad:
+                raise _NonFinite(f"{bad} not finite")
+        except Exception as exc:  # any error of the env's own code, or numbers no loss can use
             message = self.errors.failed(exc)
             try:
                 obs, info = self.env.reset()
             except Exception as reset_exc:
                 raise EnvFailure(f"env step raised {message}, and reset then raised {_describe(reset_exc)}", 1) from None
-            return obs, 0.0, False, True, {**info, "env_error": message}
+            key = "env_nonfinite" if isinstance(exc, _NonFinite) else "env_error"
+            return obs, 0.0, False, True, {**info, key: str(exc) if key == "env_nonfinite" else message}
         self.errors.succeeded()
         return result
 
@@ -82,8 +105,12 @@ class GuardedVectorEnv(gym.vector.VectorWrapper):
             raise EnvFailure(f"vector env reset raised {_describe(exc)}", 1) from None
 
     def step(self, actions):
+        nonfinite = None
         try:
             result = self.env.step(actions)
+            nonfinite = self._nonfinite(result[0], result[1])
+            if nonfinite is not None:
+                raise _NonFinite(f"{int(nonfinite.sum())} of {self.num_envs} copies returned non-finite numbers")
         except Exception as exc:
             message = self.errors.failed(exc)
             try:
@@ -91,7 +118,20 @@ class GuardedVectorEnv(gym.vector.VectorWrapper):
             except Exception as reset_exc:
                 raise EnvFailure(f"vector env step raised {message}, and reset then raised {_describe(reset_exc)}", 1) from None
             n = self.num_envs
-            info = {**info, "env_error": np.full(n, message, dtype=object), "_env_error": np.ones(n, dtype=bool)}
+            if nonfinite is not None:  # the copies at fault are counted; the rest were reset with them (masked too)
+                parts = np.array([nonfinite_parts(o, r) + " not finite" for o, r in zip(result[0], result[1])], dtype=object)
+                info = {**info, "env_nonfinite": parts, "_env_nonfinite": nonfinite, "_env_reset": np.ones(n, dtype=bool)}
+            else:
+                info = {**info, "env_error": np.full(n, message, dtype=object), "_env_error": np.ones(n, dtype=bool)}
             return obs, np.zeros(n), np.zeros(n, dtype=bool), np.ones(n, dtype=bool), info
         self.errors.succeeded()
         return result
+
+    @staticmethod
+    def _nonfinite(obs: np.ndarray, rewards: np.ndarray) -> np.ndarray | None:
+        """Per copy, whether its observation or reward is NaN or infinite; None when all are finite."""
+        bad = ~np.isfinite(np.asarray(rewards, dtype=np.float64))
+        obs = np.asarray(obs)
+        if obs.dtype.kind in "fc":
+            bad |= ~np.isfinite(obs.reshape(len(obs), -1)).all(axis=1)
+        return bad if bad.any() else None

@@ -35,6 +35,56 @@ class NanReward(gym.Wrapper):
         return obs, (np.nan if self.calls % self.every == 0 else reward), terminated, truncated, info
 
 
+class NanObservation(gym.Wrapper):
+    """Returns an observation with a NaN in it on every ``every``-th step."""
+
+    def __init__(self, env: gym.Env, every: int):
+        super().__init__(env)
+        self.every = every
+        self.calls = 0
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.calls += 1
+        if self.calls % self.every == 0:
+            obs = np.array(obs, dtype=np.float32)
+            obs[0] = np.nan
+        return obs, reward, terminated, truncated, info
+
+
+class StuckStep(gym.Wrapper):
+    """Blocks forever in ``step`` at step call ``stuck_at`` (a simulator that deadlocked). With ``once_marker``, only
+    the first process to get there blocks (it creates that file first): a restarted worker's env runs on."""
+
+    def __init__(self, env: gym.Env, stuck_at: int, once_marker: str | None):
+        super().__init__(env)
+        self.stuck_at, self.once_marker = stuck_at, once_marker
+        self.calls = 0
+
+    def step(self, action):
+        self.calls += 1
+        if self.calls == self.stuck_at:
+            import os
+            import time
+
+            if self.once_marker is None or not os.path.exists(self.once_marker):
+                if self.once_marker is not None:
+                    open(self.once_marker, "w").close()
+                while True:
+                    time.sleep(3600)
+        return self.env.step(action)
+
+
+def nan_obs_cartpole(every: int = 2000, **kwargs) -> gym.Env:
+    """CartPole-v1 with a NaN in the observation every ``every`` steps."""
+    return NanObservation(gym.make("CartPole-v1", **kwargs), every)
+
+
+def stuck_cartpole(stuck_at: int = 1000, once_marker: str | None = None, **kwargs) -> gym.Env:
+    """CartPole-v1 whose step blocks forever at step call ``stuck_at`` (of each env copy)."""
+    return StuckStep(gym.make("CartPole-v1", **kwargs), stuck_at, once_marker)
+
+
 def flaky_cartpole(fail_every: int = 500, **kwargs) -> gym.Env:
     """CartPole-v1 whose step raises now and then; it recovers after a reset."""
     return FlakyStep(gym.make("CartPole-v1", **kwargs), fail_every)

@@ -195,15 +195,16 @@ class Learner:
         """One PPO update on this rank's shard of each worker's ``(info, batch)`` (``RolloutWorker.sample``)."""
         return self._update([info for info, _ in samples], [batch.split(self.world_size)[self.rank] for _, batch in samples])
 
-    def update_refs(self, info_refs: tuple, shard_refs: tuple) -> dict:
-        """One PPO update, fetching every worker's info and this rank's shard of each batch by ref (under Ray)."""
+    def update_refs(self, sample_report: dict, shard_refs: tuple) -> dict:
+        """One PPO update on the workers' infos (``sample_report["infos"]``, from the coordinator's ``collect``),
+        fetching this rank's shard of each batch by ref (under Ray)."""
         import ray
 
-        return self._update(ray.get(list(info_refs)), ray.get(list(shard_refs)))
+        return self._update(sample_report["infos"], ray.get(list(shard_refs)))
 
-    def update_refs_and_snapshot(self, info_refs: tuple, shard_refs: tuple) -> tuple[dict, dict, dict]:
+    def update_refs_and_snapshot(self, sample_report: dict, shard_refs: tuple) -> tuple[dict, dict, dict]:
         """``update_refs``, then the new weights (for workers) and full state (kept by the driver, for restarts)."""
-        metrics = self.update_refs(info_refs, shard_refs)
+        metrics = self.update_refs(sample_report, shard_refs)
         return metrics, self.get_weights(), self.state()
 
     def _update(self, infos: list[dict], shards: list[Batch]) -> dict:
@@ -320,12 +321,14 @@ class Learner:
                 break
         if hasattr(self.optimizer, "found_inf"):
             del self.optimizer.found_inf
-        self.skipped_updates += int(skipped)
+        skipped_steps = int(skipped)
+        self.skipped_updates += skipped_steps
         keys = list(totals)
         means = (torch.stack([totals[k] for k in keys]) / max(1, count)).tolist() if keys else []
         stats = dict(zip(keys, means))
         stats.pop("loss", None)
         stats["gradient_steps"] = count
+        stats["skipped_steps"] = skipped_steps  # of this update's gradient steps (non-finite loss or gradients)
         stats["kl_early_stop"] = early_stop
         return stats
 

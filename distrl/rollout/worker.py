@@ -27,7 +27,9 @@ from distrl.models import build_model
 
 
 class RolloutWorker:
-    def __init__(self, config: Config, worker_index: int = 0, seed_offset: int = 0, artifacts: dict | None = None):
+    def __init__(self, config: Config, worker_index: int = 0, seed_offset: int = 0, artifacts: dict | str | None = None):
+        """``artifacts``: the backend's shared export or compile (``prepare_artifacts``), or the name of the Ray
+        actor that holds them (the run's coordinator)."""
         self.config = config
         self.worker_index = worker_index
         self.incarnation = uuid.uuid4().hex[:8]  # new on every (re)start of this worker
@@ -36,7 +38,7 @@ class RolloutWorker:
         self.num_envs = config.env.num_envs_per_worker
         seed = config.seed * 1_000_003 + worker_index * 10_007 + seed_offset
         if _restarted_by_ray():  # Ray re-runs this constructor with the same arguments: draw a new stream
-            seed = int(np.random.SeedSequence().generate_state(1)[0])
+            seed = int(np.random.SeedSequence().generate_state(1)[0] >> 1)  # < 2**31: ale-py takes an int32 seed
         self.seed = seed
         self.rng = np.random.default_rng(seed)
         # Built from the learner's seed, so the initial weights are the learner's version 0: a new run's
@@ -53,6 +55,8 @@ class RolloutWorker:
             self.h, self.c = self.model.initial_state(self.num_envs)
         start = time.perf_counter()
         cfg = config.rollout.compile
+        if isinstance(artifacts, str):  # large artifacts: the named coordinator hands out their object-store ref
+            artifacts = _fetch_artifacts(artifacts)
         self.policy = CheckedPolicy(self.model, cfg.backend, self._policy_inputs(), cfg.mode, cfg.options, cfg.strict,
                                     artifacts)  # fmt: skip
         self.startup_s = time.perf_counter() - start
@@ -70,6 +74,10 @@ class RolloutWorker:
         if self.model.is_recurrent:
             return obs, self.h, self.c
         return (obs,)
+
+    def ready(self) -> bool:
+        """Constructed and answering (the coordinator asks after a restart)."""
+        return True
 
     def backend_info(self) -> dict:
         report = self.policy.report
@@ -127,7 +135,7 @@ class RolloutWorker:
                             (seq_len, self.model.lstm_size) if recurrent else None)  # fmt: skip
         obs_dtype = batch.obs.dtype
         raw_obs_seen = np.empty((steps + 1, n, *obs_space.shape), dtype=obs_dtype) if self.config.env.normalize_obs else None
-        env_errors, error_messages = 0, []
+        env_errors, error_messages, env_nonfinite, nonfinite_messages = 0, [], 0, []
         no_error = np.zeros(n, dtype=bool)
         policy_s = env_s = 0.0
 
@@ -159,13 +167,18 @@ class RolloutWorker:
             self.raw_obs, reward, terminated, truncated, env_info = self.envs.step(self._env_actions(actions))
             env_s += time.perf_counter() - tick
             raw_error = env_info.get("_env_error", no_error)  # the env raised and was reset
-            valid = self.episodes.step(reward, terminated, truncated, raw_error)  # False on NEXT_STEP reset steps
-            error = raw_error & valid
+            raw_nonfinite = env_info.get("_env_nonfinite", no_error)  # NaN or inf in its observation or reward
+            reset = raw_error | raw_nonfinite | env_info.get("_env_reset", no_error)  # reset by the guard
+            valid = self.episodes.step(reward, terminated, truncated, reset)  # False on NEXT_STEP reset steps
+            error, nonfinite = raw_error & valid, raw_nonfinite & valid
             if error.any():  # keep the step out of the loss and the statistics
                 env_errors += int(error.sum())
                 error_messages.extend(str(m) for m in env_info["env_error"][error][:3])
+            if nonfinite.any():
+                env_nonfinite += int(nonfinite.sum())
+                nonfinite_messages.extend(f"env {i}: {env_info['env_nonfinite'][i]}" for i in np.flatnonzero(nonfinite)[:3])
             batch.rewards[t], batch.terminated[t], batch.truncated[t] = reward, terminated, truncated
-            batch.valid[t] = valid & ~error
+            batch.valid[t] = valid & ~reset
             self.next_is_start = ~valid  # the observation after a reset step starts an episode
 
         episode_returns, episode_lengths = self.episodes.pop()
@@ -190,6 +203,8 @@ class RolloutWorker:
             "weight_sync_checks": self.policy.sync_checks,
             "env_errors": env_errors,
             "env_error_messages": error_messages[:3],
+            "env_nonfinite": env_nonfinite,  # steps whose observation or reward was NaN or inf (reset and masked)
+            "env_nonfinite_messages": nonfinite_messages[:3],
             "incarnation": self.incarnation,
             "seed": self.seed,
             "finished_at": time.time(),  # wall clock: the driver's start-up timeline reads the first batch's
@@ -204,6 +219,23 @@ class RolloutWorker:
         """
         info, batch = self.sample(weights)
         return (info, *batch.split(num_shards))
+
+
+def _fetch_artifacts(holder: str, timeout_s: float = 60.0) -> dict | None:
+    """The artifacts the named actor ``holder`` keeps (``SampleCoordinator.artifacts``)."""
+    import ray
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            actor = ray.get_actor(holder)
+            break
+        except ValueError:  # created just before this worker: not registered yet
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+    held = ray.get(actor.artifacts.remote(), timeout=timeout_s)
+    return ray.get(held[0]) if held else None
 
 
 def _restarted_by_ray() -> bool:
