@@ -8,7 +8,8 @@ import pytest
 
 from tests.conftest import ROOT
 
-SCRIPTS = ["inference", "sampling", "learner", "ppo", "peers", "compile_check", "scale"]
+SCRIPTS = ["inference", "sampling", "learner", "ppo", "peers", "compile_check", "scale", "scale_machine", "soak",
+           "learner_step"]
 
 
 def run_script(name, *args, timeout=900):
@@ -22,7 +23,9 @@ def test_help(name):
     assert result.returncode == 0 and "--quick" in result.stdout
 
 
-@pytest.mark.parametrize("name", ["inference", "sampling", "learner", "compile_check", pytest.param("ppo", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("name", ["inference", "sampling", "learner", "compile_check", "soak", "learner_step",
+                                  pytest.param("ppo", marks=pytest.mark.slow),
+                                  pytest.param("scale_machine", marks=pytest.mark.slow)])
 def test_quick_run_writes_results(name, tmp_path):
     result = run_script(name, "--quick", "--results-dir", str(tmp_path))
     assert result.returncode == 0, result.stderr[-3000:]
@@ -75,3 +78,14 @@ def test_sampling_rows_account_for_the_worker_time(tmp_path):
         assert 0 < row["worker_sps"] < row["env_alone_sps"]  # a worker cannot outrun its env
         shares = row["env_share"] + row["policy_share"] + row["bookkeeping_share"]
         assert abs(shares - 1) < 1e-9 and min(row["env_share"], row["policy_share"], row["bookkeeping_share"]) > 0
+
+
+@pytest.mark.slow
+def test_scale_machine_quick_measures_distrl_beside_the_env_alone_ceiling(tmp_path):
+    result = run_script("scale_machine", "--quick", "--results-dir", str(tmp_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    payload = json.loads(next(tmp_path.glob("*.json")).read_text())
+    assert [r["workers"] for r in payload["rows"]] == [1, 2]
+    for row in payload["rows"]:
+        assert 0 < row["sps"] < row["env_alone_sps"] and row["learn_s"] > 0 and row["sample_s"] > 0
+    assert (tmp_path / "scale_machine_cartpole_quick.png").stat().st_size > 0

@@ -1,6 +1,8 @@
-"""Learner update on real CartPole batches: the non-finite guard skips a step whole, on the device."""
+"""Learner update on real batches: the non-finite guard skips a step whole, on the device; the device step takes the
+same optimiser steps as the plain loop; the device rule."""
 
 import numpy as np
+import pytest
 import torch
 
 from distrl.config import load_config
@@ -9,9 +11,9 @@ from distrl.learner import Learner
 from distrl.rollout import RolloutWorker
 
 
-def _setup():
+def _setup(*extra):
     config = load_config(None, ["env.num_envs_per_worker=8", "rollout.rollout_length=64", "ppo.minibatch_size=128",
-                                "ppo.epochs=2"])  # fmt: skip
+                                "ppo.epochs=2", *extra])  # fmt: skip
     worker = RolloutWorker(config)
     learner = Learner(config, *probe_spaces(config.env))
     worker.set_weights(learner.get_weights())
@@ -22,8 +24,10 @@ def _adam_steps(learner) -> list[float]:
     return [float(state["step"]) for state in learner.optimizer.state.values()]
 
 
-def test_non_finite_minibatches_leave_weights_and_adam_state_untouched():
-    worker, learner = _setup()
+@pytest.mark.parametrize("step", ["loop", "device"])
+def test_non_finite_minibatches_leave_weights_and_adam_state_untouched(step):
+    worker, learner = _setup(f"learner.step={step}")
+    assert learner.step_kind == step
     info, batch = worker.sample()
     batch.rewards[:] = np.nan  # every return and advantage is NaN: every minibatch's loss is
     before = {k: v.clone() for k, v in learner.model.state_dict().items()}
@@ -41,3 +45,103 @@ def test_non_finite_minibatches_leave_weights_and_adam_state_untouched():
     assert np.isfinite(metrics["loss_value"]) and metrics["gradient_steps"] == 8
     changed = any(not torch.equal(v, before[k]) for k, v in learner.model.state_dict().items())
     assert changed
+
+
+
+STEP_CONFIGS = {
+    "mlp": ["env.num_envs_per_worker=8", "rollout.rollout_length=64", "ppo.minibatch_size=128", "ppo.epochs=3"],
+    "mlp_target_kl": ["env.num_envs_per_worker=8", "rollout.rollout_length=64", "ppo.minibatch_size=64", "ppo.epochs=4",
+                      "ppo.target_kl=0.002", "ppo.lr=0.01"],
+    "cnn": ["env.id=ALE/Breakout-v5", "model.type=cnn", "model.hidden=[64]", "model.shared_trunk=true",
+            "env.num_envs_per_worker=4", "rollout.rollout_length=32", "ppo.minibatch_size=32", "ppo.epochs=2"],
+    "gaussian_bf16": ["env.id=Pendulum-v1", "env.vectorization=sync", "env.num_envs_per_worker=8", "rollout.rollout_length=32",
+                      "ppo.minibatch_size=64", "learner.amp=bf16"],
+}  # fmt: skip
+
+
+def _twin_learners(name, device_overrides=()):
+    """A worker's batches and two learners from one seed: the plain loop and the device step."""
+    base = STEP_CONFIGS[name] + list(device_overrides)
+    loop_config, device_config = load_config(None, base + ["learner.step=loop"]), load_config(None, base + ["learner.step=device"])
+    worker = RolloutWorker(loop_config)
+    spaces = probe_spaces(loop_config.env)
+    return worker, Learner(loop_config, *spaces), Learner(device_config, *spaces)
+
+
+def _assert_same_steps(loop, device, samples, rtol, atol):
+    for sample in samples:
+        a, b = loop.update(sample), device.update(sample)
+        assert a["gradient_steps"] == b["gradient_steps"] and a["kl_early_stop"] == b["kl_early_stop"]
+        assert a["skipped_steps"] == b["skipped_steps"]
+        for key in ("loss_policy", "loss_value", "entropy", "approx_kl", "clip_frac", "grad_norm"):
+            assert b[key] == pytest.approx(a[key], rel=1e-4, abs=1e-6), key
+    for key, value in loop.model.state_dict().items():
+        torch.testing.assert_close(device.model.state_dict()[key], value, rtol=rtol, atol=atol)
+    steps = [float(s["step"]) for s in loop.optimizer.state.values()], [float(s["step"]) for s in device.optimizer.state.values()]
+    assert steps[0] == steps[1]
+
+
+@pytest.mark.parametrize("name", list(STEP_CONFIGS))
+def test_device_step_takes_the_same_optimiser_steps_as_the_loop_on_cpu(name):
+    """Same seed, same batches: after three updates the weights agree to float32 rounding (the same kernels run in
+    the same order; only where the skips and the KL stop are decided differs)."""
+    worker, loop, device = _twin_learners(name)
+    assert loop.step_kind == "loop" and device.step_kind == "device" and device.device_step.graph is None
+    samples = []
+    for _ in range(3):
+        worker.set_weights(loop.get_weights())
+        samples.append(worker.sample())
+    _assert_same_steps(loop, device, samples, rtol=1e-5, atol=1e-6)
+    if name == "mlp_target_kl":  # the KL stop happened, the same way on both
+        assert loop.update(samples[0])["kl_early_stop"]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("name", ["mlp", "mlp_target_kl", "cnn", "gaussian_bf16"])
+def test_cuda_graph_step_takes_the_same_optimiser_steps_as_the_loop(name):
+    """On CUDA the device step is a captured graph: same steps as the loop on the same GPU, within float32 rounding
+    of a few updates (cuDNN picks its own algorithms)."""
+    worker, loop, device = _twin_learners(name, ["learner.device=cuda", "learner.num_gpus_per_learner=1"])
+    samples = []
+    for _ in range(3):
+        worker.set_weights(loop.get_weights())
+        samples.append(worker.sample())
+    tolerance = 2e-2 if name == "gaussian_bf16" else 1e-3
+    _assert_same_steps(loop, device, samples, rtol=tolerance, atol=tolerance)
+    assert device.device_step.graph is not None
+
+
+def test_auto_step_is_the_device_step_only_where_it_applies():
+    from distrl.learner.step_rules import choose_step
+
+    config = load_config(None, [])
+    assert choose_step(config, "cuda", 1) == ("device", "on CUDA: the whole minibatch step as one CUDA graph")
+    kind, why = choose_step(config, "cpu", 1)
+    assert kind == "device" and why.startswith("on CPU: the same step uncaptured")
+    for overrides, reason in ((["model.lstm_size=16", "model.shared_trunk=true"], "recurrent"),
+                              (["learner.amp=fp16"], "gradient scaler"), (["learner.compile=true"], "torch.compile")):  # fmt: skip
+        kind, why = choose_step(load_config(None, overrides), "cuda", 1)
+        assert kind == "loop" and reason in why, why
+    kind, why = choose_step(config, "cuda", 2)
+    assert kind == "loop" and "DDP" in why
+
+
+def test_device_step_refused_by_the_config_where_it_cannot_run():
+    from distrl.config import ConfigError
+
+    with pytest.raises(ConfigError, match="learner.step=device: not with recurrent models"):
+        load_config(None, ["learner.step=device", "model.lstm_size=16", "model.shared_trunk=true"])
+
+
+def test_auto_device_is_cuda_only_when_the_learner_was_given_a_gpu():
+    from distrl.learner import resolve_device
+
+    # Inside a Ray actor: what Ray assigned decides, whatever the machine has.
+    assert resolve_device("auto", [], 0, cuda_available=True).type == "cpu"  # asked Ray for 0 GPUs on a GPU machine
+    assert resolve_device("auto", ["0"], 1, cuda_available=True).type == "cuda"
+    assert resolve_device("auto", ["0"], 1, cuda_available=False).type == "cpu"
+    # In-process (no Ray): the config's request decides.
+    assert resolve_device("auto", None, 0, cuda_available=True).type == "cpu"
+    assert resolve_device("auto", None, 1, cuda_available=True).type == "cuda"
+    assert resolve_device("cpu", ["0"], 1, cuda_available=True).type == "cpu"

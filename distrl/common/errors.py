@@ -16,3 +16,16 @@ class PlacementError(Exception):
 
 class RunStalled(Exception):
     """A wait of the driver's passed its bound (a learner that never answers, a coordinator that hangs)."""
+
+
+class EnvFailure(Exception):
+    """An env keeps failing; training cannot go on. ``errors``: the failed env calls it counted.
+
+    Here, not in ``distrl/envs/guard.py``, so that the sample coordinator's process need not import gymnasium."""
+
+    def __init__(self, message: str, errors: int = 0):
+        super().__init__(message, errors)  # both in args, so the count survives pickling through Ray
+        self.message, self.errors = message, errors
+
+    def __str__(self) -> str:
+        return self.message

@@ -40,6 +40,7 @@ class RunActors:
         self.workers: list = []
         self.coordinator = None
         self.learner_device = "?"
+        self.learner_info: dict = {}
         self.backend_infos: list[dict] = []
         self.placement: dict[str, dict] = {}
 
@@ -92,10 +93,11 @@ class RunActors:
 
     def learners_ready(self, learner_state_ref=None) -> None:
         """Wait until every learner is constructed, form the DDP group, load ``learner_state_ref`` (resume)."""
-        ready = {f"learner-{rank}": learner.device_name.remote() for rank, learner in enumerate(self.learners)}
+        ready = {f"learner-{rank}": learner.describe.remote() for rank, learner in enumerate(self.learners)}
         wait_until_ready(ready, self.config.cluster.placement_timeout_s, self.say)
         self._join_learners(learner_state_ref)
-        self.learner_device = ray.get(ready["learner-0"])  # already resolved by wait_until_ready
+        self.learner_info = ray.get(ready["learner-0"])  # already resolved by wait_until_ready
+        self.learner_device = self.learner_info["device"]
         self.placement = self._where()
 
     def _create_learners(self) -> list:

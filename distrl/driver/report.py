@@ -82,6 +82,8 @@ def print_start(say, config: Config, run_dir: str, joined: RayTarget, actors, re
         f"{compiled}, AMP {cfg.learner.amp}, batch {cfg.batch_size}, minibatch {cfg.ppo.minibatch_size}, "
         f"epochs {cfg.ppo.epochs}"
     )
+    if actors.learner_info:
+        say(f"           step {actors.learner_info['step']}: {actors.learner_info['step_reason']}")
     stops = [f"{k}={v}" for k, v in cfg.stop.model_dump().items() if v is not None]
     say(f"  stop     {', '.join(stops)}; seed {cfg.seed}")
     where = "; ".join(

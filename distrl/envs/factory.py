@@ -81,8 +81,12 @@ def make_env(cfg: EnvConfig, **kwargs) -> gym.Env:
     return _single_env_thunk(target, {**base, **kwargs}, cfg.action_repeat, atari, cfg.max_consecutive_errors)
 
 
-def make_vec_env(cfg: EnvConfig) -> gym.vector.VectorEnv:
-    """The worker's vector env of ``cfg.num_envs_per_worker`` copies (not yet reset)."""
+def make_vec_env(cfg: EnvConfig, num_threads: int | None = None) -> gym.vector.VectorEnv:
+    """The worker's vector env of ``cfg.num_envs_per_worker`` copies (not yet reset).
+
+    ``num_threads``: the CPUs the worker was given. ale-py's vector env otherwise starts a thread per
+    env copy: 14 one-CPU workers x 8 envs ran 112 emulator threads on 16 cores, starving the learner.
+    An ``env.kwargs`` ``num_threads`` wins."""
     target = resolve_env_id(cfg.id)
     n = cfg.num_envs_per_worker
     if cfg.vectorization == "native":
@@ -97,6 +101,8 @@ def make_vec_env(cfg: EnvConfig) -> gym.vector.VectorEnv:
             # ale-py's vector env clips rewards by default; distrl clips in the learner (ppo.reward_clip), so episode
             # returns are the game's score, as SB3 and CleanRL report them.
             kwargs.setdefault("reward_clipping", False)
+            if num_threads is not None:
+                kwargs.setdefault("num_threads", num_threads)
         envs = gym.make_vec(target, num_envs=n, vectorization_mode="vector_entry_point", **kwargs)
         envs = GuardedVectorEnv(envs, cfg.max_consecutive_errors)
     else:

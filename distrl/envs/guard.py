@@ -15,16 +15,9 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
-class EnvFailure(Exception):
-    """An env keeps failing; training cannot go on. ``errors``: the failed env calls it counted."""
+from distrl.common.errors import EnvFailure
 
-    def __init__(self, message: str, errors: int = 0):
-        super().__init__(message, errors)  # both in args, so the count survives pickling through Ray
-        self.message, self.errors = message, errors
-
-    def __str__(self) -> str:
-        return self.message
-
+__all__ = ["EnvFailure", "GuardedEnv", "GuardedVectorEnv", "nonfinite_parts"]
 
 def _describe(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""

@@ -9,6 +9,7 @@ fetches only its own shards (``update_refs``); in-process, ``update`` takes whol
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from datetime import timedelta
 
@@ -22,8 +23,12 @@ from distrl.common.running_mean_std import RunningMeanStd
 from distrl.compile.dynamo_stats import dynamo_counts
 from distrl.config.schema import Config
 from distrl.learner.batch import Batch, TrainingSamples
+from distrl.learner.step import DeviceStep
+from distrl.learner.step_rules import choose_step
 from distrl.models import build_model
 from distrl.ppo import PPOLossCoefs, gae, ppo_loss
+
+log = logging.getLogger("distrl.learner")
 
 
 class _TrainForward(nn.Module):
@@ -39,10 +44,29 @@ class _TrainForward(nn.Module):
         return self.model.forward_sequence(obs, h, c, starts)
 
 
-def resolve_device(requested: str) -> torch.device:
-    if requested == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(requested)
+def resolve_device(requested: str, assigned_gpus: list | None, num_gpus: float, cuda_available: bool) -> torch.device:
+    """The learner's device for ``learner.device``.
+
+    ``auto`` is CUDA only when the learner was given a GPU: by Ray (``assigned_gpus``, its accelerator
+    ids, when it runs as an actor: Ray does not hide GPUs from an actor that asked for none) or, run
+    in-process (``assigned_gpus`` None), by the config (``learner.num_gpus_per_learner`` > 0).
+    """
+    if requested != "auto":
+        return torch.device(requested)
+    given = bool(assigned_gpus) if assigned_gpus is not None else num_gpus > 0
+    return torch.device("cuda" if given and cuda_available else "cpu")
+
+
+def _ray_assigned_gpus() -> list | None:
+    """The GPU ids Ray gave this actor; None outside a Ray actor."""
+    try:
+        import ray
+
+        if not ray.is_initialized() or ray.get_runtime_context().get_actor_id() is None:
+            return None
+        return list(ray.get_runtime_context().get_accelerator_ids().get("GPU", []))
+    except Exception:  # not inside Ray at all
+        return None
 
 
 class Learner:
@@ -56,18 +80,25 @@ class Learner:
     ):
         self.config = config
         self.rank, self.world_size = rank, world_size
-        self.device = resolve_device(config.learner.device)
+        self.device = resolve_device(config.learner.device, _ray_assigned_gpus(), config.learner.num_gpus_per_learner,
+                                     torch.cuda.is_available())  # fmt: skip
         torch.set_num_threads(max(1, int(config.learner.num_cpus_per_learner)))
         torch.manual_seed(config.seed)
         self.model = build_model(obs_space, action_space, config.model).to(self.device)
         self.train_forward: nn.Module = _TrainForward(self.model)
-        # The fused kernel updates every parameter in one call (CPU and CUDA): fewer, larger ops per step.
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.ppo.lr, eps=1e-5, fused=True)
+        self.step_kind, self.step_reason = choose_step(config, self.device.type, world_size)
+        captured = self.step_kind == "device" and self.device.type == "cuda"
+        # The fused kernel updates every parameter in one call (CPU and CUDA): fewer, larger ops per step. A captured
+        # step keeps Adam's step counts on the device and reads the learning rate from a tensor the host refills.
+        lr = torch.tensor(config.ppo.lr, device=self.device) if captured else config.ppo.lr
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=lr, eps=1e-5, fused=True, capturable=captured)
         self.amp_dtype = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}[config.learner.amp]
         # fp16 needs loss scaling against gradient underflow; bf16 and fp32 do not.
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=config.learner.amp == "fp16")
         self.loss_fn = self._loss_terms
         self._compile()
+        self.device_step = DeviceStep(self, capture=captured) if self.step_kind == "device" else None
+        self._warned_uneven = False
         self.generator = torch.Generator().manual_seed(config.seed + rank)
         self.coefs = PPOLossCoefs(
             clip_coef=config.ppo.clip_coef,
@@ -130,6 +161,10 @@ class Learner:
     def device_name(self) -> str:
         return str(self.device)
 
+    def describe(self) -> dict:
+        """The device and the step in use, with why (for the start-up summary)."""
+        return {"device": str(self.device), "step": self.step_kind, "step_reason": self.step_reason}
+
     def placement(self) -> dict:
         """Where this actor runs (only meaningful inside a Ray actor)."""
         import ray
@@ -165,7 +200,11 @@ class Learner:
 
     def load_state(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])
+        lr, capturable = self.optimizer.param_groups[0]["lr"], self.optimizer.param_groups[0]["capturable"]
         self.optimizer.load_state_dict(state["optimizer"])
+        for group in self.optimizer.param_groups:  # this learner's step kind decides these, not the saver's
+            group["capturable"] = capturable
+            group["lr"] = torch.tensor(float(group["lr"]), device=self.device) if isinstance(lr, torch.Tensor) else float(group["lr"])
         if self.obs_rms is not None and state.get("obs_norm") is not None:
             self.obs_rms = RunningMeanStd.from_state({k: v.numpy() for k, v in state["obs_norm"].items()})
         self.generator.set_state(state["generator"])
@@ -224,7 +263,10 @@ class Learner:
             )
         lr = self._learning_rate()
         for group in self.optimizer.param_groups:
-            group["lr"] = lr
+            if isinstance(group["lr"], torch.Tensor):  # a captured step reads it from the device
+                group["lr"].fill_(lr)
+            else:
+                group["lr"] = lr
 
         seq_len = cfg.seq_len if self.model.is_recurrent else None
         stats = self._run_epochs(TrainingSamples.from_rollout(data, advantages, returns, seq_len))
@@ -283,6 +325,15 @@ class Learner:
         """CleanRL's loop: ``ppo.epochs`` passes over the samples in minibatches, KL early stop."""
         cfg = self.config.ppo
         num_mb = self._num_minibatches(samples.num_samples)
+        if self.device_step is not None:
+            if self.device_step.fits(len(samples), num_mb):
+                stats = self.device_step.run(samples, num_mb, cfg.epochs, self.generator)
+                self.skipped_updates += stats["skipped_steps"]
+                return stats
+            if not self._warned_uneven:  # a batch short of a timed-out worker's part: minibatches of two sizes
+                self._warned_uneven = True
+                log.warning(f"{len(samples)} samples do not split into {num_mb} equal minibatches: this update runs "
+                            "the plain loop (said once)")  # fmt: skip
         # Statistics and the skip count stay on the device until the update ends: reading one per minibatch
         # would make the host wait for the accelerator at every step.
         totals: dict[str, torch.Tensor] = {}

@@ -27,7 +27,7 @@ import time
 
 import ray
 
-from distrl.envs.guard import EnvFailure
+from distrl.common.errors import EnvFailure
 
 
 class WorkerFailure(EnvFailure):

@@ -33,8 +33,10 @@ class RolloutWorker:
         self.config = config
         self.worker_index = worker_index
         self.incarnation = uuid.uuid4().hex[:8]  # new on every (re)start of this worker
-        torch.set_num_threads(max(1, int(config.rollout.num_cpus_per_worker)))
-        self.envs = make_vec_env(config.env)
+        # Torch, ONNX Runtime (it follows torch's count) and the env's own threads all use the CPUs Ray gave this worker.
+        threads = max(1, int(config.rollout.num_cpus_per_worker))
+        torch.set_num_threads(threads)
+        self.envs = make_vec_env(config.env, num_threads=threads)
         self.num_envs = config.env.num_envs_per_worker
         seed = config.seed * 1_000_003 + worker_index * 10_007 + seed_offset
         if _restarted_by_ray():  # Ray re-runs this constructor with the same arguments: draw a new stream
