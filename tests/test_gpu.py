@@ -51,3 +51,25 @@ def test_train_with_a_gpu_learner_through_ray(tmp_path):
     assert summary["stop_reason"] == "episode_return_mean"
     placement = json.loads((run_dir / "placement.json").read_text())
     assert any(spot.get("device", "").startswith("cuda") and spot.get("gpu_ids") for spot in placement.values()), placement
+
+
+@pytest.mark.slow
+def test_auto_device_learner_that_asked_for_no_gpu_stays_on_cpu_on_a_gpu_machine(tmp_path):
+    """Ray does not hide GPUs from an actor that asked for none: learner.device auto must still mean the CPU."""
+    run_dir = tmp_path / "run"
+    result = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(run_dir), "--set", "learner.num_gpus_per_learner=0",
+                     "--set", "stop.env_steps=20000", "--set", "stop.episode_return_mean=null")  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    placement = json.loads((run_dir / "placement.json").read_text())
+    assert placement["learner-0"]["device"] == "cpu" and placement["learner-0"]["gpu_ids"] == [], placement
+
+
+@pytest.mark.slow
+def test_breakout_with_the_cuda_graph_learner_step_through_ray(tmp_path):
+    run_dir = tmp_path / "run"
+    result = run_cli("train", "configs/breakout.yaml", "--run-dir", str(run_dir), "--set", "learner.num_gpus_per_learner=1",
+                     "--set", "stop.env_steps=4096")  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "step device: on CUDA: the whole minibatch step as one CUDA graph" in result.stdout
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert rows[-1]["gradient_steps"] > 0 and rows[-1]["skipped_updates"] == 0 and rows[-1]["learner_recompiles"] == 0

@@ -41,12 +41,24 @@ class EnvConfig(Section):
 
 
 class ModelConfig(Section):
-    type: Literal["mlp", "cnn"] = Field("mlp", description="mlp for vector observations, cnn (Nature-CNN) for uint8 frames")
+    type: Literal["mlp", "cnn", "attention"] = Field(
+        "mlp", description="mlp for vector observations, cnn (Nature-CNN) for uint8 frames, attention: a transformer "
+        "over the last model.window observations (or over observations that are already [tokens, features])"
+    )
     hidden: list[PositiveInt] = Field(default_factory=lambda: [64, 64], min_length=1, description="MLP layer widths")
     activation: Literal["tanh", "relu", "elu", "gelu"] = "tanh"
     shared_trunk: bool = Field(False, description="actor and critic share the encoder")
     lstm_size: NonNegativeInt = Field(0, description="LSTM core width after the encoder; 0 disables it")
     init_log_std: float = Field(0.0, description="initial log standard deviation of Gaussian (Box) policies")
+    window: NonNegativeInt = Field(
+        16, description="attention: observations each step attends over (the env's last ones, zeroed before its "
+        "episode's start); 0: each observation is already a sequence [tokens, features]"
+    )
+    d_model: PositiveInt = Field(64, description="attention: token width")
+    heads: PositiveInt = Field(4, description="attention: heads per layer (must divide d_model)")
+    layers: PositiveInt = Field(2, description="attention: pre-norm transformer blocks")
+    causal: bool = Field(False, description="attention: each token attends only to earlier ones")
+    pool: Literal["last", "mean"] = Field("last", description="attention: the output is the last token's, or the mean")
 
 
 WORKER_BACKENDS = tuple(BACKENDS)  # the worker backends' table (distrl/compile/backends/__init__.py)
@@ -283,6 +295,15 @@ class Config(Section):
             problems.append(
                 f"env.vectorization=native: an env factory ('{self.env.id}') has no native vector env; use sync or async"
             )
+        if self.model.type == "attention":
+            if self.model.d_model % self.model.heads:
+                problems.append(f"model.heads={self.model.heads}: must divide model.d_model={self.model.d_model}")
+            if self.model.lstm_size > 0:
+                problems.append(f"model.lstm_size={self.model.lstm_size}: an attention model keeps its memory in "
+                                "model.window; use lstm_size: 0")  # fmt: skip
+            if self.env.normalize_obs and self.model.window > 0:
+                problems.append("env.normalize_obs=true: not with model.type=attention and a window (the window's "
+                                "padding would be normalised away); use normalize_obs: false")  # fmt: skip
         if self.model.lstm_size > 0:
             if not self.model.shared_trunk:
                 problems.append("model.shared_trunk=false: an LSTM model (model.lstm_size>0) needs shared_trunk: true")

@@ -66,11 +66,14 @@ def export_onnx(checkpoint: str | Path, out: str | Path, batch: int = 8, env_id:
         model, None if rms is None else rms.mean, None if rms is None else rms.var, config.env.obs_clip
     ).eval()
     rng = np.random.default_rng(0)
-    obs = np.asarray([obs_space.sample() for _ in range(batch)], dtype=obs_space.dtype)
+    window = model.window  # an attention model's input: each env's last observations [batch, W, *obs]
+    obs = np.asarray([obs_space.sample() for _ in range(batch * max(1, window))], dtype=obs_space.dtype)
     if obs.dtype != np.uint8:
         obs = rng.normal(size=obs.shape).astype(np.float32)
+    if window:
+        obs = obs.reshape(batch, window, *obs_space.shape)
     inputs = [torch.from_numpy(obs)]
-    input_names, output_names = ["obs"], ["pd_params", "value"]
+    input_names, output_names = ["obs_window" if window else "obs"], ["pd_params", "value"]
     if model.is_recurrent:
         h = torch.from_numpy(rng.normal(size=(batch, model.lstm_size)).astype(np.float32))
         inputs += [h, h.clone()]

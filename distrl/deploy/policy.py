@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from distrl.rollout.window import shifted
+
 
 class Policy:
     """The checkpoint's actor-critic with its observation normaliser, in eval mode on the CPU.
@@ -34,7 +36,10 @@ class Policy:
     def is_recurrent(self) -> bool:
         return self.model.is_recurrent
 
-    def initial_state(self, batch: int) -> tuple[np.ndarray, np.ndarray] | None:
+    def initial_state(self, batch: int) -> tuple[np.ndarray, np.ndarray] | np.ndarray | None:
+        """The LSTM's ``(h, c)``, an attention model's window ``[batch, W, *obs]`` of zeros, or None."""
+        if self.model.window:
+            return np.zeros((batch, self.model.window, *self.observation_space.shape), dtype=np.float32)
         if not self.is_recurrent:
             return None
         return tuple(np.asarray(t) for t in self.model.initial_state(batch))
@@ -46,9 +51,9 @@ class Policy:
     def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
         """Actions for ``observation`` (one, or a batch along axis 0) -> ``(actions, state)``.
 
-        ``state``: the LSTM state from the previous call (None: a fresh one); ``episode_start``: a bool per
-        observation, True where an episode began, which resets that row's state. Feed-forward policies
-        return state None.
+        ``state``: the LSTM state (an attention model's window of recent observations) from the previous call
+        (None: a fresh one); ``episode_start``: a bool per observation, True where an episode began, which resets
+        that row's state. Feed-forward policies return state None.
         """
         obs = np.asarray(observation)
         single = obs.shape == self.observation_space.shape
@@ -69,6 +74,11 @@ class Policy:
                     h, c = h * keep, c * keep
                 pd, _, h, c = self.model(torch.as_tensor(obs), h, c)
                 state = (h.numpy(), c.numpy())
+            elif self.model.window:  # the window of each row's last observations is the state
+                window = state if state is not None else self.initial_state(len(obs))
+                window = shifted(np.asarray(window, dtype=np.float32), obs, episode_start)
+                pd, _ = self.model(torch.from_numpy(window))
+                state = window
             else:
                 pd, _ = self.model(torch.as_tensor(obs))
         pd = pd.numpy()

@@ -121,9 +121,11 @@ class Driver:
 
         model = build_model(obs_space, action_space, self.config.model).eval()
         n = self.config.env.num_envs_per_worker
-        obs = np.stack([obs_space.sample() for _ in range(n)])
+        obs = np.stack([obs_space.sample() for _ in range(n * max(1, model.window))])
         if obs.dtype != np.uint8:
             obs = obs.astype(np.float32)
+        if model.window:  # an attention model acts on windows [N, W, *obs]
+            obs = obs.reshape(n, model.window, *obs_space.shape)
         example = (obs,)
         if model.is_recurrent:
             example += model.initial_state(n)

@@ -32,11 +32,13 @@ class Batch:
     starts: np.ndarray | None = None  # LSTM: [T, N] bool, an episode starts at this observation
     h0: np.ndarray | None = None  # LSTM: [T/seq_len, N, H] state at the start of each chunk
     c0: np.ndarray | None = None
+    context: np.ndarray | None = None  # attention: [W-1, N, *obs_shape], the window before step 0 (rollout/window.py)
 
     @classmethod
     def empty(cls, steps: int, num_envs: int, obs_space, action_shape: tuple, action_dtype,
-              lstm: tuple[int, int] | None = None) -> Batch:  # fmt: skip
-        """Uninitialised arrays for ``steps`` steps; ``lstm`` = ``(seq_len, hidden size)`` for recurrent models."""
+              lstm: tuple[int, int] | None = None, window: int = 0) -> Batch:  # fmt: skip
+        """Uninitialised arrays for ``steps`` steps; ``lstm`` = ``(seq_len, hidden size)`` for recurrent models,
+        ``window`` the attention window (0: none)."""
         obs_dtype = np.uint8 if obs_space.dtype == np.uint8 else np.float32
         step = lambda dtype: np.empty((steps, num_envs), dtype=dtype)  # noqa: E731
         batch = cls(
@@ -54,6 +56,9 @@ class Batch:
             batch.starts = step(bool)
             batch.h0 = np.empty((steps // seq_len, num_envs, hidden), dtype=np.float32)
             batch.c0 = np.empty_like(batch.h0)
+        if window:
+            batch.starts = step(bool)
+            batch.context = np.empty((window - 1, num_envs, *obs_space.shape), dtype=obs_dtype)
         return batch
 
     @property
@@ -97,10 +102,14 @@ class TrainingSamples:
 
     @classmethod
     def from_rollout(cls, data: dict[str, torch.Tensor], advantages: torch.Tensor, returns: torch.Tensor,
-                     seq_len: int | None = None) -> TrainingSamples:  # fmt: skip
-        """``data``: a ``Batch``'s arrays as tensors; ``advantages``, ``returns`` ``[T, N]``; ``seq_len`` for LSTMs."""
+                     seq_len: int | None = None, window: int = 0) -> TrainingSamples:  # fmt: skip
+        """``data``: a ``Batch``'s arrays as tensors; ``advantages``, ``returns`` ``[T, N]``; ``seq_len`` for LSTMs;
+        ``window``: an attention model's, whose every step then trains on its window ``[W, *obs]``."""
+        obs = data["obs"][:-1]
+        if window:
+            obs = windows(data["context"], obs, data["starts"], window)
         per_step = {
-            "obs": data["obs"][:-1],
+            "obs": obs,
             "actions": data["actions"],
             "logp": data["logp"],
             "values": data["values"][:-1],
@@ -141,3 +150,22 @@ class TrainingSamples:
         chunks = {k: torch.tensor_split(v[perm], parts) for k, v in self.tensors.items()}
         for i in range(parts):
             yield {k: pieces[i] for k, pieces in chunks.items()}
+
+
+def windows(context: torch.Tensor, obs: torch.Tensor, starts: torch.Tensor, window: int) -> torch.Tensor:
+    """Every step's window ``[T, N, W, *obs]`` from the batch's ``obs [T, N, *obs]``, the window's earlier positions
+    before step 0 ``context [W-1, N, *obs]`` and ``starts [T, N]`` (an episode begins at that observation).
+
+    Step t's window is positions t .. t+W-1 of ``context`` followed by ``obs``, with everything before the newest
+    episode start at or before t zeroed: what the worker's ``ObservationWindow`` held when it acted.
+    """
+    steps = obs.shape[0]
+    sequence = torch.cat([context, obs], dim=0)  # [W-1+T, N, ...]
+    index = torch.arange(steps, device=obs.device)[:, None] + torch.arange(window, device=obs.device)[None, :]
+    stacked = sequence[index]  # [T, W, N, ...]
+    # Where each step's episode began, as a position in `sequence`; -1 when before the batch (context holds it).
+    began = torch.where(starts, torch.arange(steps, device=obs.device)[:, None] + window - 1, -1)
+    began = torch.cummax(began, dim=0).values  # [T, N]
+    keep = index[:, :, None] >= began[:, None, :]  # [T, W, N]
+    stacked = stacked * keep.reshape(*keep.shape, *([1] * (obs.dim() - 2))).to(stacked.dtype)
+    return stacked.transpose(1, 2)  # [T, N, W, ...]

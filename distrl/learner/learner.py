@@ -269,7 +269,7 @@ class Learner:
                 group["lr"] = lr
 
         seq_len = cfg.seq_len if self.model.is_recurrent else None
-        stats = self._run_epochs(TrainingSamples.from_rollout(data, advantages, returns, seq_len))
+        stats = self._run_epochs(TrainingSamples.from_rollout(data, advantages, returns, seq_len, self.model.window))
 
         env_steps = sum(info["env_steps"] for info in infos)
         self.trained_env_steps += env_steps

@@ -1,6 +1,7 @@
 """Actor-critic networks with plain tensor-in, tensors-out ``forward`` so every backend can compile or export them.
 
-Shapes: ``B`` batch, ``T`` time. Feed-forward: ``forward(obs[B, ...]) -> (pd_params[B, P], value[B])``.
+Shapes: ``B`` batch, ``T`` time. Feed-forward: ``forward(obs[B, ...]) -> (pd_params[B, P], value[B])``; an
+attention model with a window of ``W`` takes ``obs[B, W, ...]``, the env's last ``W`` observations.
 Recurrent: ``forward(obs, h[B, H], c[B, H]) -> (pd_params, value, h, c)``, and
 ``forward_sequence`` for truncated BPTT in the learner.
 """
@@ -65,6 +66,14 @@ class NatureCNNEncoder(nn.Module):
 
 
 def _encoder(obs_space: gym.spaces.Box, cfg: ModelConfig) -> nn.Module:
+    if cfg.type == "attention":
+        from distrl.models.attention import AttentionEncoder
+
+        if cfg.window:  # a window of the last vector observations
+            return AttentionEncoder(cfg.window, int(np.prod(obs_space.shape)), cfg.d_model, cfg.heads, cfg.layers,
+                                    cfg.causal, cfg.pool)  # fmt: skip
+        return AttentionEncoder(obs_space.shape[0], obs_space.shape[1], cfg.d_model, cfg.heads, cfg.layers, cfg.causal,
+                                cfg.pool)  # fmt: skip
     if cfg.type == "cnn":
         if len(obs_space.shape) != 3:
             raise ValueError(f"model.type=cnn: needs image observations [C, H, W], got shape {obs_space.shape}")
@@ -77,6 +86,8 @@ class ActorCritic(nn.Module):
         super().__init__()
         self.dist = ActionDist.for_space(action_space)
         self.lstm_size = cfg.lstm_size
+        # Attention over a window: forward takes [B, window, *obs] (rollout.window.ObservationWindow builds it).
+        self.window = cfg.window if cfg.type == "attention" else 0
         self.shared_trunk = cfg.shared_trunk
         self.actor_encoder = _encoder(obs_space, cfg)
         self.critic_encoder = None if cfg.shared_trunk else _encoder(obs_space, cfg)

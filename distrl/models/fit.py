@@ -24,6 +24,14 @@ def check_model_fits(obs_space: gym.Space, action_space: gym.Space, cfg: ModelCo
     problem = action_space_problem(action_space)
     if problem:
         raise ValueError(problem)
+    if cfg.type == "attention":
+        if cfg.window == 0 and len(obs_space.shape) != 2:
+            raise ValueError(f"model.window=0: needs observations that are a sequence [tokens, features], got shape "
+                             f"{obs_space.shape}; set model.window to attend over the last observations")  # fmt: skip
+        if cfg.window > 0 and len(obs_space.shape) != 1:
+            raise ValueError(f"model.type=attention with model.window={cfg.window}: needs vector observations, got "
+                             f"shape {obs_space.shape}")  # fmt: skip
+        return
     if cfg.type != "cnn":
         return
     if len(obs_space.shape) != 3:

@@ -24,6 +24,7 @@ from distrl.envs import make_vec_env
 from distrl.envs.episodes import EpisodeTracker
 from distrl.learner.batch import Batch
 from distrl.models import build_model
+from distrl.rollout.window import ObservationWindow
 
 
 class RolloutWorker:
@@ -55,6 +56,11 @@ class RolloutWorker:
         self.raw_obs = obs
         if self.model.is_recurrent:
             self.h, self.c = self.model.initial_state(self.num_envs)
+        self.next_is_start = np.ones(self.num_envs, dtype=bool)
+        self.window: ObservationWindow | None = None
+        if self.model.window:  # an attention model acts on each env's last observations
+            obs_space = self.envs.single_observation_space
+            self.window = ObservationWindow(self.num_envs, self.model.window, obs_space.shape, np.float32)
         start = time.perf_counter()
         cfg = config.rollout.compile
         if isinstance(artifacts, str):  # large artifacts: the named coordinator hands out their object-store ref
@@ -65,7 +71,6 @@ class RolloutWorker:
         self.shared_artifacts = bool(artifacts)
         self.compile_counts = dynamo_counts()
         self.episodes = EpisodeTracker(self.num_envs, config.env.action_repeat)
-        self.next_is_start = np.ones(self.num_envs, dtype=bool)
         low, high = getattr(self.envs.single_action_space, "low", None), getattr(self.envs.single_action_space, "high", None)
         self.action_bounds = (low, high) if self.dist.kind == "gaussian" else None
 
@@ -75,6 +80,8 @@ class RolloutWorker:
         obs = self._observe(self.raw_obs)
         if self.model.is_recurrent:
             return obs, self.h, self.c
+        if self.window is not None:
+            return (self.window.peek(obs, self.next_is_start),)
         return (obs,)
 
     def ready(self) -> bool:
@@ -134,7 +141,9 @@ class RolloutWorker:
         if recurrent:
             seq_len = self.config.ppo.seq_len
         batch = Batch.empty(steps, n, obs_space, self.dist.action_shape, self.dist.action_dtype,
-                            (seq_len, self.model.lstm_size) if recurrent else None)  # fmt: skip
+                            (seq_len, self.model.lstm_size) if recurrent else None, self.model.window)  # fmt: skip
+        if self.window is not None:
+            batch.context[:] = self.window.context()
         obs_dtype = batch.obs.dtype
         raw_obs_seen = np.empty((steps + 1, n, *obs_space.shape), dtype=obs_dtype) if self.config.env.normalize_obs else None
         env_errors, error_messages, env_nonfinite, nonfinite_messages = 0, [], 0, []
@@ -152,6 +161,12 @@ class RolloutWorker:
                     batch.h0[t // seq_len], batch.c0[t // seq_len] = self.h, self.c
                 keep = (~self.next_is_start).astype(np.float32)[:, None]
                 pd_params, value, h, c = self.policy(obs, self.h * keep, self.c * keep)
+            elif self.window is not None:  # the bootstrap step (t == steps) leaves the window to the next batch
+                starts = self.next_is_start
+                window = self.window.peek(obs, starts) if t == steps else self.window.push(obs, starts)
+                if t < steps:
+                    batch.starts[t] = starts
+                pd_params, value = self.policy(window)
             else:
                 pd_params, value = self.policy(obs)
             batch.values[t] = value
