@@ -44,6 +44,9 @@ MODELS = {
              ["env.id=distrl.envs.wrappers:cartpole_no_velocity", "env.vectorization=sync"]),
     "cnn": (["model.type=cnn", "model.hidden=[512]", "model.shared_trunk=true", "model.activation=relu"],
             ["env.id=ALE/Breakout-v5"]),
+    "attention": (["model.type=attention", "model.window=8", "model.d_model=32", "model.heads=2", "model.layers=1",
+                   "model.shared_trunk=true"],
+                  ["env.id=distrl.envs.wrappers:cartpole_no_velocity", "env.vectorization=sync"]),
 }  # fmt: skip
 CNN_MAX_BATCH = 256  # a 1024-frame Nature-CNN batch takes seconds a call on one core: not a worker's batch
 
@@ -62,8 +65,17 @@ def collect_observations(model_name: str, batch: int, seed: int = 0) -> list[np.
         obs, *_ = envs.step(envs.action_space.sample())
         pool.append(obs)
     envs.close()
+    pool_steps = pool
     pool = np.concatenate(pool)
     rng = np.random.default_rng(seed)
+    window = config.model.window if config.model.type == "attention" else 0
+    if window:  # windows of W consecutive observations of one env: [batch, W, *obs]
+        steps = np.stack([p for p in pool_steps if len(p) == envs_n])  # [T, envs, *obs]
+        def windows():
+            t = rng.integers(0, len(steps) - window, batch)
+            e = rng.integers(0, envs_n, batch)
+            return np.stack([steps[ti : ti + window, ei] for ti, ei in zip(t, e)])
+        return [windows() for _ in range(8)], config
     return [pool[rng.choice(len(pool), batch, replace=False)] for _ in range(8)], config
 
 

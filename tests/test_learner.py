@@ -118,7 +118,7 @@ def test_auto_step_is_the_device_step_only_where_it_applies():
     config = load_config(None, [])
     assert choose_step(config, "cuda", 1) == ("device", "on CUDA: the whole minibatch step as one CUDA graph")
     kind, why = choose_step(config, "cpu", 1)
-    assert kind == "device" and why.startswith("on CPU: the same step uncaptured")
+    assert kind == "loop" and why.startswith("not on CUDA")
     for overrides, reason in ((["model.lstm_size=16", "model.shared_trunk=true"], "recurrent"),
                               (["learner.amp=fp16"], "gradient scaler"), (["learner.compile=true"], "torch.compile")):  # fmt: skip
         kind, why = choose_step(load_config(None, overrides), "cuda", 1)
@@ -145,3 +145,22 @@ def test_auto_device_is_cuda_only_when_the_learner_was_given_a_gpu():
     assert resolve_device("auto", None, 0, cuda_available=True).type == "cpu"
     assert resolve_device("auto", None, 1, cuda_available=True).type == "cuda"
     assert resolve_device("cpu", ["0"], 1, cuda_available=True).type == "cpu"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_capturing_the_cuda_graph_does_not_move_the_weights():
+    worker, loop, device = _twin_learners("mlp", ["learner.device=cuda", "learner.num_gpus_per_learner=1"])
+    samples = device.device_step  # noqa: F841 (built lazily at the first update)
+    before = {k: v.clone() for k, v in device.model.state_dict().items()}
+    info, batch = worker.sample()
+    data = device._to_tensors(batch)
+    from distrl.learner import TrainingSamples
+    from distrl.ppo import gae
+
+    advantages, returns = gae(data["rewards"], data["values"], data["terminated"], data["truncated"], data["valid"], 0.99, 0.95)
+    training = TrainingSamples.from_rollout(data, advantages, returns)
+    device.device_step._build(training.tensors, 128)  # warm-up and capture only
+    for key, value in device.model.state_dict().items():
+        torch.testing.assert_close(value, before[key], rtol=0, atol=0)
+    assert all(float(s["step"]) == 0 for s in device.optimizer.state.values())

@@ -157,8 +157,9 @@ class LearnerConfig(Section):
     step: Literal["auto", "device", "loop"] = Field(
         "auto",
         description="device: each minibatch step as one function over static buffers with no host synchronisation, "
-        "captured as a CUDA graph on CUDA (uncaptured on CPU); loop: the plain loop; auto: device wherever it applies "
-        "(not recurrent, one learner, amp off or bf16, learner.compile eager), the loop elsewhere",
+        "captured as a CUDA graph on CUDA (uncaptured on CPU); loop: the plain loop; auto: device on CUDA where it "
+        "applies (not recurrent, one learner, amp off or bf16, learner.compile eager), the loop elsewhere (on CPU "
+        "the two measured the same)",
     )
     compile: LearnerCompileConfig = LearnerCompileConfig()
     amp: Literal["off", "bf16", "fp16"] = Field("off", description="autocast dtype; fp16 adds a gradient scaler")

@@ -16,8 +16,8 @@ guard and fused Adam, with every decision that the loop takes on the host taken 
 
 On CUDA the function is captured once as a CUDA graph (after a warm-up on a side stream, with
 the optimizer's update masked) and replayed per minibatch, the minibatch gathered into the
-static buffers on the device. On CPU the same function runs uncaptured (it does less host work
-per step than the loop: benchmarks/learner_step.py), and the tests hold it to the plain loop. What it cannot take (recurrent models, DDP ranks, fp16's gradient
+static buffers on the device. On CPU the same function runs uncaptured (``learner.step: device``;
+``auto`` keeps the loop there, measured as fast), and the tests hold it to the plain loop. What it cannot take (recurrent models, DDP ranks, fp16's gradient
 scaler, a torch.compile'd loss) is refused by the config and left to the loop by ``auto``.
 """
 
@@ -54,20 +54,28 @@ class DeviceStep:
         parts["loss"].backward()
         grad_norm = nn.utils.clip_grad_norm_(self.params, ppo.max_grad_norm)
         bad = ~(torch.isfinite(grad_norm) & torch.isfinite(parts["loss"]))
+        parts["grad_norm"] = grad_norm
+        for key in parts:
+            if key not in self.totals:
+                self.totals[key] = torch.zeros((), device=self.device)
+        if ppo.target_kl is None:  # every step counts; `stopped` is only set while warming up for the capture
+            self.found_inf.copy_(torch.maximum(bad.float(), self.stopped))
+            self.learner.optimizer.step()
+            torch._foreach_zero_([p.grad for p in self.params if p.grad is not None])
+            torch._foreach_add_(list(self.totals.values()), [parts[k].detach().float() for k in self.totals])
+            self.count.add_(1.0)
+            self.skipped.add_(bad.float())
+            return
         active = self.stopped == 0
         self.found_inf.copy_((bad | ~active).float())
         self.learner.optimizer.step()
         torch._foreach_zero_([p.grad for p in self.params if p.grad is not None])
-        parts["grad_norm"] = grad_norm
-        for key, value in parts.items():
-            if key not in self.totals:
-                self.totals[key] = torch.zeros((), device=self.device)
-            self.totals[key].add_(torch.where(active, value.detach().float(), 0.0))
+        for key, total in self.totals.items():
+            total.add_(torch.where(active, parts[key].detach().float(), 0.0))
         self.count.add_(active.float())
         self.skipped.add_((bad & active).float())
-        if ppo.target_kl is not None:
-            passed = active & (parts["approx_kl"].detach() > ppo.target_kl)
-            self.stopped.copy_(torch.where(passed, 1.0, self.stopped))
+        passed = active & (parts["approx_kl"].detach() > ppo.target_kl)
+        self.stopped.copy_(torch.where(passed, 1.0, self.stopped))
 
     def _reset(self) -> None:
         for tensor in (self.stopped, self.count, self.skipped, *self.totals.values()):
@@ -100,8 +108,8 @@ class DeviceStep:
         tensors = samples.tensors
         units = len(samples)
         size = units // num_minibatches
-        if self.static is None or any(self.static[k].shape[1:] != v.shape[1:] for k, v in tensors.items()) \
-                or next(iter(self.static.values())).shape[0] != size:  # fmt: skip
+        if self.capture and (self.static is None or any(self.static[k].shape[1:] != v.shape[1:] for k, v in tensors.items())
+                             or next(iter(self.static.values())).shape[0] != size):  # fmt: skip
             self._build(tensors, size)
         self._reset()
         target_kl = self.learner.config.ppo.target_kl
@@ -109,14 +117,17 @@ class DeviceStep:
         for _epoch in range(epochs):
             # The permutation the loop draws (same generator, same call), gathered on the device.
             perm = torch.randperm(units, generator=generator).to(self.device, non_blocking=True)
-            for i in range(num_minibatches):
-                index = perm[i * size : (i + 1) * size]
-                for key, value in tensors.items():
-                    torch.index_select(value, 0, index, out=self.static[key])
-                if self.graph is not None:
-                    self.graph.replay()
-                else:
+            if self.graph is None:  # uncaptured: one gather per tensor and epoch, then views (as the loop does)
+                shuffled = {k: v[perm] for k, v in tensors.items()}
+                for i in range(num_minibatches):
+                    self.static = {k: v[i * size : (i + 1) * size] for k, v in shuffled.items()}
                     self._body()
+            else:  # the graph reads fixed buffers: each minibatch gathered into them on the device
+                for i in range(num_minibatches):
+                    index = perm[i * size : (i + 1) * size]
+                    for key, value in tensors.items():
+                        torch.index_select(value, 0, index, out=self.static[key])
+                    self.graph.replay()
             if target_kl is not None and bool(self.stopped):  # one read per epoch, only with target_kl
                 early_stop = True
                 break

@@ -16,13 +16,13 @@ def choose_step(config: Config, device_type: str, world_size: int) -> tuple[str,
     if setting == "device":
         return "device", "learner.step=device" + (" (a CUDA graph)" if device_type == "cuda" else " (uncaptured on CPU)")
     blockers = step_blockers(config, world_size)
+    if device_type != "cuda":
+        # benchmarks/learner_step.py and an interleaved A/B on a 2-core AMD EPYC: MLP mb 1024 loop 4.03-4.13 ms vs
+        # device 3.69-4.27 ms a step, Nature-CNN mb 256 265 vs 287 ms: no difference beyond the machine's noise.
+        blockers.insert(0, "not on CUDA (on CPU the loop is as fast: each op's own cost dominates, not its launch)")
     if blockers:
         return "loop", "; ".join(blockers)
-    if device_type == "cuda":
-        return "device", "on CUDA: the whole minibatch step as one CUDA graph"
-    # benchmarks/learner_step.py on a 2-core AMD EPYC: MLP mb 1024 3.15 ms (device) vs 3.47 ms (loop), a bare
-    # PyTorch step 2.82 ms; Nature-CNN mb 256 274 vs 287 ms, bare 276 ms.
-    return "device", "on CPU: the same step uncaptured (fewer host operations per step than the loop)"
+    return "device", "on CUDA: the whole minibatch step as one CUDA graph"
 
 
 def step_blockers(config: Config, world_size: int | None = None) -> list[str]:
