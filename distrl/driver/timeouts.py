@@ -34,16 +34,16 @@ class WaitBounds:
 
     def sample_s(self) -> float:
         """How long a round waits for each worker's sample."""
-        if self.sample_setting != "auto":
-            return float(self.sample_setting)
-        if not self.samples:
-            return FIRST_SAMPLE_S
-        return max(SAMPLE_FLOOR_S, PACE_MULTIPLE * max(self.samples))
+        return _bound(self.sample_setting, self.samples, FIRST_SAMPLE_S, SAMPLE_FLOOR_S)
 
     def update_s(self) -> float:
         """How long the driver waits for a learner update before treating the learner as dead."""
-        if self.update_setting != "auto":
-            return float(self.update_setting)
-        if not self.updates:
-            return FIRST_UPDATE_S
-        return max(UPDATE_FLOOR_S, PACE_MULTIPLE * max(self.updates))
+        return _bound(self.update_setting, self.updates, FIRST_UPDATE_S, UPDATE_FLOOR_S)
+
+
+def _bound(setting: float | str, seen: collections.deque, first: float, floor: float) -> float:
+    if setting != "auto":
+        return float(setting)
+    if not seen:
+        return first
+    return max(floor, PACE_MULTIPLE * max(seen))

@@ -21,34 +21,23 @@ class FlakyStep(gym.Wrapper):
         return self.env.step(action)
 
 
-class NanReward(gym.Wrapper):
-    """Returns a NaN reward on every ``every``-th step."""
+class NonFinite(gym.Wrapper):
+    """On every ``every``-th step, a NaN in the reward (``part="reward"``) or in the observation (``"observation"``)."""
 
-    def __init__(self, env: gym.Env, every: int):
+    def __init__(self, env: gym.Env, every: int, part: str):
         super().__init__(env)
-        self.every = every
-        self.calls = 0
-
-    def step(self, action):
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        self.calls += 1
-        return obs, (np.nan if self.calls % self.every == 0 else reward), terminated, truncated, info
-
-
-class NanObservation(gym.Wrapper):
-    """Returns an observation with a NaN in it on every ``every``-th step."""
-
-    def __init__(self, env: gym.Env, every: int):
-        super().__init__(env)
-        self.every = every
+        self.every, self.part = every, part
         self.calls = 0
 
     def step(self, action):
         obs, reward, terminated, truncated, info = self.env.step(action)
         self.calls += 1
         if self.calls % self.every == 0:
-            obs = np.array(obs, dtype=np.float32)
-            obs[0] = np.nan
+            if self.part == "reward":
+                reward = np.nan
+            else:
+                obs = np.array(obs, dtype=np.float32)
+                obs[0] = np.nan
         return obs, reward, terminated, truncated, info
 
 
@@ -77,7 +66,7 @@ class StuckStep(gym.Wrapper):
 
 def nan_obs_cartpole(every: int = 2000, **kwargs) -> gym.Env:
     """CartPole-v1 with a NaN in the observation every ``every`` steps."""
-    return NanObservation(gym.make("CartPole-v1", **kwargs), every)
+    return NonFinite(gym.make("CartPole-v1", **kwargs), every, "observation")
 
 
 def stuck_cartpole(stuck_at: int = 1000, once_marker: str | None = None, **kwargs) -> gym.Env:
@@ -97,7 +86,7 @@ def broken_cartpole(**kwargs) -> gym.Env:
 
 def nan_reward_cartpole(every: int = 2000, **kwargs) -> gym.Env:
     """CartPole-v1 with a NaN reward every ``every`` steps."""
-    return NanReward(gym.make("CartPole-v1", **kwargs), every)
+    return NonFinite(gym.make("CartPole-v1", **kwargs), every, "reward")
 
 
 class _DictActions(gym.ActionWrapper):
