@@ -73,3 +73,22 @@ def test_breakout_with_the_cuda_graph_learner_step_through_ray(tmp_path):
     assert "step device: on CUDA: the whole minibatch step as one CUDA graph" in result.stdout
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert rows[-1]["gradient_steps"] > 0 and rows[-1]["skipped_updates"] == 0 and rows[-1]["learner_recompiles"] == 0
+
+
+@pytest.mark.parametrize("backend", ["FLASH_ATTENTION", "EFFICIENT_ATTENTION"])
+def test_attention_policy_in_bf16_runs_on_a_fused_sdpa_kernel(backend):
+    """With learner.amp bf16 the attention model's SDPA can run on the flash or memory-efficient kernel: restricted
+    to that kernel alone, forward and backward succeed (PyTorch raises when no allowed kernel fits)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    import gymnasium as gym
+
+    from distrl.models import build_model
+
+    cfg = load_config(None, ["model.type=attention", "model.window=16", "model.d_model=64", "model.heads=4"]).model
+    model = build_model(gym.spaces.Box(-1, 1, (8,), np.float32), gym.spaces.Discrete(4), cfg).cuda()
+    x = torch.randn(256, 16, 8, device="cuda")
+    with sdpa_kernel(getattr(SDPBackend, backend)), torch.autocast("cuda", dtype=torch.bfloat16):
+        pd, value = model(x)
+        (pd.float().sum() + value.float().sum()).backward()
+    assert torch.isfinite(pd.float()).all() and model.actor_encoder.embed.weight.grad is not None
