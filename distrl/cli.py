@@ -78,8 +78,44 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _cmd_league(args) -> int:
+    from distrl.league.tournament import run_tournament
+
+    if args.replays is not None:
+        _check_writable(Path(args.replays), "--replays")
+    table = run_tournament(args.run, games=args.games, out=args.out, replays=args.replays, seed=args.seed)
+    print(f"{len(table['players'])} players, {table['games_per_pair']} games per pair on {table['game']} "
+          f"(Elo fitted, {table['anchor']}):")  # fmt: skip
+    for row in table["players"]:
+        print(f"  {row['player']:>12} {row['kind']:>8} it {row['iteration']:>5}  Elo {row['elo']:7.1f}  "
+              f"W {row['wins']} D {row['draws']} L {row['losses']}  score {row['score']:.3f}")  # fmt: skip
+    written = ", ".join(p for p in (args.out or str(Path(args.run) / "league"),) if p)
+    print(f"wrote tournament.json, tournament.md{', elo.png' if table['png'] else ''} in {written}")
+    if table.get("replays"):
+        print(f"replays: {', '.join(Path(p).name for p in table['replays'])} in {args.replays}")
+    return 0
+
+
+def _eval_league(args) -> int:
+    from distrl.league.tournament import evaluate_against
+
+    matches = evaluate_against(args.checkpoint, args.opponent, args.episodes, not args.stochastic, args.seed)
+    for seat in (0, 1):
+        scores = [m.score for m in matches if m.seat == seat]
+        if scores:
+            wins, draws = sum(s == 1.0 for s in scores), sum(s == 0.5 for s in scores)
+            print(f"seat {seat} ({'first' if seat == 0 else 'second'}): {len(scores)} games against {args.opponent}: "
+                  f"won {wins}, drew {draws}, lost {len(scores) - wins - draws} (win rate {wins / len(scores):.3f})")  # fmt: skip
+    wins, points = sum(m.score == 1.0 for m in matches), sum(m.score for m in matches)
+    print(f"{len(matches)} games: win rate {wins / len(matches):.3f}, score {points / len(matches):.3f}")
+    return 0
+
+
 def _cmd_eval(args) -> int:
     from distrl.deploy import evaluate
+
+    if args.opponent is not None:
+        return _eval_league(args)
 
     if args.video is not None:
         from distrl.deploy.video import missing_video_package
@@ -181,7 +217,17 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--stochastic", action="store_true", help="sample actions instead of taking the most likely")
     ev.add_argument("--seed", type=int, default=12345)
     ev.add_argument("--video", metavar="DIR", help="record each episode as an MP4 in DIR (gymnasium RecordVideo)")
+    ev.add_argument("--opponent", metavar="NAME", help="a league run: play its learner against random, heuristic or "
+                    "a snapshot (main@ITERATION), half the games in each seat")  # fmt: skip
     ev.set_defaults(func=_cmd_eval)
+
+    lg = sub.add_parser("league", help="a league run's round-robin tournament: Elo table (JSON, MD), Elo over training (PNG)")
+    lg.add_argument("run", help="the league run's directory (its newest checkpoint) or a checkpoint file")
+    lg.add_argument("--games", type=_positive_int, default=20, help="games per pair, half in each seat (default 20)")
+    lg.add_argument("--out", metavar="DIR", help="where to write the table (default RUN/league)")
+    lg.add_argument("--replays", metavar="DIR", help="save the games of the two best-rated players there")
+    lg.add_argument("--seed", type=int, default=0)
+    lg.set_defaults(func=_cmd_league)
 
     ex = sub.add_parser("export", help="write the trained policy as an ONNX model")
     ex.add_argument("checkpoint", help="checkpoint file or run directory")

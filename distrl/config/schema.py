@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from distrl.compile.backends import BACKENDS
+from distrl.league.config import LeagueConfig, is_game_id
 from distrl.learner.step_rules import step_blockers
 
 PositiveInt = Annotated[int, Field(gt=0)]
@@ -261,7 +262,29 @@ class Config(Section):
     logging: LoggingConfig = LoggingConfig()
     cluster: ClusterConfig = ClusterConfig()
     storage: StorageConfig = StorageConfig()
+    league: LeagueConfig | None = Field(
+        None, description="self-play: train on a two-player game against a league of snapshots and baselines (see "
+        "the README's self-play section); env.id then names the game",
+    )
     seed: NonNegativeInt = 0
+
+    def _league_problems(self) -> list[str]:
+        """A league trains two-player games with feed-forward policies; a two-player game needs a league."""
+        game = is_game_id(self.env.id)
+        if self.league is None:
+            return [f"env.id={self.env.id!r}: a two-player game; add a league section to train it by self-play"] if game else []
+        problems = []
+        if not game:
+            problems.append(f"env.id={self.env.id!r}: a league needs a two-player game (pettingzoo/REGISTRY_ID, e.g. "
+                            "pettingzoo/classic/connect_four-v3, or distrl/Duel-v0), not a single-agent env")  # fmt: skip
+        if self.model.lstm_size > 0 or (self.model.type == "attention" and self.model.window > 0):
+            problems.append("league: opponents act without a recurrent state or observation window of their own; use a "
+                            "feed-forward model (model.lstm_size: 0, and no attention window)")  # fmt: skip
+        if self.env.normalize_obs:
+            problems.append("env.normalize_obs=true: not with a league (each snapshot would need its own statistics)")
+        if self.env.action_repeat > 1:
+            problems.append(f"env.action_repeat={self.env.action_repeat}: not with a league (the opponent moves between)")
+        return problems
 
     @property
     def batch_size(self) -> int:
@@ -353,6 +376,7 @@ class Config(Section):
         if self.learner.step == "device":
             for blocker in step_blockers(self):
                 problems.append(f"learner.step=device: not with {blocker}; use learner.step: auto or loop")
+        problems.extend(self._league_problems())
         if self.learner.device == "cuda" and self.learner.num_gpus_per_learner == 0:
             problems.append("learner.device=cuda: needs learner.num_gpus_per_learner > 0")
         if problems:

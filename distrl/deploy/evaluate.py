@@ -33,7 +33,12 @@ def policy_from_checkpoint(path: str | Path, env_id: str | None = None, trusted_
         trusted_envs = [*trusted_envs, env_id]
     check_env_trust(config.env.id, trusted_envs, f"checkpoint {str(path)!r}", flag="--env")
     try:
-        obs_space, action_space = probe_spaces(config.env)
+        if config.league is not None:  # a two-player game: the policy plays one seat
+            from distrl.league.games import probe_game
+
+            obs_space, action_space = probe_game(config)
+        else:
+            obs_space, action_space = probe_spaces(config.env)
         model = build_model(obs_space, action_space, config.model)
         model.load_state_dict(payload["learner"]["model"])
     except (KeyError, RuntimeError) as exc:
@@ -53,6 +58,9 @@ def evaluate(path: str | Path, episodes: int = 10, deterministic: bool = True, s
     from distrl.deploy.policy import Policy
 
     policy = Policy.from_checkpoint(path, env_id, trusted_envs)
+    if policy.config.league is not None:
+        raise CheckpointError(f"checkpoint={str(path)!r}: a league run plays against an opponent; give --opponent "
+                              "random, heuristic or a snapshot's name (main@ITERATION)")  # fmt: skip
     policy.seed(seed)
     if video_dir is not None:
         from distrl.deploy.video import record_episodes

@@ -48,12 +48,14 @@ class Policy:
         """Seed the sampling of stochastic actions."""
         self._rng = np.random.default_rng(seed)
 
-    def predict(self, observation, state=None, episode_start=None, deterministic: bool = True):
+    def predict(self, observation, state=None, episode_start=None, deterministic: bool = True, action_mask=None):
         """Actions for ``observation`` (one, or a batch along axis 0) -> ``(actions, state)``.
 
         ``state``: the LSTM state (an attention model's window of recent observations) from the previous call
         (None: a fresh one); ``episode_start``: a bool per observation, True where an episode began, which resets
-        that row's state. Feed-forward policies return state None.
+        that row's state. Feed-forward policies return state None. ``action_mask``: the legal actions (a board
+        game's ``action_mask``, one row per observation); an illegal one is never chosen. A league run's policy
+        plays one seat: give it that seat's observation.
         """
         obs = np.asarray(observation)
         single = obs.shape == self.observation_space.shape
@@ -83,7 +85,8 @@ class Policy:
                 pd, _ = self.model(torch.as_tensor(obs))
         pd = pd.numpy()
         dist = self.model.dist
-        actions = dist.greedy_numpy(pd) if deterministic else dist.sample_numpy(pd, self._rng)[0]
+        mask = None if action_mask is None else np.asarray(action_mask, dtype=bool).reshape(len(obs), -1)
+        actions = dist.greedy_numpy(pd, mask) if deterministic else dist.sample_numpy(pd, self._rng, mask)[0]
         if dist.kind == "gaussian":
             actions = np.clip(actions, self.action_space.low, self.action_space.high)
         return (actions[0] if single else actions), state

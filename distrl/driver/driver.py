@@ -97,10 +97,17 @@ class Driver:
         self.actors: RunActors | None = None
         self.timeline: dict[str, float] = {}  # start-up milestones, seconds from launch (export_s: a duration)
         self._launch = time.perf_counter()
+        league_state = None
         if resume or resume_payload is not None:
             payload = resume_payload if resume_payload is not None else load_checkpoint(self.run_dir)
             self.counters = RunState.from_state(payload["counters"])
             self.resumed_learner_state = payload["learner"]
+            league_state = payload.get("league")
+        self.league = None  # a self-play run's league (distrl/league/run.py)
+        if config.league is not None:
+            from distrl.league.run import LeagueRun
+
+            self.league = LeagueRun(config, league_state, log.info)
 
     # --- set-up -------------------------------------------------------------------------
     def _mark(self, milestone: str) -> None:
@@ -251,6 +258,8 @@ class Driver:
         summary["best_checkpoint_return"] = self.best[0] if self.best is not None else None
         summary["storage"] = self.storage and self.storage.uri
         summary["startup"] = {k: round(v, 3) for k, v in self.timeline.items()}
+        if self.league is not None:
+            summary["league"] = self.league.summary()
         if self.counters.gradient_steps and self.counters.skipped_steps == self.counters.gradient_steps:
             log.error(f"every one of this run's {self.counters.gradient_steps} gradient steps was skipped (non-finite "
                       "loss or gradients): the policy never learned")  # fmt: skip
@@ -277,7 +286,8 @@ class Driver:
 
         ``weights_ref`` None: with the weights the workers hold (a new run's first batch).
         """
-        return self.actors.coordinator.sample.remote([weights_ref])
+        league = [self.league.plan()] if self.league is not None else None
+        return self.actors.coordinator.sample.remote([weights_ref], league)
 
     def _collect(self, round_ref) -> list:
         """The round's results, each sample waited for at most the sample bound: ``[report, shards of rank 0, ...]``."""
@@ -347,6 +357,8 @@ class Driver:
             videos = TrainingVideos(cfg, self.actors.spaces, self.run_dir)
         try:
             weights_ref = self.actors.learners[0].get_weights.remote()
+            if self.league is not None:
+                self.league.start(weights_ref)
             round_ref = first_round if first_round is not None else self._sample(weights_ref)
             while True:
                 iter_start, cpu_start = time.perf_counter(), time.process_time()
@@ -375,6 +387,8 @@ class Driver:
                 self._count_update(learner_metrics)
                 sps_avg = (self.counters.env_steps - loop_steps_start) / max(now - loop_start, 1e-9)
                 row = report.iteration_row(self.counters, infos, learner_metrics, now - iter_start, elapsed, sps_avg)
+                if self.league is not None:
+                    row.update(self.league.after_iteration(infos, self.counters.iteration, weights_ref))
                 row["driver_cpu_s"] = time.process_time() - cpu_start  # this process only: its share of the loop
                 if "first_update" not in self.timeline:
                     self._mark("first_update")
@@ -451,7 +465,10 @@ class Driver:
                 learner_state = ray.get(self.actors.learners[0].state.remote(), timeout=self.bounds.update_s())
             except ray.exceptions.GetTimeoutError:
                 raise RunStalled(f"learner-0 gave no state for the checkpoint within {self.bounds.update_s():.0f} s") from None
-        return {"counters": self.counters.state(), "learner": learner_state, "config": self.config.model_dump(mode="json")}
+        payload = {"counters": self.counters.state(), "learner": learner_state, "config": self.config.model_dump(mode="json")}
+        if self.league is not None:
+            payload["league"] = self.league.state()
+        return payload
 
     def _checkpoint(self) -> Path:
         """Write a checkpoint from the newest learner state the driver holds (alive learners or not)."""

@@ -28,7 +28,9 @@ TAGS = {key: f"{group}/{key}" for group, keys in GROUPS.items() for key in keys}
 
 
 def tag(key: str) -> str:
-    """The grouped name of a metrics key (a key no group names yet goes under ``other/``)."""
+    """The grouped name of a metrics key (``league_*`` under ``league/``; a key no group names yet under ``other/``)."""
+    if key.startswith("league_"):
+        return f"league/{key.removeprefix('league_')}"
     return TAGS.get(key, f"other/{key}")
 
 

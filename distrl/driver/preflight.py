@@ -15,7 +15,12 @@ def check_before_ray(config: Config) -> tuple:
     from distrl.config import ConfigError
     from distrl.models.fit import check_model_fits
 
-    spaces = probe_spaces(config.env)
+    if config.league is not None:  # a two-player game, seen from the learner's seat
+        from distrl.league.games import probe_game
+
+        spaces = probe_game(config)
+    else:
+        spaces = probe_spaces(config.env)
     try:
         check_model_fits(*spaces, config.model)
     except ValueError as exc:

@@ -33,12 +33,13 @@ class Batch:
     h0: np.ndarray | None = None  # LSTM: [T/seq_len, N, H] state at the start of each chunk
     c0: np.ndarray | None = None
     context: np.ndarray | None = None  # attention: [W-1, N, *obs_shape], the window before step 0 (rollout/window.py)
+    action_mask: np.ndarray | None = None  # [T, N, n] bool, legal actions where the env reports info["action_mask"]
 
     @classmethod
     def empty(cls, steps: int, num_envs: int, obs_space, action_shape: tuple, action_dtype,
-              lstm: tuple[int, int] | None = None, window: int = 0) -> Batch:  # fmt: skip
+              lstm: tuple[int, int] | None = None, window: int = 0, num_actions: int = 0) -> Batch:  # fmt: skip
         """Uninitialised arrays for ``steps`` steps; ``lstm`` = ``(seq_len, hidden size)`` for recurrent models,
-        ``window`` the attention window (0: none)."""
+        ``window`` the attention window (0: none), ``num_actions`` the width of action masks (0: no masks)."""
         obs_dtype = np.uint8 if obs_space.dtype == np.uint8 else np.float32
         step = lambda dtype: np.empty((steps, num_envs), dtype=dtype)  # noqa: E731
         batch = cls(
@@ -56,6 +57,8 @@ class Batch:
             batch.starts = step(bool)
             batch.h0 = np.empty((steps // seq_len, num_envs, hidden), dtype=np.float32)
             batch.c0 = np.empty_like(batch.h0)
+        if num_actions:
+            batch.action_mask = np.empty((steps, num_envs, num_actions), dtype=bool)
         if window:
             batch.starts = step(bool)
             batch.context = np.empty((window - 1, num_envs, *obs_space.shape), dtype=obs_dtype)
@@ -117,6 +120,8 @@ class TrainingSamples:
             "returns": returns,
             "mask": data["valid"].float(),
         }
+        if "action_mask" in data:
+            per_step["action_mask"] = data["action_mask"]
         if seq_len is None:
             return cls({k: v.reshape(-1, *v.shape[2:]) for k, v in per_step.items()}, recurrent=False)
         steps, n = advantages.shape

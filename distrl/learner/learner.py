@@ -317,7 +317,8 @@ class Learner:
             x = mb[key]
             return x.reshape(-1, *x.shape[2:]) if self.model.is_recurrent else x
 
-        new_logp, entropy = self.model.dist.log_prob_entropy(pd_params, flat("actions"))
+        action_mask = flat("action_mask") if "action_mask" in mb else None
+        new_logp, entropy = self.model.dist.log_prob_entropy(pd_params, flat("actions"), action_mask)
         return ppo_loss(new_logp, flat("logp"), flat("advantages"), new_values, flat("values"), flat("returns"),
                         entropy, flat("mask"), self.coefs)  # fmt: skip
 

@@ -55,16 +55,21 @@ class SampleCoordinator:
         """``[ObjectRef]`` to the shared compile artifacts (a worker's constructor fetches them, after a restart too)."""
         return self._artifacts
 
-    def _submit(self, index: int, weights_ref) -> tuple:
+    def _submit(self, index: int, round_: dict) -> tuple:
         world = self.num_shards
-        return self.workers[index].sample_shards.options(num_returns=1 + world, max_task_retries=0).remote(weights_ref, world)
+        league = round_["league"][0] if round_["league"] else None
+        return self.workers[index].sample_shards.options(num_returns=1 + world, max_task_retries=0).remote(
+            round_["weights"][0], world, league)
 
-    def sample(self, weights: list) -> dict:
+    def sample(self, weights: list, league: list | None = None) -> dict:
         """Start every worker's next sample; returns the round at once (its refs, owned here).
 
-        ``weights`` is ``[ObjectRef]`` (wrapped, so it reaches the workers as a ref, not as a copy made here).
+        ``weights`` is ``[ObjectRef]`` (wrapped, so it reaches the workers as a ref, not as a copy made here);
+        ``league``, likewise, the league's matchmaking plan in a league run.
         """
-        return {"weights": weights, "refs": [self._submit(i, weights[0]) for i in range(len(self.workers))]}
+        round_ = {"weights": weights, "league": league}
+        round_["refs"] = [self._submit(i, round_) for i in range(len(self.workers))]
+        return round_
 
     def collect(self, round_: dict, timeout_s: float) -> tuple:
         """Wait for a round's samples, each for at most ``timeout_s``; returns ``(report, shards of rank 0, ...)``.
@@ -92,7 +97,7 @@ class SampleCoordinator:
                         self._wait_until_alive(index, deadline[index])
                     except ray.exceptions.ActorDiedError as exc:
                         raise self._lost(index, exc) from None
-                    refs[index] = self._submit(index, round_["weights"][0])
+                    refs[index] = self._submit(index, round_)
                     pending[refs[index][0]] = index
                     deadline[index] = time.monotonic() + timeout_s
                 except ray.exceptions.ActorDiedError as exc:  # Ray will not restart it again

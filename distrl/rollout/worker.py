@@ -37,7 +37,12 @@ class RolloutWorker:
         # Torch, ONNX Runtime (it follows torch's count) and the env's own threads all use the CPUs Ray gave this worker.
         threads = max(1, int(config.rollout.num_cpus_per_worker))
         torch.set_num_threads(threads)
-        self.envs = make_vec_env(config.env, num_threads=threads)
+        if config.league is not None:  # a two-player game: the league's opponents act inside this vector env
+            from distrl.league.env import LeagueVecEnv
+
+            self.envs = LeagueVecEnv(config)
+        else:
+            self.envs = make_vec_env(config.env, num_threads=threads)
         self.num_envs = config.env.num_envs_per_worker
         seed = config.seed * 1_000_003 + worker_index * 10_007 + seed_offset
         if _restarted_by_ray():  # Ray re-runs this constructor with the same arguments: draw a new stream
@@ -52,8 +57,9 @@ class RolloutWorker:
         self.dist = self.model.dist
         self.policy_version = 0
         self.obs_rms: RunningMeanStd | None = None
-        obs, _ = self.envs.reset(seed=seed)
+        obs, reset_info = self.envs.reset(seed=seed)
         self.raw_obs = obs
+        self.action_mask: np.ndarray | None = reset_info.get("action_mask")  # legal actions, for envs that report them
         if self.model.is_recurrent:
             self.h, self.c = self.model.initial_state(self.num_envs)
         self.next_is_start = np.ones(self.num_envs, dtype=bool)
@@ -69,6 +75,11 @@ class RolloutWorker:
                                     artifacts)  # fmt: skip
         self.startup_s = time.perf_counter() - start
         self.shared_artifacts = bool(artifacts)
+        self.artifacts = artifacts
+        if config.league is not None:
+            from distrl.league.opponents import LearnedOpponents
+
+            self.envs.attach(LearnedOpponents(self.policy, self._new_policy, self._policy_inputs, self.dist))
         self.compile_counts = dynamo_counts()
         self.episodes = EpisodeTracker(self.num_envs, config.env.action_repeat)
         low, high = getattr(self.envs.single_action_space, "low", None), getattr(self.envs.single_action_space, "high", None)
@@ -83,6 +94,12 @@ class RolloutWorker:
         if self.window is not None:
             return (self.window.peek(obs, self.next_is_start),)
         return (obs,)
+
+    def _new_policy(self) -> CheckedPolicy:
+        """Another policy of this model on this worker's backend, checked like its own (a league opponent's)."""
+        cfg = self.config.rollout.compile
+        module = build_model(self.envs.single_observation_space, self.envs.single_action_space, self.config.model)
+        return CheckedPolicy(module, cfg.backend, self._policy_inputs(), cfg.mode, cfg.options, cfg.strict, self.artifacts)
 
     def ready(self) -> bool:
         """Constructed and answering (the coordinator asks after a restart)."""
@@ -126,14 +143,17 @@ class RolloutWorker:
             return np.clip(actions, *self.action_bounds)
         return actions
 
-    def sample(self, weights: dict | None = None) -> tuple[dict, Batch]:
+    def sample(self, weights: dict | None = None, league: dict | None = None) -> tuple[dict, Batch]:
         """Collect ``rollout_length`` steps from every env: ``(info, batch)``.
 
         ``info`` is the small report the driver aggregates (version, episodes, timings, backend,
-        errors) and the learner reads (env steps, observation statistics).
+        errors) and the learner reads (env steps, observation statistics). ``league``: the driver's
+        matchmaking plan for a league run (``distrl.league.run.LeagueRun.plan``).
         """
         if weights is not None:
             self.set_weights(weights)
+        if league is not None:
+            self.envs.set_plan(league)
         start = time.perf_counter()
         steps, n = self.config.rollout.rollout_length, self.num_envs
         obs_space = self.envs.single_observation_space
@@ -141,7 +161,8 @@ class RolloutWorker:
         if recurrent:
             seq_len = self.config.ppo.seq_len
         batch = Batch.empty(steps, n, obs_space, self.dist.action_shape, self.dist.action_dtype,
-                            (seq_len, self.model.lstm_size) if recurrent else None, self.model.window)  # fmt: skip
+                            (seq_len, self.model.lstm_size) if recurrent else None, self.model.window,
+                            0 if self.action_mask is None else self.action_mask.shape[1])  # fmt: skip
         if self.window is not None:
             batch.context[:] = self.window.context()
         obs_dtype = batch.obs.dtype
@@ -173,8 +194,10 @@ class RolloutWorker:
             if t == steps:  # bootstrap value only; the next batch starts from this observation
                 policy_s += time.perf_counter() - tick
                 break
-            actions, logp = self.dist.sample_numpy(pd_params, self.rng)
+            actions, logp = self.dist.sample_numpy(pd_params, self.rng, self.action_mask)
             policy_s += time.perf_counter() - tick
+            if self.action_mask is not None:
+                batch.action_mask[t] = self.action_mask
             if recurrent:
                 batch.starts[t] = self.next_is_start
                 self.h, self.c = h, c
@@ -183,6 +206,8 @@ class RolloutWorker:
             tick = time.perf_counter()
             self.raw_obs, reward, terminated, truncated, env_info = self.envs.step(self._env_actions(actions))
             env_s += time.perf_counter() - tick
+            if self.action_mask is not None:
+                self.action_mask = env_info["action_mask"]
             raw_error = env_info.get("_env_error", no_error)  # the env raised and was reset
             raw_nonfinite = env_info.get("_env_nonfinite", no_error)  # NaN or inf in its observation or reward
             reset = raw_error | raw_nonfinite | env_info.get("_env_reset", no_error)  # reset by the guard
@@ -226,15 +251,18 @@ class RolloutWorker:
             "seed": self.seed,
             "finished_at": time.time(),  # wall clock: the driver's start-up timeline reads the first batch's
         }
+        if self.config.league is not None:
+            info["league_results"] = self.envs.pop_results()  # games finished in this batch, for the league's ratings
+            info["weight_sync_checks"] += self.envs.learned.checks
         return info, batch
 
-    def sample_shards(self, weights: dict | None = None, num_shards: int = 1) -> tuple[dict, ...]:
+    def sample_shards(self, weights: dict | None = None, num_shards: int = 1, league: dict | None = None) -> tuple[dict, ...]:
         """``sample``, returned as ``(info, shard_0, ..., shard_{n-1})`` for ``num_shards`` learners.
 
         Under Ray each element is its own object: the coordinator gathers ``info`` (a few hundred
         bytes) for the driver, and learner r fetches only ``shard_r``.
         """
-        info, batch = self.sample(weights)
+        info, batch = self.sample(weights, league)
         return (info, *batch.split(num_shards))
 
 

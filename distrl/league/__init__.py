@@ -1,0 +1,19 @@
+"""Self-play: two-player games, a league of snapshots and baselines rated by Elo, matchmaking, a curriculum,
+tournaments. Names are loaded on first use (the config imports ``distrl.league.config`` without torch)."""
+
+from __future__ import annotations
+
+from distrl.common.lazy import lazy_exports
+
+_EXPORTS = {
+    "League": "distrl.league.league",
+    "LeagueConfig": "distrl.league.config",
+    "LeagueRun": "distrl.league.run",
+    "LeagueVecEnv": "distrl.league.env",
+    "make_game": "distrl.league.games",
+    "run_tournament": "distrl.league.tournament",
+}
+
+__all__ = sorted(_EXPORTS)
+
+__getattr__ = lazy_exports(__name__, _EXPORTS)

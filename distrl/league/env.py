@@ -1,0 +1,223 @@
+"""The league seen from the learner's seat: a gymnasium vector env whose opponents act inside it.
+
+Each copy plays one game at a time against one opponent, drawn when the game starts from the
+plan the driver sends (``set_plan``): ``latest`` (the worker's own policy), a snapshot, the
+``random`` or the ``heuristic`` baseline. The learner takes the first mover's seat in its first
+game and, with ``league.both_seats``, alternates seats game by game. In turn-based games the
+opponent's replies (and its opening move when it moves first) happen inside ``step``, so every
+observation the worker sees is one where the learner is to move; in simultaneous games both act
+in the same step. The worker therefore records the learner's transitions only.
+
+Gymnasium's NEXT_STEP autoreset: the step after a game ends starts the copy's next game and
+ignores its action. ``info["action_mask"]`` holds the legal moves of masked games (the worker
+masks with it). Finished games are reported by ``pop_results``. A curriculum stage that changes
+the game's kwargs truncates the games in progress (unscored) and starts the new stage's games
+at the next step.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
+
+from distrl.league.games import make_game, random_actions
+from distrl.league.games.base import StepResult
+
+
+def available_shares(shares: dict[str, float], has_heuristic: bool) -> dict[str, float]:
+    """``shares`` without a heuristic the game lacks, renormalised."""
+    kept = {k: v for k, v in shares.items() if has_heuristic or k != "heuristic"}
+    total = sum(kept.values())
+    return {k: v / total for k, v in kept.items()} if total > 0 else {"random": 1.0}
+
+
+class LeagueVecEnv(gym.vector.VectorEnv):
+    metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP}
+
+    def __init__(self, config, keep_records: bool = False):
+        from distrl.league.league import League
+
+        self.config = config
+        self.league_cfg = config.league
+        self.num_envs = config.env.num_envs_per_worker
+        stage = self.league_cfg.stages()[0]
+        self.game_kwargs = {**config.env.kwargs, **stage.env_kwargs}
+        self.game = make_game(config.env.id, self.num_envs, self.game_kwargs)
+        self.single_observation_space = self.game.observation_space
+        self.single_action_space = self.game.action_space
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self.rng = np.random.default_rng()
+        self.seat = np.zeros(self.num_envs, dtype=np.int64)
+        self.opponent = np.full(self.num_envs, "random", dtype=object)
+        self.done = np.zeros(self.num_envs, dtype=bool)
+        self.shares = available_shares(League(self.league_cfg).shares(), self.game.has_heuristic)
+        self.heuristic_kwargs = dict(stage.heuristic)
+        self.learned = None  # LearnedOpponents, attached by the worker once its policy exists
+        self.results: list[dict] = []
+        self.keep_records = keep_records  # the tournament's replays
+        self._pending_kwargs: dict | None = None
+        self._seed: int | None = None
+
+    # --- the seam to the worker and the driver ---------------------------------------------------
+    def attach(self, learned) -> None:
+        """Who plays the learned opponents (``distrl.league.opponents.LearnedOpponents``)."""
+        self.learned = learned
+
+    def set_plan(self, plan: dict) -> None:
+        """The driver's matchmaking plan: ``shares`` (opponent -> probability), ``weights`` (snapshot -> weights
+        or ref), and the curriculum stage's ``env_kwargs`` and ``heuristic`` settings."""
+        self.shares = available_shares(plan["shares"], self.game.has_heuristic)
+        self.heuristic_kwargs = dict(plan.get("heuristic", {}))
+        needed = {name: ref for name, ref in plan.get("weights", {}).items() if self.shares.get(name, 0) > 0}
+        if self.learned is not None:
+            self.learned.sync(needed)
+        kwargs = {**self.config.env.kwargs, **plan.get("env_kwargs", {})}
+        if kwargs != self.game_kwargs:
+            self._pending_kwargs = kwargs
+
+    def pop_results(self) -> list[dict]:
+        """Games finished since the last call: ``{"opponent", "score"`` (the learner's), ``"seat"}``."""
+        out, self.results = self.results, []
+        return out
+
+    # --- gymnasium ---------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
+            self._seed = seed
+        every = np.ones(self.num_envs, dtype=bool)
+        self.game.reset(every, seed)
+        first = self.game.to_move()
+        self.seat[:] = np.where(first[:, 0] | ~first[:, 1], 0, 1)  # the first mover's seat, for the first game
+        self._draw_opponents(every)
+        self.done[:] = False
+        obs, mask = self._learner_view()
+        return obs, _info(mask)
+
+    def step(self, actions):
+        actions = np.asarray(actions)
+        n = self.num_envs
+        if self._pending_kwargs is not None:
+            return self._change_game()
+        restart = self.done.copy()
+        if restart.any():
+            self._start(restart)
+        live = ~restart
+        rewards = np.zeros(n, dtype=np.float64)
+        done = np.zeros(n, dtype=bool)
+        rows = np.arange(n)
+        to_move = self.game.to_move()
+        joint = self._empty_actions()
+        acting = np.zeros((n, 2), dtype=bool)
+        mine = live & to_move[rows, self.seat]
+        joint[rows[mine], self.seat[mine]] = actions[mine]
+        acting[rows[mine], self.seat[mine]] = True
+        self._opponents_act(live & to_move[rows, 1 - self.seat], joint, acting)  # simultaneous games: at once
+        self._fold(self.game.step(joint, acting), live, rewards, done)
+        while True:  # turn-based: the opponent replies until the learner is to move again or the game is over
+            to_move = self.game.to_move()
+            reply = live & ~done & to_move[rows, 1 - self.seat] & ~to_move[rows, self.seat]
+            if not reply.any():
+                break
+            joint, acting = self._empty_actions(), np.zeros((n, 2), dtype=bool)
+            self._opponents_act(reply, joint, acting)
+            self._fold(self.game.step(joint, acting), live, rewards, done)
+        self.done = done
+        obs, mask = self._learner_view()
+        return obs, rewards, done.copy(), np.zeros(n, dtype=bool), _info(mask)
+
+    # --- games -------------------------------------------------------------------------
+    def _start(self, copies: np.ndarray) -> None:
+        """New games in ``copies``: the other seat (both_seats), a new opponent, and its opening moves."""
+        if self.league_cfg.both_seats:
+            self.seat[copies] = 1 - self.seat[copies]
+        self._draw_opponents(copies)
+        self.game.reset(copies, None)
+        rows = np.arange(self.num_envs)
+        while True:
+            to_move = self.game.to_move()
+            opening = copies & to_move[rows, 1 - self.seat] & ~to_move[rows, self.seat]
+            if not opening.any():
+                return
+            joint, acting = self._empty_actions(), np.zeros((self.num_envs, 2), dtype=bool)
+            self._opponents_act(opening, joint, acting)
+            result = self.game.step(joint, acting)
+            if result.done.any():  # a game the opponent ended before the learner moved: start it again
+                self.game.reset(result.done & copies, None)
+
+    def _draw_opponents(self, copies: np.ndarray) -> None:
+        names = list(self.shares)
+        probs = np.array([self.shares[n] for n in names])
+        self.opponent[copies] = np.asarray(names, dtype=object)[self.rng.choice(len(names), int(copies.sum()), p=probs / probs.sum())]
+
+    def _fold(self, result: StepResult, live: np.ndarray, rewards: np.ndarray, done: np.ndarray) -> None:
+        """Add one game step to the learner's rewards, ends and reported results."""
+        rows = np.arange(self.num_envs)
+        reward = result.rewards[rows, self.seat]
+        shaping = self.league_cfg.reward
+        if not shaping.sparse:
+            for term, coef in shaping.shaping.items():
+                reward = reward + coef * result.shaping[term][rows, self.seat]
+        rewards += np.where(live, reward, 0.0)
+        ended = result.done & live & ~done
+        done |= ended
+        for i in np.flatnonzero(ended):
+            score = result.score[i] if self.seat[i] == 0 else 1.0 - result.score[i]
+            entry = {"opponent": str(self.opponent[i]), "score": float(score), "seat": int(self.seat[i])}
+            if self.keep_records:
+                entry["record"] = self.game.record(int(i))
+            self.results.append(entry)
+
+    def _opponents_act(self, copies: np.ndarray, joint: np.ndarray, acting: np.ndarray) -> None:
+        """Fill the opponents' actions in ``copies``, one batched call per opponent and seat."""
+        opp_seat = 1 - self.seat
+        for name in set(self.opponent[copies]):
+            for seat in (0, 1):
+                chosen = copies & (self.opponent == name) & (opp_seat == seat)
+                if not chosen.any():
+                    continue
+                obs, mask = self.game.observe(seat, chosen)
+                joint[chosen, seat] = self._act(name, obs, mask)
+                acting[chosen, seat] = True
+
+    def _act(self, name: str, obs: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+        if name == "random":
+            return random_actions(self.single_action_space, mask, self.rng, len(obs))
+        if name == "heuristic":
+            return self.game.heuristic(obs, mask, self.rng, **self.heuristic_kwargs)
+        if self.learned is None:
+            raise RuntimeError(f"league opponent {name!r} is a learned policy, and no policy is attached to this env")
+        return self.learned.act(name, obs, mask, self.rng)
+
+    def _empty_actions(self) -> np.ndarray:
+        space = self.single_action_space
+        return np.zeros((self.num_envs, 2, *space.shape), dtype=space.dtype)
+
+    def _learner_view(self) -> tuple[np.ndarray, np.ndarray | None]:
+        obs = np.empty((self.num_envs, *self.single_observation_space.shape), dtype=np.float32)
+        mask = np.ones((self.num_envs, self.single_action_space.n), dtype=bool) if self.game.masked else None
+        for seat in (0, 1):
+            rows = self.seat == seat
+            if rows.any():
+                obs[rows], seat_mask = self.game.observe(seat, rows)
+                if mask is not None:
+                    mask[rows] = seat_mask
+        return obs, mask
+
+    def _change_game(self):
+        """A new curriculum stage's game kwargs: end the games in progress (truncated, unscored); the new ones start
+        at the next step."""
+        obs, mask = self._learner_view()
+        self.game_kwargs, self._pending_kwargs = self._pending_kwargs, None
+        self.game = make_game(self.config.env.id, self.num_envs, self.game_kwargs)
+        self.game.reset(np.ones(self.num_envs, dtype=bool), None)
+        self.done[:] = True
+        n = self.num_envs
+        return obs, np.zeros(n), np.zeros(n, dtype=bool), np.ones(n, dtype=bool), _info(mask)
+
+
+def _info(mask: np.ndarray | None) -> dict:
+    return {} if mask is None else {"action_mask": mask}

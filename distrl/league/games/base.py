@@ -1,0 +1,66 @@
+"""What a two-player game offers the league: N copies stepped together, both seats' views, masks, scores.
+
+Seats are 0 and 1 (seat 0 moves first in turn-based games). Arrays have the copies on axis 0.
+``step`` takes both seats' actions and ``acting [N, 2]`` (who moves in each copy now); copies
+where nobody acts are left as they are. A finished copy stays finished until ``reset``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import gymnasium as gym
+import numpy as np
+
+from distrl.envs.factory import EnvSpecError
+
+
+class GameError(EnvSpecError):
+    """A game distrl cannot run as a league game (one line for the user, exit 2 like any env.id problem)."""
+
+
+@dataclass
+class StepResult:
+    rewards: np.ndarray  # [N, 2] the game's own reward of each seat
+    done: np.ndarray  # [N] bool, the game ended at this step
+    score: np.ndarray  # [N] seat 0's score where done (1 win, 0.5 draw, 0 loss), NaN elsewhere
+    shaping: dict[str, np.ndarray]  # term -> [N, 2], per seat (league.reward.shaping)
+
+
+class Game(Protocol):
+    num_envs: int
+    observation_space: gym.spaces.Box  # one seat's observation (float32)
+    action_space: gym.Space
+    masked: bool  # observe returns action masks
+    shaping_terms: tuple[str, ...]
+
+    def reset(self, copies: np.ndarray, seed: int | None = None) -> None:
+        """Start new games in the copies where ``copies [N]`` is True."""
+
+    def to_move(self) -> np.ndarray:
+        """``[N, 2]`` bool: which seats act now (turn-based: one; simultaneous: both; finished: none)."""
+
+    def observe(self, seat: int, copies: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """``seat``'s observations ``[k, ...]`` (float32) and action masks ``[k, n]`` (bool) in ``copies``."""
+
+    def step(self, actions: np.ndarray, acting: np.ndarray) -> StepResult:
+        """Apply ``actions [N, 2, ...]`` of the seats in ``acting [N, 2]``."""
+
+    def heuristic(self, obs: np.ndarray, mask: np.ndarray | None, rng: np.random.Generator, noise: float = 0.0) -> np.ndarray:
+        """The game's scripted player on one seat's observations: ``noise`` of its moves are uniformly random."""
+
+    def record(self, copy: int) -> dict:
+        """What a replay of the copy's current game needs (its moves so far, and frames where it renders)."""
+
+
+def random_actions(space: gym.Space, mask: np.ndarray | None, rng: np.random.Generator, count: int) -> np.ndarray:
+    """Uniform over the legal actions (``mask [count, n]``), or over a Box."""
+    if isinstance(space, gym.spaces.Discrete):
+        if mask is None:
+            return rng.integers(0, space.n, size=count)
+        weights = mask.astype(np.float64)
+        cdf = weights.cumsum(axis=1)
+        u = (1.0 - rng.random(count)) * cdf[:, -1]  # in (0, total]: an illegal action (weight 0) is never drawn
+        return (cdf < u[:, None]).sum(axis=1)
+    return rng.uniform(space.low, space.high, size=(count, *space.shape)).astype(np.float32)

@@ -1,0 +1,204 @@
+"""``distrl league RUN``: a round robin between a league run's snapshots, its final learner and the baselines.
+
+Every pair plays ``games`` games, half with each in the first seat, every trained player
+sampling its moves (a greedy policy in a deterministic game would replay one game). The Elo
+table is fitted to all the games at once (``elo.fit``, the random player held at
+``league.elo.initial``), written as JSON and Markdown, with a PNG of Elo over training (each
+snapshot's tournament Elo at its iteration, beside the learner's Elo as rated during the run).
+``--replays DIR`` keeps the games between the two best-rated players: their moves (board
+games), positions and an MP4 where the game renders (``distrl/Duel-v0``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from distrl.common.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
+from distrl.config import ConfigError, config_from_dict
+from distrl.league import elo
+from distrl.league.games import make_game, probe_game
+from distrl.league.league import ANCHOR, League
+from distrl.league.matches import Match, baseline_player, model_player, play
+
+
+def load_league(path: str | Path) -> tuple:
+    """``(config, league, learner model state, iteration)`` of a league run's newest checkpoint (or a file)."""
+    payload = load_checkpoint(path)
+    try:
+        config = config_from_dict(payload["config"])
+    except ConfigError as exc:
+        raise CheckpointError(f"checkpoint={str(path)!r}: its config is not valid ({exc.lines[0]})") from None
+    if config.league is None or "league" not in payload:
+        raise CheckpointError(f"checkpoint={str(path)!r}: not a league run (its config has no league section)")
+    league = League.from_state(config.league, payload["league"])
+    return config, league, payload["learner"]["model"], int(payload["counters"]["iteration"])
+
+
+def build_players(config, league: League, learner_state: dict, iteration: int, deterministic: bool) -> dict[str, tuple]:
+    """``name -> (player, kind, iteration)`` for the baselines, every snapshot and the final learner (``main``)."""
+    from distrl.models import build_model
+
+    obs_space, action_space = probe_game(config)
+    game = make_game(config.env.id, 1, game_kwargs(config))
+    players = {"random": (baseline_player(game, "random"), "baseline", 0)}
+    if game.has_heuristic:
+        players["heuristic"] = (baseline_player(game, "heuristic"), "baseline", 0)
+
+    def trained(state: dict):
+        import torch
+
+        model = build_model(obs_space, action_space, config.model)
+        model.load_state_dict({k: torch.as_tensor(np.asarray(v)) for k, v in state.items()})
+        return model_player(model, deterministic)
+
+    for member in league.snapshots:
+        players[member.name] = (trained(member.weights), "snapshot", member.iteration)
+    players["main"] = (trained(learner_state), "learner", iteration)
+    return players
+
+
+def game_kwargs(config) -> dict:
+    """The game as the league last played it: the last curriculum stage's kwargs over env.kwargs."""
+    return {**config.env.kwargs, **config.league.stages()[-1].env_kwargs}
+
+
+def run_tournament(run: str | Path, games: int = 20, out: str | Path | None = None, replays: str | Path | None = None,
+                   seed: int = 0) -> dict:  # fmt: skip
+    """Play the round robin, write ``tournament.json``, ``tournament.md`` and ``elo.png`` in ``out`` (default
+    ``RUN/league``); returns the table."""
+    run = Path(run)
+    checkpoint = resolve_checkpoint(run)
+    config, league, learner_state, iteration = load_league(run)
+    players = build_players(config, league, learner_state, iteration, deterministic=False)
+    rng = np.random.default_rng(seed)
+    names = list(players)
+    results: list[tuple[str, str, float]] = []
+    matches: dict[tuple[str, str], list[Match]] = {}
+    for a, b in itertools.combinations(names, 2):
+        played = play(config.env.id, game_kwargs(config), players[a][0], players[b][0], games, rng)
+        matches[(a, b)] = played
+        results.extend((a, b, m.score) for m in played)
+    ratings = elo.fit(names, results, ANCHOR, config.league.elo.initial)
+    rows = []
+    for name in sorted(names, key=lambda n: -ratings[n]):
+        wins = sum(s == 1.0 for a, b, s in results if a == name) + sum(s == 0.0 for a, b, s in results if b == name)
+        draws = sum(s == 0.5 for a, b, s in results if name in (a, b))
+        total = sum(1 for a, b, _ in results if name in (a, b))
+        rows.append({"player": name, "kind": players[name][1], "iteration": players[name][2], "elo": round(ratings[name], 1),
+                     "wins": wins, "draws": draws, "losses": total - wins - draws,
+                     "score": round((wins + 0.5 * draws) / max(1, total), 3)})  # fmt: skip
+    table = {"run": str(run), "checkpoint": str(checkpoint), "game": config.env.id, "games_per_pair": games,
+             "anchor": f"{ANCHOR} = {config.league.elo.initial:g}", "players": rows,
+             "learner_elo_in_training": round(league.rating, 1)}  # fmt: skip
+    out = Path(out) if out is not None else run / "league"
+    out.mkdir(parents=True, exist_ok=True)
+    _write(out / "tournament.json", json.dumps(table, indent=2) + "\n")
+    _write(out / "tournament.md", markdown(table))
+    table["png"] = _plot(rows, run / "metrics.jsonl", out / "elo.png", config.env.id)
+    if replays is not None:
+        top = [row["player"] for row in rows[:2]]
+        pair = tuple(top) if tuple(top) in matches else tuple(reversed(top))
+        table["replays"] = save_replays(config, pair, matches[pair], Path(replays))
+    return table
+
+
+def markdown(table: dict) -> str:
+    lines = [f"Round robin on {table['game']}: {table['games_per_pair']} games per pair, both seats; Elo fitted to every "
+             f"game, {table['anchor']}. Checkpoint `{table['checkpoint']}`.", "",
+             "| player | kind | iteration | Elo | W | D | L | score |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    for r in table["players"]:
+        lines.append(f"| {r['player']} | {r['kind']} | {r['iteration']} | {r['elo']:.0f} | {r['wins']} | {r['draws']} | "
+                     f"{r['losses']} | {r['score']:.3f} |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def _write(path: Path, text: str) -> None:
+    """Whole or not at all: a temporary file renamed over the old one."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _plot(rows: list[dict], metrics: Path, path: Path, game: str) -> str | None:
+    """Elo over training: snapshots' tournament Elo at their iterations, the learner's rating during the run."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4))
+    trained = sorted((r for r in rows if r["kind"] != "baseline"), key=lambda r: r["iteration"])
+    ax.plot([r["iteration"] for r in trained], [r["elo"] for r in trained], "o-", label="tournament Elo (snapshots, final)")
+    if metrics.exists():
+        points = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+        points = [(p["iteration"], p["league_elo"]) for p in points if "league_elo" in p]
+        if points:
+            ax.plot(*zip(*points), "-", alpha=0.6, label="learner's Elo during training")
+    for r in rows:
+        if r["kind"] == "baseline":
+            ax.axhline(r["elo"], linestyle="--", color="grey", linewidth=0.8)
+            ax.text(0, r["elo"], f" {r['player']}", va="bottom", fontsize=8, color="grey")
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("Elo")
+    ax.set_title(f"Elo over training: {game}")
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    os.replace(tmp, path)
+    return str(path)
+
+
+def save_replays(config, pair: tuple[str, str], matches: list[Match], directory: Path, count: int = 4) -> list[str]:
+    """The first ``count`` games of ``pair`` (both seats): ``replay_N.json`` with the moves, and an MP4 where the
+    game renders and moviepy is installed."""
+    directory.mkdir(parents=True, exist_ok=True)
+    game = make_game(config.env.id, 1, game_kwargs(config))
+    written = []
+    for i, match in enumerate(matches[:count]):
+        first, second = (pair[0], pair[1]) if match.seat == 0 else (pair[1], pair[0])
+        body = {"game": config.env.id, "seat_0": first, "seat_1": second,
+                "result_for_seat_0": match.score if match.seat == 0 else 1.0 - match.score, **match.record}  # fmt: skip
+        path = directory / f"replay_{i}.json"
+        _write(path, json.dumps(body) + "\n")
+        written.append(str(path))
+        if hasattr(game, "render") and "positions" in match.record:
+            video = _video(game.render(match.record["positions"]), directory / f"replay_{i}.mp4")
+            if video:
+                written.append(video)
+    return written
+
+
+def _video(frames: list[np.ndarray], path: Path) -> str | None:
+    try:
+        from moviepy import ImageSequenceClip
+    except ImportError:
+        try:
+            from moviepy.editor import ImageSequenceClip  # moviepy 1.x
+        except ImportError:
+            return None
+    ImageSequenceClip(frames, fps=30).write_videofile(str(path), logger=None)
+    return str(path)
+
+
+def evaluate_against(path: str | Path, opponent: str, episodes: int, deterministic: bool, seed: int) -> list[Match]:
+    """``distrl eval`` of a league run: its learner against ``opponent`` (random, heuristic or a snapshot's
+    name), ``episodes`` games, half in each seat."""
+    config, league, learner_state, iteration = load_league(path)
+    players = build_players(config, league, learner_state, iteration, deterministic)
+    if opponent not in players or opponent == "main":
+        known = ", ".join(n for n in players if n != "main")
+        raise CheckpointError(f"--opponent={opponent!r}: not in this run's league (known: {known})")
+    opponent_player = players[opponent][0]
+    if players[opponent][1] == "snapshot" and deterministic:  # two greedy players would replay one game
+        opponent_player = build_players(config, league, learner_state, iteration, False)[opponent][0]
+    return play(config.env.id, game_kwargs(config), players["main"][0], opponent_player, episodes,
+                np.random.default_rng(seed))  # fmt: skip

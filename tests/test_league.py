@@ -1,0 +1,326 @@
+"""The league's parts by hand and in-process: Elo, PFSP, the curriculum, masks, seats, games, opponents."""
+
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from distrl.config import ConfigError, load_config
+from distrl.league import elo
+from distrl.league.config import LeagueConfig, MatchmakingConfig
+from distrl.league.games import GameError, make_game, probe_game
+from distrl.league.games.connect_four import heuristic as connect_four_heuristic
+from distrl.league.league import League
+from distrl.league.matchmaking import WinRates, opponent_shares, pfsp_weight
+from distrl.models.distributions import ActionDist
+
+CONNECT4 = "pettingzoo/classic/connect_four-v3"
+
+
+def league_config(**league):
+    return load_config({"env": {"id": CONNECT4, "num_envs_per_worker": 16}, "rollout": {"rollout_length": 32},
+                        "ppo": {"minibatch_size": 128}, "model": {"hidden": [32]}, "league": league})  # fmt: skip
+
+
+# --- Elo ---------------------------------------------------------------------------------
+def test_elo_update_by_hand():
+    # FIDE's example shape: 1000 vs 1200, K 32. E = 1 / (1 + 10^(200/400)) = 0.240253
+    e = 1 / (1 + 10 ** 0.5)
+    assert elo.expected(1000, 1200) == pytest.approx(e)
+    a, b = elo.update(1000, 1200, 1.0, 32)
+    assert a == pytest.approx(1000 + 32 * (1 - e)) and a == pytest.approx(1024.3119, abs=1e-3)
+    assert b == pytest.approx(1200 - 32 * (1 - e))
+    a, b = elo.update(1000, 1200, 0.5, 32)  # a draw still moves the underdog up
+    assert a == pytest.approx(1000 + 32 * (0.5 - e)) and a + b == pytest.approx(2200)
+
+
+def test_league_elo_follows_reported_games_and_holds_the_anchor():
+    league = League(LeagueConfig(elo={"k": 32, "initial": 1000}))
+    league.add_snapshot(0, {"w": np.zeros(1)})
+    league.record([{"opponent": "random", "score": 1.0, "seat": 0}])
+    # main 1000 vs random 1000: E = 0.5, +16; random is the anchor and stays.
+    assert league.rating == pytest.approx(1016) and league.members["random"].rating == 1000
+    league.record([{"opponent": "main@0", "score": 0.0, "seat": 1}])
+    e = elo.expected(1016, 1000)
+    assert league.rating == pytest.approx(1016 - 32 * e)
+    assert league.members["main@0"].rating == pytest.approx(1000 + 32 * e)
+    before = league.rating
+    league.record([{"opponent": "latest", "score": 1.0, "seat": 0}])  # its own weights: no rating moves
+    assert league.rating == before
+    assert league.totals["main@0"].by_seat[1] == [0, 0, 1]
+
+
+def test_elo_fit_recovers_a_known_gap():
+    # A scores 75 % against B: Bradley-Terry puts A 400 log10(3) = 190.8 above B. C only meets B, evenly.
+    games = [("A", "B", 1.0)] * 750 + [("A", "B", 0.0)] * 250 + [("C", "B", 1.0)] * 500 + [("C", "B", 0.0)] * 500
+    ratings = elo.fit(["A", "B", "C"], games, anchor="B", anchor_rating=1000, prior_games=0.0)
+    assert ratings["B"] == 1000
+    assert ratings["A"] - 1000 == pytest.approx(400 * math.log10(3), abs=0.5)
+    assert ratings["C"] == pytest.approx(1000, abs=0.5)
+    # Every game won: the prior keeps the rating finite.
+    finite = elo.fit(["A", "B"], [("A", "B", 1.0)] * 10, anchor="B", anchor_rating=1000)
+    assert 1000 < finite["A"] < 2000
+
+
+# --- matchmaking ---------------------------------------------------------------------------
+def test_pfsp_weights_by_hand():
+    assert pfsp_weight(0.25, "hard", 2) == pytest.approx(0.5625)
+    assert pfsp_weight(0.25, "variance") == pytest.approx(0.1875)
+    assert pfsp_weight(0.25, "linear") == pytest.approx(0.75)
+    assert pfsp_weight(0.9, "uniform") == 1.0
+
+
+def test_win_rates_decay_by_hand():
+    rates = WinRates(decay=0.5)
+    assert rates.rate("x") == 0.5  # never played: even
+    rates.record("x", 1.0)  # weight 1, points 1 -> (1 + 0.5) / (1 + 1)
+    assert rates.rate("x") == pytest.approx(0.75)
+    rates.record("x", 0.0)  # weight 1.5, points 0.5 -> (0.5 + 0.5) / 2.5
+    assert rates.rate("x") == pytest.approx(0.4)
+
+
+def test_opponent_shares_by_hand():
+    cfg = MatchmakingConfig(latest=0.2, snapshots=0.5, baselines=0.3, pfsp="hard", pfsp_exponent=2)
+    rates = WinRates(decay=1.0)
+    for _ in range(3):  # main@0: 3 wins -> (3.5 / 4) = 0.875; main@5: 3 losses -> 0.125
+        rates.record("main@0", 1.0)
+        rates.record("main@5", 0.0)
+    shares = opponent_shares(["main@0", "main@5"], ["latest", "snapshots", "random", "heuristic"], rates, cfg)
+    w0, w5 = (1 - 0.875) ** 2, (1 - 0.125) ** 2
+    assert shares["latest"] == pytest.approx(0.2)
+    assert shares["main@0"] == pytest.approx(0.5 * w0 / (w0 + w5))
+    assert shares["main@5"] == pytest.approx(0.5 * w5 / (w0 + w5))
+    assert shares["random"] == pytest.approx(0.15) and shares["heuristic"] == pytest.approx(0.15)
+    assert sum(shares.values()) == pytest.approx(1)
+    # No snapshot yet: its share goes to the others in proportion.
+    early = opponent_shares([], ["latest", "snapshots", "random", "heuristic"], rates, cfg)
+    assert early["latest"] == pytest.approx(0.2 / 0.5) and early["random"] == pytest.approx(0.3)
+    # A curriculum stage that allows only the random player.
+    assert opponent_shares(["main@0"], ["random"], rates, cfg) == {"random": 1.0}
+
+
+def test_snapshot_rules():
+    league = League(LeagueConfig(snapshot_every=5, snapshot_win_rate=0.7, snapshot_min_games=4))
+    assert league.wants_snapshot(0) == "the league's first member"
+    league.add_snapshot(0, {"w": np.zeros(1)})
+    assert league.wants_snapshot(3) is None
+    assert league.wants_snapshot(5) == "every 5 iterations"
+    league.record([{"opponent": "main@0", "score": 1.0, "seat": s % 2} for s in range(4)])  # rate (4.5 / 5) = 0.9
+    assert "win rate" in league.wants_snapshot(3)
+    small = League(LeagueConfig(max_snapshots=2))
+    for it in (0, 10, 20):
+        small.add_snapshot(it, {"w": np.zeros(1)})
+    assert [m.name for m in small.snapshots] == ["main@10", "main@20"]
+
+
+def test_curriculum_promotes_on_win_rate_after_min_games():
+    cfg = LeagueConfig(curriculum=[{"name": "easy", "opponents": ["random"], "promote": {"win_rate": 0.8, "min_games": 10}},
+                                   {"name": "hard", "opponents": ["heuristic", "latest"]}])  # fmt: skip
+    league = League(cfg)
+    assert league.shares() == {"random": 1.0}
+    league.record([{"opponent": "random", "score": 1.0, "seat": 0}] * 9)
+    assert league.maybe_promote(3) is None  # 9 < min_games
+    league.record([{"opponent": "latest", "score": 1.0, "seat": 0}] * 5)  # mirror games do not count for the stage
+    assert league.maybe_promote(3) is None
+    league.record([{"opponent": "random", "score": 1.0, "seat": 1}])
+    message = league.maybe_promote(4)
+    assert "'easy' -> 'hard'" in message and league.current_stage.name == "hard"
+    assert set(league.shares()) == {"heuristic", "latest"}
+    assert league.events[-1]["event"] == "stage"
+
+
+def test_league_state_round_trips_through_a_checkpoint():
+    league = League(LeagueConfig(curriculum=[{"name": "a", "promote": {"win_rate": 0.5, "min_games": 1}}, {"name": "b"}]))
+    league.add_snapshot(0, {"w": np.arange(3, dtype=np.float32)})
+    league.record([{"opponent": "main@0", "score": 1.0, "seat": 0}, {"opponent": "heuristic", "score": 0.5, "seat": 1}])
+    league.maybe_promote(1)
+    buffer = io.BytesIO()
+    torch.save({"league": league.state()}, buffer)
+    buffer.seek(0)
+    loaded = League.from_state(league.cfg, torch.load(buffer, weights_only=True)["league"])
+    assert loaded.summary() == league.summary()
+    assert loaded.shares() == league.shares()
+    np.testing.assert_array_equal(loaded.members["main@0"].weights["w"], [0, 1, 2])
+
+
+# --- masks -------------------------------------------------------------------------------
+def test_masked_sampling_never_draws_an_illegal_action():
+    dist = ActionDist("categorical", 7)
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(5000, 7)).astype(np.float32) * 3
+    mask = rng.random((5000, 7)) < 0.4
+    mask[np.arange(5000), rng.integers(0, 7, 5000)] = True  # at least one legal move each
+    actions, logp = dist.sample_numpy(logits, rng, mask)
+    assert mask[np.arange(5000), actions].all()
+    masked = np.where(mask, logits, -np.inf)
+    expected = masked - np.log(np.exp(masked - masked.max(1, keepdims=True)).sum(1, keepdims=True)) - masked.max(1, keepdims=True)
+    np.testing.assert_allclose(logp, expected[np.arange(5000), actions], rtol=1e-4, atol=1e-4)
+    assert mask[np.arange(5000), dist.greedy_numpy(logits, mask)].all()
+
+
+def test_masked_log_prob_and_entropy_cover_legal_actions_only():
+    dist = ActionDist("categorical", 4)
+    logits = torch.tensor([[1.0, 2.0, 3.0, 4.0]])
+    mask = torch.tensor([[True, False, True, False]])
+    logp, entropy = dist.log_prob_entropy(logits, torch.tensor([2]), mask)
+    p = torch.softmax(torch.tensor([1.0, 3.0]), 0)
+    assert logp.item() == pytest.approx(math.log(p[1].item()), rel=1e-6)
+    assert entropy.item() == pytest.approx(-(p * p.log()).sum().item(), rel=1e-6)
+    assert torch.isfinite(dist.log_prob_entropy(logits, torch.tensor([0]), torch.zeros_like(mask))[1]).all()
+
+
+# --- games -------------------------------------------------------------------------------
+def test_connect_four_heuristic_wins_then_blocks():
+    rng = np.random.default_rng(0)
+    obs = np.zeros((2, 6, 7, 2), dtype=np.float32)
+    obs[0, 5, 0:3, 0] = 1  # own three in the bottom row: column 3 wins
+    obs[0, 5, 4:6, 1] = 1
+    obs[1, 5, 2:5, 1] = 1  # the opponent's three: block at column 1 or 5 (either end)
+    obs[1, 5, 1, 0] = 1
+    moves = connect_four_heuristic(obs, np.ones((2, 7), dtype=bool), rng)
+    assert moves[0] == 3 and moves[1] == 5
+    vertical = np.zeros((1, 6, 7, 2), dtype=np.float32)
+    vertical[0, 3:6, 6, 1] = 1  # three stacked: block on top
+    assert connect_four_heuristic(vertical, None, rng)[0] == 6
+
+
+def test_duel_pushes_out_and_scores():
+    game = make_game("distrl/Duel-v0", 3)
+    game.reset(np.ones(3, dtype=bool), seed=0)
+    game.pos[:] = [[0.0, 0.0], [0.95, 0.0]]
+    game.vel[:] = 0.0
+    game.vel[:, 1] = [0.2, 0.0]  # seat 1 drifts out: seat 0 wins
+    result = game.step(np.zeros((3, 2), dtype=np.int64), np.ones((3, 2), dtype=bool))
+    assert result.done.all() and (result.score == 1.0).all()
+    np.testing.assert_array_equal(result.rewards, [[1, -1]] * 3)
+    obs0, _ = game.observe(0, np.ones(3, dtype=bool))
+    obs1, _ = game.observe(1, np.ones(3, dtype=bool))
+    np.testing.assert_allclose(obs0[:, :4], obs1[:, 4:8])  # each seat sees itself first
+
+
+def test_games_refused_with_one_line():
+    with pytest.raises(GameError, match="has 4 agents"):
+        make_game("pettingzoo/butterfly/knights_archers_zombies-v11", 1)
+    with pytest.raises(GameError, match="not a PettingZoo registry id"):
+        make_game("pettingzoo/classic/nope-v0", 1)
+    with pytest.raises(GameError, match="offers no term bogus"):
+        probe_game(league_config(reward={"sparse": False, "shaping": {"bogus": 1.0}}))
+
+
+def test_a_game_that_needs_masks_and_has_none_is_refused():
+    """A PettingZoo game whose illegal moves end it (TerminateIllegalWrapper) but whose observations carry no mask."""
+    import gymnasium as gym
+    import pettingzoo
+    from pettingzoo.classic import tictactoe_v3
+    from pettingzoo.utils import BaseWrapper, wrappers
+
+    class NoMask(BaseWrapper):
+        def observation_space(self, agent):
+            return self.env.observation_space(agent)["observation"]
+
+        def observe(self, agent):
+            return self.env.observe(agent)["observation"]
+
+    def unmasked(**kwargs):
+        return wrappers.OrderEnforcingWrapper(NoMask(wrappers.TerminateIllegalWrapper(tictactoe_v3.raw_env(**kwargs), -1)))
+
+    pettingzoo.register("aec", "test/unmasked_tictactoe-v0", entry_point=unmasked)
+    assert isinstance(unmasked().observation_space("player_1"), gym.spaces.Box)
+    with pytest.raises(GameError, match="carry no action_mask"):
+        make_game("pettingzoo/test/unmasked_tictactoe-v0", 1)
+
+
+def test_config_refuses_leagues_on_single_agent_envs_and_games_without_a_league():
+    with pytest.raises(ConfigError, match="a league needs a two-player game"):
+        load_config({"env": {"id": "CartPole-v1"}, "league": {}})
+    with pytest.raises(ConfigError, match="add a league section"):
+        load_config({"env": {"id": CONNECT4}})
+    with pytest.raises(ConfigError, match="recurrent state"):
+        load_config({"env": {"id": CONNECT4}, "league": {}, "model": {"lstm_size": 16, "shared_trunk": True}})
+
+
+# --- the learner's seat ------------------------------------------------------------------------
+def _worker(config):
+    from distrl.rollout.worker import RolloutWorker
+
+    return RolloutWorker(config)
+
+
+def test_training_games_never_see_an_illegal_move_and_cover_both_seats(monkeypatch):
+    from distrl.league.games.pettingzoo_game import PettingZooGame
+
+    real_step = PettingZooGame.step
+    checked = {"moves": 0}
+
+    def step_checking_legality(self, actions, acting):
+        for i in np.flatnonzero(acting.any(axis=1)):
+            seat = int(np.flatnonzero(acting[i])[0])
+            mask = self.obs[i][self.agents[seat]]["action_mask"]
+            assert mask[int(actions[i, seat])], f"illegal move {actions[i, seat]} by seat {seat}"
+            checked["moves"] += 1
+        return real_step(self, actions, acting)
+
+    monkeypatch.setattr(PettingZooGame, "step", step_checking_legality)
+    worker = _worker(league_config())
+    weights = {k: v.detach().numpy().copy() for k, v in worker.model.state_dict().items()}
+    plan = {"shares": {"latest": 0.25, "main@0": 0.25, "random": 0.25, "heuristic": 0.25}, "weights": {"main@0": weights}}
+    results = []
+    for _ in range(3):
+        info, batch = worker.sample(None, plan)
+        results += info["league_results"]
+        # Every recorded observation is one where the learner is to move: it has as many stones as the opponent
+        # (first seat) or one fewer (second seat), and legal moves.
+        own, other = batch.obs[:-1, ..., 0].sum((2, 3)), batch.obs[:-1, ..., 1].sum((2, 3))
+        valid = batch.valid
+        assert np.isin((other - own)[valid], [0, 1]).all()
+        assert batch.action_mask[valid].any(axis=1).all()
+        taken = batch.action_mask[np.arange(32)[:, None], np.arange(16)[None], batch.actions]
+        assert taken[valid].all()
+    assert checked["moves"] > 1000
+    assert {r["opponent"] for r in results} == {"latest", "main@0", "random", "heuristic"}
+    seats = [r["seat"] for r in results]
+    assert abs(seats.count(0) - seats.count(1)) <= 16  # alternating, copy by copy
+    assert worker.envs.learned.backends() == {worker.policy.backend}  # snapshots act on the worker's backend
+
+
+def test_learner_reproduces_the_workers_masked_log_probs():
+    from distrl.learner.learner import Learner
+
+    config = league_config()
+    worker = _worker(config)
+    info, batch = worker.sample()
+    learner = Learner(config, worker.envs.single_observation_space, worker.envs.single_action_space)
+    obs = torch.from_numpy(batch.obs[:-1].reshape(-1, *batch.obs.shape[2:]))
+    with torch.no_grad():
+        pd_params, _ = learner.model(obs)
+        logp, _ = learner.model.dist.log_prob_entropy(pd_params, torch.from_numpy(batch.actions.reshape(-1)),
+                                                      torch.from_numpy(batch.action_mask.reshape(-1, 7)))  # fmt: skip
+    valid = batch.valid.reshape(-1)
+    np.testing.assert_allclose(logp.numpy()[valid], batch.logp.reshape(-1)[valid], rtol=1e-4, atol=1e-4)
+    metrics = learner.update((info, batch))
+    assert metrics["gradient_steps"] > 0 and metrics["skipped_steps"] == 0
+
+
+def test_load_policy_plays_one_seat_with_masks(tmp_path):
+    from distrl.common.checkpoint import save_checkpoint
+    from distrl.deploy.policy import Policy
+    from distrl.league.league import League
+    from distrl.learner.learner import Learner
+
+    config = league_config()
+    spaces = probe_game(config)
+    learner = Learner(config, *spaces)
+    save_checkpoint(tmp_path, 1, {"counters": {"iteration": 1}, "learner": learner.state(),
+                                  "config": config.model_dump(mode="json"), "league": League(config.league).state()}, 1)  # fmt: skip
+    policy = Policy.from_checkpoint(tmp_path)
+    rng = np.random.default_rng(0)
+    obs = np.zeros((200, 6, 7, 2), dtype=np.float32)
+    mask = rng.random((200, 7)) < 0.3
+    mask[:, 6] = True
+    for deterministic in (True, False):
+        actions, _ = policy.predict(obs, deterministic=deterministic, action_mask=mask)
+        assert mask[np.arange(200), actions].all()

@@ -1,0 +1,108 @@
+"""A league run through the command line as a user runs it: it learns, resumes with its league, plays a tournament."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.slow
+
+SMALL = ["--set", "env.num_envs_per_worker=32", "--set", "rollout.rollout_length=32", "--set", "ppo.minibatch_size=256",
+         "--set", "model.hidden=[64,64]", "--set", "league.snapshot_every=4", "--set", "checkpoint.every_iterations=5",
+         "--set", "league.curriculum=[{name: random, opponents: [random], promote: {win_rate: 0.85, min_games: 200}}, "
+                  "{name: league}]"]  # fmt: skip
+
+
+def _rows(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def league_run(tmp_path_factory) -> Path:
+    run = tmp_path_factory.mktemp("league") / "c4"
+    done = run_cli("train", "configs/league_connect4.yaml", "--run-dir", str(run), *SMALL,
+                   "--set", "stop.env_steps=120000", "--set", "stop.time_s=null", timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return run
+
+
+def test_a_league_run_learns_against_random_and_rates_itself(league_run):
+    rows = _rows(league_run)
+    against_random = [r["league_win_random"] for r in rows if "league_win_random" in r]
+    first, last = sum(against_random[:3]) / 3, sum(against_random[-3:]) / 3
+    assert last > first + 0.15 and last > 0.75, against_random  # an untrained policy wins about half
+    assert rows[-1]["league_size"] >= 3 and rows[-1]["league_elo"] > 1000
+    summary = json.loads((league_run / "summary.json").read_text())
+    league = summary["league"]
+    assert league["elo"] == pytest.approx(rows[-1]["league_elo"], abs=0.1)
+    assert league["members"]["random"]["elo"] == 1000  # the anchor
+    assert any(e["event"] == "stage" for e in league["events"])  # the curriculum left its first stage
+    assert sum(league["record"]["random"]["by_seat"]["1"]) > 0 and sum(league["record"]["random"]["by_seat"]["0"]) > 0
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(league_run)).Reload()
+    assert {"league/elo", "league/size", "league/stage", "league/win_random"} <= set(events.Tags()["scalars"])
+
+
+def test_resume_keeps_the_league(league_run):
+    import torch
+
+    newest = sorted((league_run / "checkpoints").glob("ckpt_*.pt"))[-1]
+    saved = torch.load(newest, weights_only=True)["league"]
+    done = run_cli("train", "--resume", str(league_run), "--set", "stop.env_steps=150000", timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    league = json.loads((league_run / "summary.json").read_text())["league"]
+    assert league["events"][: len(saved["events"])] == saved["events"]  # the same league, continued
+    assert league["games"] > saved["games"]
+    names = {m["name"] for m in saved["members"]}
+    assert names - {"random", "heuristic"} <= set(league["members"]) | {e["name"] for e in league["events"] if "name" in e}
+    resumed = [r for r in _rows(league_run) if r["iteration"] > int(newest.stem.split("_")[1])]
+    assert resumed and resumed[0]["league_size"] >= len([m for m in saved["members"] if m["kind"] == "snapshot"])
+    assert abs(resumed[0]["league_elo"] - saved["rating"]) < 200  # continues from the saved rating, not from 1000
+
+
+def test_tournament_and_eval(league_run, tmp_path):
+    done = run_cli("league", str(league_run), "--games", "6", "--replays", str(tmp_path / "replays"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    table = json.loads((league_run / "league" / "tournament.json").read_text())
+    players = {row["player"]: row for row in table["players"]}
+    assert {"random", "heuristic", "main", "main@0"} <= set(players)
+    assert players["random"]["elo"] == 1000
+    assert players["main"]["elo"] > players["main@0"]["elo"]  # the trained learner beats its initial self
+    assert (league_run / "league" / "tournament.md").read_text().count("\n| ") == len(players) + 1
+    assert (league_run / "league" / "elo.png").stat().st_size > 1000
+    replay = json.loads((tmp_path / "replays" / "replay_0.json").read_text())
+    assert replay["moves"] and {replay["seat_0"], replay["seat_1"]} == {r["player"] for r in table["players"][:2]}
+    done = run_cli("eval", str(league_run), "--opponent", "random", "--episodes", "40")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "seat 0 (first): 20 games against random" in done.stdout and "seat 1 (second)" in done.stdout
+    done = run_cli("eval", str(league_run))
+    assert done.returncode == 2 and "give --opponent" in done.stderr
+
+
+def test_duel_league_with_shaping_runs_and_replays_as_video(tmp_path):
+    run = tmp_path / "duel"
+    done = run_cli("train", "configs/league_duel.yaml", "--run-dir", str(run), "--set", "stop.env_steps=40000",
+                   "--set", "stop.time_s=null", "--set", "league.snapshot_every=3", timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = _rows(run)
+    assert rows[-1]["league_size"] >= 2 and "league_win_heuristic" in {k for r in rows for k in r}
+    done = run_cli("league", str(run), "--games", "4", "--replays", str(tmp_path / "replays"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert list((tmp_path / "replays").glob("replay_*.mp4"))
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    (["--set", "env.id=CartPole-v1"], "a league needs a two-player game"),
+    (["--set", "env.id=pettingzoo/butterfly/knights_archers_zombies-v11"], "has 4 agents"),
+    (["--set", "league.reward.sparse=false", "--set", "league.reward.shaping={bogus: 1}"], "offers no term bogus"),
+])  # fmt: skip
+def test_bad_league_input_is_one_line_before_ray(tmp_path, overrides, message):
+    done = run_cli("train", "configs/league_connect4.yaml", "--run-dir", str(tmp_path / "run"), *overrides, timeout=120)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "run").exists()
