@@ -24,3 +24,14 @@ def test_train_help_points_to_config_show_and_bad_values_stay_one_line():
     assert "distrl config show" in run_cli("train", "--help").stdout
     result = run_cli("config", "show", "--set", "ppo.epochs=0")
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1 and "ppo.epochs=0" in result.stderr
+
+
+def test_config_show_describes_a_league_and_reads_back():
+    from distrl.config import load_config
+    from distrl.config.describe import describe_config
+
+    config = load_config("configs/league_connect4.yaml")
+    text = describe_config(config)
+    assert Config.model_validate(yaml.safe_load(text)) == config  # the curriculum's stages included
+    line = next(line for line in text.splitlines() if line.strip().startswith("pfsp:"))
+    assert "'hard' | 'variance'" in line and "AlphaStar" in line

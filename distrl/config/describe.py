@@ -49,6 +49,15 @@ def _default(field) -> object:
     return None
 
 
+def _plain(value):
+    """Models (also inside lists, e.g. league.curriculum's stages) as plain data; tuples as lists."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
 def _scalar(value) -> str:
     return yaml.safe_dump(value, default_flow_style=True, width=10**9).strip().removesuffix("...").strip()
 
@@ -65,9 +74,7 @@ def describe_config(config: BaseModel) -> str:
                 lines.append(f"{pad}{name}:{doc}")
                 walk(value, indent + 1)
                 continue
-            dumped = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
-            if isinstance(dumped, tuple):
-                dumped = list(dumped)
+            dumped = _plain(value)
             default = _default(field)
             note = f"{_type_name(field.annotation)}{_bounds(field.metadata)}; default {_scalar(default)}"
             if dumped != default:

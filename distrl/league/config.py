@@ -37,8 +37,8 @@ class MatchmakingConfig(_Section):
     )
     pfsp_exponent: Annotated[float, Field(gt=0)] = Field(2.0, description="p of the hard weighting")
     win_rate_decay: Annotated[float, Field(gt=0, le=1)] = Field(
-        0.99, description="each new game's weight over older ones in the win rates PFSP, snapshots and promotion read "
-        "(an exponential window of about 1/(1-decay) games)",
+        0.99, description="at each game against an opponent, the weight of the earlier ones is multiplied by this, in "
+        "the win rates that PFSP, snapshots and promotion read (a window of about 1/(1-decay) games)",
     )
 
     @model_validator(mode="after")
@@ -74,8 +74,8 @@ class CurriculumStage(_Section):
 
 class RewardConfig(_Section):
     sparse: bool = Field(True, description="only the game's result (+1 win, -1 loss, 0 draw); false adds shaping")
-    shaping: dict[str, float] = Field(default_factory=dict, description="coefficient per shaping term the game offers "
-                                      "(distrl league games lists them); used when sparse is false")  # fmt: skip
+    shaping: dict[str, float] = Field(default_factory=dict, description="coefficient per shaping term of the game "
+                                      "(distrl/Duel-v0: push, centre); used when sparse is false")  # fmt: skip
 
 
 class LeagueConfig(_Section):
