@@ -209,6 +209,9 @@ def test_games_refused_with_one_line():
         make_game("pettingzoo/classic/nope-v0", 1)
     with pytest.raises(GameError, match="offers no term bogus"):
         probe_game(league_config(reward={"sparse": False, "shaping": {"bogus": 1.0}}))
+    with pytest.raises(GameError, match="heuristic=.'strength': 2."):
+        probe_game(league_config(curriculum=[{"name": "weak", "heuristic": {"strength": 2}}]))
+    assert probe_game(league_config(curriculum=[{"name": "weak", "heuristic": {"noise": 0.5}}]))[1].n == 7
 
 
 def test_a_game_that_needs_masks_and_has_none_is_refused():
@@ -251,20 +254,7 @@ def _worker(config):
 
 
 def test_training_games_never_see_an_illegal_move_and_cover_both_seats(monkeypatch):
-    from distrl.league.games.pettingzoo_game import PettingZooGame
-
-    real_step = PettingZooGame.step
-    checked = {"moves": 0}
-
-    def step_checking_legality(self, actions, acting):
-        for i in np.flatnonzero(acting.any(axis=1)):
-            seat = int(np.flatnonzero(acting[i])[0])
-            mask = self.obs[i][self.agents[seat]]["action_mask"]
-            assert mask[int(actions[i, seat])], f"illegal move {actions[i, seat]} by seat {seat}"
-            checked["moves"] += 1
-        return real_step(self, actions, acting)
-
-    monkeypatch.setattr(PettingZooGame, "step", step_checking_legality)
+    checked = _checking_legality(monkeypatch)
     worker = _worker(league_config())
     weights = {k: v.detach().numpy().copy() for k, v in worker.model.state_dict().items()}
     plan = {"shares": {"latest": 0.25, "main@0": 0.25, "random": 0.25, "heuristic": 0.25}, "weights": {"main@0": weights}}
@@ -285,6 +275,43 @@ def test_training_games_never_see_an_illegal_move_and_cover_both_seats(monkeypat
     seats = [r["seat"] for r in results]
     assert abs(seats.count(0) - seats.count(1)) <= 16  # alternating, copy by copy
     assert worker.envs.learned.backends() == {worker.policy.backend}  # snapshots act on the worker's backend
+
+
+def _checking_legality(monkeypatch) -> dict:
+    """Make every PettingZoo game step assert that each acting seat's move is legal; returns the move count."""
+    from distrl.league.games.pettingzoo_game import PettingZooGame
+
+    real_step = PettingZooGame.step
+    checked = {"moves": 0}
+
+    def step(self, actions, acting):
+        for i in np.flatnonzero(acting.any(axis=1)):
+            seat = int(np.flatnonzero(acting[i])[0])
+            assert self.obs[i][self.agents[seat]]["action_mask"][int(actions[i, seat])], "illegal move"
+            checked["moves"] += 1
+        return real_step(self, actions, acting)
+
+    monkeypatch.setattr(PettingZooGame, "step", step)
+    return checked
+
+
+def test_eval_and_tournament_games_never_see_an_illegal_move(monkeypatch):
+    from distrl.league.matches import baseline_player, model_player, play
+    from distrl.models import build_model
+
+    checked = _checking_legality(monkeypatch)
+    config = league_config()
+    obs_space, action_space = probe_game(config)
+    game = make_game(CONNECT4, 1)
+    model = build_model(obs_space, action_space, config.model)
+    with torch.no_grad():  # a policy that prefers the first column, which fills up: only its mask keeps it legal
+        model.policy_head.bias[:] = torch.tensor([20.0, 0, 0, 0, 0, 0, 0])
+    rng = np.random.default_rng(0)
+    for greedy in (True, False):
+        for opponent in ("random", "heuristic"):
+            matches = play(CONNECT4, {}, model_player(model, greedy), baseline_player(game, opponent), 20, rng)
+            assert len(matches) == 20 and {m.seat for m in matches} == {0, 1}
+    assert checked["moves"] > 400
 
 
 def test_learner_reproduces_the_workers_masked_log_probs():

@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+from collections.abc import Collection
 from pathlib import Path
 
 import numpy as np
@@ -39,8 +40,9 @@ def load_league(path: str | Path) -> tuple:
     return config, league, payload["learner"]["model"], int(payload["counters"]["iteration"])
 
 
-def build_players(config, league: League, learner_state: dict, iteration: int, deterministic: bool) -> dict[str, tuple]:
-    """``name -> (player, kind, iteration)`` for the baselines, every snapshot and the final learner (``main``)."""
+def build_players(config, league: League, learner_state: dict, iteration: int, greedy: Collection[str] = ()) -> dict[str, tuple]:
+    """``name -> (player, kind, iteration)`` for the baselines, every snapshot and the final learner (``main``); the
+    trained players named in ``greedy`` take their most likely legal move, the others sample."""
     from distrl.models import build_model
 
     obs_space, action_space = probe_game(config)
@@ -49,16 +51,16 @@ def build_players(config, league: League, learner_state: dict, iteration: int, d
     if game.has_heuristic:
         players["heuristic"] = (baseline_player(game, "heuristic"), "baseline", 0)
 
-    def trained(state: dict):
+    def trained(name: str, state: dict):
         import torch
 
         model = build_model(obs_space, action_space, config.model)
         model.load_state_dict({k: torch.as_tensor(np.asarray(v)) for k, v in state.items()})
-        return model_player(model, deterministic)
+        return model_player(model, deterministic=name in greedy)
 
     for member in league.snapshots:
-        players[member.name] = (trained(member.weights), "snapshot", member.iteration)
-    players["main"] = (trained(learner_state), "learner", iteration)
+        players[member.name] = (trained(member.name, member.weights), "snapshot", member.iteration)
+    players["main"] = (trained("main", learner_state), "learner", iteration)
     return players
 
 
@@ -74,7 +76,7 @@ def run_tournament(run: str | Path, games: int = 20, out: str | Path | None = No
     run = Path(run)
     checkpoint = resolve_checkpoint(run)
     config, league, learner_state, iteration = load_league(run)
-    players = build_players(config, league, learner_state, iteration, deterministic=False)
+    players = build_players(config, league, learner_state, iteration)
     rng = np.random.default_rng(seed)
     names = list(players)
     results: list[tuple[str, str, float]] = []
@@ -193,12 +195,10 @@ def evaluate_against(path: str | Path, opponent: str, episodes: int, determinist
     """``distrl eval`` of a league run: its learner against ``opponent`` (random, heuristic or a snapshot's
     name), ``episodes`` games, half in each seat."""
     config, league, learner_state, iteration = load_league(path)
-    players = build_players(config, league, learner_state, iteration, deterministic)
+    # A snapshot opponent samples its moves: two greedy players would replay one game.
+    players = build_players(config, league, learner_state, iteration, greedy=("main",) if deterministic else ())
     if opponent not in players or opponent == "main":
         known = ", ".join(n for n in players if n != "main")
         raise CheckpointError(f"--opponent={opponent!r}: not in this run's league (known: {known})")
-    opponent_player = players[opponent][0]
-    if players[opponent][1] == "snapshot" and deterministic:  # two greedy players would replay one game
-        opponent_player = build_players(config, league, learner_state, iteration, False)[opponent][0]
-    return play(config.env.id, game_kwargs(config), players["main"][0], opponent_player, episodes,
+    return play(config.env.id, game_kwargs(config), players["main"][0], players[opponent][0], episodes,
                 np.random.default_rng(seed))  # fmt: skip

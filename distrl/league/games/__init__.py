@@ -60,6 +60,16 @@ def probe_game(config) -> tuple:
         if not game.has_heuristic and "heuristic" in stage.opponents and len(stage.opponents) == 1:
             raise GameError(f"league.curriculum: stage {stage.name!r} plays only the heuristic, and distrl has no "
                             f"scripted player for {config.env.id}")  # fmt: skip
+        if game.has_heuristic and stage.heuristic:  # its settings, tried once on a real observation
+            import numpy as np
+
+            game.reset(np.ones(1, dtype=bool), 0)
+            obs, mask = game.observe(0, np.ones(1, dtype=bool))
+            try:
+                game.heuristic(obs, mask, np.random.default_rng(0), **stage.heuristic)
+            except TypeError as exc:
+                raise GameError(f"league.curriculum: stage {stage.name!r} heuristic={dict(stage.heuristic)}: {exc} "
+                                "(the scripted player takes: noise)") from None  # fmt: skip
     unknown = sorted(set(league.reward.shaping) - set(game.shaping_terms))
     if unknown:
         offered = ", ".join(game.shaping_terms) or "none"
