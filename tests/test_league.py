@@ -314,6 +314,18 @@ def test_eval_and_tournament_games_never_see_an_illegal_move(monkeypatch):
     assert checked["moves"] > 400
 
 
+def test_a_snapshot_keeps_playing_its_games_after_a_plan_drops_it():
+    worker = _worker(league_config())
+    weights = {k: v.detach().numpy().copy() for k, v in worker.model.state_dict().items()}
+    worker.sample(None, {"shares": {"main@0": 1.0}, "weights": {"main@0": weights}})
+    assert (worker.envs.opponent[~worker.envs.done] == "main@0").any()  # games against it go on
+    info, _ = worker.sample(None, {"shares": {"random": 1.0}, "weights": {}})  # a plan without it
+    assert {r["opponent"] for r in info["league_results"]} == {"main@0", "random"}
+    for _ in range(3):
+        worker.sample(None, {"shares": {"random": 1.0}, "weights": {}})
+    assert "main@0" not in worker.envs.learned.policies and worker.envs.learned.spare  # released once its games ended
+
+
 def test_learner_reproduces_the_workers_masked_log_probs():
     from distrl.learner.learner import Learner
 

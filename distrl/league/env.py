@@ -73,7 +73,7 @@ class LeagueVecEnv(gym.vector.VectorEnv):
         self.heuristic_kwargs = dict(plan.get("heuristic", {}))
         needed = {name: ref for name, ref in plan.get("weights", {}).items() if self.shares.get(name, 0) > 0}
         if self.learned is not None:
-            self.learned.sync(needed)
+            self.learned.sync(needed, playing=set(self.opponent[~self.done]))
         kwargs = {**self.config.env.kwargs, **plan.get("env_kwargs", {})}
         if kwargs != self.game_kwargs:
             self._pending_kwargs = kwargs

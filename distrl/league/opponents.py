@@ -25,9 +25,10 @@ class LearnedOpponents:
         self.spare: list = []
         self.checks = 0
 
-    def sync(self, weights: dict) -> None:
-        """Hold a policy for every snapshot in ``weights`` (name -> weights, or an object-store ref to them)."""
-        for name in [n for n in self.policies if n not in weights]:
+    def sync(self, weights: dict, playing: set[str] = frozenset()) -> None:
+        """Hold a policy for every snapshot in ``weights`` (name -> weights, or an object-store ref to them), and
+        keep those of ``playing``: snapshots in games still going on, which a new plan may no longer name."""
+        for name in [n for n in self.policies if n not in weights and n not in playing]:
             self.spare.append(self.policies.pop(name))
         for name, held in weights.items():
             if name in self.policies:
