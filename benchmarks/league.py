@@ -9,6 +9,7 @@ round robin on the run: the learner's Elo beside every earlier snapshot's.
 
     python benchmarks/league.py                  # 600 s of training, 100 games per seat and checkpoint
     python benchmarks/league.py --seconds 120 --games 40
+    python benchmarks/league.py --quick          # 60 s, 10 games per seat
 """
 
 from __future__ import annotations
@@ -73,8 +74,11 @@ def main() -> None:
     parser.add_argument("--games", type=int, default=100, help="games per seat and opponent at each checkpoint")
     parser.add_argument("--every", type=int, default=10, help="iterations between checkpoints")
     parser.add_argument("--keep-run", type=Path, help="train into this directory and keep it")
+    parser.add_argument("--quick", action="store_true", help="60 s of training, 10 games per seat (a smoke run)")
     add_results_dir_argument(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.seconds, args.games, args.every = 60, 10, 5
     machine = machine_info()
     print_machine(machine)
     with tempfile.TemporaryDirectory() as tmp:
@@ -114,7 +118,7 @@ def main() -> None:
     md += "\n\n" + markdown_table(table["players"], [("player", "player"), ("kind", "kind"), ("iteration", "iteration"),
                                                      ("elo", "tournament Elo"), ("score", "score")])  # fmt: skip
     write_results("league_connect4", {"machine": machine, "result": result, "rows": rows, "tournament": table}, md,
-                  results_dir=args.results_dir)  # fmt: skip
+                  quick=args.quick, results_dir=args.results_dir)  # fmt: skip
 
 
 if __name__ == "__main__":

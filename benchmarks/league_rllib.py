@@ -69,8 +69,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--distrl-run", type=Path, required=True, help="a run of configs/league_connect4.yaml")
     parser.add_argument("--limit", type=float, default=900, help="seconds RLlib may take")
+    parser.add_argument("--quick", action="store_true", help="RLlib gets 120 s")
     add_results_dir_argument(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.limit = 120
     machine = machine_info()
     print_machine(machine)
     rows = [{"system": "distrl (configs/league_connect4.yaml)", **distrl_time_to_threshold(args.distrl_run)}]
@@ -79,7 +82,7 @@ def main() -> None:
     print(rows[1], flush=True)
     table = markdown_table(rows, [("system", "system"), ("time_s", f"s to win rate {THRESHOLD} vs random"),
                                   ("iterations", "iterations"), ("env_steps", "env steps")])  # fmt: skip
-    write_results("league_rllib", {"machine": machine, "rows": rows, "threshold": THRESHOLD}, table,
+    write_results("league_rllib", {"machine": machine, "rows": rows, "threshold": THRESHOLD}, table, quick=args.quick,
                   results_dir=args.results_dir)  # fmt: skip
 
 
