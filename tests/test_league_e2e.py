@@ -73,7 +73,7 @@ def test_tournament_and_eval(league_run, tmp_path):
     assert {"random", "heuristic", "main", "main@0"} <= set(players)
     assert players["random"]["elo"] == 1000
     assert players["main"]["elo"] > players["main@0"]["elo"]  # the trained learner beats its initial self
-    assert (league_run / "league" / "tournament.md").read_text().count("\n| ") == len(players) + 1
+    assert (league_run / "league" / "tournament.md").read_text().count("\n| ") == len(players) + 2  # header, rule, rows
     assert (league_run / "league" / "elo.png").stat().st_size > 1000
     replay = json.loads((tmp_path / "replays" / "replay_0.json").read_text())
     assert replay["moves"] and {replay["seat_0"], replay["seat_1"]} == {r["player"] for r in table["players"][:2]}
