@@ -58,18 +58,22 @@ def forward_rows(batch: int, repeats: int) -> list[dict]:
     torch.manual_seed(0)
     model = build_model(obs_space, action_space, config.model).eval()
     x = torch.from_numpy(np.random.default_rng(0).uniform(-1, 1, (batch, config.model.window, *obs_space.shape)).astype(np.float32))
-    rows, eager_us = [], None
+    arrays = x.numpy()
+    calls = {}
     for row in available_backends():
         if not row["available"] or row["chooses"]:
             continue
         policy = compile_policy(model, row["name"], example_inputs=(x,), strict=True)
-        arrays = x.numpy()
-        call = lambda: policy._checked(arrays)  # noqa: E731 (numpy in, numpy out: what a worker calls)
-        stats = spread([t * 1e6 for t in time_calls(call, 0.25, repeats)])
-        eager_us = stats["median"] if row["name"] == "eager" else eager_us
-        rows.append({"backend": row["name"], "batch": batch, "us_per_call": stats["median"]})
+        calls[row["name"]] = lambda policy=policy: policy._checked(arrays)  # numpy in, numpy out: what a worker calls
+    # Repeats interleaved across backends: this machine's speed drifts within a run, and timing one backend after
+    # another would hand the drift to whichever came last.
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(repeats):
+        for name, call in calls.items():
+            times[name] += [t * 1e6 for t in time_calls(call, 0.25, 1)]
+    rows = [{"backend": name, "batch": batch, "us_per_call": spread(samples)["median"]} for name, samples in times.items()]
     for row in rows:
-        row["speedup_vs_eager"] = eager_us / row["us_per_call"]
+        row["speedup_vs_eager"] = spread(times["eager"])["median"] / row["us_per_call"]
     return rows
 
 

@@ -150,3 +150,18 @@ def test_attention_config_learns_exports_and_plays(tmp_path):
     played = run_cli("eval", str(run_dir), "--episodes", "4")
     assert played.returncode == 0, played.stderr[-2000:]
     assert json.loads((run_dir / "summary.json").read_text())["stop_reason"] == "env_steps"
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("layers", [1, 2])
+def test_last_token_pool_computes_only_the_last_query_and_matches_the_full_encoder(causal, layers):
+    """pool: last runs its final block for the last token alone; the result is the full encoder's last token."""
+    from distrl.models.attention import AttentionEncoder
+
+    torch.manual_seed(0)
+    encoder = AttentionEncoder(8, 3, 16, 2, layers, causal, "last").double()
+    tokens = torch.randn(32, 8, 3, dtype=torch.float64)
+    x = encoder.embed(tokens) + encoder.position
+    for block in encoder.blocks:
+        x = block(x)  # every token through every block
+    torch.testing.assert_close(encoder(tokens), encoder.norm(x)[:, -1], rtol=1e-12, atol=1e-12)

@@ -26,10 +26,25 @@ class _Block(nn.Module):
         self.proj = nn.Linear(d_model, d_model)
         self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, last_only: bool = False) -> torch.Tensor:
+        """``x [B, L, d]`` -> ``[B, L, d]``, or with ``last_only`` the last token's output ``[B, 1, d]``.
+
+        The last token attends to every token (causal or not), so its output needs the keys and values of all of
+        them but the query, the projection and the MLP of itself alone: ``pool: last``'s final block does a 1/L share
+        of that work, with the same weights and the same result.
+        """
         b, length, d = x.shape
-        q, k, v = self.qkv(self.norm1(x)).reshape(b, length, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        attended = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)  # [B, heads, L, d/heads]
+        h = self.norm1(x)
+        if last_only:
+            w_q, w_kv = self.qkv.weight.split([d, 2 * d])
+            b_q, b_kv = self.qkv.bias.split([d, 2 * d])
+            q = F.linear(h[:, -1:], w_q, b_q).reshape(b, 1, self.heads, d // self.heads).transpose(1, 2)
+            k, v = F.linear(h, w_kv, b_kv).reshape(b, length, 2, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+            x, length = x[:, -1:], 1
+            attended = F.scaled_dot_product_attention(q, k, v)  # [B, heads, 1, d/heads]
+        else:
+            q, k, v = self.qkv(h).reshape(b, length, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+            attended = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)  # [B, heads, L, d/heads]
         x = x + self.proj(attended.transpose(1, 2).reshape(b, length, d))
         return x + self.mlp(self.norm2(x))
 
@@ -48,7 +63,8 @@ class AttentionEncoder(nn.Module):
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """``tokens [B, L, F]`` -> ``[B, d_model]``."""
         x = self.embed(tokens.to(self.embed.weight.dtype)) + self.position
-        for block in self.blocks:
-            x = block(x)
+        last = len(self.blocks) - 1
+        for i, block in enumerate(self.blocks):
+            x = block(x, last_only=self.pool == "last" and i == last)
         x = self.norm(x)
         return x[:, -1] if self.pool == "last" else x.mean(dim=1)
