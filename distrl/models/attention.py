@@ -27,25 +27,26 @@ class _Block(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model))
 
     def forward(self, x: torch.Tensor, last_only: bool = False) -> torch.Tensor:
-        """``x [B, L, d]`` -> ``[B, L, d]``, or with ``last_only`` the last token's output ``[B, 1, d]``.
+        """``x [B, L, d]`` -> ``[B, L, d]``, or with ``last_only`` the last token's output ``[B, d]``.
 
         The last token attends to every token (causal or not), so its output needs the keys and values of all of
         them but the query, the projection and the MLP of itself alone: ``pool: last``'s final block does a 1/L share
-        of that work, with the same weights and the same result.
+        of that work, with the same weights and the same result. It stays 2-d: an exported graph then runs each of
+        its linear layers as one Gemm, without the reshapes around a 3-d MatMul.
         """
         b, length, d = x.shape
         h = self.norm1(x)
         if last_only:
             w_q, w_kv = self.qkv.weight.split([d, 2 * d])
             b_q, b_kv = self.qkv.bias.split([d, 2 * d])
-            q = F.linear(h[:, -1:], w_q, b_q).reshape(b, 1, self.heads, d // self.heads).transpose(1, 2)
+            q = F.linear(h[:, -1], w_q, b_q).reshape(b, self.heads, 1, d // self.heads)
             k, v = F.linear(h, w_kv, b_kv).reshape(b, length, 2, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-            x, length = x[:, -1:], 1
             attended = F.scaled_dot_product_attention(q, k, v)  # [B, heads, 1, d/heads]
+            x = x[:, -1] + self.proj(attended.reshape(b, d))
         else:
             q, k, v = self.qkv(h).reshape(b, length, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
             attended = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)  # [B, heads, L, d/heads]
-        x = x + self.proj(attended.transpose(1, 2).reshape(b, length, d))
+            x = x + self.proj(attended.transpose(1, 2).reshape(b, length, d))
         return x + self.mlp(self.norm2(x))
 
 
@@ -65,6 +66,5 @@ class AttentionEncoder(nn.Module):
         x = self.embed(tokens.to(self.embed.weight.dtype)) + self.position
         last = len(self.blocks) - 1
         for i, block in enumerate(self.blocks):
-            x = block(x, last_only=self.pool == "last" and i == last)
-        x = self.norm(x)
-        return x[:, -1] if self.pool == "last" else x.mean(dim=1)
+            x = block(x, last_only=self.pool == "last" and i == last)  # pool last: [B, d] after the final block
+        return self.norm(x) if self.pool == "last" else self.norm(x).mean(dim=1)
