@@ -169,6 +169,7 @@ class League:
         for group, record in by_group.items():
             win, draw, loss = record.rates()
             row[f"league_win_{group}"], row[f"league_draw_{group}"], row[f"league_loss_{group}"] = win, draw, loss
+            row[f"league_games_{group}"] = record.games
         if self.snapshots:
             row["league_elo_best_snapshot"] = max(m.rating for m in self.snapshots)
         return row
