@@ -7,6 +7,7 @@ action sampling included, one thread as in a worker) and one PPO update.
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import shutil
@@ -85,16 +86,26 @@ def measure(config, seconds: float = 0.5) -> dict:
     import torch
 
     from distrl.compile import available_backends, build_inference_policy, checks_against_eager
-    from distrl.envs import make_vec_env, probe_spaces
+    from distrl.envs import make_vec_env
     from distrl.learner import Learner
     from distrl.rollout import RolloutWorker
 
     torch.set_num_threads(1)
-    envs = make_vec_env(config.env)
-    obs, _ = envs.reset(seed=0)
+    if config.league is not None:  # the learner's seat of a two-player game, against the random player
+        from distrl.league.env import LeagueVecEnv
+        from distrl.league.games import random_actions
+
+        envs = LeagueVecEnv(config)
+        envs.set_plan({"shares": {"random": 1.0}})
+        act = lambda mask: random_actions(envs.single_action_space, mask, rng, envs.num_envs)  # noqa: E731 (legal moves)
+    else:
+        envs = make_vec_env(config.env)
+        act = lambda mask: envs.action_space.sample()  # noqa: E731
+    rng = np.random.default_rng(0)
+    _, info = envs.reset(seed=0)
     steps, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
-        envs.step(envs.action_space.sample())
+        _, _, _, _, info = envs.step(act(info.get("action_mask")))
         steps += envs.num_envs
     env_sps = steps / (time.perf_counter() - start)
     envs.close()
@@ -122,12 +133,14 @@ def measure(config, seconds: float = 0.5) -> dict:
             worker.dist.sample_numpy(pd, rng)
             times.append(time.perf_counter() - tick)
         # The compiled-vs-eager check workers apply at every sync: how close, and what it allows here.
-        worst = max(checks_against_eager(policy(*example), worker.model, example), key=lambda c: c.error / c.tolerance)
+        # (An output that is exactly 0 in float64 and float32, e.g. a new MLP on an empty board, has tolerance 0.)
+        worst = max(checks_against_eager(policy(*example), worker.model, example),
+                    key=lambda c: c.error / c.tolerance if c.tolerance > 0 else (0.0 if c.error == 0 else math.inf))  # fmt: skip
         check = {"difference": worst.difference, "error": worst.error, "tolerance": worst.tolerance}
         latency[row["name"]] = {"available": True, "batch": len(example[0]), **_percentiles(times), "check": check}
 
     sample = worker.sample()
-    learner = Learner(config, *probe_spaces(config.env))
+    learner = Learner(config, worker.envs.single_observation_space, worker.envs.single_action_space)
     learner.update(sample)
     start = time.perf_counter()
     learner.update(sample)

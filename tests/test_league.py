@@ -363,3 +363,12 @@ def test_load_policy_plays_one_seat_with_masks(tmp_path):
     for deterministic in (True, False):
         actions, _ = policy.predict(obs, deterministic=deterministic, action_mask=mask)
         assert mask[np.arange(200), actions].all()
+
+
+def test_diagnose_measures_a_league_config():
+    from distrl import diagnose
+
+    report = diagnose.run(league_config(), quick=True)
+    measured = report["measured"]
+    assert measured["env_steps_per_s"] > 0 and measured["learner_update_s"] > 0
+    assert measured["policy_latency"]["onnxrt"]["available"]
