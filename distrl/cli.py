@@ -89,8 +89,8 @@ def _cmd_league(args) -> int:
     for row in table["players"]:
         print(f"  {row['player']:>12} {row['kind']:>8} it {row['iteration']:>5}  Elo {row['elo']:7.1f}  "
               f"W {row['wins']} D {row['draws']} L {row['losses']}  score {row['score']:.3f}")  # fmt: skip
-    written = ", ".join(p for p in (args.out or str(Path(args.run) / "league"),) if p)
-    print(f"wrote tournament.json, tournament.md{', elo.png' if table['png'] else ''} in {written}")
+    out = args.out or Path(args.run) / "league"
+    print(f"wrote tournament.json, tournament.md{', elo.png' if table['png'] else ''} in {out}")
     if table.get("replays"):
         print(f"replays: {', '.join(Path(p).name for p in table['replays'])} in {args.replays}")
     return 0

@@ -15,6 +15,14 @@ from distrl.envs.episodes import EpisodeTracker
 from distrl.models import ActorCritic, build_model
 
 
+def checkpoint_config(payload: dict, path: str | Path) -> Config:
+    """The config a loaded checkpoint was trained with; ``CheckpointError`` when it is not a valid one."""
+    try:
+        return config_from_dict(payload["config"])
+    except ConfigError as exc:
+        raise CheckpointError(f"checkpoint={str(path)!r}: its config is not valid ({exc.lines[0]})") from None
+
+
 def policy_from_checkpoint(path: str | Path, env_id: str | None = None, trusted_envs: Collection[str] = ()
                            ) -> tuple[Config, ActorCritic, RunningMeanStd | None, object, object]:  # fmt: skip
     """The config, the trained model (eval mode), its observation normaliser and the env spaces.
@@ -24,10 +32,7 @@ def policy_from_checkpoint(path: str | Path, env_id: str | None = None, trusted_
     (``distrl/envs/trust.py``): a checkpoint is data.
     """
     payload = load_checkpoint(path)
-    try:
-        config = config_from_dict(payload["config"])
-    except ConfigError as exc:
-        raise CheckpointError(f"checkpoint={str(path)!r}: its config is not valid ({exc.lines[0]})") from None
+    config = checkpoint_config(payload, path)
     if env_id is not None:  # the checkpoint's env kwargs belonged to its own env: not carried over
         config = config.model_copy(update={"env": config.env.model_copy(update={"id": env_id, "kwargs": {}})})
         trusted_envs = [*trusted_envs, env_id]

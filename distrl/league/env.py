@@ -22,7 +22,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from distrl.league.games import make_game, random_actions
+from distrl.league.games import baseline_actions, make_game
 from distrl.league.games.base import StepResult
 
 
@@ -36,7 +36,7 @@ def available_shares(shares: dict[str, float], has_heuristic: bool) -> dict[str,
 class LeagueVecEnv(gym.vector.VectorEnv):
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP}
 
-    def __init__(self, config, keep_records: bool = False):
+    def __init__(self, config):
         from distrl.league.league import League
 
         self.config = config
@@ -57,9 +57,7 @@ class LeagueVecEnv(gym.vector.VectorEnv):
         self.heuristic_kwargs = dict(stage.heuristic)
         self.learned = None  # LearnedOpponents, attached by the worker once its policy exists
         self.results: list[dict] = []
-        self.keep_records = keep_records  # the tournament's replays
         self._pending_kwargs: dict | None = None
-        self._seed: int | None = None
 
     # --- the seam to the worker and the driver ---------------------------------------------------
     def attach(self, learned) -> None:
@@ -87,7 +85,6 @@ class LeagueVecEnv(gym.vector.VectorEnv):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         if seed is not None:
             self.rng = np.random.default_rng(seed)
-            self._seed = seed
         every = np.ones(self.num_envs, dtype=bool)
         self.game.reset(every, seed)
         first = self.game.to_move()
@@ -166,10 +163,7 @@ class LeagueVecEnv(gym.vector.VectorEnv):
         done |= ended
         for i in np.flatnonzero(ended):
             score = result.score[i] if self.seat[i] == 0 else 1.0 - result.score[i]
-            entry = {"opponent": str(self.opponent[i]), "score": float(score), "seat": int(self.seat[i])}
-            if self.keep_records:
-                entry["record"] = self.game.record(int(i))
-            self.results.append(entry)
+            self.results.append({"opponent": str(self.opponent[i]), "score": float(score), "seat": int(self.seat[i])})
 
     def _opponents_act(self, copies: np.ndarray, joint: np.ndarray, acting: np.ndarray) -> None:
         """Fill the opponents' actions in ``copies``, one batched call per opponent and seat."""
@@ -184,10 +178,8 @@ class LeagueVecEnv(gym.vector.VectorEnv):
                 acting[chosen, seat] = True
 
     def _act(self, name: str, obs: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
-        if name == "random":
-            return random_actions(self.single_action_space, mask, self.rng, len(obs))
-        if name == "heuristic":
-            return self.game.heuristic(obs, mask, self.rng, **self.heuristic_kwargs)
+        if name in ("random", "heuristic"):
+            return baseline_actions(self.game, name, obs, mask, self.rng, self.heuristic_kwargs)
         if self.learned is None:
             raise RuntimeError(f"league opponent {name!r} is a learned policy, and no policy is attached to this env")
         return self.learned.act(name, obs, mask, self.rng)

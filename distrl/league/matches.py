@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from distrl.league.games import Game, make_game, random_actions
+from distrl.league.games import Game, baseline_actions, make_game
 
 Player = Callable[[np.ndarray, np.ndarray | None, np.random.Generator], np.ndarray]
 
@@ -26,11 +26,7 @@ class Match:
 
 
 def baseline_player(game: Game, name: str, heuristic: dict | None = None) -> Player:
-    if name == "random":
-        return lambda obs, mask, rng: random_actions(game.action_space, mask, rng, len(obs))
-    if name == "heuristic":
-        return lambda obs, mask, rng: game.heuristic(obs, mask, rng, **(heuristic or {}))
-    raise ValueError(f"unknown baseline {name!r}")
+    return lambda obs, mask, rng: baseline_actions(game, name, obs, mask, rng, heuristic)
 
 
 def model_player(model, deterministic: bool) -> Player:

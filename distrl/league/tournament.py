@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from distrl.common.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
-from distrl.config import ConfigError, config_from_dict
+from distrl.deploy.evaluate import checkpoint_config
 from distrl.league import elo
 from distrl.league.games import make_game, probe_game
 from distrl.league.league import ANCHOR, League
@@ -30,10 +30,7 @@ from distrl.league.matches import Match, baseline_player, model_player, play
 def load_league(path: str | Path) -> tuple:
     """``(config, league, learner model state, iteration)`` of a league run's newest checkpoint (or a file)."""
     payload = load_checkpoint(path)
-    try:
-        config = config_from_dict(payload["config"])
-    except ConfigError as exc:
-        raise CheckpointError(f"checkpoint={str(path)!r}: its config is not valid ({exc.lines[0]})") from None
+    config = checkpoint_config(payload, path)
     if config.league is None or "league" not in payload:
         raise CheckpointError(f"checkpoint={str(path)!r}: not a league run (its config has no league section)")
     league = League.from_state(config.league, payload["league"])

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import importlib
 
+import numpy as np
+
 from distrl.league.config import is_game_id
-from distrl.league.games.base import Game, GameError, StepResult, random_actions
+from distrl.league.games.base import Game, GameError, StepResult, baseline_actions, random_actions
 
 OWN_GAMES = {"distrl/Duel-v0": "distrl.league.games.duel:DuelGame"}
 PETTINGZOO = "pettingzoo/"
@@ -61,8 +63,6 @@ def probe_game(config) -> tuple:
             raise GameError(f"league.curriculum: stage {stage.name!r} plays only the heuristic, and distrl has no "
                             f"scripted player for {config.env.id}")  # fmt: skip
         if game.has_heuristic and stage.heuristic:  # its settings, tried once on a real observation
-            import numpy as np
-
             game.reset(np.ones(1, dtype=bool), 0)
             obs, mask = game.observe(0, np.ones(1, dtype=bool))
             try:
@@ -81,4 +81,5 @@ def probe_game(config) -> tuple:
     return game.observation_space, game.action_space
 
 
-__all__ = ["Game", "GameError", "OWN_GAMES", "StepResult", "is_game_id", "make_game", "probe_game", "random_actions"]
+__all__ = ["Game", "GameError", "OWN_GAMES", "StepResult", "baseline_actions", "is_game_id", "make_game", "probe_game",
+           "random_actions"]

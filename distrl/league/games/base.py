@@ -64,3 +64,13 @@ def random_actions(space: gym.Space, mask: np.ndarray | None, rng: np.random.Gen
         u = (1.0 - rng.random(count)) * cdf[:, -1]  # in (0, total]: an illegal action (weight 0) is never drawn
         return (cdf < u[:, None]).sum(axis=1)
     return rng.uniform(space.low, space.high, size=(count, *space.shape)).astype(np.float32)
+
+
+def baseline_actions(game: Game, name: str, obs: np.ndarray, mask: np.ndarray | None, rng: np.random.Generator,
+                     heuristic: dict | None = None) -> np.ndarray:  # fmt: skip
+    """The ``random`` or ``heuristic`` baseline's moves on one seat's observations (``heuristic``: its settings)."""
+    if name == "random":
+        return random_actions(game.action_space, mask, rng, len(obs))
+    if name == "heuristic":
+        return game.heuristic(obs, mask, rng, **(heuristic or {}))
+    raise ValueError(f"unknown baseline {name!r}")
