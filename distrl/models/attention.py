@@ -18,9 +18,14 @@ from torch import nn
 
 
 class _Block(nn.Module):
-    def __init__(self, d_model: int, heads: int, causal: bool):
+    def __init__(self, length: int, d_model: int, heads: int, causal: bool):
         super().__init__()
-        self.heads, self.causal = heads, causal
+        # Sizes as Python ints, never read off the input (the batch is -1 in every reshape): an exported graph then
+        # reshapes, slices the weights and scales the scores with constants, which ONNX Runtime folds when it builds
+        # its session, instead of computing shapes at every call.
+        self.length, self.d_model, self.heads, self.causal = length, d_model, heads, causal
+        self.head_dim = d_model // heads
+        self.scale = self.head_dim**-0.5
         self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.proj = nn.Linear(d_model, d_model)
@@ -31,22 +36,24 @@ class _Block(nn.Module):
 
         The last token attends to every token (causal or not), so its output needs the keys and values of all of
         them but the query, the projection and the MLP of itself alone: ``pool: last``'s final block does a 1/L share
-        of that work, with the same weights and the same result. It stays 2-d: an exported graph then runs each of
-        its linear layers as one Gemm, without the reshapes around a 3-d MatMul.
+        of that work, with the same weights and the same result. Its linear layers run on 2-d inputs: an exported
+        graph then runs each as one Gemm with its bias, not a MatMul, an Add and the reshapes around them.
         """
-        b, length, d = x.shape
+        length, d, heads, head_dim = self.length, self.d_model, self.heads, self.head_dim
         h = self.norm1(x)
         if last_only:
             w_q, w_kv = self.qkv.weight.split([d, 2 * d])
             b_q, b_kv = self.qkv.bias.split([d, 2 * d])
-            q = F.linear(h[:, -1], w_q, b_q).reshape(b, self.heads, 1, d // self.heads)
-            k, v = F.linear(h, w_kv, b_kv).reshape(b, length, 2, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-            attended = F.scaled_dot_product_attention(q, k, v)  # [B, heads, 1, d/heads]
-            x = x[:, -1] + self.proj(attended.reshape(b, d))
+            q = F.linear(h[:, -1], w_q, b_q).reshape(-1, heads, 1, head_dim)
+            kv = F.linear(h.reshape(-1, d), w_kv, b_kv)
+            k, v = kv.reshape(-1, length, 2, heads, head_dim).permute(2, 0, 3, 1, 4)
+            attended = F.scaled_dot_product_attention(q, k, v, scale=self.scale)  # [B, heads, 1, d/heads]
+            x = x[:, -1] + self.proj(attended.reshape(-1, d))
         else:
-            q, k, v = self.qkv(h).reshape(b, length, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-            attended = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)  # [B, heads, L, d/heads]
-            x = x + self.proj(attended.transpose(1, 2).reshape(b, length, d))
+            q, k, v = self.qkv(h).reshape(-1, length, 3, heads, head_dim).permute(2, 0, 3, 1, 4)
+            # [B, heads, L, d/heads]
+            attended = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal, scale=self.scale)
+            x = x + self.proj(attended.transpose(1, 2).reshape(-1, length, d))
         return x + self.mlp(self.norm2(x))
 
 
@@ -57,13 +64,15 @@ class AttentionEncoder(nn.Module):
         self.embed = nn.Linear(features, d_model)
         self.position = nn.Parameter(torch.zeros(length, d_model))
         nn.init.normal_(self.position, std=0.02)
-        self.blocks = nn.ModuleList(_Block(d_model, heads, causal) for _ in range(layers))
+        self.blocks = nn.ModuleList(_Block(length, d_model, heads, causal) for _ in range(layers))
         self.norm = nn.LayerNorm(d_model)
         self.out_dim = d_model
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """``tokens [B, L, F]`` -> ``[B, d_model]``."""
-        x = self.embed(tokens.to(self.embed.weight.dtype)) + self.position
+        # The bias and the positions added as one tensor: a graph's single Add after the MatMul (ONNX Runtime folds
+        # bias + positions into one constant).
+        x = F.linear(tokens.to(self.embed.weight.dtype), self.embed.weight) + (self.embed.bias + self.position)
         last = len(self.blocks) - 1
         for i, block in enumerate(self.blocks):
             x = block(x, last_only=self.pool == "last" and i == last)  # pool last: [B, d] after the final block
