@@ -274,7 +274,7 @@ def test_training_games_never_see_an_illegal_move_and_cover_both_seats(monkeypat
     assert {r["opponent"] for r in results} == {"latest", "main@0", "random", "heuristic"}
     seats = [r["seat"] for r in results]
     assert abs(seats.count(0) - seats.count(1)) <= 16  # alternating, copy by copy
-    assert worker.envs.learned.backends() == {worker.policy.backend}  # snapshots act on the worker's backend
+    assert worker.league_env.learned.backends() == {worker.policy.backend}  # snapshots act on the worker's backend
 
 
 def _checking_legality(monkeypatch) -> dict:
@@ -318,12 +318,67 @@ def test_a_snapshot_keeps_playing_its_games_after_a_plan_drops_it():
     worker = _worker(league_config())
     weights = {k: v.detach().numpy().copy() for k, v in worker.model.state_dict().items()}
     worker.sample(None, {"shares": {"main@0": 1.0}, "weights": {"main@0": weights}})
-    assert (worker.envs.opponent[~worker.envs.done] == "main@0").any()  # games against it go on
+    assert (worker.league_env.opponent[~worker.league_env.done] == "main@0").any()  # games against it go on
     info, _ = worker.sample(None, {"shares": {"random": 1.0}, "weights": {}})  # a plan without it
     assert {r["opponent"] for r in info["league_results"]} == {"main@0", "random"}
     for _ in range(3):
         worker.sample(None, {"shares": {"random": 1.0}, "weights": {}})
-    assert "main@0" not in worker.envs.learned.policies and worker.envs.learned.spare  # released once its games ended
+    assert "main@0" not in worker.league_env.learned.policies and worker.league_env.learned.spare  # released once its games ended
+
+
+def _failing_game_steps(monkeypatch, fail_at) -> dict:
+    """PettingZoo game steps raise at the step calls in ``fail_at`` (counted across the process)."""
+    from distrl.league.games.pettingzoo_game import PettingZooGame
+
+    real_step, calls = PettingZooGame.step, {"n": 0}
+
+    def step(self, actions, acting):
+        calls["n"] += 1
+        if calls["n"] in fail_at:
+            raise RuntimeError(f"simulated game crash at call {calls['n']}")
+        return real_step(self, actions, acting)
+
+    monkeypatch.setattr(PettingZooGame, "step", step)
+    return calls
+
+
+def test_a_game_that_raises_is_reset_masked_and_counted_and_its_games_are_not_scored(monkeypatch):
+    worker = _worker(league_config())
+    _failing_game_steps(monkeypatch, {40})
+    plan = {"shares": {"random": 1.0}, "weights": {}}
+    info, batch = worker.sample(None, plan)
+    assert info["env_errors"] >= 1 and "simulated game crash at call 40" in info["env_error_messages"][0]
+    failed = np.flatnonzero(batch.truncated.all(axis=1))
+    assert len(failed) == 1 and not batch.valid[failed[0]].any()  # every copy reset, none of it trained on
+    # A result is reported for each game that ended, and for no game the crash cut short.
+    assert len(info["league_results"]) == int(batch.terminated.sum()) > 0
+    info, batch = worker.sample(None, plan)  # the run goes on
+    assert info["env_errors"] == 0 and len(info["league_results"]) == int(batch.terminated.sum()) > 0
+
+
+def test_a_game_that_keeps_raising_stops_the_run_with_its_message(monkeypatch):
+    from distrl.common.errors import EnvFailure
+
+    config = league_config()
+    worker = _worker(config.model_copy(update={"env": config.env.model_copy(update={"max_consecutive_errors": 3})}))
+    _failing_game_steps(monkeypatch, set(range(1, 10_000)))
+    with pytest.raises(EnvFailure, match="failed 3 times in a row.*simulated game crash"):
+        worker.sample(None, {"shares": {"random": 1.0}, "weights": {}})
+
+
+def test_an_opponent_that_cannot_move_stops_the_run_rather_than_counting_as_env_errors(monkeypatch):
+    from distrl.common.errors import OwnCodeError
+    from distrl.league.opponents import LearnedOpponents
+
+    worker = _worker(league_config())
+    weights = {k: v.detach().numpy().copy() for k, v in worker.model.state_dict().items()}
+
+    def act(self, name, obs, mask, rng):
+        raise KeyError(name)
+
+    monkeypatch.setattr(LearnedOpponents, "act", act)
+    with pytest.raises(OwnCodeError, match=r"league opponent '(latest|main@0)' could not move: KeyError"):
+        worker.sample(None, {"shares": {"main@0": 1.0}, "weights": {"main@0": weights}})
 
 
 def test_learner_reproduces_the_workers_masked_log_probs():

@@ -18,6 +18,11 @@ class RunStalled(Exception):
     """A wait of the driver's passed its bound (a learner that never answers, a coordinator that hangs)."""
 
 
+class OwnCodeError(Exception):
+    """distrl's own code failed inside an env's step (a league opponent choosing its move): the env guard passes it
+    on instead of resetting the env and counting an env error, so a bug stops the run with its message."""
+
+
 class EnvFailure(Exception):
     """An env keeps failing; training cannot go on. ``errors``: the failed env calls it counted.
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
-from distrl.common.errors import EnvFailure
+from distrl.common.errors import EnvFailure, OwnCodeError
 
 __all__ = ["EnvFailure", "GuardedEnv", "GuardedVectorEnv", "nonfinite_parts"]
 
@@ -72,6 +72,8 @@ class GuardedEnv(gym.Wrapper):
             bad = nonfinite_parts(result[0], result[1])
             if bad:
                 raise _NonFinite(f"{bad} not finite")
+        except (EnvFailure, OwnCodeError):
+            raise
         except Exception as exc:  # any error of the env's own code, or numbers no loss can use
             message = self.errors.failed(exc)
             try:
@@ -104,6 +106,8 @@ class GuardedVectorEnv(gym.vector.VectorWrapper):
             nonfinite = self._nonfinite(result[0], result[1])
             if nonfinite is not None:
                 raise _NonFinite(f"{int(nonfinite.sum())} of {self.num_envs} copies returned non-finite numbers")
+        except (EnvFailure, OwnCodeError):
+            raise
         except Exception as exc:
             message = self.errors.failed(exc)
             try:

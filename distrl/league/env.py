@@ -9,7 +9,9 @@ observation the worker sees is one where the learner is to move; in simultaneous
 in the same step. The worker therefore records the learner's transitions only.
 
 Gymnasium's NEXT_STEP autoreset: the step after a game ends starts the copy's next game and
-ignores its action. ``info["action_mask"]`` holds the legal moves of masked games (the worker
+ignores its action. The worker wraps it in the env guard (``distrl/envs/guard.py``) like a native
+vector env: a game that raises is reset as a whole, its games in progress end unscored, and the
+step is masked and counted as an env error. ``info["action_mask"]`` holds the legal moves of masked games (the worker
 masks with it). Finished games are reported by ``pop_results``. A curriculum stage that changes
 the game's kwargs truncates the games in progress (unscored) and starts the new stage's games
 at the next step.
@@ -22,6 +24,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
+from distrl.common.errors import OwnCodeError, describe_error
 from distrl.league.games import baseline_actions, make_game
 from distrl.league.games.base import StepResult
 
@@ -178,11 +181,16 @@ class LeagueVecEnv(gym.vector.VectorEnv):
                 acting[chosen, seat] = True
 
     def _act(self, name: str, obs: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
-        if name in ("random", "heuristic"):
-            return baseline_actions(self.game, name, obs, mask, self.rng, self.heuristic_kwargs)
-        if self.learned is None:
-            raise RuntimeError(f"league opponent {name!r} is a learned policy, and no policy is attached to this env")
-        return self.learned.act(name, obs, mask, self.rng)
+        """The opponent's moves. A failure here is distrl's, not the game's: ``OwnCodeError`` passes the env guard,
+        which resets the game for errors the game itself raises."""
+        try:
+            if name in ("random", "heuristic"):
+                return baseline_actions(self.game, name, obs, mask, self.rng, self.heuristic_kwargs)
+            if self.learned is None:
+                raise RuntimeError("it is a learned policy, and no policy is attached to this env")
+            return self.learned.act(name, obs, mask, self.rng)
+        except Exception as exc:
+            raise OwnCodeError(f"league opponent {name!r} could not move: {describe_error(exc)}") from exc
 
     def _empty_actions(self) -> np.ndarray:
         space = self.single_action_space

@@ -21,6 +21,7 @@ from distrl.compile.build import CheckedPolicy
 from distrl.compile.dynamo_stats import dynamo_counts
 from distrl.config.schema import Config
 from distrl.envs import make_vec_env
+from distrl.envs.guard import GuardedVectorEnv
 from distrl.envs.episodes import EpisodeTracker
 from distrl.learner.batch import Batch
 from distrl.models import build_model
@@ -37,10 +38,12 @@ class RolloutWorker:
         # Torch, ONNX Runtime (it follows torch's count) and the env's own threads all use the CPUs Ray gave this worker.
         threads = max(1, int(config.rollout.num_cpus_per_worker))
         torch.set_num_threads(threads)
+        self.league_env = None
         if config.league is not None:  # a two-player game: the league's opponents act inside this vector env
             from distrl.league.env import LeagueVecEnv
 
-            self.envs = LeagueVecEnv(config)
+            self.league_env = LeagueVecEnv(config)
+            self.envs = GuardedVectorEnv(self.league_env, config.env.max_consecutive_errors)
         else:
             self.envs = make_vec_env(config.env, num_threads=threads)
         self.num_envs = config.env.num_envs_per_worker
@@ -79,7 +82,7 @@ class RolloutWorker:
         if config.league is not None:
             from distrl.league.opponents import LearnedOpponents
 
-            self.envs.attach(LearnedOpponents(self.policy, self._new_policy, self._policy_inputs, self.dist))
+            self.league_env.attach(LearnedOpponents(self.policy, self._new_policy, self._policy_inputs, self.dist))
         self.compile_counts = dynamo_counts()
         self.episodes = EpisodeTracker(self.num_envs, config.env.action_repeat)
         low, high = getattr(self.envs.single_action_space, "low", None), getattr(self.envs.single_action_space, "high", None)
@@ -153,7 +156,7 @@ class RolloutWorker:
         if weights is not None:
             self.set_weights(weights)
         if league is not None:
-            self.envs.set_plan(league)
+            self.league_env.set_plan(league)
         start = time.perf_counter()
         steps, n = self.config.rollout.rollout_length, self.num_envs
         obs_space = self.envs.single_observation_space
@@ -252,8 +255,8 @@ class RolloutWorker:
             "finished_at": time.time(),  # wall clock: the driver's start-up timeline reads the first batch's
         }
         if self.config.league is not None:
-            info["league_results"] = self.envs.pop_results()  # games finished in this batch, for the league's ratings
-            info["weight_sync_checks"] += self.envs.learned.checks
+            info["league_results"] = self.league_env.pop_results()  # games finished in this batch, for the league's ratings
+            info["weight_sync_checks"] += self.league_env.learned.checks
         return info, batch
 
     def sample_shards(self, weights: dict | None = None, num_shards: int = 1, league: dict | None = None) -> tuple[dict, ...]:
