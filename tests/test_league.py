@@ -111,6 +111,21 @@ def test_snapshot_rules():
     assert league.wants_snapshot(5) == "every 5 iterations"
     league.record([{"opponent": "main@0", "score": 1.0, "seat": s % 2} for s in range(4)])  # rate (4.5 / 5) = 0.9
     assert "win rate" in league.wants_snapshot(3)
+    # Against the pool: games against any snapshot since the newest was taken.
+    pool = League(LeagueConfig(snapshot_every=0, snapshot_win_rate=0.7, snapshot_min_games=4, snapshot_against="pool"))
+    pool.add_snapshot(0, {"w": np.zeros(1)})
+    pool.add_snapshot(1, {"w": np.zeros(1)})
+    pool.record([{"opponent": name, "score": 1.0, "seat": 0} for name in ("main@0", "main@1", "random", "latest")])
+    assert pool.wants_snapshot(2) is None  # two games against the pool: fewer than snapshot_min_games
+    pool.record([{"opponent": name, "score": 1.0, "seat": 1} for name in ("main@0", "main@1")])
+    assert pool.wants_snapshot(2) == "win rate 0.90 against the pool >= 0.7"
+    pool.add_snapshot(2, {"w": np.zeros(1)})
+    assert pool.wants_snapshot(3) is None  # counted afresh from the new snapshot
+    pool.record([{"opponent": "main@2", "score": 1.0, "seat": 0}] * 3)
+    restored = League.from_state(pool.cfg, pool.state())  # a checkpoint keeps the count
+    assert restored.pool_games == 3 and restored.wants_snapshot(3) is None
+    restored.record([{"opponent": "main@1", "score": 1.0, "seat": 0}])
+    assert restored.wants_snapshot(3) == "win rate 0.90 against the pool >= 0.7"
     small = League(LeagueConfig(max_snapshots=2))
     for it in (0, 10, 20):
         small.add_snapshot(it, {"w": np.zeros(1)})

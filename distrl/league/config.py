@@ -85,7 +85,12 @@ class LeagueConfig(_Section):
         0.7, description="also freeze a copy once the learner's win rate against the newest snapshot reaches this "
         "(RLlib's self-play example's rule); null: only every snapshot_every",
     )
-    snapshot_min_games: PositiveInt = Field(100, description="games against the newest snapshot before its win rate counts")
+    snapshot_against: Literal["newest", "pool"] = Field(
+        "newest", description="whose games snapshot_win_rate counts: the newest snapshot's (RLlib's rule), or every "
+        "snapshot's in the pool since the newest was taken (weighted as matchmaking draws them)",
+    )
+    snapshot_min_games: PositiveInt = Field(100, description="games against the newest snapshot (or the pool, since "
+                                            "the newest was taken) before the win rate counts")  # fmt: skip
     max_snapshots: PositiveInt = Field(30, description="snapshots kept in the pool; the oldest goes first")
     matchmaking: MatchmakingConfig = MatchmakingConfig()
     elo: EloConfig = EloConfig()

@@ -74,6 +74,8 @@ class League:
         self.stage_games = 0
         self.events: list[dict] = []  # snapshots and stage changes, in order
         self.games = 0
+        self.pool_rates = WinRates(cfg.matchmaking.win_rate_decay)  # against any snapshot, since the newest was taken
+        self.pool_games = 0
 
     # --- members -------------------------------------------------------------------------
     @property
@@ -90,6 +92,7 @@ class League:
             del self.members[old.name]
         self.events.append({"event": "snapshot", "iteration": iteration, "name": member.name, "elo": round(self.rating, 1),
                             "dropped": [m.name for m in dropped]})  # fmt: skip
+        self.pool_rates, self.pool_games = WinRates(self.cfg.matchmaking.win_rate_decay), 0
         return member
 
     def wants_snapshot(self, iteration: int) -> str | None:
@@ -101,11 +104,15 @@ class League:
         if every and iteration - newest.iteration >= every:
             return f"every {every} iterations"
         threshold = self.cfg.snapshot_win_rate
-        played = self.totals[newest.name].games if newest.name in self.totals else 0
-        if threshold is not None and played >= self.cfg.snapshot_min_games:
-            rate = self.rates.rate(newest.name)
-            if rate >= threshold:
-                return f"win rate {rate:.2f} against {newest.name} >= {threshold}"
+        if threshold is None:
+            return None
+        if self.cfg.snapshot_against == "pool":  # games since the newest snapshot, so a new one is not due at once
+            played, rate, against = self.pool_games, self.pool_rates.rate("pool"), "the pool"
+        else:
+            played = self.totals[newest.name].games if newest.name in self.totals else 0
+            rate, against = self.rates.rate(newest.name), newest.name
+        if played >= self.cfg.snapshot_min_games and rate >= threshold:
+            return f"win rate {rate:.2f} against {against} >= {threshold}"
         return None
 
     # --- games ---------------------------------------------------------------------------
@@ -118,6 +125,9 @@ class League:
             self.games += 1
             self.totals.setdefault(name, Record()).add(score, seat)
             self.rates.record(name, score)
+            if group_of(name) == "snapshots":
+                self.pool_rates.record("pool", score)
+                self.pool_games += 1
             if name != "latest" and group_of(name) in allowed:  # mirror games say nothing of progress
                 self.stage_rates.record("stage", score)
                 self.stage_games += 1
@@ -205,6 +215,8 @@ class League:
             "stage_games": self.stage_games,
             "events": list(self.events),
             "games": self.games,
+            "pool_rates": self.pool_rates.state(),
+            "pool_games": self.pool_games,
         }
 
     @classmethod
@@ -224,4 +236,7 @@ class League:
         league.stage_games = int(state["stage_games"])
         league.events = list(state["events"])
         league.games = int(state["games"])
+        if "pool_rates" in state:  # checkpoints written before league.snapshot_against existed have none
+            league.pool_rates = WinRates.from_state(decay, state["pool_rates"])
+            league.pool_games = int(state["pool_games"])
         return league
