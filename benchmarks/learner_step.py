@@ -9,7 +9,7 @@ Per model (the MLP at minibatch 1024, the Nature-CNN at minibatch 256, on real r
   non-finite guard, statistics) per gradient step, for each step kind that runs here
   (``loop``; ``device``, a CUDA graph on CUDA and uncaptured on CPU).
 
-Warm-up (and any capture) is kept out of the timed part. Targets (DESIGN.md): on an H100 the
+Warm-up (and any capture) is kept out of the timed part; repeats are interleaved across the variants. Targets (DESIGN.md): on an H100 the
 CNN step <= 1.0 ms and the MLP step <= 0.35 ms, within 1.3x of the bare CUDA graph; on CPU
 distrl's step within 1.2x of the bare step.
 
@@ -106,28 +106,24 @@ class BareStep:
             self._step()
 
 
-def per_step_ms(fn, steps_per_call: int, seconds: float, repeats: int, cuda: bool) -> dict:
-    """Milliseconds per gradient step of ``fn`` (``steps_per_call`` steps a call), median of ``repeats`` of about
-    ``seconds`` each."""
+def calls_for(fn, seconds: float, cuda: bool) -> int:
+    """How many calls of ``fn`` take about ``seconds`` (after one warm-up call)."""
     fn()  # warm-up
+    start = time.perf_counter()
+    timed_ms(fn, 1, 1, cuda)
+    return max(1, round(seconds / (time.perf_counter() - start)))
+
+
+def timed_ms(fn, calls: int, steps_per_call: int, cuda: bool) -> float:
+    """Milliseconds per gradient step over ``calls`` calls of ``fn``."""
     if cuda:
         torch.cuda.synchronize()
     start = time.perf_counter()
-    fn()
+    for _ in range(calls):
+        fn()
     if cuda:
         torch.cuda.synchronize()
-    calls = max(1, round(seconds / (time.perf_counter() - start)))
-    times = []
-    for _ in range(repeats):
-        if cuda:
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        if cuda:
-            torch.cuda.synchronize()
-        times.append((time.perf_counter() - start) / (calls * steps_per_call) * 1e3)
-    return spread(times)
+    return (time.perf_counter() - start) / (calls * steps_per_call) * 1e3
 
 
 def main() -> None:
@@ -164,10 +160,17 @@ def main() -> None:
                 learner = Learner(config.model_copy(update={"learner": config.learner.model_copy(update={"step": kind})}), *spaces)
                 return lambda: learner._run_epochs(samples)
             variants.append((f"distrl {kind}", make, steps_per_update))
+        built = [(name, build(), steps) for name, build, steps in variants]
+        calls = {name: calls_for(fn, 0.3 if args.quick else 2.0, cuda) for name, fn, _ in built}
+        # Repeats interleaved across variants: this machine's speed drifts within a run, and timing one variant after
+        # another would hand the drift to whichever came last.
+        times: dict[str, list[float]] = {name: [] for name, _, _ in built}
+        for _ in range(args.repeats):
+            for name, fn, steps in built:
+                times[name].append(timed_ms(fn, calls[name], steps, cuda))
         results = {}
-        for name, build, steps in variants:
-            fn = build()
-            stats = per_step_ms(fn, steps, 0.3 if args.quick else 2.0, args.repeats, cuda)
+        for name, _, _ in built:
+            stats = spread(times[name])
             results[name] = stats["median"]
             print(f"{model_name:4s} mb {mb_size:5d} {name:16s} {stats['median']:8.3f} ms/step [{stats['p25']:.3f}-{stats['p75']:.3f}]",
                   flush=True)  # fmt: skip
