@@ -47,9 +47,10 @@ def machine_info() -> dict:
         except Exception:
             info[module] = None
     try:
-        info["commit"] = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=RESULTS.parent, check=True
-        ).stdout.strip()
+        git = {"capture_output": True, "text": True, "cwd": RESULTS.parent, "check": True}
+        info["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], **git).stdout.strip()
+        if subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], **git).stdout.strip():
+            info["commit"] += "+changes"  # tracked files differ from that commit: the figures are not its alone
     except Exception:
         info["commit"] = None
     return info
