@@ -9,12 +9,12 @@ observation the worker sees is one where the learner is to move; in simultaneous
 in the same step. The worker therefore records the learner's transitions only.
 
 Gymnasium's NEXT_STEP autoreset: the step after a game ends starts the copy's next game and
-ignores its action. The worker wraps it in the env guard (``distrl/envs/guard.py``) like a native
-vector env: a game that raises is reset as a whole, its games in progress end unscored, and the
-step is masked and counted as an env error. ``info["action_mask"]`` holds the legal moves of masked games (the worker
+ignores its action. ``info["action_mask"]`` holds the legal moves of masked games (the worker
 masks with it). Finished games are reported by ``pop_results``. A curriculum stage that changes
 the game's kwargs truncates the games in progress (unscored) and starts the new stage's games
-at the next step.
+at the next step. The worker wraps this env in the env guard (``distrl/envs/guard.py``) like a
+native vector env: a game that raises is reset as a whole, its games in progress end unscored,
+and the step is masked and counted as an env error.
 """
 
 from __future__ import annotations
