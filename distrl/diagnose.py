@@ -91,6 +91,7 @@ def measure(config, seconds: float = 0.5) -> dict:
     from distrl.rollout import RolloutWorker
 
     torch.set_num_threads(1)
+    rng = np.random.default_rng(0)
     if config.league is not None:  # the learner's seat of a two-player game, against the random player
         from distrl.league.env import LeagueVecEnv
         from distrl.league.games import random_actions
@@ -101,7 +102,6 @@ def measure(config, seconds: float = 0.5) -> dict:
     else:
         envs = make_vec_env(config.env)
         act = lambda mask: envs.action_space.sample()  # noqa: E731
-    rng = np.random.default_rng(0)
     _, info = envs.reset(seed=0)
     steps, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:

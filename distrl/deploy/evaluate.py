@@ -10,7 +10,7 @@ import numpy as np
 from distrl.common.checkpoint import CheckpointError, load_checkpoint
 from distrl.common.running_mean_std import RunningMeanStd
 from distrl.config import Config, ConfigError, config_from_dict
-from distrl.envs import check_env_trust, make_vec_env, probe_spaces
+from distrl.envs import check_env_trust, make_vec_env, probe_run_spaces
 from distrl.envs.episodes import EpisodeTracker
 from distrl.models import ActorCritic, build_model
 
@@ -38,12 +38,7 @@ def policy_from_checkpoint(path: str | Path, env_id: str | None = None, trusted_
         trusted_envs = [*trusted_envs, env_id]
     check_env_trust(config.env.id, trusted_envs, f"checkpoint {str(path)!r}", flag="--env")
     try:
-        if config.league is not None:  # a two-player game: the policy plays one seat
-            from distrl.league.games import probe_game
-
-            obs_space, action_space = probe_game(config)
-        else:
-            obs_space, action_space = probe_spaces(config.env)
+        obs_space, action_space = probe_run_spaces(config)  # a league run's policy: one seat of its game
         model = build_model(obs_space, action_space, config.model)
         model.load_state_dict(payload["learner"]["model"])
     except (KeyError, RuntimeError) as exc:

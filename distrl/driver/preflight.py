@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from distrl.config import Config
-from distrl.envs import probe_spaces
+from distrl.envs import probe_run_spaces
 
 
 def check_before_ray(config: Config) -> tuple:
@@ -15,12 +15,7 @@ def check_before_ray(config: Config) -> tuple:
     from distrl.config import ConfigError
     from distrl.models.fit import check_model_fits
 
-    if config.league is not None:  # a two-player game, seen from the learner's seat
-        from distrl.league.games import probe_game
-
-        spaces = probe_game(config)
-    else:
-        spaces = probe_spaces(config.env)
+    spaces = probe_run_spaces(config)
     try:
         check_model_fits(*spaces, config.model)
     except ValueError as exc:

@@ -147,3 +147,13 @@ def probe_spaces(cfg: EnvConfig) -> tuple[gym.Space, gym.Space]:
     if not (isinstance(action_space, gym.spaces.Discrete) or (isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1)):
         raise EnvSpecError(f"env.id={cfg.id!r}: action space {action_space} is not supported ({SUPPORTED_SPACES})")
     return obs_space, action_space
+
+
+def probe_run_spaces(config) -> tuple[gym.Space, gym.Space]:
+    """The spaces a run's policy acts in: its env's (``probe_spaces``), or in a league run its two-player game's,
+    seen from one seat (``distrl.league.games.probe_game``, which also checks the league's settings against it)."""
+    if config.league is not None:
+        from distrl.league.games import probe_game
+
+        return probe_game(config)
+    return probe_spaces(config.env)

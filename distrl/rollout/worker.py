@@ -21,8 +21,8 @@ from distrl.compile.build import CheckedPolicy
 from distrl.compile.dynamo_stats import dynamo_counts
 from distrl.config.schema import Config
 from distrl.envs import make_vec_env
-from distrl.envs.guard import GuardedVectorEnv
 from distrl.envs.episodes import EpisodeTracker
+from distrl.envs.guard import GuardedVectorEnv
 from distrl.learner.batch import Batch
 from distrl.models import build_model
 from distrl.rollout.window import ObservationWindow
