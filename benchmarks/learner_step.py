@@ -40,8 +40,9 @@ from benchmarks.common import (  # noqa: E402
 )
 from distrl.config import load_config  # noqa: E402
 from distrl.envs import probe_spaces  # noqa: E402
-from distrl.learner import Learner, TrainingSamples  # noqa: E402
-from distrl.ppo import gae  # noqa: E402
+from distrl.data import TrainingSamples  # noqa: E402
+from distrl.learner import Learner  # noqa: E402
+from distrl.algo.ppo import gae  # noqa: E402
 from distrl.rollout import RolloutWorker  # noqa: E402
 
 MODELS = {

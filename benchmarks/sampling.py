@@ -74,7 +74,7 @@ def worker_rate(config, min_seconds: float) -> dict:
     while time.perf_counter() - start < min_seconds or totals["env_steps"] == 0:
         info, _ = worker.sample()
         for key in totals:
-            totals[key] += info[key]
+            totals[key] += getattr(info, key)
     worker.envs.close()
     other = totals["sample_s"] - totals["policy_s"] - totals["env_s"]
     return {

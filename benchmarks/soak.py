@@ -46,6 +46,7 @@ def soak_one(config_path: str, backend: str, syncs: int) -> dict:
     import torch
 
     from distrl.config import load_config
+    from distrl.data.messages import Weights
     from distrl.rollout.worker import RolloutWorker
 
     config = load_config(ROOT / config_path, [f"rollout.compile.backend={backend}", "rollout.compile.strict=true",
@@ -61,7 +62,7 @@ def soak_one(config_path: str, backend: str, syncs: int) -> dict:
         # New arrays each time, as a deserialised object from the learner is: a small step, like an update.
         state = {k: (v + 1e-4 * rng.standard_normal(v.shape).astype(v.dtype) if v.dtype.kind == "f" else v.copy())
                  for k, v in state.items()}  # fmt: skip
-        worker.set_weights({"version": version, "model": state, "obs_norm": None})
+        worker.set_weights(Weights(version, state))
         if version % every == 0:
             points.append((version, process.memory_info().rss))
     start = int(len(points) * WARMUP_SHARE)

@@ -12,10 +12,10 @@ from distrl.compile import CompileError, available_backends, compile_policy
 from distrl.config import load_config
 from distrl.envs import probe_spaces
 from distrl.learner import Learner
-from distrl.learner.batch import windows
+from distrl.data.window import windows
 from distrl.models import build_model
 from distrl.rollout import RolloutWorker
-from distrl.rollout.window import ObservationWindow
+from distrl.data.window import ObservationWindow
 from tests.conftest import run_cli
 from tests.test_train_e2e import check_run_dir
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from distrl.envs.episodes import EpisodeTracker
-from distrl.learner import Batch, TrainingSamples
+from distrl.data import Batch, TrainingSamples
 
 
 def numbered_batch(steps=4, envs=3, seq_len=None, hidden=2) -> Batch:

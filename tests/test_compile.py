@@ -235,9 +235,9 @@ def test_worker_acts_with_learner_weights_and_does_not_recompile(backend):
         worker.set_weights(learner.get_weights())
         info, batch = worker.sample()
         learner.update((info, batch))
-    assert info["policy_backend"] == backend
-    assert info["weight_sync_checks"] == 2  # versions 1 and 2; version 0 is the worker's own initial weights
-    assert info["recompiles"] == 0
+    assert info.policy_backend == backend
+    assert info.weight_sync_checks == 2  # versions 1 and 2; version 0 is the worker's own initial weights
+    assert info.recompiles == 0
     worker.set_weights(learner.get_weights())
     obs = batch.obs[-1]
     arrays = (obs,)
@@ -258,8 +258,8 @@ def test_compiled_learner_matches_eager_update_and_does_not_recompile(overrides)
         assert m_compiled["loss_value"] == pytest.approx(m_eager["loss_value"], rel=1e-3)
         assert m_compiled["loss_policy"] == pytest.approx(m_eager["loss_policy"], rel=1e-3, abs=1e-5)
     assert m_compiled["learner_recompiles"] == 0
-    weights = compiled.get_weights()["model"]
-    assert weights.keys() == eager.get_weights()["model"].keys()  # in-place compile keeps state_dict names
+    weights = compiled.get_weights().model
+    assert weights.keys() == eager.get_weights().model.keys()  # in-place compile keeps state_dict names
 
 
 @pytest.mark.parametrize("amp", ["bf16", "fp16"])

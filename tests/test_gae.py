@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from distrl.ppo import gae
+from distrl.algo.ppo import gae
 
 
 def gae_reference(rewards, values, terminated, truncated, valid, gamma, gae_lambda):

@@ -11,7 +11,7 @@ import torch
 
 from distrl.config import ConfigError, load_config
 from distrl.league import elo
-from distrl.league.config import LeagueConfig, MatchmakingConfig
+from distrl.config.league import LeagueConfig, MatchmakingConfig
 from distrl.league.games import GameError, make_game, probe_game
 from distrl.league.games.connect_four import heuristic as connect_four_heuristic
 from distrl.league.league import League
@@ -276,7 +276,7 @@ def test_training_games_never_see_an_illegal_move_and_cover_both_seats(monkeypat
     results = []
     for _ in range(3):
         info, batch = worker.sample(None, plan)
-        results += info["league_results"]
+        results += info.league_results
         # Every recorded observation is one where the learner is to move: it has as many stones as the opponent
         # (first seat) or one fewer (second seat), and legal moves.
         own, other = batch.obs[:-1, ..., 0].sum((2, 3)), batch.obs[:-1, ..., 1].sum((2, 3))
@@ -335,7 +335,7 @@ def test_a_snapshot_keeps_playing_its_games_after_a_plan_drops_it():
     worker.sample(None, {"shares": {"main@0": 1.0}, "weights": {"main@0": weights}})
     assert (worker.league_env.opponent[~worker.league_env.done] == "main@0").any()  # games against it go on
     info, _ = worker.sample(None, {"shares": {"random": 1.0}, "weights": {}})  # a plan without it
-    assert {r["opponent"] for r in info["league_results"]} == {"main@0", "random"}
+    assert {r["opponent"] for r in info.league_results} == {"main@0", "random"}
     for _ in range(3):
         worker.sample(None, {"shares": {"random": 1.0}, "weights": {}})
     assert "main@0" not in worker.league_env.learned.policies and worker.league_env.learned.spare  # released once its games ended
@@ -362,13 +362,13 @@ def test_a_game_that_raises_is_reset_masked_and_counted_and_its_games_are_not_sc
     _failing_game_steps(monkeypatch, {40})
     plan = {"shares": {"random": 1.0}, "weights": {}}
     info, batch = worker.sample(None, plan)
-    assert info["env_errors"] >= 1 and "simulated game crash at call 40" in info["env_error_messages"][0]
+    assert info.env_errors >= 1 and "simulated game crash at call 40" in info.env_error_messages[0]
     failed = np.flatnonzero(batch.truncated.all(axis=1))
     assert len(failed) == 1 and not batch.valid[failed[0]].any()  # every copy reset, none of it trained on
     # A result is reported for each game that ended, and for no game the crash cut short.
-    assert len(info["league_results"]) == int(batch.terminated.sum()) > 0
+    assert len(info.league_results) == int(batch.terminated.sum()) > 0
     info, batch = worker.sample(None, plan)  # the run goes on
-    assert info["env_errors"] == 0 and len(info["league_results"]) == int(batch.terminated.sum()) > 0
+    assert info.env_errors == 0 and len(info.league_results) == int(batch.terminated.sum()) > 0
 
 
 def test_a_game_that_keeps_raising_stops_the_run_with_its_message(monkeypatch):

@@ -155,8 +155,8 @@ def test_capturing_the_cuda_graph_does_not_move_the_weights():
     before = {k: v.clone() for k, v in device.model.state_dict().items()}
     info, batch = worker.sample()
     data = device._to_tensors(batch)
-    from distrl.learner import TrainingSamples
-    from distrl.ppo import gae
+    from distrl.data import TrainingSamples
+    from distrl.algo.ppo import gae
 
     advantages, returns = gae(data["rewards"], data["values"], data["terminated"], data["truncated"], data["valid"], 0.99, 0.95)
     training = TrainingSamples.from_rollout(data, advantages, returns)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from distrl.models import ActionDist
-from distrl.ppo import PPOLossCoefs, ppo_loss
+from distrl.algo.ppo import PPOLossCoefs, ppo_loss
 
 COEFS = PPOLossCoefs(clip_coef=0.2, vf_coef=0.5, ent_coef=0.01, clip_vloss=False, norm_adv=False)
 

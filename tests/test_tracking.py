@@ -95,4 +95,4 @@ def test_worker_episode_returns_are_recorded_before_the_learners_reward_clip():
                                 "ppo.reward_clip=0.5"])
     info, _ = RolloutWorker(config).sample()
     # CartPole pays 1 per step: an unclipped return equals the episode's length (clipped to 0.5 it would be half).
-    assert info["episode_returns"] and info["episode_returns"] == [float(n) for n in info["episode_lengths"]]
+    assert info.episode_returns and info.episode_returns == [float(n) for n in info.episode_lengths]

@@ -6,8 +6,9 @@ import torch
 
 from distrl.config import load_config
 from distrl.envs import probe_spaces
-from distrl.learner import Batch, Learner, TrainingSamples
-from distrl.ppo import gae
+from distrl.data import Batch, TrainingSamples
+from distrl.learner import Learner
+from distrl.algo.ppo import gae
 from distrl.rollout import RolloutWorker
 
 
@@ -33,8 +34,8 @@ def test_batch_shapes_and_reset_step_masking():
     expected_valid[0] = batch.valid[0]
     np.testing.assert_array_equal(batch.valid, expected_valid)
     # Episode bookkeeping counts only valid steps: returns are the lengths in CartPole.
-    assert info["episode_returns"] == [float(x) for x in info["episode_lengths"]]
-    assert info["env_steps"] == 64 * 8
+    assert info.episode_returns == [float(x) for x in info.episode_lengths]
+    assert info.env_steps == 64 * 8
 
 
 def test_masking_carries_across_batches():
@@ -71,14 +72,14 @@ def test_worker_acts_with_newest_weights():
     info, batch = worker.sample()
     metrics = learner.update((info, batch))
     weights = learner.get_weights()
-    assert weights["version"] == 1 and metrics["policy_lag_mean"] == 0
+    assert weights.version == 1 and metrics["policy_lag_mean"] == 0
     worker.set_weights(weights)
     obs = batch.obs[0]
     with torch.no_grad():
         expected, _ = learner.model(torch.from_numpy(obs))
     got, _ = worker.policy(obs)
     np.testing.assert_allclose(got, expected.numpy(), rtol=1e-5, atol=1e-6)
-    assert worker.sample()[0]["policy_version"] == 1
+    assert worker.sample()[0].policy_version == 1
 
 
 def test_lstm_worker_stores_chunk_states_and_starts():
@@ -104,11 +105,11 @@ def test_obs_normalisation_stats_merge():
     config, worker = make_worker("env.normalize_obs=true")
     learner = Learner(config, *probe_spaces(worker.config.env))
     info, batch = worker.sample()
-    count, mean, var = info["obs_stats"]
+    count, mean, var = info.obs_stats
     assert count == 64 * 8
     learner.update((info, batch))
     weights = learner.get_weights()
-    np.testing.assert_allclose(weights["obs_norm"]["mean"], mean)
+    np.testing.assert_allclose(weights.obs_norm["mean"], mean)
     worker.set_weights(weights)
     _, batch2 = worker.sample()
     assert np.abs(batch2.obs).max() <= config.env.obs_clip
@@ -142,7 +143,7 @@ def test_batch_splits_into_equal_learner_shards_and_joins_back():
     for key, array in batch.arrays().items():
         assert all(s.arrays()[key].shape == array.shape[:1] + (array.shape[1] // 4,) + array.shape[2:] for s in shards), key
         np.testing.assert_array_equal(Batch.concat(shards).arrays()[key], array)
-    assert sum(s.nbytes for s in shards) == info["batch_bytes"] == batch.nbytes
+    assert sum(s.nbytes for s in shards) == info.batch_bytes == batch.nbytes
     (whole,) = batch.split(1)
     assert whole.obs is not batch.obs and np.shares_memory(whole.obs, batch.obs)  # views, not copies
     with pytest.raises(ValueError, match="8 envs do not split into 3 equal learner shards"):
@@ -156,10 +157,10 @@ def test_worker_starts_with_the_learners_initial_weights(overrides):
     config, worker = make_worker(*overrides, "seed=7")
     learner = Learner(config, *probe_spaces(config.env))
     weights = learner.get_weights()
-    assert worker.policy_version == weights["version"] == 0
+    assert worker.policy_version == weights.version == 0
     for name, value in worker.model.state_dict().items():
-        np.testing.assert_array_equal(value.numpy(), weights["model"][name], err_msg=name)
+        np.testing.assert_array_equal(value.numpy(), weights.model[name], err_msg=name)
     other_worker = RolloutWorker(config, worker_index=1)  # every worker, whatever its own sampling seed
     assert other_worker.seed != worker.seed
     for name, value in other_worker.model.state_dict().items():
-        np.testing.assert_array_equal(value.numpy(), weights["model"][name], err_msg=name)
+        np.testing.assert_array_equal(value.numpy(), weights.model[name], err_msg=name)

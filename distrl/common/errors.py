@@ -34,3 +34,7 @@ class EnvFailure(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+
+class EnvSpecError(Exception):
+    """env.id names nothing that can be built (a league game's ``GameError`` too: one line, exit 2)."""

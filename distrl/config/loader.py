@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from distrl.common.checkpoint import CheckpointError
 from distrl.config.schema import Config
 
 
@@ -133,3 +134,11 @@ def load_config(path: str | Path | dict | Config | None, overrides=()) -> Config
 
 def config_to_yaml(config: Config) -> str:
     return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
+
+
+def checkpoint_config(payload: dict, path: str | Path) -> Config:
+    """The config a loaded checkpoint was trained with; ``CheckpointError`` when it is not a valid one."""
+    try:
+        return config_from_dict(payload["config"])
+    except ConfigError as exc:
+        raise CheckpointError(f"checkpoint={str(path)!r}: its config is not valid ({exc.lines[0]})") from None

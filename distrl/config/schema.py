@@ -11,8 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from distrl.compile.backends import BACKENDS
-from distrl.league.config import LeagueConfig, is_game_id
-from distrl.learner.step_rules import step_blockers
+from distrl.config.league import LeagueConfig, is_game_id
 
 PositiveInt = Annotated[int, Field(gt=0)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
@@ -176,6 +175,12 @@ class LearnerConfig(Section):
         return "off" if value is False else value  # YAML reads a bare `off` as false
 
 
+# The algorithms' table: one row each, the name of its folder distrl/algo/NAME/ (distrl/algo/base.py) and what it is.
+ALGORITHMS = {
+    "ppo": "PPO: the clipped surrogate on GAE advantages (Schulman et al. 2017); settings in the ppo section",
+}
+
+
 class PPOConfig(Section):
     lr: PositiveFloat = 2.5e-4
     anneal_lr: bool = Field(True, description="decay the learning rate linearly to 0 at stop.env_steps")
@@ -256,6 +261,9 @@ class Config(Section):
     model: ModelConfig = ModelConfig()
     rollout: RolloutConfig = RolloutConfig()
     learner: LearnerConfig = LearnerConfig()
+    algo: Literal[tuple(ALGORITHMS)] = Field(  # type: ignore[valid-type]
+        "ppo", description="the learner's algorithm: " + "; ".join(f"{k}: {v}" for k, v in ALGORITHMS.items())
+    )
     ppo: PPOConfig = PPOConfig()
     stop: StopConfig = StopConfig()
     checkpoint: CheckpointConfig = CheckpointConfig()
@@ -382,3 +390,19 @@ class Config(Section):
         if problems:
             raise ValueError("\n".join(problems))
         return self
+
+
+def step_blockers(config: Config, world_size: int | None = None) -> list[str]:
+    """Why the learner's device step (``learner.step``, ``distrl/learner/step.py``) cannot run this config (empty when
+    it can); ``distrl/learner/step_rules.py`` chooses the step with them."""
+    out = []
+    world = config.learner.num_learners if world_size is None else world_size
+    if config.model.lstm_size > 0:
+        out.append("recurrent models (model.lstm_size>0) train through a per-step loop the graph cannot hold")
+    if world > 1:
+        out.append("DDP (learner.num_learners>1): its gradient all-reduce hooks run outside a captured graph")
+    if config.learner.amp == "fp16":
+        out.append("learner.amp=fp16: the gradient scaler reads and updates its scale on the host")
+    if config.learner.compile.backend != "eager":
+        out.append("learner.compile: torch.compile makes its own graphs (reduce-overhead for CUDA graphs)")
+    return out

@@ -1,6 +1,7 @@
 """Using a trained policy: evaluation episodes and ONNX export."""
 
-from distrl.deploy.evaluate import evaluate, policy_from_checkpoint
+from distrl.deploy.evaluate import evaluate
 from distrl.deploy.export import export_onnx
+from distrl.deploy.policy import Policy, policy_from_checkpoint
 
-__all__ = ["evaluate", "export_onnx", "policy_from_checkpoint"]
+__all__ = ["Policy", "evaluate", "export_onnx", "policy_from_checkpoint"]

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from distrl.deploy.evaluate import policy_from_checkpoint
+from distrl.deploy.policy import policy_from_checkpoint
 
 
 class DeployedPolicy(nn.Module):

@@ -82,8 +82,8 @@ class TrainingVideos:
         from distrl.models import build_model
 
         model = build_model(*self.spaces, self.config.model)
-        model.load_state_dict({k: torch.tensor(v) for k, v in weights["model"].items()})  # copies: Ray's arrays are read-only
-        rms = RunningMeanStd.from_state(weights["obs_norm"]) if weights.get("obs_norm") else None
+        model.load_state_dict({k: torch.tensor(v) for k, v in weights.model.items()})  # copies: Ray's arrays are read-only
+        rms = RunningMeanStd.from_state(weights.obs_norm) if weights.obs_norm else None
         policy = Policy(self.config, model, rms, *self.spaces)
         return float(record_episodes(policy, self.config.env, self.video_dir, 1, self.config.seed + iteration,
                                      name_prefix=f"iteration-{iteration:06d}")[0])  # fmt: skip

@@ -1,4 +1,8 @@
-"""The driver: connects to Ray, starts the actors, runs the training loop, checkpoints, reports.
+"""The driver: connects to Ray, starts the actors, runs a training loop, checkpoints, reports.
+
+The loop (``distrl/driver/loops/``, by ``rollout.pipeline``) moves samples and weights; the driver
+sets the run up, holds its state (counters, the newest learner snapshot, observers such as a
+league) and writes checkpoints and the final summary.
 
 Data path: each worker's sample returns its small ``info`` and one batch shard per learner
 rank as separate objects, submitted and owned by the ``SampleCoordinator`` actor, so the
@@ -31,12 +35,11 @@ from distrl.common.log import get_logger
 from distrl.config import Config, config_to_yaml
 from distrl.driver import report
 from distrl.driver.actors import RunActors
+from distrl.driver.loops import loop_class
 from distrl.driver.connection import RayTarget, resolve_target
-from distrl.driver.metrics import MetricsWriter
 from distrl.driver.placement import PlacementError, impossible_requests
 from distrl.driver.preflight import check_before_ray
-from distrl.driver.progress import ProgressReporter
-from distrl.driver.run_state import RunState, stop_reason
+from distrl.driver.run_state import RunState
 from distrl.driver.storage import RunStorage
 from distrl.driver.timeouts import WaitBounds
 from distrl.envs import EnvFailure
@@ -90,9 +93,7 @@ class Driver:
         self.counters = RunState()
         self.resumed_learner_state: dict | None = None
         self.state_ref = None  # newest full learner state (rank 0), owned by this driver
-        self.incarnations: dict[int, tuple[str, int]] = {}  # worker index -> (incarnation, seed)
         self.worker_backends: list[str] = []
-        self._warned_all_skipped = False
         self.bounds = WaitBounds(config.rollout.sample_timeout_s, config.learner.update_timeout_s)
         self.actors: RunActors | None = None
         self.timeline: dict[str, float] = {}  # start-up milestones, seconds from launch (export_s: a duration)
@@ -103,18 +104,19 @@ class Driver:
             self.counters = RunState.from_state(payload["counters"])
             self.resumed_learner_state = payload["learner"]
             league_state = payload.get("league")
-        self.league = None  # a self-play run's league (distrl/league/run.py)
+        # What the loop tells about the run as it goes (driver/loops/base.py: LoopObserver): a self-play run's league.
+        self.observers: list = []
         if config.league is not None:
             from distrl.league.run import LeagueRun
 
-            self.league = LeagueRun(config, league_state, log.info)
+            self.observers.append(LeagueRun(config, league_state, log.info))
 
     # --- set-up -------------------------------------------------------------------------
-    def _mark(self, milestone: str) -> None:
+    def mark(self, milestone: str) -> None:
         self.timeline[milestone] = time.perf_counter() - self._launch
 
     @property
-    def _launch_wall(self) -> float:
+    def launch_wall(self) -> float:
         """The launch as a wall-clock time, to place the workers' timestamps."""
         return time.time() - (time.perf_counter() - self._launch)
 
@@ -165,9 +167,9 @@ class Driver:
         """
         launch = time.perf_counter() if launch is None else launch
         self._launch = launch
-        self._mark("imports")
+        self.mark("imports")
         spaces = check_before_ray(self.config)
-        self._mark("env_probe")
+        self.mark("env_probe")
         if not isinstance(target, RayTarget):  # a Ray this process already joined is used as it is (connect_ray)
             target = RayTarget(None, "private") if ray.is_initialized() else resolve_target(target)
         if target.warning:
@@ -180,9 +182,9 @@ class Driver:
             try:
                 joined = connect_ray(target)
             finally:
-                self._mark("ray_start")
+                self.mark("ray_start")
                 artifacts = building.result()
-        self._mark("artifacts")
+        self.mark("artifacts")
         problems = impossible_requests(self.config) if self.placement_group is None else []  # a trial's group is placed
         if problems and joined.private:  # a private Ray cannot grow: say so now
             raise PlacementError("; ".join(problems))
@@ -190,6 +192,7 @@ class Driver:
             log.warning(f"not yet available, waiting for the autoscaler: {problem}")
         self.actors = RunActors(self.config, self.run_id, spaces, self._share(artifacts), log.info,
                                 self.placement_group)  # fmt: skip
+        loop = loop_class(self.config.rollout.pipeline)(self)
         if self.resumed_learner_state is not None:
             self.state_ref = ray.put(self.resumed_learner_state)
         # `ray job stop`, `kill`: stop cleanly. Only a main thread may set handlers (a library caller's thread,
@@ -200,15 +203,14 @@ class Driver:
         loop_start, loop_steps_start = time.perf_counter(), self.counters.env_steps
         try:
             self.actors.start(self.counters.iteration)
-            self._mark("workers_ready")
-            # A new run's workers hold the learner's initial weights (same seed): they sample while it starts.
-            first_round = self._sample(None) if self.state_ref is None else None
+            self.mark("workers_ready")
+            loop.begin(new_run=self.state_ref is None)
             self.actors.learners_ready(self.state_ref)
-            self._mark("actors_ready")
+            self.mark("actors_ready")
             started = True
             self._write_run_files(joined)
             loop_start, loop_steps_start = time.perf_counter(), self.counters.env_steps
-            reason = self._train(launch, loop_start, loop_steps_start, first_round)
+            reason = loop.train(launch, loop_start, loop_steps_start)
         except KeyboardInterrupt:
             reason = "interrupted"
         except EnvFailure as exc:  # Ray re-raises the worker's EnvFailure (or the coordinator's WorkerFailure) as a subclass
@@ -258,8 +260,8 @@ class Driver:
         summary["best_checkpoint_return"] = self.best[0] if self.best is not None else None
         summary["storage"] = self.storage and self.storage.uri
         summary["startup"] = {k: round(v, 3) for k, v in self.timeline.items()}
-        if self.league is not None:
-            summary["league"] = self.league.summary()
+        for observer in self.observers:
+            summary[observer.name] = observer.summary()
         if self.counters.gradient_steps and self.counters.skipped_steps == self.counters.gradient_steps:
             log.error(f"every one of this run's {self.counters.gradient_steps} gradient steps was skipped (non-finite "
                       "loss or gradients): the policy never learned")  # fmt: skip
@@ -280,181 +282,6 @@ class Driver:
         tmp.write_text("".join(line + "\n" for line in keep))
         os.replace(tmp, path)
 
-    # --- the loop ----------------------------------------------------------------------
-    def _sample(self, weights_ref):
-        """Every worker's next sample, through the coordinator: a ref to the round (its refs, owned there).
-
-        ``weights_ref`` None: with the weights the workers hold (a new run's first batch).
-        """
-        league = [self.league.plan()] if self.league is not None else None
-        return self.actors.coordinator.sample.remote([weights_ref], league)
-
-    def _collect(self, round_ref) -> list:
-        """The round's results, each sample waited for at most the sample bound: ``[report, shards of rank 0, ...]``."""
-        world = self.actors.world_size
-        return self.actors.coordinator.collect.options(num_returns=1 + world).remote(round_ref, self.bounds.sample_s())
-
-    def _await_report(self, report_ref) -> dict:
-        """The round's report (infos of the batches that came in, timeouts); warns of each timeout."""
-        bound = 2 * self.bounds.sample_s() + 60  # the coordinator bounds its own waits; this bounds the coordinator
-        try:
-            sample_report = ray.get(report_ref, timeout=bound)
-        except ray.exceptions.GetTimeoutError:
-            raise RunStalled(f"the sample coordinator did not answer within {bound:.0f} s") from None
-        for timeout in sample_report["timeouts"]:
-            self.counters.worker_timeouts += 1
-            log.warning(f"worker-{timeout['worker']} ({self.config.env.id}) returned no sample within "
-                        f"{timeout['waited_s']:g} s (rollout.sample_timeout_s): killed for a restart, and this "
-                        f"iteration goes on without its batch (worker_timeouts {self.counters.worker_timeouts})")  # fmt: skip
-        for info in sample_report["infos"]:
-            self.bounds.saw_sample(info["sample_s"])
-        return sample_report
-
-    def _launch_update(self, samples: list) -> tuple:
-        """Learner r gets the round's report and its own shards; returns (metrics_ref, weights_ref, state_ref, other ranks)."""
-        learners = self.actors.learners
-        lead = learners[0].update_refs_and_snapshot.options(num_returns=3).remote(samples[0], samples[1])
-        others = [learner.update_refs.remote(samples[0], samples[1 + rank]) for rank, learner in enumerate(learners[1:], start=1)]
-        return (*lead, others)
-
-    def _await_update(self, update: tuple, samples: list) -> tuple[dict, tuple, bool]:
-        """The update's learner metrics; a learner that dies or passes the update bound is rebuilt and the update run again."""
-        restarted = False
-        while True:
-            bound = self.bounds.update_s()
-            try:
-                metrics = ray.get(update[0], timeout=bound)
-                if update[3]:  # the bytes each rank fetched: its shards only
-                    others = ray.get(update[3], timeout=bound)
-                    metrics["learner_batch_bytes"] = max([metrics["learner_batch_bytes"]] + [m["learner_batch_bytes"] for m in others])
-                self.bounds.saw_update(metrics["learn_s"])
-                return metrics, update, restarted
-            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
-                limit = self.config.learner.max_restarts
-                timed_out = isinstance(exc, ray.exceptions.GetTimeoutError)
-                cause = (f"no update within {bound:.0f} s (learner.update_timeout_s)" if timed_out
-                         else str(exc).strip().splitlines()[0][:200])  # fmt: skip
-                if self.counters.learner_restarts >= limit:
-                    if timed_out:
-                        raise RunStalled(f"learner: {cause}, and learner.max_restarts={limit} is spent") from None
-                    raise
-                self.counters.learner_restarts += 1
-                log.warning(f"a learner {'stalled' if timed_out else 'died'} ({cause}); restarting the learners from the "
-                            f"newest state (restart {self.counters.learner_restarts} of {limit})")  # fmt: skip
-                self.actors.restart_learners(self.state_ref)
-                update = self._launch_update(samples)
-                restarted = True
-
-    def _train(self, launch: float, loop_start: float, loop_steps_start: int, first_round=None) -> str:
-        cfg = self.config
-        overlap = cfg.rollout.pipeline == "overlap"
-        metrics_writer = MetricsWriter(self.run_dir, cfg)
-        progress = ProgressReporter(cfg, self.console)
-        videos = None
-        if cfg.logging.video_every_iterations:
-            from distrl.deploy.video import TrainingVideos
-
-            videos = TrainingVideos(cfg, self.actors.spaces, self.run_dir)
-        try:
-            weights_ref = self.actors.learners[0].get_weights.remote()
-            if self.league is not None:
-                self.league.start(weights_ref)
-            round_ref = first_round if first_round is not None else self._sample(weights_ref)
-            while True:
-                iter_start, cpu_start = time.perf_counter(), time.process_time()
-                samples = self._collect(round_ref)
-                if overlap:  # sample the next batch with the weights the learner is updating away from (lag 1)
-                    round_ref = self._sample(weights_ref)
-                sample_report = self._await_report(samples[0])
-                if not sample_report["infos"]:  # every worker timed out: nothing to learn from this time
-                    if not overlap:
-                        round_ref = self._sample(weights_ref)
-                    continue
-                update = self._launch_update(samples)
-                if not overlap:  # queue the next batch on the new weights, so workers start the moment the update lands
-                    round_ref = self._sample(update[1])
-                learner_metrics, update, restarted = self._await_update(update, samples)
-                if restarted and not overlap:  # those samples waited on weights that never came
-                    round_ref = self._sample(update[1])
-                self.state_ref = update[2]
-                infos = sample_report["infos"]
-                if "first_batch" not in self.timeline:  # when the last worker finished it (this machine's clock)
-                    self.timeline["first_batch"] = max(i["finished_at"] for i in infos) - self._launch_wall
-                weights_ref = update[1]
-                now = time.perf_counter()
-                elapsed = self.counters.time_s + (now - launch)
-                self._count(infos, elapsed)
-                self._count_update(learner_metrics)
-                sps_avg = (self.counters.env_steps - loop_steps_start) / max(now - loop_start, 1e-9)
-                row = report.iteration_row(self.counters, infos, learner_metrics, now - iter_start, elapsed, sps_avg)
-                if self.league is not None:
-                    row.update(self.league.after_iteration(infos, self.counters.iteration, weights_ref))
-                row["driver_cpu_s"] = time.process_time() - cpu_start  # this process only: its share of the loop
-                if "first_update" not in self.timeline:
-                    self._mark("first_update")
-                    log.info(report.startup_line(self.timeline))
-                metrics_writer.write(row)
-                progress.update(row)
-                if self.on_iteration is not None:
-                    self.on_iteration(row, self)
-                if videos is not None and self.counters.iteration % cfg.logging.video_every_iterations == 0:
-                    videos.maybe_record(self.counters.iteration, ray.get(weights_ref))
-                reason = stop_reason(cfg.stop, self.counters, elapsed)
-                if reason is not None:
-                    return reason
-                every = cfg.checkpoint.every_iterations
-                if every and self.counters.iteration % every == 0:
-                    metrics_writer.flush()  # the checkpoint's mirror uploads metrics and events up to here
-                    self._checkpoint_at(elapsed)
-        finally:
-            progress.close()
-            metrics_writer.close()
-            if videos is not None:
-                videos.close()
-
-    def _count(self, infos: list[dict], elapsed: float) -> None:
-        """Fold the workers' reports into the run state, saying what went wrong on the way."""
-        for info in infos:
-            known, seed = self.incarnations.setdefault(info["worker_index"], (info["incarnation"], info["seed"]))
-            if known != info["incarnation"]:
-                self.counters.worker_restarts += 1
-                self.incarnations[info["worker_index"]] = (info["incarnation"], info["seed"])
-                log.warning(f"worker-{info['worker_index']} was restarted (restart {self.counters.worker_restarts}); "
-                            f"it resumed with the current weights and a new random stream (seed {info['seed']}, "
-                            f"was {seed})")  # fmt: skip
-            if info["env_errors"]:
-                self.counters.env_errors += info["env_errors"]
-                for message in info["env_error_messages"][:1]:
-                    log.warning(f"env error (reset and masked): {message}")
-            if info["env_nonfinite"]:
-                if self.counters.env_nonfinite == 0:  # the first time in the run; the count goes on in the metrics
-                    log.warning(f"worker-{info['worker_index']} ({self.config.env.id}), {info['env_nonfinite_messages'][0]}: "
-                                "the step was reset and masked, and is counted as env_nonfinite (further ones "
-                                "are counted without a warning)")  # fmt: skip
-                self.counters.env_nonfinite += info["env_nonfinite"]
-        self.worker_backends = [info["policy_backend"] for info in sorted(infos, key=lambda i: i["worker_index"])]
-        self.counters.add_iteration(
-            sum(info["env_steps"] for info in infos),
-            [r for info in infos for r in info["episode_returns"]],
-            [n for info in infos for n in info["episode_lengths"]],
-            elapsed,
-            self.config.stop.episode_return_mean,
-        )
-
-    def _count_update(self, metrics: dict) -> None:
-        """Count the update's gradient steps; say so when the learner's non-finite guard skipped them."""
-        steps, skipped = metrics["gradient_steps"], metrics["skipped_steps"]
-        first = self.counters.skipped_steps == 0
-        self.counters.gradient_steps += steps
-        self.counters.skipped_steps += skipped
-        if skipped and first:
-            log.warning(f"iteration {self.counters.iteration}: {skipped} of {steps} gradient steps skipped (non-finite "
-                        "loss or gradients; the weights are kept): counted as skipped_steps")  # fmt: skip
-        if steps and skipped == steps and not self._warned_all_skipped:
-            self._warned_all_skipped = True
-            log.warning(f"iteration {self.counters.iteration}: every gradient step was skipped; the policy did not change "
-                        "(said once; summary.json has skipped_steps)")  # fmt: skip
-
     # --- checkpoints ---------------------------------------------------------------------
     def checkpoint_payload(self) -> dict:
         """What a checkpoint holds: the run's counters, the newest learner state the driver has, the config."""
@@ -466,8 +293,8 @@ class Driver:
             except ray.exceptions.GetTimeoutError:
                 raise RunStalled(f"learner-0 gave no state for the checkpoint within {self.bounds.update_s():.0f} s") from None
         payload = {"counters": self.counters.state(), "learner": learner_state, "config": self.config.model_dump(mode="json")}
-        if self.league is not None:
-            payload["league"] = self.league.state()
+        for observer in self.observers:
+            payload[observer.name] = observer.state()
         return payload
 
     def _checkpoint(self) -> Path:
@@ -484,7 +311,7 @@ class Driver:
             self.storage.mirror(self.run_dir)
         return path
 
-    def _checkpoint_at(self, elapsed: float) -> None:
+    def checkpoint_at(self, elapsed: float) -> None:
         # RunState.time_s holds earlier segments only; a checkpoint records the full elapsed time.
         saved = self.counters.time_s
         self.counters.time_s = elapsed

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from distrl.config import Config
+from distrl.data.messages import SampleInfo
 from distrl.driver.connection import RayTarget
 from distrl.driver.run_state import RunState
 
@@ -18,18 +19,18 @@ def backends_in_use(names: list[str]) -> str:
     return "+".join(sorted(set(names)))
 
 
-def iteration_row(run: RunState, infos: list[dict], learner: dict, iter_s: float, elapsed_s: float, sps_avg: float) -> dict:
+def iteration_row(run: RunState, infos: list[SampleInfo], learner: dict, iter_s: float, elapsed_s: float, sps_avg: float) -> dict:
     """The metrics row of the iteration ``run`` has just counted."""
     row = {
         "iteration": run.iteration,
         "env_steps": run.env_steps,
         "time_s": round(elapsed_s, 4),
-        "sps": sum(info["env_steps"] for info in infos) / max(iter_s, 1e-9),
+        "sps": sum(info.env_steps for info in infos) / max(iter_s, 1e-9),
         "sps_avg": sps_avg,
-        "sample_s": float(np.mean([info["sample_s"] for info in infos])),
+        "sample_s": float(np.mean([info.sample_s for info in infos])),
         "learn_s": learner["learn_s"],
-        "policy_s": float(np.mean([info["policy_s"] for info in infos])),
-        "env_s": float(np.mean([info["env_s"] for info in infos])),
+        "policy_s": float(np.mean([info.policy_s for info in infos])),
+        "env_s": float(np.mean([info.env_s for info in infos])),
         "episode_return_mean": run.return_mean(),
         "episode_len_mean": run.length_mean(),
         "episodes": run.episodes,
@@ -38,13 +39,13 @@ def iteration_row(run: RunState, infos: list[dict], learner: dict, iter_s: float
         "env_errors_total": run.env_errors,
         "env_nonfinite_total": run.env_nonfinite,
         "worker_timeouts": run.worker_timeouts,
-        "policy_backend": backends_in_use([info["policy_backend"] for info in infos]),
-        "worker_recompiles": max(info["recompiles"] for info in infos),
-        "worker_graph_breaks": max(info["graph_breaks"] for info in infos),
-        "weight_sync_checks": sum(info["weight_sync_checks"] for info in infos),
-        "env_errors": sum(info["env_errors"] for info in infos),
-        "env_nonfinite": sum(info["env_nonfinite"] for info in infos),
-        "batch_bytes": sum(info["batch_bytes"] for info in infos),
+        "policy_backend": backends_in_use([info.policy_backend for info in infos]),
+        "worker_recompiles": max(info.recompiles for info in infos),
+        "worker_graph_breaks": max(info.graph_breaks for info in infos),
+        "weight_sync_checks": sum(info.weight_sync_checks for info in infos),
+        "env_errors": sum(info.env_errors for info in infos),
+        "env_nonfinite": sum(info.env_nonfinite for info in infos),
+        "batch_bytes": sum(info.batch_bytes for info in infos),
     }
     for key, value in learner.items():
         if key not in row and not isinstance(value, list):

@@ -16,14 +16,10 @@ from functools import partial
 import gymnasium as gym
 from gymnasium.vector import AutoresetMode
 
-from distrl.common.errors import describe_error
+from distrl.common.errors import EnvSpecError, describe_error
 from distrl.config.schema import EnvConfig
 from distrl.envs.guard import GuardedEnv, GuardedVectorEnv
 from distrl.envs.wrappers import ActionRepeat
-
-
-class EnvSpecError(Exception):
-    """env.id names nothing that can be built."""
 
 
 def _is_atari(env_id: str) -> bool:
@@ -149,11 +145,11 @@ def probe_spaces(cfg: EnvConfig) -> tuple[gym.Space, gym.Space]:
     return obs_space, action_space
 
 
-def probe_run_spaces(config) -> tuple[gym.Space, gym.Space]:
-    """The spaces a run's policy acts in: its env's (``probe_spaces``), or in a league run its two-player game's,
-    seen from one seat (``distrl.league.games.probe_game``, which also checks the league's settings against it)."""
-    if config.league is not None:
-        from distrl.league.games import probe_game
-
-        return probe_game(config)
+def probe_run(config) -> tuple[gym.Space, gym.Space]:
+    """The ``gymnasium`` env kind's probe (``distrl/envs/kinds.py``)."""
     return probe_spaces(config.env)
+
+
+def make_run_vec_env(config, num_threads: int | None = None) -> gym.vector.VectorEnv:
+    """The ``gymnasium`` env kind's vector env (``distrl/envs/kinds.py``)."""
+    return make_vec_env(config.env, num_threads)

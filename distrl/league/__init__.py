@@ -1,5 +1,5 @@
 """Self-play: two-player games, a league of snapshots and baselines rated by Elo, matchmaking, a curriculum,
-tournaments. Names are loaded on first use (the config imports ``distrl.league.config`` without torch)."""
+tournaments. Names are loaded on first use (the config imports ``distrl.config.league`` without torch)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from distrl.common.lazy import lazy_exports
 
 _EXPORTS = {
     "League": "distrl.league.league",
-    "LeagueConfig": "distrl.league.config",
+    "LeagueConfig": "distrl.config.league",
     "LeagueRun": "distrl.league.run",
     "LeagueVecEnv": "distrl.league.env",
     "make_game": "distrl.league.games",

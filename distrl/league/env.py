@@ -25,7 +25,8 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from distrl.common.errors import OwnCodeError, describe_error
-from distrl.league.games import baseline_actions, make_game
+from distrl.envs.guard import GuardedVectorEnv
+from distrl.league.games import baseline_actions, make_game, probe_game
 from distrl.league.games.base import StepResult
 
 
@@ -221,3 +222,13 @@ class LeagueVecEnv(gym.vector.VectorEnv):
 
 def _info(mask: np.ndarray | None) -> dict:
     return {} if mask is None else {"action_mask": mask}
+
+
+def probe_run(config) -> tuple[gym.Space, gym.Space]:
+    """The ``league`` env kind's probe (``distrl/envs/kinds.py``): the game's spaces from the learner's seat."""
+    return probe_game(config)
+
+
+def make_run_vec_env(config, num_threads: int | None = None) -> gym.vector.VectorEnv:
+    """The ``league`` env kind's vector env: the learner's seat, behind the env guard (``LeagueVecEnv``'s docstring)."""
+    return GuardedVectorEnv(LeagueVecEnv(config), config.env.max_consecutive_errors)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from distrl.league import elo
-from distrl.league.config import BASELINES, LeagueConfig
+from distrl.config.league import BASELINES, LeagueConfig
 from distrl.league.matchmaking import WinRates, opponent_shares
 
 ANCHOR = "random"

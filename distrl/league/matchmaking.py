@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from distrl.league.config import MatchmakingConfig
+from distrl.config.league import MatchmakingConfig
 
 
 def pfsp_weight(win_rate: float, kind: str, exponent: float = 2.0) -> float:

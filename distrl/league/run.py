@@ -1,4 +1,5 @@
-"""The league inside a run's driver: the matchmaking plan each round, results in, snapshots, stages, metrics.
+"""The league inside a run's driver, an observer of its training loop: the matchmaking plan each round, results
+in, snapshots, stages, metrics.
 
 Why the driver holds the league and not an actor of its own: every input it needs already comes
 to the driver (each worker's ``info`` carries its finished games), its decisions are made once
@@ -16,6 +17,10 @@ from distrl.league.league import League, Member
 
 
 class LeagueRun:
+    """A loop observer (``distrl/driver/loops/base.py: LoopObserver``): the driver's loop calls it, by these names."""
+
+    name = "league"  # its state's key in checkpoints, its summary's in summary.json
+
     def __init__(self, config, state: dict | None, say):
         self.config = config
         self.league = League.from_state(config.league, state) if state is not None else League(config.league)
@@ -27,7 +32,7 @@ class LeagueRun:
         if not self.league.snapshots:
             self._snapshot(0, weights_ref, "the initial policy")
 
-    def plan(self) -> ray.ObjectRef:
+    def worker_plan(self) -> ray.ObjectRef:
         """This round's matchmaking plan for the workers (``LeagueVecEnv.set_plan``)."""
         shares = self.league.shares()
         stage = self.league.current_stage
@@ -37,7 +42,7 @@ class LeagueRun:
 
     def after_iteration(self, infos: list[dict], iteration: int, weights_ref) -> dict:
         """Fold the round's games in, take a snapshot or change stage when due; the metrics row's league keys."""
-        results = [result for info in infos for result in info.get("league_results", [])]
+        results = [result for info in infos for result in info.league_results]
         self.league.record(results)
         reason = self.league.wants_snapshot(iteration)
         if reason is not None:
@@ -48,7 +53,7 @@ class LeagueRun:
         return self.league.metrics(results)
 
     def _snapshot(self, iteration: int, weights_ref, reason: str) -> None:
-        member = self.league.add_snapshot(iteration, ray.get(weights_ref)["model"])
+        member = self.league.add_snapshot(iteration, ray.get(weights_ref).model)
         for name in [n for n in self._refs if n not in self.league.members]:
             del self._refs[name]
         self.say(f"league: snapshot {member.name} ({reason}); Elo {member.rating:.0f}, {len(self.league.snapshots)} in the pool")

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from distrl.common.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
-from distrl.deploy.evaluate import checkpoint_config
+from distrl.config import checkpoint_config
 from distrl.league import elo
 from distrl.league.games import make_game, probe_game
 from distrl.league.league import ANCHOR, League

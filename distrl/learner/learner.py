@@ -1,4 +1,8 @@
-"""Learner: the PPO update on batches from rollout workers, optionally one of several DDP ranks.
+"""Learner: the update on batches from rollout workers, optionally one of several DDP ranks.
+
+The algorithm (``distrl/algo/``, ``config.algo``) gives the targets, the minibatch loss, the
+learning rate and the epoch plan; the learner owns the device, DDP, the optimiser, the epoch
+loop (or the device step) and the state a checkpoint holds.
 
 A plain class: tests drive it in-process, the driver wraps it with ``ray.remote``. With
 ``world_size > 1`` rank r trains on shard r (an equal slice of the envs) of every worker's
@@ -19,16 +23,20 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from distrl.algo import build_algorithm
 from distrl.common.running_mean_std import RunningMeanStd
 from distrl.compile.dynamo_stats import dynamo_counts
 from distrl.config.schema import Config
-from distrl.learner.batch import Batch, TrainingSamples
+from distrl.data.batch import Batch
+from distrl.data.messages import SampleInfo, SampleReport, Weights
+from distrl.data.samples import TrainingSamples
 from distrl.learner.step import DeviceStep
 from distrl.learner.step_rules import choose_step
 from distrl.models import build_model
-from distrl.ppo import PPOLossCoefs, gae, ppo_loss
 
 log = logging.getLogger("distrl.learner")
+
+_NOT_PER_STEP = ("obs", "starts", "h0", "c0")  # what the forward reads, not the loss
 
 
 class _TrainForward(nn.Module):
@@ -85,28 +93,26 @@ class Learner:
         torch.set_num_threads(max(1, int(config.learner.num_cpus_per_learner)))
         torch.manual_seed(config.seed)
         self.model = build_model(obs_space, action_space, config.model).to(self.device)
+        self.algorithm = build_algorithm(config)
+        self.plan = self.algorithm.plan
         self.train_forward: nn.Module = _TrainForward(self.model)
         self.step_kind, self.step_reason = choose_step(config, self.device.type, world_size)
         captured = self.step_kind == "device" and self.device.type == "cuda"
         # The fused kernel updates every parameter in one call (CPU and CUDA): fewer, larger ops per step. A captured
         # step keeps Adam's step counts on the device and reads the learning rate from a tensor the host refills.
-        lr = torch.tensor(config.ppo.lr, device=self.device) if captured else config.ppo.lr
+        lr = self.algorithm.learning_rate(0)
+        lr = torch.tensor(lr, device=self.device) if captured else lr
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=lr, eps=1e-5, fused=True, capturable=captured)
         self.amp_dtype = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}[config.learner.amp]
         # fp16 needs loss scaling against gradient underflow; bf16 and fp32 do not.
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=config.learner.amp == "fp16")
         self.loss_fn = self._loss_terms
         self._compile()
-        self.device_step = DeviceStep(self, capture=captured) if self.step_kind == "device" else None
+        self.device_step = None
+        if self.step_kind == "device":
+            self.device_step = DeviceStep(self._loss_terms, self.model, self.optimizer, self.plan, self.device, captured)
         self._warned_uneven = False
         self.generator = torch.Generator().manual_seed(config.seed + rank)
-        self.coefs = PPOLossCoefs(
-            clip_coef=config.ppo.clip_coef,
-            vf_coef=config.ppo.vf_coef,
-            ent_coef=config.ppo.ent_coef,
-            clip_vloss=config.ppo.clip_vloss,
-            norm_adv=config.ppo.norm_adv,
-        )
         self.obs_rms = RunningMeanStd(obs_space.shape) if config.env.normalize_obs else None
         self.version = 0
         self.trained_env_steps = 0
@@ -175,12 +181,12 @@ class Learner:
                 "placement_group": ctx.get_placement_group_id()}  # fmt: skip
 
     # --- weights and state -------------------------------------------------------------
-    def get_weights(self) -> dict:
-        return {
-            "version": self.version,
-            "model": {k: v.detach().cpu().numpy() for k, v in self.model.state_dict().items()},
-            "obs_norm": self.obs_rms.state() if self.obs_rms is not None else None,
-        }
+    def get_weights(self) -> Weights:
+        return Weights(
+            version=self.version,
+            model={k: v.detach().cpu().numpy() for k, v in self.model.state_dict().items()},
+            obs_norm=self.obs_rms.state() if self.obs_rms is not None else None,
+        )
 
     def state(self) -> dict:
         """Everything a checkpoint needs to resume learning exactly (tensors and plain types only)."""
@@ -214,12 +220,6 @@ class Learner:
         self.skipped_updates = int(state["skipped_updates"])
 
     # --- the update ----------------------------------------------------------------------
-    def _learning_rate(self) -> float:
-        total = self.config.stop.env_steps
-        if not self.config.ppo.anneal_lr or total is None:
-            return self.config.ppo.lr
-        return self.config.ppo.lr * max(0.0, 1.0 - self.trained_env_steps / total)
-
     def _to_tensors(self, batch: Batch) -> dict[str, torch.Tensor]:
         pin = self.device.type == "cuda"
         out = {}
@@ -230,50 +230,43 @@ class Learner:
             out[key] = tensor.to(self.device, non_blocking=pin)
         return out
 
-    def update(self, *samples: tuple[dict, Batch]) -> dict:
-        """One PPO update on this rank's shard of each worker's ``(info, batch)`` (``RolloutWorker.sample``)."""
+    def update(self, *samples: tuple[SampleInfo, Batch]) -> dict:
+        """One update on this rank's shard of each worker's ``(info, batch)`` (``RolloutWorker.sample``)."""
         return self._update([info for info, _ in samples], [batch.split(self.world_size)[self.rank] for _, batch in samples])
 
-    def update_refs(self, sample_report: dict, shard_refs: tuple) -> dict:
-        """One PPO update on the workers' infos (``sample_report["infos"]``, from the coordinator's ``collect``),
+    def update_refs(self, sample_report: SampleReport, shard_refs: tuple) -> dict:
+        """One update on the workers' infos (``sample_report.infos``, from the coordinator's ``collect``),
         fetching this rank's shard of each batch by ref (under Ray)."""
         import ray
 
-        return self._update(sample_report["infos"], ray.get(list(shard_refs)))
+        return self._update(sample_report.infos, ray.get(list(shard_refs)))
 
-    def update_refs_and_snapshot(self, sample_report: dict, shard_refs: tuple) -> tuple[dict, dict, dict]:
+    def update_refs_and_snapshot(self, sample_report: SampleReport, shard_refs: tuple) -> tuple[dict, Weights, dict]:
         """``update_refs``, then the new weights (for workers) and full state (kept by the driver, for restarts)."""
         metrics = self.update_refs(sample_report, shard_refs)
         return metrics, self.get_weights(), self.state()
 
-    def _update(self, infos: list[dict], shards: list[Batch]) -> dict:
+    def _update(self, infos: list[SampleInfo], shards: list[Batch]) -> dict:
         start = time.perf_counter()
-        cfg = self.config.ppo
         if self.obs_rms is not None:
             for info in infos:  # every rank merges every worker's stats, so all ranks agree
-                if info["obs_stats"] is not None:
-                    self.obs_rms.merge(*info["obs_stats"])
+                if info.obs_stats is not None:
+                    self.obs_rms.merge(*info.obs_stats)
         data = self._to_tensors(Batch.concat(shards))
-        rewards = data["rewards"] * cfg.reward_scale
-        if cfg.reward_clip is not None:
-            rewards = rewards.clamp(-cfg.reward_clip, cfg.reward_clip)
-        with torch.no_grad():
-            advantages, returns = gae(
-                rewards, data["values"], data["terminated"], data["truncated"], data["valid"], cfg.gamma, cfg.gae_lambda
-            )
-        lr = self._learning_rate()
+        advantages, returns = self.algorithm.targets(data)
+        lr = self.algorithm.learning_rate(self.trained_env_steps)
         for group in self.optimizer.param_groups:
             if isinstance(group["lr"], torch.Tensor):  # a captured step reads it from the device
                 group["lr"].fill_(lr)
             else:
                 group["lr"] = lr
 
-        seq_len = cfg.seq_len if self.model.is_recurrent else None
+        seq_len = self.config.ppo.seq_len if self.model.is_recurrent else None
         stats = self._run_epochs(TrainingSamples.from_rollout(data, advantages, returns, seq_len, self.model.window))
 
-        env_steps = sum(info["env_steps"] for info in infos)
+        env_steps = sum(info.env_steps for info in infos)
         self.trained_env_steps += env_steps
-        versions_used = [info["policy_version"] for info in infos]
+        versions_used = [info.policy_version for info in infos]
         values, valid = data["values"][:-1][data["valid"]], returns[data["valid"]]
         explained_var = float(1 - (valid - values).var() / valid.var().clamp(min=1e-8))
         metrics = {
@@ -297,11 +290,11 @@ class Learner:
 
     def _num_minibatches(self, samples_per_rank: int) -> int:
         """Equal on every rank (shards are equal), so DDP ranks take the same number of steps."""
-        per_rank = max(1, self.config.ppo.minibatch_size // self.world_size)
+        per_rank = max(1, self.plan.minibatch_size // self.world_size)
         return max(1, samples_per_rank // per_rank)
 
     def _loss_terms(self, mb: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Forward and PPO loss for one minibatch (the part torch.compile compiles)."""
+        """Forward and the algorithm's loss for one minibatch (the part torch.compile compiles)."""
         with self._autocast():
             if self.model.is_recurrent:
                 seq = {k: mb[k].transpose(0, 1) for k in ("obs", "starts")}  # back to time-major [L, S, ...]
@@ -313,18 +306,14 @@ class Learner:
         pd_params = pd_params.float().reshape(-1, pd_params.shape[-1])
         new_values = new_values.float().reshape(-1)
 
-        def flat(key):
-            x = mb[key]
-            return x.reshape(-1, *x.shape[2:]) if self.model.is_recurrent else x
-
-        action_mask = flat("action_mask") if "action_mask" in mb else None
-        new_logp, entropy = self.model.dist.log_prob_entropy(pd_params, flat("actions"), action_mask)
-        return ppo_loss(new_logp, flat("logp"), flat("advantages"), new_values, flat("values"), flat("returns"),
-                        entropy, flat("mask"), self.coefs)  # fmt: skip
+        # The per-step tensors, flat [B, ...] (a recurrent minibatch's are [S, L, ...]).
+        steps = {k: v.reshape(-1, *v.shape[2:]) if self.model.is_recurrent else v
+                 for k, v in mb.items() if k not in _NOT_PER_STEP}  # fmt: skip
+        return self.algorithm.loss(self.model.dist, pd_params, new_values, steps)
 
     def _run_epochs(self, samples: TrainingSamples) -> dict:
-        """CleanRL's loop: ``ppo.epochs`` passes over the samples in minibatches, KL early stop."""
-        cfg = self.config.ppo
+        """CleanRL's loop: the plan's epochs over the samples in minibatches, KL early stop."""
+        cfg = self.plan
         num_mb = self._num_minibatches(samples.num_samples)
         if self.device_step is not None:
             if self.device_step.fits(len(samples), num_mb):

@@ -1,7 +1,7 @@
 """The PPO update's minibatch steps without the host in the loop: the device step.
 
 The plain loop (``Learner._run_epochs``) launches every kernel of a step from Python and, with
-``ppo.target_kl``, reads the KL on the host after each minibatch. On a GPU that is bound by
+the plan's ``target_kl``, reads the KL on the host after each minibatch. On a GPU that is bound by
 launches: an eager Nature-CNN step at minibatch 256 took 3.7 ms on an H100 where the same step
 captured as one CUDA graph took 0.78 ms (DESIGN.md, third round). The device step is one
 function over static buffers: forward, loss, backward, global-norm clipping, the non-finite
@@ -9,7 +9,7 @@ guard and fused Adam, with every decision that the loop takes on the host taken 
 
 - a non-finite loss or gradient sets Adam's ``found_inf`` (the fused kernel then skips the
   step, step count included), as the loop does;
-- ``ppo.target_kl``: a device flag, set once a step's KL passes the target, turns every later
+- ``target_kl`` (``ppo.target_kl``): a device flag, set once a step's KL passes the target, turns every later
   step of the update into a skipped one that is not counted; the host reads it once per epoch
   (not per minibatch) and stops drawing epochs, so both paths draw the same permutations;
 - the statistics are summed on the device and read once per update.
@@ -26,41 +26,47 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from distrl.algo.base import EpochPlan
 
 
 class DeviceStep:
     """The minibatch step as one function over static buffers; captured as a CUDA graph when ``capture``.
 
-    ``learner`` provides ``model``, ``optimizer`` (fused Adam; capturable with a tensor lr when
-    captured), ``_loss_terms`` and the PPO settings. ``run`` replaces the loop of ``_run_epochs``.
+    ``loss_fn(minibatch)``: the forward and the algorithm's loss (``Learner._loss_terms``), a dict with
+    ``loss`` (and ``approx_kl`` with a ``target_kl``); ``optimizer``: fused Adam over ``model``'s
+    parameters (capturable, with a tensor lr, when captured); ``plan``: the algorithm's ``EpochPlan``.
+    ``run`` replaces the loop of ``Learner._run_epochs``.
     """
 
-    def __init__(self, learner, capture: bool):
-        self.learner = learner
+    def __init__(self, loss_fn, model: nn.Module, optimizer: torch.optim.Optimizer, plan: EpochPlan,
+                 device: torch.device, capture: bool):  # fmt: skip
+        self.loss_fn = loss_fn
+        self.optimizer = optimizer
+        self.plan = plan
         self.capture = capture
-        self.params = list(learner.model.parameters())
-        self.device = learner.device
+        self.params = list(model.parameters())
+        self.device = device
         zero = lambda: torch.zeros((), device=self.device)  # noqa: E731
         self.found_inf, self.stopped, self.count, self.skipped = zero(), zero(), zero(), zero()
         self.totals: dict[str, torch.Tensor] = {}
         self.static: dict[str, torch.Tensor] | None = None
         self.graph: torch.cuda.CUDAGraph | None = None
-        learner.optimizer.found_inf = self.found_inf  # read by the fused kernel at every step (and captured)
+        optimizer.found_inf = self.found_inf  # read by the fused kernel at every step (and captured)
 
     def _body(self) -> None:
         """One minibatch step on ``self.static``; every decision on the device."""
-        ppo = self.learner.config.ppo
-        parts = self.learner._loss_terms(self.static)
+        plan = self.plan
+        parts = self.loss_fn(self.static)
         parts["loss"].backward()
-        grad_norm = nn.utils.clip_grad_norm_(self.params, ppo.max_grad_norm)
+        grad_norm = nn.utils.clip_grad_norm_(self.params, plan.max_grad_norm)
         bad = ~(torch.isfinite(grad_norm) & torch.isfinite(parts["loss"]))
         parts["grad_norm"] = grad_norm
         for key in parts:
             if key not in self.totals:
                 self.totals[key] = torch.zeros((), device=self.device)
-        if ppo.target_kl is None:  # every step counts; `stopped` is only set while warming up for the capture
+        if plan.target_kl is None:  # every step counts; `stopped` is only set while warming up for the capture
             self.found_inf.copy_(torch.maximum(bad.float(), self.stopped))
-            self.learner.optimizer.step()
+            self.optimizer.step()
             torch._foreach_zero_([p.grad for p in self.params if p.grad is not None])
             torch._foreach_add_(list(self.totals.values()), [parts[k].detach().float() for k in self.totals])
             self.count.add_(1.0)
@@ -68,13 +74,13 @@ class DeviceStep:
             return
         active = self.stopped == 0
         self.found_inf.copy_((bad | ~active).float())
-        self.learner.optimizer.step()
+        self.optimizer.step()
         torch._foreach_zero_([p.grad for p in self.params if p.grad is not None])
         for key, total in self.totals.items():
             total.add_(torch.where(active, parts[key].detach().float(), 0.0))
         self.count.add_(active.float())
         self.skipped.add_((bad & active).float())
-        passed = active & (parts["approx_kl"].detach() > ppo.target_kl)
+        passed = active & (parts["approx_kl"].detach() > plan.target_kl)
         self.stopped.copy_(torch.where(passed, 1.0, self.stopped))
 
     def _reset(self) -> None:
@@ -112,7 +118,7 @@ class DeviceStep:
                              or next(iter(self.static.values())).shape[0] != size):  # fmt: skip
             self._build(tensors, size)
         self._reset()
-        target_kl = self.learner.config.ppo.target_kl
+        target_kl = self.plan.target_kl
         early_stop = False
         for _epoch in range(epochs):
             # The permutation the loop draws (same generator, same call), gathered on the device.

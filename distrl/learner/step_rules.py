@@ -1,11 +1,9 @@
-"""Which minibatch step a learner runs (``learner.step``): plain rules, no torch (the config checks them too)."""
+"""Which minibatch step a learner runs (``learner.step``): plain rules, no torch. What rules the device step out
+(``step_blockers``) is the config's, which refuses ``learner.step: device`` with them."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from distrl.config.schema import Config
+from distrl.config.schema import Config, step_blockers
 
 
 def choose_step(config: Config, device_type: str, world_size: int) -> tuple[str, str]:
@@ -23,18 +21,3 @@ def choose_step(config: Config, device_type: str, world_size: int) -> tuple[str,
     if blockers:
         return "loop", "; ".join(blockers)
     return "device", "on CUDA: the whole minibatch step as one CUDA graph"
-
-
-def step_blockers(config: Config, world_size: int | None = None) -> list[str]:
-    """Why the device step cannot run this config (empty when it can)."""
-    out = []
-    world = config.learner.num_learners if world_size is None else world_size
-    if config.model.lstm_size > 0:
-        out.append("recurrent models (model.lstm_size>0) train through a per-step loop the graph cannot hold")
-    if world > 1:
-        out.append("DDP (learner.num_learners>1): its gradient all-reduce hooks run outside a captured graph")
-    if config.learner.amp == "fp16":
-        out.append("learner.amp=fp16: the gradient scaler reads and updates its scale on the host")
-    if config.learner.compile.backend != "eager":
-        out.append("learner.compile: torch.compile makes its own graphs (reduce-overhead for CUDA graphs)")
-    return out

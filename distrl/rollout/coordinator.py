@@ -28,6 +28,7 @@ import time
 import ray
 
 from distrl.common.errors import EnvFailure
+from distrl.data.messages import SampleInfo, SampleReport
 
 
 class WorkerFailure(EnvFailure):
@@ -82,7 +83,7 @@ class SampleCoordinator:
         start = time.monotonic()
         deadline = {i: start + timeout_s for i in range(len(refs))}
         pending = {refs[i][0]: i for i in range(len(refs))}
-        infos: dict[int, dict] = {}
+        infos: dict[int, SampleInfo] = {}
         timeouts, resubmitted = [], []
         while pending:
             wait_s = max(0.0, min(deadline[i] for i in pending.values()) - time.monotonic())
@@ -111,7 +112,7 @@ class SampleCoordinator:
                     self.timeouts[index] += 1
                     ray.kill(self.workers[index], no_restart=False)  # Ray restarts it: a new process, a new env
         done = sorted(infos)
-        report = {"infos": [infos[i] for i in done], "timeouts": timeouts, "resubmitted": resubmitted}
+        report = SampleReport([infos[i] for i in done], timeouts, resubmitted)
         return (report, *(tuple(refs[i][1 + rank] for i in done) for rank in range(self.num_shards)))
 
     def _wait_until_alive(self, index: int, deadline: float) -> None:

@@ -20,12 +20,12 @@ from distrl.common.running_mean_std import RunningMeanStd
 from distrl.compile.build import CheckedPolicy
 from distrl.compile.dynamo_stats import dynamo_counts
 from distrl.config.schema import Config
-from distrl.envs import make_vec_env
+from distrl.envs import make_run_vec_env
 from distrl.envs.episodes import EpisodeTracker
-from distrl.envs.guard import GuardedVectorEnv
-from distrl.learner.batch import Batch
+from distrl.data.batch import Batch
+from distrl.data.messages import SampleInfo, Weights
 from distrl.models import build_model
-from distrl.rollout.window import ObservationWindow
+from distrl.data.window import ObservationWindow
 
 
 class RolloutWorker:
@@ -38,14 +38,9 @@ class RolloutWorker:
         # Torch, ONNX Runtime (it follows torch's count) and the env's own threads all use the CPUs Ray gave this worker.
         threads = max(1, int(config.rollout.num_cpus_per_worker))
         torch.set_num_threads(threads)
-        self.league_env = None
-        if config.league is not None:  # a two-player game: the league's opponents act inside this vector env
-            from distrl.league.env import LeagueVecEnv
-
-            self.league_env = LeagueVecEnv(config)
-            self.envs = GuardedVectorEnv(self.league_env, config.env.max_consecutive_errors)
-        else:
-            self.envs = make_vec_env(config.env, num_threads=threads)
+        self.envs = make_run_vec_env(config, num_threads=threads)
+        # A two-player game: the league's opponents act inside this vector env (its guard's inner env).
+        self.league_env = self.envs.env if config.league is not None else None
         self.num_envs = config.env.num_envs_per_worker
         seed = config.seed * 1_000_003 + worker_index * 10_007 + seed_offset
         if _restarted_by_ray():  # Ray re-runs this constructor with the same arguments: draw a new stream
@@ -123,14 +118,14 @@ class RolloutWorker:
                 "placement_group": ctx.get_placement_group_id()}  # fmt: skip
 
     # --- weights ---------------------------------------------------------------------
-    def set_weights(self, weights: dict) -> None:
+    def set_weights(self, weights: Weights) -> None:
         """Act with ``weights`` (from ``Learner.get_weights``) unless they are already in use."""
-        if weights["version"] == self.policy_version:
+        if weights.version == self.policy_version:
             return
-        self.policy.update_weights(weights["model"])
-        if weights.get("obs_norm") is not None:
-            self.obs_rms = RunningMeanStd.from_state(weights["obs_norm"])
-        self.policy_version = weights["version"]
+        self.policy.update_weights(weights.model)
+        if weights.obs_norm is not None:
+            self.obs_rms = RunningMeanStd.from_state(weights.obs_norm)
+        self.policy_version = weights.version
         if self.config.rollout.compile.verify_every_sync:
             # On the observations it is about to act on: a compiled graph holding stale weights fails here.
             self.policy.verify(self._policy_inputs(), f"after weight sync {self.policy_version}")
@@ -146,12 +141,12 @@ class RolloutWorker:
             return np.clip(actions, *self.action_bounds)
         return actions
 
-    def sample(self, weights: dict | None = None, league: dict | None = None) -> tuple[dict, Batch]:
+    def sample(self, weights: Weights | None = None, league: dict | None = None) -> tuple[SampleInfo, Batch]:
         """Collect ``rollout_length`` steps from every env: ``(info, batch)``.
 
         ``info`` is the small report the driver aggregates (version, episodes, timings, backend,
         errors) and the learner reads (env steps, observation statistics). ``league``: the driver's
-        matchmaking plan for a league run (``distrl.league.run.LeagueRun.plan``).
+        matchmaking plan for a league run (``distrl.league.run.LeagueRun.worker_plan``).
         """
         if weights is not None:
             self.set_weights(weights)
@@ -231,35 +226,35 @@ class RolloutWorker:
         if raw_obs_seen is not None:
             feature_dims = len(obs_space.shape)
             obs_stats = RunningMeanStd.batch_stats(raw_obs_seen[:steps], feature_dims)
-        info = {
-            "worker_index": self.worker_index,
-            "batch_bytes": batch.nbytes,
-            "policy_version": self.policy_version,
-            "env_steps": steps * n * self.config.env.action_repeat,
-            "episode_returns": episode_returns,
-            "episode_lengths": episode_lengths,
-            "sample_s": time.perf_counter() - start,
-            "policy_s": policy_s,  # forward and action sampling
-            "env_s": env_s,  # the vector env's step (the rest of sample_s is bookkeeping)
-            "obs_stats": obs_stats,
-            "policy_backend": self.policy.backend,
-            "recompiles": dynamo_counts()["compiled_graphs"] - self.compile_counts["compiled_graphs"],
-            "graph_breaks": dynamo_counts()["graph_breaks"],
-            "weight_sync_checks": self.policy.sync_checks,
-            "env_errors": env_errors,
-            "env_error_messages": error_messages[:3],
-            "env_nonfinite": env_nonfinite,  # steps whose observation or reward was NaN or inf (reset and masked)
-            "env_nonfinite_messages": nonfinite_messages[:3],
-            "incarnation": self.incarnation,
-            "seed": self.seed,
-            "finished_at": time.time(),  # wall clock: the driver's start-up timeline reads the first batch's
-        }
+        info = SampleInfo(
+            worker_index=self.worker_index,
+            incarnation=self.incarnation,
+            seed=self.seed,
+            policy_version=self.policy_version,
+            env_steps=steps * n * self.config.env.action_repeat,
+            batch_bytes=batch.nbytes,
+            episode_returns=episode_returns,
+            episode_lengths=episode_lengths,
+            sample_s=time.perf_counter() - start,
+            policy_s=policy_s,
+            env_s=env_s,
+            finished_at=time.time(),
+            obs_stats=obs_stats,
+            policy_backend=self.policy.backend,
+            recompiles=dynamo_counts()["compiled_graphs"] - self.compile_counts["compiled_graphs"],
+            graph_breaks=dynamo_counts()["graph_breaks"],
+            weight_sync_checks=self.policy.sync_checks,
+            env_errors=env_errors,
+            env_error_messages=error_messages[:3],
+            env_nonfinite=env_nonfinite,
+            env_nonfinite_messages=nonfinite_messages[:3],
+        )
         if self.config.league is not None:
-            info["league_results"] = self.league_env.pop_results()  # games finished in this batch, for the league's ratings
-            info["weight_sync_checks"] += self.league_env.learned.checks
+            info.league_results = self.league_env.pop_results()  # games finished in this batch, for the league's ratings
+            info.weight_sync_checks += self.league_env.learned.checks
         return info, batch
 
-    def sample_shards(self, weights: dict | None = None, num_shards: int = 1, league: dict | None = None) -> tuple[dict, ...]:
+    def sample_shards(self, weights: Weights | None = None, num_shards: int = 1, league: dict | None = None) -> tuple:
         """``sample``, returned as ``(info, shard_0, ..., shard_{n-1})`` for ``num_shards`` learners.
 
         Under Ray each element is its own object: the coordinator gathers ``info`` (a few hundred

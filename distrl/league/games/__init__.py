@@ -14,7 +14,7 @@ import importlib
 
 import numpy as np
 
-from distrl.league.config import is_game_id
+from distrl.config.league import is_game_id
 from distrl.league.games.base import Game, GameError, StepResult, baseline_actions, random_actions
 
 OWN_GAMES = {"distrl/Duel-v0": "distrl.league.games.duel:DuelGame"}

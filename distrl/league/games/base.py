@@ -13,7 +13,7 @@ from typing import Protocol
 import gymnasium as gym
 import numpy as np
 
-from distrl.envs.factory import EnvSpecError
+from distrl.common.errors import EnvSpecError
 
 
 class GameError(EnvSpecError):

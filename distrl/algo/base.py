@@ -1,0 +1,54 @@
+"""What an algorithm gives the learner, and what the learner keeps.
+
+The learner (``distrl/learner/learner.py``) owns the device, DDP, the optimiser, the epoch loop (or
+the device step) and the state a checkpoint holds. An algorithm owns the math: the targets it
+computes once per update from the whole batch (``targets``), the loss of one minibatch (``loss``),
+the learning rate at a point of the run, and the epoch plan (how many passes, minibatches of
+what size, when to stop early, the gradient clip). Adding one is a folder ``distrl/algo/NAME/``
+whose ``__init__.py`` defines ``build(config) -> Algorithm``, and its name in the config's
+``ALGORITHMS`` table (``distrl/config/schema.py``).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+
+
+@dataclass(frozen=True)
+class EpochPlan:
+    epochs: int  # passes over the update's samples
+    minibatch_size: int  # samples per gradient step, summed over learners
+    target_kl: float | None  # stop the passes once a step's approx_kl exceeds this (None: never)
+    max_grad_norm: float  # global-norm clipping of every step's gradients
+
+
+class Targets(NamedTuple):
+    advantages: torch.Tensor  # [T, N], zero on invalid steps
+    returns: torch.Tensor  # [T, N] value targets, zero on invalid steps
+
+
+class Algorithm(ABC):
+    plan: EpochPlan
+
+    @abstractmethod
+    def targets(self, data: dict[str, torch.Tensor]) -> Targets:
+        """Advantages and value targets ``[T, N]`` of a batch (``Batch`` arrays as tensors), without gradients."""
+
+    @abstractmethod
+    def loss(self, dist, pd_params: torch.Tensor, values: torch.Tensor, mb: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The loss of one minibatch and its parts (means over the samples that count).
+
+        ``dist``: the model's ``ActionDist``; ``pd_params [B, P]`` and ``values [B]``: the model's outputs
+        in float32; ``mb``: the minibatch's per-step tensors, flat ``[B, ...]`` (``actions``, ``logp``,
+        ``values``, ``advantages``, ``returns``, ``mask``, ``action_mask`` where the env has masks).
+        The result has ``loss`` (minimised), and ``approx_kl`` where the plan has a ``target_kl``; every
+        other key is averaged over the update's steps into its metrics.
+        """
+
+    @abstractmethod
+    def learning_rate(self, trained_env_steps: int) -> float:
+        """The optimiser's learning rate after ``trained_env_steps`` env steps of training."""

@@ -1,0 +1,43 @@
+"""PPO as the learner runs it: GAE targets once per update (rewards scaled and clipped first), the clipped loss per
+minibatch, CleanRL's epoch plan (``ppo.epochs`` passes, KL early stop) and a linearly annealed learning rate."""
+
+from __future__ import annotations
+
+import torch
+
+from distrl.algo.base import Algorithm, EpochPlan, Targets
+from distrl.algo.ppo.gae import gae
+from distrl.algo.ppo.loss import PPOLossCoefs, ppo_loss
+from distrl.config.schema import Config, PPOConfig
+
+
+class PPO(Algorithm):
+    def __init__(self, cfg: PPOConfig, total_env_steps: int | None):
+        self.cfg = cfg
+        self.total_env_steps = total_env_steps  # stop.env_steps: where an annealed learning rate reaches 0
+        self.plan = EpochPlan(cfg.epochs, cfg.minibatch_size, cfg.target_kl, cfg.max_grad_norm)
+        self.coefs = PPOLossCoefs(clip_coef=cfg.clip_coef, vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef,
+                                  clip_vloss=cfg.clip_vloss, norm_adv=cfg.norm_adv)  # fmt: skip
+
+    def targets(self, data: dict[str, torch.Tensor]) -> Targets:
+        cfg = self.cfg
+        rewards = data["rewards"] * cfg.reward_scale
+        if cfg.reward_clip is not None:
+            rewards = rewards.clamp(-cfg.reward_clip, cfg.reward_clip)
+        with torch.no_grad():
+            return Targets(*gae(rewards, data["values"], data["terminated"], data["truncated"], data["valid"], cfg.gamma,
+                                cfg.gae_lambda))  # fmt: skip
+
+    def loss(self, dist, pd_params: torch.Tensor, values: torch.Tensor, mb: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        new_logp, entropy = dist.log_prob_entropy(pd_params, mb["actions"], mb["action_mask"] if "action_mask" in mb else None)
+        return ppo_loss(new_logp, mb["logp"], mb["advantages"], values, mb["values"], mb["returns"], entropy, mb["mask"],
+                        self.coefs)  # fmt: skip
+
+    def learning_rate(self, trained_env_steps: int) -> float:
+        if not self.cfg.anneal_lr or self.total_env_steps is None:
+            return self.cfg.lr
+        return self.cfg.lr * max(0.0, 1.0 - trained_env_steps / self.total_env_steps)
+
+
+def build(config: Config) -> PPO:
+    return PPO(config.ppo, config.stop.env_steps)

@@ -1,0 +1,56 @@
+"""The messages between the parts of a run, typed: a key renamed in one place fails where it is read, in tests.
+
+- ``SampleInfo``: a worker's small report on one batch (to the driver, through the coordinator, and to
+  every learner, which reads the env steps, the policy version and the observation statistics).
+- ``SampleReport``: what the coordinator's ``collect`` says of one round (the infos that came in, the
+  samples given up on, the workers whose sample was sent again).
+- ``Weights``: what a learner's update produces for the workers, one object per update.
+
+Plain dataclasses of numbers, strings and numpy arrays: they pickle through Ray as they are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class SampleInfo:
+    worker_index: int
+    incarnation: str  # new on every (re)start of the worker: the driver counts restarts by it
+    seed: int  # the worker's random stream (a restarted worker draws a new one)
+    policy_version: int  # the version of the weights that acted (policy lag = learner version - this)
+    env_steps: int  # env steps in the batch (action repeats included)
+    batch_bytes: int
+    episode_returns: list[float]  # episodes that ended in this batch
+    episode_lengths: list[int]
+    sample_s: float  # the whole sample call
+    policy_s: float  # forward and action sampling
+    env_s: float  # the vector env's step (the rest of sample_s is bookkeeping)
+    finished_at: float  # wall clock: the driver's start-up timeline reads the first batch's
+    obs_stats: tuple | None  # (count, mean, var) of the raw observations seen, with env.normalize_obs
+    policy_backend: str  # the backend that acted, after any fallback
+    recompiles: int  # graphs compiled after the worker's warm-up
+    graph_breaks: int
+    weight_sync_checks: int  # weight syncs whose compiled policy was checked against eager
+    env_errors: int = 0  # env steps that raised (reset and masked)
+    env_error_messages: list[str] = field(default_factory=list)  # the first few
+    env_nonfinite: int = 0  # steps whose observation or reward was NaN or inf (reset and masked)
+    env_nonfinite_messages: list[str] = field(default_factory=list)
+    league_results: list[dict] = field(default_factory=list)  # a league run: games finished in this batch
+
+
+@dataclass
+class SampleReport:
+    infos: list[SampleInfo]  # the batches that came in, by worker index
+    timeouts: list[dict] = field(default_factory=list)  # {"worker", "waited_s"} per sample given up on
+    resubmitted: list[int] = field(default_factory=list)  # workers that died mid-sample and were sent it again
+
+
+@dataclass
+class Weights:
+    version: int  # the learner's update count that produced them
+    model: dict[str, np.ndarray]  # the state dict as numpy arrays
+    obs_norm: dict | None = None  # RunningMeanStd state with env.normalize_obs

@@ -1,0 +1,236 @@
+"""What every training loop shares: observers, the learners' update with restarts, and one iteration's record.
+
+A loop (``sync.py``) decides only how samples move from the workers to the learners and weights
+back. After each update it calls ``record``: the run's counters, the metrics row, the observers'
+keys, the metrics files and progress, videos, the stop rules and periodic checkpoints, the same in
+every loop. The run's state (counters, the newest learner snapshot, checkpoints, the final summary)
+stays with the ``Driver``, which builds the loop.
+
+Observers attach to a loop as Sample Factory's runner observers do (a league run's ``LeagueRun``),
+instead of branches in the loop: ``LoopObserver`` says what they offer.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any, Protocol
+
+import ray
+
+from distrl.common.errors import RunStalled
+from distrl.common.log import get_logger
+from distrl.data.messages import SampleInfo, SampleReport
+from distrl.driver import report
+from distrl.driver.metrics import MetricsWriter
+from distrl.driver.progress import ProgressReporter
+from distrl.driver.run_state import stop_reason
+
+if TYPE_CHECKING:
+    from distrl.driver.driver import Driver
+
+log = get_logger("driver")
+
+
+class LoopObserver(Protocol):
+    """Something a loop tells about the run as it goes (``distrl.league.run.LeagueRun``).
+
+    ``name`` keys its ``state()`` in checkpoints and its ``summary()`` in ``summary.json``.
+    """
+
+    name: str
+
+    def start(self, weights_ref) -> None:
+        """The loop is about to run; ``weights_ref``: the learner's current weights."""
+
+    def worker_plan(self) -> Any:
+        """What every worker gets with its next sample request (None: nothing)."""
+
+    def after_iteration(self, infos: list[SampleInfo], iteration: int, weights_ref) -> dict:
+        """An update has landed; returns keys for the iteration's metrics row."""
+
+    def state(self) -> dict:
+        """What a checkpoint keeps of it."""
+
+    def summary(self) -> dict:
+        """What ``summary.json`` says of it."""
+
+
+class TrainingLoop(ABC):
+    def __init__(self, driver: Driver):
+        self.driver = driver
+        self.config = driver.config
+        self.actors = driver.actors
+        self.counters = driver.counters
+        self.bounds = driver.bounds
+        self.observers: list[LoopObserver] = driver.observers
+        self.incarnations: dict[int, tuple[str, int]] = {}  # worker index -> (incarnation, seed)
+        self._warned_all_skipped = False
+
+    # --- what a loop implements ---------------------------------------------------------
+    @abstractmethod
+    def begin(self, new_run: bool) -> None:
+        """Start sampling as soon as the workers are up (a new run's workers hold the learner's initial
+        weights: they sample while the learners start)."""
+
+    @abstractmethod
+    def iterate(self) -> str:
+        """Train until a stop rule fires (``record`` says when); returns the stop reason."""
+
+    # --- the run around it ----------------------------------------------------------------
+    def train(self, launch: float, loop_start: float, loop_steps_start: int) -> str:
+        """``iterate`` with the run's metrics files, progress and videos open."""
+        cfg = self.config
+        self.launch, self.loop_start, self.loop_steps_start = launch, loop_start, loop_steps_start
+        self.metrics_writer = MetricsWriter(self.driver.run_dir, cfg)
+        self.progress = ProgressReporter(cfg, self.driver.console)
+        self.videos = None
+        if cfg.logging.video_every_iterations:
+            from distrl.deploy.video import TrainingVideos
+
+            self.videos = TrainingVideos(cfg, self.actors.spaces, self.driver.run_dir)
+        try:
+            return self.iterate()
+        finally:
+            self.progress.close()
+            self.metrics_writer.close()
+            if self.videos is not None:
+                self.videos.close()
+
+    def sample(self, weights_ref):
+        """Every worker's next sample, through the coordinator: a ref to the round (its refs, owned there).
+
+        ``weights_ref`` None: with the weights the workers hold (a new run's first batch).
+        """
+        plans = [plan for plan in (o.worker_plan() for o in self.observers) if plan is not None]
+        return self.actors.coordinator.sample.remote([weights_ref], plans[:1] or None)
+
+    # --- the learners' update -------------------------------------------------------------
+    def launch_update(self, samples: list) -> tuple:
+        """Learner r gets the round's report and its own shards; returns (metrics_ref, weights_ref, state_ref, other ranks)."""
+        learners = self.actors.learners
+        lead = learners[0].update_refs_and_snapshot.options(num_returns=3).remote(samples[0], samples[1])
+        others = [learner.update_refs.remote(samples[0], samples[1 + rank]) for rank, learner in enumerate(learners[1:], start=1)]
+        return (*lead, others)
+
+    def await_update(self, update: tuple, samples: list) -> tuple[dict, tuple, bool]:
+        """The update's learner metrics; a learner that dies or passes the update bound is rebuilt and the update run again."""
+        restarted = False
+        while True:
+            bound = self.bounds.update_s()
+            try:
+                metrics = ray.get(update[0], timeout=bound)
+                if update[3]:  # the bytes each rank fetched: its shards only
+                    others = ray.get(update[3], timeout=bound)
+                    metrics["learner_batch_bytes"] = max([metrics["learner_batch_bytes"]] + [m["learner_batch_bytes"] for m in others])
+                self.bounds.saw_update(metrics["learn_s"])
+                return metrics, update, restarted
+            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
+                limit = self.config.learner.max_restarts
+                timed_out = isinstance(exc, ray.exceptions.GetTimeoutError)
+                cause = (f"no update within {bound:.0f} s (learner.update_timeout_s)" if timed_out
+                         else str(exc).strip().splitlines()[0][:200])  # fmt: skip
+                if self.counters.learner_restarts >= limit:
+                    if timed_out:
+                        raise RunStalled(f"learner: {cause}, and learner.max_restarts={limit} is spent") from None
+                    raise
+                self.counters.learner_restarts += 1
+                log.warning(f"a learner {'stalled' if timed_out else 'died'} ({cause}); restarting the learners from the "
+                            f"newest state (restart {self.counters.learner_restarts} of {limit})")  # fmt: skip
+                self.actors.restart_learners(self.driver.state_ref)
+                update = self.launch_update(samples)
+                restarted = True
+
+    def await_report(self, report_ref) -> SampleReport:
+        """A round's report (infos of the batches that came in, timeouts); warns of each timeout."""
+        bound = 2 * self.bounds.sample_s() + 60  # the coordinator bounds its own waits; this bounds the coordinator
+        try:
+            sample_report = ray.get(report_ref, timeout=bound)
+        except ray.exceptions.GetTimeoutError:
+            raise RunStalled(f"the sample coordinator did not answer within {bound:.0f} s") from None
+        for timeout in sample_report.timeouts:
+            self.counters.worker_timeouts += 1
+            log.warning(f"worker-{timeout['worker']} ({self.config.env.id}) returned no sample within "
+                        f"{timeout['waited_s']:g} s (rollout.sample_timeout_s): killed for a restart, and this "
+                        f"iteration goes on without its batch (worker_timeouts {self.counters.worker_timeouts})")  # fmt: skip
+        for info in sample_report.infos:
+            self.bounds.saw_sample(info.sample_s)
+        return sample_report
+
+    # --- one iteration's record -------------------------------------------------------------
+    def record(self, infos: list[SampleInfo], learner_metrics: dict, weights_ref, iter_start: float,
+               cpu_start: float) -> str | None:  # fmt: skip
+        """Count an update and the batches it trained on, write its metrics row, tell the observers, record a video
+        and checkpoint when due; returns the stop reason once a stop rule fires (else None)."""
+        driver, cfg = self.driver, self.config
+        if "first_batch" not in driver.timeline:  # when the last worker finished it (this machine's clock)
+            driver.timeline["first_batch"] = max(i.finished_at for i in infos) - driver.launch_wall
+        now = time.perf_counter()
+        elapsed = self.counters.time_s + (now - self.launch)
+        self._count(infos, elapsed)
+        self._count_update(learner_metrics)
+        sps_avg = (self.counters.env_steps - self.loop_steps_start) / max(now - self.loop_start, 1e-9)
+        row = report.iteration_row(self.counters, infos, learner_metrics, now - iter_start, elapsed, sps_avg)
+        for observer in self.observers:
+            row.update(observer.after_iteration(infos, self.counters.iteration, weights_ref))
+        row["driver_cpu_s"] = time.process_time() - cpu_start  # this process only: its share of the loop
+        if "first_update" not in driver.timeline:
+            driver.mark("first_update")
+            log.info(report.startup_line(driver.timeline))
+        self.metrics_writer.write(row)
+        self.progress.update(row)
+        if driver.on_iteration is not None:
+            driver.on_iteration(row, driver)
+        if self.videos is not None and self.counters.iteration % cfg.logging.video_every_iterations == 0:
+            self.videos.maybe_record(self.counters.iteration, ray.get(weights_ref))
+        reason = stop_reason(cfg.stop, self.counters, elapsed)
+        if reason is not None:
+            return reason
+        every = cfg.checkpoint.every_iterations
+        if every and self.counters.iteration % every == 0:
+            self.metrics_writer.flush()  # the checkpoint's mirror uploads metrics and events up to here
+            driver.checkpoint_at(elapsed)
+        return None
+
+    def _count(self, infos: list[SampleInfo], elapsed: float) -> None:
+        """Fold the workers' reports into the run state, saying what went wrong on the way."""
+        for info in infos:
+            known, seed = self.incarnations.setdefault(info.worker_index, (info.incarnation, info.seed))
+            if known != info.incarnation:
+                self.counters.worker_restarts += 1
+                self.incarnations[info.worker_index] = (info.incarnation, info.seed)
+                log.warning(f"worker-{info.worker_index} was restarted (restart {self.counters.worker_restarts}); "
+                            f"it resumed with the current weights and a new random stream (seed {info.seed}, "
+                            f"was {seed})")  # fmt: skip
+            if info.env_errors:
+                self.counters.env_errors += info.env_errors
+                for message in info.env_error_messages[:1]:
+                    log.warning(f"env error (reset and masked): {message}")
+            if info.env_nonfinite:
+                if self.counters.env_nonfinite == 0:  # the first time in the run; the count goes on in the metrics
+                    log.warning(f"worker-{info.worker_index} ({self.config.env.id}), {info.env_nonfinite_messages[0]}: "
+                                "the step was reset and masked, and is counted as env_nonfinite (further ones "
+                                "are counted without a warning)")  # fmt: skip
+                self.counters.env_nonfinite += info.env_nonfinite
+        self.driver.worker_backends = [info.policy_backend for info in sorted(infos, key=lambda i: i.worker_index)]
+        self.counters.add_iteration(
+            sum(info.env_steps for info in infos),
+            [r for info in infos for r in info.episode_returns],
+            [n for info in infos for n in info.episode_lengths],
+            elapsed,
+            self.config.stop.episode_return_mean,
+        )
+
+    def _count_update(self, metrics: dict) -> None:
+        """Count the update's gradient steps; say so when the learner's non-finite guard skipped them."""
+        steps, skipped = metrics["gradient_steps"], metrics["skipped_steps"]
+        first = self.counters.skipped_steps == 0
+        self.counters.gradient_steps += steps
+        self.counters.skipped_steps += skipped
+        if skipped and first:
+            log.warning(f"iteration {self.counters.iteration}: {skipped} of {steps} gradient steps skipped (non-finite "
+                        "loss or gradients; the weights are kept): counted as skipped_steps")  # fmt: skip
+        if steps and skipped == steps and not self._warned_all_skipped:
+            self._warned_all_skipped = True
+            log.warning(f"iteration {self.counters.iteration}: every gradient step was skipped; the policy did not change "
+                        "(said once; summary.json has skipped_steps)")  # fmt: skip

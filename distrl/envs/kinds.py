@@ -1,0 +1,42 @@
+"""Env kinds: how a run's env is probed and built, by name, as the worker backends are (``distrl/compile/backends``).
+
+- ``gymnasium``: a gymnasium id or a ``package.module:factory`` (``distrl/envs/factory.py``);
+- ``league``: a two-player game seen from the learner's seat, its opponents acting inside the vector
+  env (``distrl/league/env.py``).
+
+Each module named here defines ``probe_run(config) -> (observation space, action space)`` (checking
+what it can before Ray starts) and ``make_run_vec_env(config, num_threads) -> VectorEnv`` (not yet
+reset). The table names modules, so ``distrl.envs`` imports no kind above it: adding a kind is a
+module and a row here.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import gymnasium as gym
+
+ENV_KINDS = {
+    "gymnasium": "distrl.envs.factory",
+    "league": "distrl.league.env",
+}
+
+
+def env_kind(config) -> str:
+    """The kind of ``config``'s env: a league run trains on a game, any other on a gymnasium env."""
+    return "league" if config.league is not None else "gymnasium"
+
+
+def _kind(config):
+    return importlib.import_module(ENV_KINDS[env_kind(config)])
+
+
+def probe_run_spaces(config) -> tuple[gym.Space, gym.Space]:
+    """The spaces a run's policy acts in: its env's, or in a league run its game's from one seat (checking the
+    league's settings against the game too)."""
+    return _kind(config).probe_run(config)
+
+
+def make_run_vec_env(config, num_threads: int | None = None) -> gym.vector.VectorEnv:
+    """A worker's vector env for ``config`` (``num_threads``: the CPUs the worker was given)."""
+    return _kind(config).make_run_vec_env(config, num_threads)

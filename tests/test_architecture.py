@@ -1,0 +1,35 @@
+"""The package's structure: the layers in pyproject.toml hold and no module imports itself back (docs/architecture.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import grimp
+import pytest
+from importlinter.cli import lint_imports
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_import_linter_contracts_are_kept(monkeypatch):
+    monkeypatch.chdir(ROOT)  # the contracts are read from pyproject.toml here
+    assert lint_imports(config_filename=str(ROOT / "pyproject.toml")) == 0
+
+
+def test_no_module_of_distrl_imports_itself_back():
+    graph = grimp.build_graph("distrl")
+    cycles = sorted((a, b) for a in graph.modules for b in graph.find_modules_directly_imported_by(a)
+                    if graph.chain_exists(importer=b, imported=a))  # fmt: skip
+    assert cycles == []
+
+
+@pytest.mark.parametrize("importer, imported", [
+    ("distrl.config.schema", "distrl.learner"),  # the device step's blockers are the config's
+    ("distrl.envs.factory", "distrl.league"),  # a league game's spaces come through the env-kind table
+    ("distrl.deploy.policy", "distrl.deploy.evaluate"),
+    ("distrl.league.tournament", "distrl.deploy"),
+    ("distrl.deploy.policy", "distrl.rollout"),
+])  # fmt: skip
+def test_the_imports_that_once_ran_against_the_layers_are_gone(importer, imported):
+    graph = grimp.build_graph("distrl")
+    assert not graph.chain_exists(importer=importer, imported=imported, as_packages=True)
