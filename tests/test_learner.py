@@ -164,3 +164,90 @@ def test_capturing_the_cuda_graph_does_not_move_the_weights():
     for key, value in device.model.state_dict().items():
         torch.testing.assert_close(value, before[key], rtol=0, atol=0)
     assert all(float(s["step"]) == 0 for s in device.optimizer.state.values())
+
+
+# --- the device step's first update, checked against the loop (learner/step_check.py) ---------------------------------
+
+
+def _first_update(name, *overrides):
+    """A device-step learner's first update beside a loop learner's, on one batch from one seed."""
+    worker, loop, device = _twin_learners(name, overrides)
+    sample = worker.sample()
+    return loop.update(sample), device.update(sample), loop, device, worker
+
+
+@pytest.mark.parametrize("name", ["mlp", "mlp_target_kl", "gaussian_bf16"])
+def test_device_steps_first_update_is_checked_against_the_loop_and_kept(name):
+    loop_metrics, metrics, loop, device, _ = _first_update(name)
+    assert device.step_check.ok, device.step_check.reason
+    assert device.step_kind == "device" and device.device_step is not None
+    assert metrics["learner_step"]["step_check"]["ok"] and "matched the loop" in metrics["learner_step"]["step_check"]["reason"]
+    assert metrics["gradient_steps"] == loop_metrics["gradient_steps"]
+    for key, value in loop.model.state_dict().items():  # the three runs of the check left the device step's update
+        torch.testing.assert_close(device.model.state_dict()[key], value, rtol=1e-5, atol=1e-6)
+    assert [float(s["step"]) for s in device.optimizer.state.values()] == _adam_steps(loop)
+
+
+def test_a_device_step_that_raises_on_its_first_update_falls_back_to_the_loop(monkeypatch):
+    from distrl.learner.step import DeviceStep
+
+    def capture_fails(self, *args):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(DeviceStep, "run", capture_fails)
+    loop_metrics, metrics, loop, device, worker = _first_update("mlp")
+    assert not device.step_check.ok and device.step_kind == "loop" and device.device_step is None
+    assert "raised RuntimeError: operation not permitted" in device.step_reason
+    assert metrics["learner_step"]["step"] == "loop" and "the loop runs instead" in metrics["learner_step"]["step_reason"]
+    assert {k: v for k, v in metrics.items() if k in loop_metrics and k not in ("learn_s",)} == \
+        {k: v for k, v in loop_metrics.items() if k != "learn_s"}  # the loop's update is the one kept  # fmt: skip
+    for key, value in loop.model.state_dict().items():
+        torch.testing.assert_close(device.model.state_dict()[key], value, rtol=0, atol=0)
+    sample = worker.sample()  # later updates: the loop, exactly as a loop learner's
+    loop.update(sample), device.update(sample)
+    for key, value in loop.model.state_dict().items():
+        torch.testing.assert_close(device.model.state_dict()[key], value, rtol=0, atol=0)
+
+
+def test_a_device_step_whose_first_update_differs_falls_back_to_the_loop(monkeypatch):
+    from distrl.learner.step import DeviceStep
+
+    run = DeviceStep.run
+
+    def off_by_a_little(self, *args):  # a captured graph that reads one buffer late would be off by far more
+        stats = run(self, *args)
+        with torch.no_grad():
+            self.params[0].add_(1e-4)
+        return stats
+
+    monkeypatch.setattr(DeviceStep, "run", off_by_a_little)
+    _, _, loop, device, _ = _first_update("mlp")
+    assert not device.step_check.ok and device.step_kind == "loop"
+    assert "weight " in device.step_check.reason and "differs by" in device.step_check.reason
+    for key, value in loop.model.state_dict().items():  # the loop's update stands, not the device step's
+        torch.testing.assert_close(device.model.state_dict()[key], value, rtol=0, atol=0)
+
+
+def test_a_device_step_whose_statistics_differ_falls_back(monkeypatch):
+    from distrl.learner.step import DeviceStep
+
+    run = DeviceStep.run
+    monkeypatch.setattr(DeviceStep, "run", lambda self, *a: {**run(self, *a), "gradient_steps": 1})
+    _, _, _, device, _ = _first_update("mlp")
+    assert not device.step_check.ok and "gradient_steps 1 where the loop's is 12" in device.step_check.reason
+
+
+def test_step_strict_makes_a_failed_check_an_error(monkeypatch):
+    from distrl.learner.step import DeviceStep
+    from distrl.learner.step_check import StepCheckFailed
+
+    monkeypatch.setattr(DeviceStep, "run", lambda self, *a: (_ for _ in ()).throw(RuntimeError("capture failed")))
+    with pytest.raises(StepCheckFailed, match="raised RuntimeError: capture failed .*learner.step_strict=true"):
+        _first_update("mlp", "learner.step_strict=true")
+
+
+def test_the_check_runs_once_per_learner():
+    worker, loop, device = _twin_learners("mlp")
+    first = device.update(worker.sample())
+    second = device.update(worker.sample())
+    assert "learner_step" in first and "learner_step" not in second and device.describe()["step_check"]["ok"]

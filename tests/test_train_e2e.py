@@ -174,3 +174,15 @@ def test_breakout_cnn_runs_end_to_end(tmp_path):
     assert "model    cnn [512] relu" in result.stdout
     rows, summary = check_run_dir(run_dir)
     assert summary["env_steps"] >= 3000 and all(r["loss_value"] is not None for r in rows)
+
+
+def test_the_device_steps_first_update_is_checked_and_reported(tmp_path):
+    """On CPU the device step runs uncaptured: its first update is held to the loop's, said in the log and summary.json."""
+    run_dir = tmp_path / "run"
+    result = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(run_dir), "--set", "learner.step=device",
+                     "--set", "stop.env_steps=24576", "--set", "stop.episode_return_mean=null")  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "step device: learner.step=device (uncaptured on CPU)" in result.stdout  # the start-up summary
+    assert "learner step device: its first update matched the loop's" in result.stdout
+    step = json.loads((run_dir / "summary.json").read_text())["learner_step"]
+    assert step["step"] == "device" and step["step_check"]["ok"] is True

@@ -161,6 +161,10 @@ class LearnerConfig(Section):
         "applies (not recurrent, one learner, amp off or bf16, learner.compile eager), the loop elsewhere (on CPU "
         "the two measured the same)",
     )
+    step_strict: bool = Field(
+        False, description="the device step's first update is checked against the loop's on the same minibatches; "
+        "true: a capture that raises or a result that differs is an error instead of a fallback to the loop",
+    )
     compile: LearnerCompileConfig = LearnerCompileConfig()
     amp: Literal["off", "bf16", "fp16"] = Field("off", description="autocast dtype; fp16 adds a gradient scaler")
 

@@ -94,6 +94,7 @@ class Driver:
         self.resumed_learner_state: dict | None = None
         self.state_ref = None  # newest full learner state (rank 0), owned by this driver
         self.worker_backends: list[str] = []
+        self.learner_step: dict | None = None  # the step the learners run, why, and its first update's check
         self.bounds = WaitBounds(config.rollout.sample_timeout_s, config.learner.update_timeout_s)
         self.actors: RunActors | None = None
         self.timeline: dict[str, float] = {}  # start-up milestones, seconds from launch (export_s: a duration)
@@ -260,6 +261,7 @@ class Driver:
         summary["best_checkpoint_return"] = self.best[0] if self.best is not None else None
         summary["storage"] = self.storage and self.storage.uri
         summary["startup"] = {k: round(v, 3) for k, v in self.timeline.items()}
+        summary["learner_step"] = self.learner_step or self.actors.learner_info or None
         for observer in self.observers:
             summary[observer.name] = observer.summary()
         if self.counters.gradient_steps and self.counters.skipped_steps == self.counters.gradient_steps:
@@ -271,6 +273,15 @@ class Driver:
         if self.storage is not None:  # summary.json last: its presence there means the rest is there too
             self.storage.put(self.run_dir / "summary.json", "summary.json")
         return summary
+
+    def note_learner_step(self, step: dict) -> None:
+        """The learner's step after its first device-step update was checked against the loop (``Learner.describe``)."""
+        self.learner_step = step
+        check = step["step_check"]
+        if check["ok"]:
+            log.info(f"learner step {step['step']}: its first update matched the loop's ({check['reason']})")
+        else:
+            log.warning(f"learner: {step['step_reason']}")
 
     def _truncate_metrics(self) -> None:
         """Drop metrics rows written after the checkpoint a resumed run restarts from."""

@@ -24,6 +24,7 @@ import torch.distributed as dist
 from torch import nn
 
 from distrl.algo import build_algorithm
+from distrl.common.errors import describe_error
 from distrl.common.running_mean_std import RunningMeanStd
 from distrl.compile.dynamo_stats import dynamo_counts
 from distrl.config.schema import Config
@@ -31,6 +32,7 @@ from distrl.data.batch import Batch
 from distrl.data.messages import SampleInfo, SampleReport, Weights
 from distrl.data.samples import TrainingSamples
 from distrl.learner.step import DeviceStep
+from distrl.learner.step_check import StepCheck, StepCheckFailed, UpdateState, compare_updates, nudge_one_ulp
 from distrl.learner.step_rules import choose_step
 from distrl.models import build_model
 
@@ -112,6 +114,7 @@ class Learner:
         if self.step_kind == "device":
             self.device_step = DeviceStep(self._loss_terms, self.model, self.optimizer, self.plan, self.device, captured)
         self._warned_uneven = False
+        self.step_check: StepCheck | None = None  # the device step's first update against the loop's (step_check.py)
         self.generator = torch.Generator().manual_seed(config.seed + rank)
         self.obs_rms = RunningMeanStd(obs_space.shape) if config.env.normalize_obs else None
         self.version = 0
@@ -168,8 +171,10 @@ class Learner:
         return str(self.device)
 
     def describe(self) -> dict:
-        """The device and the step in use, with why (for the start-up summary)."""
-        return {"device": str(self.device), "step": self.step_kind, "step_reason": self.step_reason}
+        """The device and the step in use, with why (for the start-up summary and ``summary.json``); ``step_check``:
+        how the device step's first update compared with the loop's (None before it, or without the device step)."""
+        return {"device": str(self.device), "step": self.step_kind, "step_reason": self.step_reason,
+                "step_check": self.step_check.as_dict() if self.step_check is not None else None}  # fmt: skip
 
     def placement(self) -> dict:
         """Where this actor runs (only meaningful inside a Ray actor)."""
@@ -262,6 +267,7 @@ class Learner:
                 group["lr"] = lr
 
         seq_len = self.config.ppo.seq_len if self.model.is_recurrent else None
+        checking = self.device_step is not None and self.step_check is None
         stats = self._run_epochs(TrainingSamples.from_rollout(data, advantages, returns, seq_len, self.model.window))
 
         env_steps = sum(info.env_steps for info in infos)
@@ -283,6 +289,8 @@ class Learner:
             if self._compiled_after_warmup is not None
             else 0,
         }
+        if checking:  # the driver says how the device step's first update compared, and keeps it for summary.json
+            metrics["learner_step"] = self.describe()
         if self._compiled_after_warmup is None:
             self._compiled_after_warmup = dynamo_counts()["compiled_graphs"]
         self.version += 1
@@ -312,18 +320,50 @@ class Learner:
         return self.algorithm.loss(self.model.dist, pd_params, new_values, steps)
 
     def _run_epochs(self, samples: TrainingSamples) -> dict:
-        """CleanRL's loop: the plan's epochs over the samples in minibatches, KL early stop."""
-        cfg = self.plan
+        """The plan's epochs over the samples in minibatches: by the device step where it runs, else the loop."""
         num_mb = self._num_minibatches(samples.num_samples)
-        if self.device_step is not None:
-            if self.device_step.fits(len(samples), num_mb):
-                stats = self.device_step.run(samples, num_mb, cfg.epochs, self.generator)
-                self.skipped_updates += stats["skipped_steps"]
-                return stats
+        if self.device_step is not None and not self.device_step.fits(len(samples), num_mb):
             if not self._warned_uneven:  # a batch short of a timed-out worker's part: minibatches of two sizes
                 self._warned_uneven = True
                 log.warning(f"{len(samples)} samples do not split into {num_mb} equal minibatches: this update runs "
                             "the plain loop (said once)")  # fmt: skip
+            stats = self._loop_epochs(samples, num_mb)
+        elif self.device_step is not None and self.step_check is None:
+            stats = self._checked_device_update(samples, num_mb)
+        elif self.device_step is not None:
+            stats = self.device_step.run(samples, num_mb, self.plan.epochs, self.generator)
+        else:
+            stats = self._loop_epochs(samples, num_mb)
+        self.skipped_updates += stats["skipped_steps"]
+        return stats
+
+    def _checked_device_update(self, samples: TrainingSamples, num_mb: int) -> dict:
+        """The device step's first update, held to the loop's on the same minibatches (``step_check.py``)."""
+        start = UpdateState.capture(self.model, self.optimizer, self.generator)
+        loop = (self._loop_epochs(samples, num_mb), UpdateState.capture(self.model, self.optimizer, self.generator))
+        start.restore(self.model, self.optimizer, self.generator)
+        nudge_one_ulp(self.model)
+        nudged = (self._loop_epochs(samples, num_mb), UpdateState.capture(self.model, self.optimizer, self.generator))
+        start.restore(self.model, self.optimizer, self.generator)
+        try:
+            stats = self.device_step.run(samples, num_mb, self.plan.epochs, self.generator)
+            device = (stats, UpdateState.capture(self.model, self.optimizer, self.generator))
+            self.step_check = compare_updates(loop, nudged, device, self.model)
+        except Exception as exc:  # a capture that fails, an op the graph cannot hold
+            self.step_check = StepCheck(False, f"it raised {describe_error(exc)}")
+        if self.step_check.ok:
+            return stats
+        problem = f"the device step's first update did not match the loop's: {self.step_check.reason}"
+        if self.config.learner.step_strict:
+            raise StepCheckFailed(f"{problem} (learner.step_strict=true)")
+        loop[1].restore(self.model, self.optimizer, self.generator)  # the loop's update is the one kept
+        self.device_step = None
+        self.step_kind, self.step_reason = "loop", f"{problem}; the loop runs instead"
+        return loop[0]
+
+    def _loop_epochs(self, samples: TrainingSamples, num_mb: int) -> dict:
+        """CleanRL's loop: the plan's epochs over the samples in minibatches, KL early stop."""
+        cfg = self.plan
         # Statistics and the skip count stay on the device until the update ends: reading one per minibatch
         # would make the host wait for the accelerator at every step.
         totals: dict[str, torch.Tensor] = {}
@@ -363,7 +403,6 @@ class Learner:
         if hasattr(self.optimizer, "found_inf"):
             del self.optimizer.found_inf
         skipped_steps = int(skipped)
-        self.skipped_updates += skipped_steps
         keys = list(totals)
         means = (torch.stack([totals[k] for k in keys]) / max(1, count)).tolist() if keys else []
         stats = dict(zip(keys, means))

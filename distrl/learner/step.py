@@ -111,6 +111,10 @@ class DeviceStep:
 
     def run(self, samples, num_minibatches: int, epochs: int, generator: torch.Generator) -> dict:
         """``epochs`` passes over ``samples`` (``TrainingSamples``) in ``num_minibatches`` equal minibatches."""
+        self.optimizer.found_inf = self.found_inf  # the loop, when it ran an update in between, removes its own
+        grads = [p.grad for p in self.params if p.grad is not None]
+        if grads and not self.capture:  # a loop run in between leaves its gradients: the first backward must not add to them
+            torch._foreach_zero_(grads)
         tensors = samples.tensors
         units = len(samples)
         size = units // num_minibatches

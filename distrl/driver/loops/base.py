@@ -163,6 +163,9 @@ class TrainingLoop(ABC):
         """Count an update and the batches it trained on, write its metrics row, tell the observers, record a video
         and checkpoint when due; returns the stop reason once a stop rule fires (else None)."""
         driver, cfg = self.driver, self.config
+        checked = learner_metrics.pop("learner_step", None)  # the device step's first update, against the loop's
+        if checked is not None:
+            driver.note_learner_step(checked)
         if "first_batch" not in driver.timeline:  # when the last worker finished it (this machine's clock)
             driver.timeline["first_batch"] = max(i.finished_at for i in infos) - driver.launch_wall
         now = time.perf_counter()
