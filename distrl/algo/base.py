@@ -12,6 +12,7 @@ whose ``__init__.py`` defines ``build(config) -> Algorithm``, and its name in th
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -35,8 +36,12 @@ class Algorithm(ABC):
     plan: EpochPlan
 
     @abstractmethod
-    def targets(self, data: dict[str, torch.Tensor]) -> Targets:
-        """Advantages and value targets ``[T, N]`` of a batch (``Batch`` arrays as tensors), without gradients."""
+    def targets(self, data: dict[str, torch.Tensor], current_log_probs: Callable[[], torch.Tensor]) -> Targets:
+        """Advantages and value targets ``[T, N]`` of a batch (``Batch`` arrays as tensors), without gradients.
+
+        ``current_log_probs()``: the learner's current policy's log-probabilities of the batch's actions
+        ``[T, N]`` (one forward pass over the batch, made only when called: an off-policy correction's).
+        """
 
     @abstractmethod
     def loss(self, dist, pd_params: torch.Tensor, values: torch.Tensor, mb: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

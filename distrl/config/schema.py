@@ -116,8 +116,18 @@ class RolloutConfig(Section):
     num_workers: PositiveInt = 1
     num_cpus_per_worker: PositiveFloat = 1.0
     rollout_length: PositiveInt = Field(128, description="env steps per env in one batch")
-    pipeline: Literal["sync", "overlap"] = Field(
-        "sync", description="sync: on-policy; overlap: workers sample batch k+1 while the learner updates on k"
+    pipeline: Literal["sync", "overlap", "async"] = Field(
+        "sync", description="sync: rounds of every worker's batch, on-policy; overlap: the same rounds, workers sample "
+        "round k+1 while the learner updates on k (policy lag 1); async: every worker samples continuously and the "
+        "learner updates on whichever batches are in (no worker waits for another)",
+    )
+    max_policy_lag: NonNegativeInt = Field(
+        4, description="async: a batch whose policy is more than this many versions behind the learner at its update is "
+        "dropped (stale_batches), never trained on",
+    )
+    samples_per_update: PositiveInt | None = Field(
+        None, description="async: transitions per update, from whichever workers delivered them (a multiple of one "
+        "worker's batch, env.num_envs_per_worker x rollout.rollout_length); null: the batch size of a sync round",
     )
     max_restarts: NonNegativeInt = Field(
         3, description="times a worker is restarted after dying (its sample is retried) or timing out; then the run stops"
@@ -182,6 +192,8 @@ class LearnerConfig(Section):
 # The algorithms' table: one row each, the name of its folder distrl/algo/NAME/ (distrl/algo/base.py) and what it is.
 ALGORITHMS = {
     "ppo": "PPO: the clipped surrogate on GAE advantages (Schulman et al. 2017); settings in the ppo section",
+    "appo": "APPO: PPO's loss on V-trace targets (Espeholt et al. 2018), for the off-policy batches of pipeline async; "
+    "the ppo section's settings, V-trace's clips in the appo section",
 }
 
 
@@ -202,6 +214,12 @@ class PPOConfig(Section):
     reward_scale: PositiveFloat = 1.0
     reward_clip: PositiveFloat | None = None
     seq_len: PositiveInt = Field(16, description="BPTT chunk length for LSTM models")
+
+
+class APPOConfig(Section):
+    rho_bar: PositiveFloat = Field(1.0, description="V-trace: clip of the importance ratio in each TD error (rho-bar)")
+    c_bar: PositiveFloat = Field(1.0, description="V-trace: clip of the ratio in the trace cut (c-bar); with ratio 1, "
+                                 "rho_bar and c_bar >= 1, V-trace is GAE")  # fmt: skip
 
 
 class StopConfig(Section):
@@ -269,6 +287,7 @@ class Config(Section):
         "ppo", description="the learner's algorithm: " + "; ".join(f"{k}: {v}" for k, v in ALGORITHMS.items())
     )
     ppo: PPOConfig = PPOConfig()
+    appo: APPOConfig = APPOConfig()
     stop: StopConfig = StopConfig()
     checkpoint: CheckpointConfig = CheckpointConfig()
     logging: LoggingConfig = LoggingConfig()
@@ -300,22 +319,42 @@ class Config(Section):
 
     @property
     def batch_size(self) -> int:
-        """Transitions in one iteration, summed over workers."""
+        """Transitions in one sync round, summed over workers."""
         return self.rollout.num_workers * self.env.num_envs_per_worker * self.rollout.rollout_length
+
+    @property
+    def update_size(self) -> int:
+        """Transitions in one update: a round's (sync, overlap), or ``rollout.samples_per_update`` (async)."""
+        return self.rollout.samples_per_update or self.batch_size
+
+    def _async_problems(self) -> list[str]:
+        rollout = self.rollout
+        if rollout.pipeline != "async":
+            return [f"rollout.samples_per_update={rollout.samples_per_update}: only with rollout.pipeline: async (a "
+                    f"{rollout.pipeline} round is every worker's batch)"] if rollout.samples_per_update else []  # fmt: skip
+        problems = []
+        if rollout.max_policy_lag < 1:
+            problems.append("rollout.max_policy_lag=0: async workers sample while the learner updates, so every batch "
+                            "is at least 1 version old at its update; use 1 or more (or rollout.pipeline: sync)")  # fmt: skip
+        per_worker = self.env.num_envs_per_worker * rollout.rollout_length
+        if rollout.samples_per_update and rollout.samples_per_update % per_worker:
+            problems.append(f"rollout.samples_per_update={rollout.samples_per_update}: must be a multiple of one "
+                            f"worker's batch, env.num_envs_per_worker*rollout.rollout_length={per_worker}")  # fmt: skip
+        return problems
 
     @model_validator(mode="after")
     def _check_combinations(self) -> Config:
-        problems = []
-        if self.ppo.minibatch_size > self.batch_size:
+        problems = self._async_problems()
+        size = ("rollout.samples_per_update" if self.rollout.samples_per_update
+                else "rollout.num_workers*env.num_envs_per_worker*rollout.rollout_length")  # fmt: skip
+        if self.ppo.minibatch_size > self.update_size:
             problems.append(
-                f"ppo.minibatch_size={self.ppo.minibatch_size}: must be <= the batch size "
-                f"rollout.num_workers*env.num_envs_per_worker*rollout.rollout_length={self.batch_size}"
+                f"ppo.minibatch_size={self.ppo.minibatch_size}: must be <= the batch size {size}={self.update_size}"
             )
-        elif self.batch_size % self.ppo.minibatch_size:
+        elif self.update_size % self.ppo.minibatch_size:
             problems.append(
-                f"ppo.minibatch_size={self.ppo.minibatch_size}: must divide the batch size "
-                f"rollout.num_workers*env.num_envs_per_worker*rollout.rollout_length={self.batch_size}, so every "
-                "gradient step sees exactly that many samples"
+                f"ppo.minibatch_size={self.ppo.minibatch_size}: must divide the batch size {size}={self.update_size}, "
+                "so every gradient step sees exactly that many samples"
             )
         if self.ppo.minibatch_size % self.learner.num_learners:
             problems.append(

@@ -47,6 +47,8 @@ class SampleReport:
     infos: list[SampleInfo]  # the batches that came in, by worker index
     timeouts: list[dict] = field(default_factory=list)  # {"worker", "waited_s"} per sample given up on
     resubmitted: list[int] = field(default_factory=list)  # workers that died mid-sample and were sent it again
+    stale_batches: int = 0  # async: batches dropped since the last report, older than rollout.max_policy_lag allows
+    workers_lost: list[int] = field(default_factory=list)  # async: workers Ray will not restart, left out of the run
 
 
 @dataclass

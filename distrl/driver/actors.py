@@ -58,16 +58,20 @@ class RunActors:
             wait_until_ready({f"learner placement group ({self.world_size} bundles)": self.placement_group.ready()}, timeout, self.say)
         from distrl.rollout.worker import RolloutWorker  # torch: imported by then, in the driver's start-up thread
 
-        # Beside the driver, on no resources: it only submits tasks and holds refs. Not restartable: it holds
-        # nothing that outlives an iteration, and the driver's node going down ends the run anyway. Two threads: the
-        # next round is submitted while `collect` waits on the current one (overlap pipeline). Created first: it also
-        # hands workers large compile artifacts (a restartable actor given an object-store argument makes Ray warn
-        # that a restart could lose it; a worker that asks the coordinator by name gets them after any restart).
-        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+        # On the driver's node, on no resources: it only submits tasks and holds refs. It owns every batch in flight
+        # (a Ray object dies with its owner's process), so it must live where the run lives: pinned to the driver's
+        # node (not soft: an actor that asks for nothing may otherwise land on any node, and a worker node lost
+        # would take every batch with it). Not restartable: it holds nothing that outlives an iteration, and the
+        # driver's node going down ends the run anyway. Threads: the next round is submitted while `collect` waits
+        # on the current one (overlap); the async stream's `gather` waits while new weights come in and restarted
+        # workers ask for artifacts. Created first: it also hands workers large compile artifacts (a restartable
+        # actor given an object-store argument makes Ray warn that a restart could lose it; a worker that asks the
+        # coordinator by name gets them after any restart).
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
         coordinator_name = f"distrl-{self.run_id}-coordinator"
         large = isinstance(self.artifacts_ref, ray.ObjectRef)
         self.coordinator = ray.remote(SampleCoordinator).options(
-            name=coordinator_name, num_cpus=0, scheduling_strategy=here, max_concurrency=2
+            name=coordinator_name, num_cpus=0, scheduling_strategy=here, max_concurrency=4
         ).remote(self.world_size, cfg.env.id, cfg.rollout.max_restarts, [self.artifacts_ref] if large else None)
         worker_cls = ray.remote(RolloutWorker)
         self.workers = [

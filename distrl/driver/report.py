@@ -39,6 +39,8 @@ def iteration_row(run: RunState, infos: list[SampleInfo], learner: dict, iter_s:
         "env_errors_total": run.env_errors,
         "env_nonfinite_total": run.env_nonfinite,
         "worker_timeouts": run.worker_timeouts,
+        "stale_batches": run.stale_batches,
+        "workers_lost": run.workers_lost,
         "policy_backend": backends_in_use([info.policy_backend for info in infos]),
         "worker_recompiles": max(info.recompiles for info in infos),
         "worker_graph_breaks": max(info.graph_breaks for info in infos),
@@ -116,6 +118,8 @@ def summary(run: RunState, wall_s: float, train_sps: float, stop: str | None, ch
         "env_errors": run.env_errors,
         "env_nonfinite": run.env_nonfinite,
         "worker_timeouts": run.worker_timeouts,
+        "stale_batches": run.stale_batches,
+        "workers_lost": run.workers_lost,
         "gradient_steps": run.gradient_steps,
         "skipped_steps": run.skipped_steps,
     }

@@ -30,6 +30,8 @@ class RunState:
     worker_timeouts: int = 0  # samples that did not return within rollout.sample_timeout_s
     gradient_steps: int = 0
     skipped_steps: int = 0  # gradient steps the learner's non-finite guard skipped
+    stale_batches: int = 0  # async: batches older than rollout.max_policy_lag allows, dropped untrained
+    workers_lost: int = 0  # async: workers Ray would not restart, left out of the run
     recent_returns: collections.deque = field(default_factory=lambda: collections.deque(maxlen=RETURN_WINDOW))
     recent_lengths: collections.deque = field(default_factory=lambda: collections.deque(maxlen=RETURN_WINDOW))
 
@@ -48,6 +50,8 @@ class RunState:
             "worker_timeouts": self.worker_timeouts,
             "gradient_steps": self.gradient_steps,
             "skipped_steps": self.skipped_steps,
+            "stale_batches": self.stale_batches,
+            "workers_lost": self.workers_lost,
             "recent_returns": list(self.recent_returns),
             "recent_lengths": list(self.recent_lengths),
         }
@@ -67,6 +71,8 @@ class RunState:
             worker_timeouts=int(state.get("worker_timeouts", 0)),
             gradient_steps=int(state.get("gradient_steps", 0)),
             skipped_steps=int(state.get("skipped_steps", 0)),
+            stale_batches=int(state.get("stale_batches", 0)),  # absent before the async pipeline
+            workers_lost=int(state.get("workers_lost", 0)),
         )
         run.recent_returns.extend(state["recent_returns"])
         run.recent_lengths.extend(state["recent_lengths"])

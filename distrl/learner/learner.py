@@ -167,6 +167,10 @@ class Learner:
         # DDP broadcasts rank 0's parameters at construction, so every rank starts identical.
         self.train_forward = nn.parallel.DistributedDataParallel(self.train_forward)
 
+    def policy_version(self) -> int:
+        """Updates done so far: the version of the weights ``get_weights`` returns."""
+        return self.version
+
     def device_name(self) -> str:
         return str(self.device)
 
@@ -258,7 +262,11 @@ class Learner:
                 if info.obs_stats is not None:
                     self.obs_rms.merge(*info.obs_stats)
         data = self._to_tensors(Batch.concat(shards))
-        advantages, returns = self.algorithm.targets(data)
+        seq_len = self.config.ppo.seq_len if self.model.is_recurrent else None
+        zeros = torch.zeros_like(data["rewards"])
+        current_log_probs = lambda: self._current_log_probs(  # noqa: E731
+            TrainingSamples.from_rollout(data, zeros, zeros, seq_len, self.model.window), tuple(zeros.shape), seq_len)
+        advantages, returns = self.algorithm.targets(data, current_log_probs)
         lr = self.algorithm.learning_rate(self.trained_env_steps)
         for group in self.optimizer.param_groups:
             if isinstance(group["lr"], torch.Tensor):  # a captured step reads it from the device
@@ -266,7 +274,6 @@ class Learner:
             else:
                 group["lr"] = lr
 
-        seq_len = self.config.ppo.seq_len if self.model.is_recurrent else None
         checking = self.device_step is not None and self.step_check is None
         stats = self._run_epochs(TrainingSamples.from_rollout(data, advantages, returns, seq_len, self.model.window))
 
@@ -303,6 +310,11 @@ class Learner:
 
     def _loss_terms(self, mb: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Forward and the algorithm's loss for one minibatch (the part torch.compile compiles)."""
+        pd_params, new_values, steps = self._forward(mb)
+        return self.algorithm.loss(self.model.dist, pd_params, new_values, steps)
+
+    def _forward(self, mb: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """The model on a minibatch: ``pd_params [B, P]`` and values ``[B]`` in fp32, and the per-step tensors flat."""
         with self._autocast():
             if self.model.is_recurrent:
                 seq = {k: mb[k].transpose(0, 1) for k in ("obs", "starts")}  # back to time-major [L, S, ...]
@@ -317,7 +329,25 @@ class Learner:
         # The per-step tensors, flat [B, ...] (a recurrent minibatch's are [S, L, ...]).
         steps = {k: v.reshape(-1, *v.shape[2:]) if self.model.is_recurrent else v
                  for k, v in mb.items() if k not in _NOT_PER_STEP}  # fmt: skip
-        return self.algorithm.loss(self.model.dist, pd_params, new_values, steps)
+        return pd_params, new_values, steps
+
+    @torch.no_grad()
+    def _current_log_probs(self, samples: TrainingSamples, shape: tuple[int, int], seq_len: int | None) -> torch.Tensor:
+        """The current policy's log-probabilities of the batch's actions ``[T, N]`` (an off-policy correction's ratios),
+        in minibatch-sized chunks of ``samples`` taken in order."""
+        size = max(1, self.plan.minibatch_size // (seq_len or 1))
+        parts = []
+        for start in range(0, len(samples), size):
+            mb = {k: v[start : start + size] for k, v in samples.tensors.items()}
+            pd_params, _, steps = self._forward(mb)
+            mask = steps["action_mask"] if "action_mask" in steps else None
+            parts.append(self.model.dist.log_prob_entropy(pd_params, steps["actions"], mask)[0])
+        logp = torch.cat(parts)
+        steps_, envs = shape
+        if seq_len is None:  # units are steps, t * N + n
+            return logp.reshape(steps_, envs)
+        # units are sequences, chunk * N + n, of seq_len steps each
+        return logp.reshape(steps_ // seq_len, envs, seq_len).transpose(1, 2).reshape(steps_, envs)
 
     def _run_epochs(self, samples: TrainingSamples) -> dict:
         """The plan's epochs over the samples in minibatches: by the device step where it runs, else the loop."""

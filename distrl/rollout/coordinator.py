@@ -115,6 +115,28 @@ class SampleCoordinator:
         report = SampleReport([infos[i] for i in done], timeouts, resubmitted)
         return (report, *(tuple(refs[i][1 + rank] for i in done) for rank in range(self.num_shards)))
 
+    # --- the asynchronous pipeline: a stream of samples (stream.py) ----------------------------------
+    def start_stream(self, weights: list, plan: list | None, timeout_s: float, max_queued: int) -> bool:
+        """Every worker samples continuously from now on, with ``weights`` (``[ObjectRef]``, or ``[None]``: what the
+        workers hold) until ``set_stream_weights`` names newer ones."""
+        from distrl.rollout.stream import SampleStream
+
+        def submit(index, weights_ref, plan_ref):
+            return self.workers[index].sample_shards.options(num_returns=1 + self.num_shards, max_task_retries=0).remote(
+                weights_ref, self.num_shards, plan_ref)
+
+        self.stream = SampleStream(self.workers, self.num_shards, submit, timeout_s, weights, plan, max_queued)
+        return True
+
+    def set_stream_weights(self, weights: list, plan: list | None, timeout_s: float) -> None:
+        """The newest weights (``[ObjectRef]``, one object per update), league plan and sample bound for every sample
+        sent from now on."""
+        self.stream.set_weights(weights, plan, timeout_s)
+
+    def gather(self, count: int, min_version: int, timeout_s: float) -> tuple:
+        """The next ``count`` batches of policy version >= ``min_version``: ``(SampleReport, shards of rank 0, ...)``."""
+        return self.stream.gather(count, min_version, timeout_s)
+
     def _wait_until_alive(self, index: int, deadline: float) -> None:
         """Until worker ``index`` answers again (a task sent while Ray restarts an actor fails at once), or the
         deadline passes (its next sample then times out as usual)."""

@@ -19,11 +19,16 @@ class PPO(Algorithm):
         self.coefs = PPOLossCoefs(clip_coef=cfg.clip_coef, vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef,
                                   clip_vloss=cfg.clip_vloss, norm_adv=cfg.norm_adv)  # fmt: skip
 
-    def targets(self, data: dict[str, torch.Tensor]) -> Targets:
+    def scaled_rewards(self, data: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The batch's rewards scaled by ``ppo.reward_scale`` and clipped at ``ppo.reward_clip``."""
+        rewards = data["rewards"] * self.cfg.reward_scale
+        if self.cfg.reward_clip is not None:
+            rewards = rewards.clamp(-self.cfg.reward_clip, self.cfg.reward_clip)
+        return rewards
+
+    def targets(self, data: dict[str, torch.Tensor], current_log_probs=None) -> Targets:
         cfg = self.cfg
-        rewards = data["rewards"] * cfg.reward_scale
-        if cfg.reward_clip is not None:
-            rewards = rewards.clamp(-cfg.reward_clip, cfg.reward_clip)
+        rewards = self.scaled_rewards(data)
         with torch.no_grad():
             return Targets(*gae(rewards, data["values"], data["terminated"], data["truncated"], data["valid"], cfg.gamma,
                                 cfg.gae_lambda))  # fmt: skip

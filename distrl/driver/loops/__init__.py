@@ -13,6 +13,7 @@ import importlib
 LOOPS = {
     "sync": "distrl.driver.loops.sync:LockstepLoop",  # every worker's batch, then an update (on-policy)
     "overlap": "distrl.driver.loops.sync:LockstepLoop",  # the same rounds, the next sampled during the update (lag 1)
+    "async": "distrl.driver.loops.asynchronous:AsyncLoop",  # every worker samples continuously; updates take what is in
 }
 
 

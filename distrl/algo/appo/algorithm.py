@@ -1,0 +1,38 @@
+"""APPO: PPO's clipped surrogate and value loss on V-trace targets, for batches a few policy versions old.
+
+The asynchronous loop trains on batches sampled by policies up to ``rollout.max_policy_lag`` versions
+behind the learner. V-trace corrects the advantages and value targets for that: each step's
+importance ratio pi/mu (the learner's policy over the behaviour policy that acted, from the
+log-probabilities recorded at sampling) is clipped at ``appo.rho_bar`` for the TD error and
+``appo.c_bar`` for how far the correction reaches back. The ratios come from one forward pass of the
+learner's current model over the batch per update; the values bootstrapped from are those recorded
+at sampling time (the baseline of V-trace's control variate; a few versions old at most). Every
+other setting, loss and schedule is PPO's (the ``ppo`` section).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from distrl.algo.appo.vtrace import vtrace
+from distrl.algo.base import Targets
+from distrl.algo.ppo.algorithm import PPO
+from distrl.config.schema import APPOConfig, Config, PPOConfig
+
+
+class APPO(PPO):
+    def __init__(self, cfg: PPOConfig, appo: APPOConfig, total_env_steps: int | None):
+        super().__init__(cfg, total_env_steps)
+        self.appo = appo
+
+    def targets(self, data: dict[str, torch.Tensor], current_log_probs) -> Targets:
+        cfg = self.cfg
+        rewards = self.scaled_rewards(data)
+        with torch.no_grad():
+            log_rhos = current_log_probs() - data["logp"]
+            return Targets(*vtrace(rewards, data["values"], data["terminated"], data["truncated"], data["valid"],
+                                   log_rhos, cfg.gamma, cfg.gae_lambda, self.appo.rho_bar, self.appo.c_bar))  # fmt: skip
+
+
+def build(config: Config) -> APPO:
+    return APPO(config.ppo, config.appo, config.stop.env_steps)

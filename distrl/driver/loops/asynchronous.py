@@ -1,0 +1,90 @@
+"""The asynchronous loop (``rollout.pipeline: async``): no worker waits for another, sampling and learning overlap.
+
+The coordinator keeps every worker sampling (``distrl/rollout/stream.py``): a worker's next rollout
+starts the moment its last one is in, with the newest weights the coordinator has. The learner updates
+whenever ``rollout.samples_per_update`` transitions are in, from whichever workers delivered them:
+while it updates, the workers fill the queue for the next update. Every batch carries the policy version
+that acted; one older than ``rollout.max_policy_lag`` versions behind the learner at its update is
+dropped and counted (``stale_batches``), never trained on. Off-policy batches inside the bound are
+corrected by the algorithm (``algo: appo``: V-trace targets), or trained as PPO does with lag 1.
+"""
+
+from __future__ import annotations
+
+import time
+
+import ray
+
+from distrl.common.errors import EnvFailure
+from distrl.common.log import get_logger
+from distrl.driver.loops.base import TrainingLoop
+
+log = get_logger("driver")
+
+
+class AsyncLoop(TrainingLoop):
+    def begin(self, new_run: bool) -> None:
+        # A new run's workers hold the learner's initial weights: they start sampling while the learners start.
+        self.started = new_run
+        self.lost: set[int] = set()
+        if new_run:
+            self._start_stream([None])
+
+    def _start_stream(self, weights: list) -> None:
+        ray.get(self.actors.coordinator.start_stream.remote(weights, self._plans(), self.bounds.sample_s(), self._batches_per_update()))
+
+    def _plans(self) -> list | None:
+        plans = [plan for plan in (o.worker_plan() for o in self.observers) if plan is not None]
+        return plans[:1] or None
+
+    def _say_lost(self, lost: list[int]) -> None:
+        """One line per worker Ray will not restart (its restarts spent, or its node gone for good)."""
+        for index in lost:
+            if index in self.lost:
+                continue
+            self.lost.add(index)
+            self.counters.workers_lost += 1
+            remaining = self.config.rollout.num_workers - len(self.lost)
+            log.warning(f"worker-{index} is lost (Ray will not restart it); the run goes on with {remaining} workers")
+
+    def _batches_per_update(self) -> int:
+        """Batches per update."""
+        return self.config.update_size // (self.config.env.num_envs_per_worker * self.config.rollout.rollout_length)
+
+    def _gather(self, min_version: int):
+        world = self.actors.world_size
+        return self.actors.coordinator.gather.options(num_returns=1 + world).remote(self._batches_per_update(), min_version,
+                                                                                   self.bounds.sample_s())  # fmt: skip
+
+    def iterate(self) -> str:
+        cfg = self.config
+        weights_ref = self.actors.learners[0].get_weights.remote()
+        for observer in self.observers:
+            observer.start(weights_ref)
+        version = ray.get(self.actors.learners[0].policy_version.remote())
+        if not self.started:  # a resumed run: the workers start on the learner's restored weights
+            self._start_stream([weights_ref])
+        lag = cfg.rollout.max_policy_lag
+        samples = self._gather(version - lag)
+        while True:
+            iter_start, cpu_start = time.perf_counter(), time.process_time()
+            report = self.await_report(samples[0])
+            self.counters.stale_batches += report.stale_batches
+            self._say_lost(report.workers_lost)
+            if not report.infos:
+                if len(report.workers_lost) == cfg.rollout.num_workers:
+                    raise EnvFailure(f"every rollout worker is lost ({cfg.rollout.num_workers}); the run cannot go on")
+                samples = self._gather(version - lag)
+                continue
+            update = self.launch_update(samples)
+            learner_metrics, update, _ = self.await_update(update, samples)  # the workers sample on meanwhile
+            version += 1
+            weights_ref = update[1]
+            self.driver.state_ref = update[2]
+            self.actors.coordinator.set_stream_weights.remote([weights_ref], self._plans(), self.bounds.sample_s())
+            # Taken now, not while the update ran: the batches sampled during it (policy lag 1 at the next update)
+            # are in the queue already, and the ones after them act with the weights just made.
+            samples = self._gather(version - lag)
+            reason = self.record(report.infos, learner_metrics, weights_ref, iter_start, cpu_start)
+            if reason is not None:
+                return reason

@@ -1,0 +1,172 @@
+"""SampleStream: every worker samples continuously, the learner takes whichever batches are in (``pipeline: async``).
+
+The coordinator holds the stream (``coordinator.py``), so it still submits and owns every sample and
+the driver's work per update stays constant in the worker count. A pump thread waits on the samples
+in flight; the moment one is in, its worker gets its next sample request with the newest weights the
+coordinator has been given (one object per learner update) and the batch joins a queue. While the
+queue holds a whole update's batches, a worker whose batch is in waits (parked) until the learner
+takes them, since what it sampled meanwhile would only grow stale (the learner is the bottleneck
+then, not the workers); the workers still sampling go on, so the queue never waits on them. ``gather``
+hands the learner the next ``count`` batches from the queue, oldest first, dropping those whose
+policy version is older than the update can use (``rollout.max_policy_lag``; counted as stale, never
+trained on). No worker waits for another: a slow one contributes fewer batches, not a slower round.
+
+Faults, each bounded without stopping the others:
+
+- a worker that died mid-sample and that Ray restarts: probed until it answers, then sent its next
+  request (its interrupted batch is lost and counted as resubmitted);
+- a worker whose sample passes the sample bound (a stuck env): killed for a restart, counted as a
+  timeout, then as above;
+- a worker Ray will not restart (its restarts spent, or its node gone for good): left out and
+  counted in ``workers_lost``; the run goes on with the others.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+
+import ray
+
+from distrl.data.messages import SampleInfo, SampleReport
+
+PUMP_WAIT_S = 0.5  # the pump's longest sleep: how soon it notices a timeout or a stop
+
+
+class SampleStream:
+    def __init__(self, workers: list, num_shards: int, submit, timeout_s: float, weights: list, plan: list | None,
+                 max_queued: int):  # fmt: skip
+        """``submit(index, weights_ref, plan) -> refs``: a worker's sample task (``(info, shard_0, ...)`` refs);
+        ``weights``: ``[ObjectRef]``, or ``[None]`` for the weights the workers hold; ``plan``: ``[ObjectRef]`` or None;
+        ``max_queued``: the batches queued before workers whose batch is in wait (one update's)."""
+        self.workers = workers
+        self.num_shards = num_shards
+        self.submit = submit
+        self.timeout_s = timeout_s
+        self.cond = threading.Condition()
+        self.weights, self.plan = weights, plan  # the newest: every sample sent from now on acts with them
+        self.inflight: dict[int, tuple[str, tuple, float]] = {}  # index -> ("sample" | "probe", refs, submitted at)
+        self.queue: collections.deque[tuple[SampleInfo, tuple]] = collections.deque()
+        self.max_queued = max_queued
+        self.parked: list[int] = []  # workers waiting for room in the queue
+        self.timeouts: list[dict] = []
+        self.resubmitted: list[int] = []
+        self.lost: list[int] = []
+        self.stale = 0
+        self.abandoned: list = []
+        self.error: BaseException | None = None
+        self.running = True
+        for index in range(len(workers)):
+            self._send(index)
+        self.thread = threading.Thread(target=self._pump, name="distrl-sample-stream", daemon=True)
+        self.thread.start()
+
+    # --- the driver's side ----------------------------------------------------------------
+    def set_weights(self, weights: list, plan: list | None, timeout_s: float) -> None:
+        """Every sample sent from now on acts with ``weights`` (``[ObjectRef]``) and the league ``plan``, and is given
+        up on after ``timeout_s`` (the sample bound follows the run's pace)."""
+        with self.cond:
+            self.weights, self.plan, self.timeout_s = weights, plan, timeout_s
+
+    def gather(self, count: int, min_version: int, timeout_s: float) -> tuple:
+        """The next ``count`` batches of policy version >= ``min_version`` (older ones dropped as stale), waiting at
+        most ``timeout_s``; returns ``(SampleReport, shards of rank 0, ...)`` like ``SampleCoordinator.collect``."""
+        taken: list[tuple[SampleInfo, tuple]] = []
+        deadline = time.monotonic() + timeout_s
+        with self.cond:
+            while len(taken) < count:
+                if self.error is not None:
+                    raise self.error
+                while self.queue and len(taken) < count:
+                    info, shards = self.queue.popleft()
+                    if info.policy_version < min_version:
+                        self.stale += 1
+                    else:
+                        taken.append((info, shards))
+                self._unpark()
+                if len(taken) < count:
+                    if len(self.lost) == len(self.workers) or time.monotonic() >= deadline:
+                        break
+                    self.cond.wait(timeout=min(PUMP_WAIT_S, max(0.0, deadline - time.monotonic())))
+            report = SampleReport([info for info, _ in taken], self.timeouts, self.resubmitted, self.stale, list(self.lost))
+            self.timeouts, self.resubmitted, self.stale = [], [], 0
+        return (report, *(tuple(shards[rank] for _, shards in taken) for rank in range(self.num_shards)))
+
+    def stop(self) -> None:
+        self.running = False
+        self.thread.join(timeout=5)
+
+    # --- the pump -------------------------------------------------------------------------
+    def _send(self, index: int) -> None:
+        self.inflight[index] = ("sample", self.submit(index, self.weights[0], self.plan[0] if self.plan else None),
+                                time.monotonic())  # fmt: skip
+
+    def _probe(self, index: int) -> None:
+        self.inflight[index] = ("probe", (self.workers[index].ready.remote(),), time.monotonic())
+
+    def _pump(self) -> None:
+        try:
+            while self.running:
+                with self.cond:
+                    heads = {refs[0]: index for index, (_, refs, _) in self.inflight.items()}
+                if not heads:
+                    time.sleep(PUMP_WAIT_S)
+                    continue
+                ready, _ = ray.wait(list(heads), num_returns=1, timeout=PUMP_WAIT_S)
+                rest = [r for r in heads if r not in ready]
+                if ready and rest:  # everything else already in, in the same pass
+                    ready += ray.wait(rest, num_returns=len(rest), timeout=0)[0]
+                with self.cond:
+                    for ref in ready:
+                        self._arrived(heads[ref])
+                    self._time_out()
+                    self.cond.notify_all()
+                self._read_abandoned()
+        except BaseException as exc:  # ours: the driver's next gather raises it
+            with self.cond:
+                self.error = exc
+                self.cond.notify_all()
+
+    def _arrived(self, index: int) -> None:
+        kind, refs, _ = self.inflight.pop(index)
+        try:
+            result = ray.get(refs[0])
+        except ray.exceptions.ActorUnavailableError:  # it died and Ray is restarting it, or it is being restarted
+            if kind == "sample":
+                self.resubmitted.append(index)
+            time.sleep(0.05)
+            self._probe(index)
+            return
+        except ray.exceptions.ActorDiedError:  # Ray will not restart it: its restarts are spent or its node is gone
+            self.lost.append(index)
+            return
+        if kind == "sample":
+            self.queue.append((result, refs[1:]))
+        self.parked.append(index)
+        self._unpark()
+
+    def _unpark(self) -> None:
+        """Send waiting workers their next request while the queue (with what is in flight) has room."""
+        while self.parked and len(self.queue) < self.max_queued:
+            self._send(self.parked.pop(0))
+
+    def _time_out(self) -> None:
+        now = time.monotonic()
+        for index, (kind, refs, since) in list(self.inflight.items()):
+            if kind == "sample" and now - since > self.timeout_s:
+                self.timeouts.append({"worker": index, "waited_s": round(now - since, 1)})
+                self.abandoned.extend(refs)
+                ray.kill(self.workers[index], no_restart=False)  # Ray restarts it: a new process, a new env
+                self._probe(index)
+
+    def _read_abandoned(self) -> None:
+        """Read the refs of killed samples once they fail (an unread error is logged by Ray as one)."""
+        if not self.abandoned:
+            return
+        ready, self.abandoned = ray.wait(self.abandoned, num_returns=len(self.abandoned), timeout=0)
+        for ref in ready:
+            try:
+                ray.get(ref)
+            except Exception:  # the kill's own error: expected
+                pass

@@ -1,0 +1,78 @@
+"""The asynchronous pipeline: the stream's stale-batch rule on real actors, and runs through the CLI that learn and ride
+out a killed worker or learner."""
+
+import pytest
+
+from distrl.config import load_config
+from distrl.envs import probe_spaces
+from distrl.learner import Learner
+from distrl.rollout import RolloutWorker, SampleCoordinator
+from tests.conftest import run_cli
+from tests.test_faults import kill_actor_mid_run
+from tests.test_train_e2e import check_run_dir
+
+
+def test_a_stale_batch_is_dropped_and_counted_never_trained_on(ray_local):
+    ray = ray_local
+    config = load_config(None, ["env.num_envs_per_worker=4", "rollout.rollout_length=16", "rollout.num_workers=2",
+                                "rollout.pipeline=async", "rollout.compile.backend=eager", "ppo.minibatch_size=32"])  # fmt: skip
+    workers = [ray.remote(RolloutWorker).options(num_cpus=0.1).remote(config, i) for i in range(2)]
+    coordinator = ray.remote(SampleCoordinator).options(num_cpus=0, max_concurrency=4).remote(1, config.env.id)
+    learner = Learner(config, *probe_spaces(config.env))
+    try:
+        ray.get(coordinator.attach.remote(workers))
+        ray.get(coordinator.start_stream.remote([None], None, 60.0, 4))  # the workers' own weights: version 0
+        # An update at version 2 that allows a lag of 1 takes version >= 1 only: every batch so far is stale.
+        report, _ = ray.get(coordinator.gather.options(num_returns=2).remote(1, 1, 3.0))
+        assert report.infos == [] and report.stale_batches >= 1
+        weights = learner.get_weights()
+        weights.version = learner.version = 1  # as if the learner had updated once
+        ray.get(coordinator.set_stream_weights.remote([ray.put(weights)], None, 60.0))
+        report, shards = ray.get(coordinator.gather.options(num_returns=2).remote(2, 1, 60.0))
+        assert [info.policy_version for info in report.infos] == [1, 1]  # version-0 batches in between: dropped
+        metrics = learner.update_refs(report, shards)
+        assert metrics["policy_lag_mean"] == 0 and metrics["env_steps"] == 2 * 4 * 16
+    finally:
+        for actor in [coordinator, *workers]:
+            ray.kill(actor)
+
+
+ASYNC = ["--set", "rollout.pipeline=async", "--set", "rollout.num_workers=2", "--set", "rollout.num_cpus_per_worker=0.5",
+         "--set", "env.num_envs_per_worker=32"]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_async_learns_cartpole(tmp_path):
+    run_dir = tmp_path / "run"
+    result = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(run_dir), *ASYNC, "--set", "stop.env_steps=1200000")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "pipeline async" in result.stdout
+    rows, summary = check_run_dir(run_dir)
+    assert summary["stop_reason"] == "episode_return_mean" and summary["episode_return_mean"] >= 475, summary
+    assert all(1 <= r["policy_lag_mean"] <= 4 for r in rows[1:])  # off-policy, within rollout.max_policy_lag
+    assert rows[-1]["stale_batches"] == summary["stale_batches"]
+
+
+@pytest.mark.slow
+def test_async_appo_learns(tmp_path):
+    run_dir = tmp_path / "run"
+    result = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(run_dir), *ASYNC, "--set", "algo=appo",
+                     "--set", "stop.env_steps=400000", "--set", "stop.episode_return_mean=null")  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows, summary = check_run_dir(run_dir)
+    assert rows[0]["episode_return_mean"] < 40 and summary["episode_return_mean"] > 150, summary  # random play: ~22
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("title", ["ray::RolloutWorker", "ray::Learner"])
+def test_async_run_rides_out_a_killed_worker_or_learner(tmp_path, title):
+    run_dir = tmp_path / "run"
+    stdout = kill_actor_mid_run(run_dir, title, "rollout.pipeline=async", "checkpoint.every_iterations=0")
+    rows, summary = check_run_dir(run_dir)
+    assert summary["stop_reason"] == "env_steps" and summary["env_steps"] >= 200000
+    assert [r["env_steps"] for r in rows] == [8192 * (i + 1) for i in range(len(rows))]  # each update a full batch
+    if title == "ray::Learner":
+        assert "a learner died" in stdout and summary["learner_restarts"] == 1
+        assert [r["learner_version"] for r in rows] == list(range(1, len(rows) + 1))  # rebuilt from the newest state
+    else:
+        assert "worker-0 was restarted (restart 1)" in stdout and summary["worker_restarts"] == 1

@@ -1,0 +1,100 @@
+"""V-trace against a hand-computed example and against GAE at importance ratio 1; APPO's ratios from the learner."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from distrl.algo.appo import vtrace
+from distrl.algo.ppo import gae
+from distrl.config import load_config
+from distrl.envs import probe_spaces
+from distrl.learner import Learner
+from distrl.rollout import RolloutWorker
+
+
+def test_vtrace_matches_a_hand_computed_example():
+    # T=3, one env, no episode end; ratios 2, 0.5, 1 clipped at 1: rho = c / lambda = [1, 0.5, 1].
+    rewards = torch.tensor([[1.0], [2.0], [3.0]])
+    values = torch.tensor([[0.5], [1.0], [1.5], [2.0]])
+    no = torch.zeros(3, 1, dtype=torch.bool)
+    log_rhos = torch.log(torch.tensor([[2.0], [0.5], [1.0]]))
+    adv, ret = vtrace(rewards, values, no, no, ~no, log_rhos, gamma=0.9, gae_lambda=1.0, rho_bar=1.0, c_bar=1.0)
+    # delta = rho * (r + 0.9 V' - V) = [1.4, 0.5 * 2.35, 3.3]; A_t = delta_t + 0.9 c_t A_{t+1}
+    a2 = 3.3
+    a1 = 1.175 + 0.9 * 0.5 * a2
+    a0 = 1.4 + 0.9 * 1.0 * a1
+    torch.testing.assert_close(adv[:, 0], torch.tensor([a0, a1, a2]))
+    # IMPALA's v_s = V(x_s) + sum_t gamma^(t-s) (prod_{i<t} c_i) delta_t, written out for s = 0
+    v0 = 0.5 + 1.4 + 0.9 * 1.0 * 1.175 + 0.81 * 1.0 * 0.5 * 3.3
+    assert math.isclose(float(ret[0, 0]), v0, rel_tol=1e-6) and math.isclose(v0, 4.294, rel_tol=1e-9)
+
+
+def test_vtrace_clips_large_ratios_at_rho_bar_and_c_bar():
+    rewards, values = torch.ones(2, 1), torch.zeros(3, 1)
+    no = torch.zeros(2, 1, dtype=torch.bool)
+    big = torch.full((2, 1), math.log(10.0))
+    adv, _ = vtrace(rewards, values, no, no, ~no, big, gamma=1.0, gae_lambda=1.0, rho_bar=2.0, c_bar=0.5)
+    torch.testing.assert_close(adv[:, 0], torch.tensor([2.0 + 0.5 * 2.0, 2.0]))  # rho = 2, c = 0.5
+
+
+def _episodes(rng, steps=64, envs=8):
+    rewards = torch.from_numpy(rng.normal(size=(steps, envs)).astype(np.float32))
+    values = torch.from_numpy(rng.normal(size=(steps + 1, envs)).astype(np.float32))
+    terminated = torch.from_numpy(rng.random((steps, envs)) < 0.05)
+    truncated = torch.from_numpy(rng.random((steps, envs)) < 0.03) & ~terminated
+    valid = torch.ones(steps, envs, dtype=torch.bool)
+    valid[1:] = ~(terminated | truncated)[:-1]  # NEXT_STEP: the step after an episode's end is the reset step
+    return rewards, values, terminated, truncated, valid
+
+
+@pytest.mark.parametrize("rho_bar, c_bar", [(1.0, 1.0), (1.5, 3.0)])
+def test_vtrace_is_gae_when_behaviour_and_target_policies_are_the_same(rho_bar, c_bar):
+    data = _episodes(np.random.default_rng(0))
+    ratio_one = torch.zeros_like(data[0])
+    adv, ret = vtrace(*data, ratio_one, 0.99, 0.95, rho_bar, c_bar)
+    gae_adv, gae_ret = gae(*data, 0.99, 0.95)
+    torch.testing.assert_close(adv, gae_adv, rtol=0, atol=0)
+    torch.testing.assert_close(ret, gae_ret, rtol=0, atol=0)
+
+
+def test_vtrace_ignores_ratios_on_reset_steps():
+    data = _episodes(np.random.default_rng(1))
+    log_rhos = torch.zeros_like(data[0])
+    log_rhos[~data[4]] = 50.0  # an ignored action's "ratio" must not reach anything
+    torch.testing.assert_close(vtrace(*data, log_rhos, 0.99, 0.95, 1.0, 1.0)[0], gae(*data, 0.99, 0.95)[0], rtol=0, atol=0)
+
+
+APPO_MODELS = {
+    "mlp": [],
+    "lstm": ["model.lstm_size=16", "model.shared_trunk=true", "ppo.seq_len=8"],
+    "attention": ["env.id=distrl.envs.wrappers:cartpole_no_velocity", "env.vectorization=sync", "model.type=attention",
+                  "model.window=4", "model.d_model=16", "model.heads=2", "model.layers=1"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(APPO_MODELS))
+def test_appo_on_its_own_fresh_batch_trains_on_gae_targets(name, monkeypatch):
+    """At policy lag 0 the learner's log-probabilities of the batch are the workers' (ratio 1), so APPO's targets are
+    PPO's: the learner's forward over the batch lines every step up with its own row, for every model kind."""
+    overrides = ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=64", "algo=appo",
+                 "rollout.compile.backend=eager", *APPO_MODELS[name]]  # fmt: skip
+    config = load_config(None, overrides)
+    worker, learner = RolloutWorker(config), Learner(config, *probe_spaces(config.env))
+    worker.set_weights(learner.get_weights())
+    seen = {}
+    targets = learner.algorithm.targets
+
+    def spy(data, current_log_probs):
+        seen["log_rhos"] = current_log_probs() - data["logp"]
+        seen["valid"] = data["valid"]
+        seen["appo"] = targets(data, current_log_probs)
+        seen["gae"] = gae(data["rewards"], data["values"], data["terminated"], data["truncated"], data["valid"], 0.99, 0.95)
+        return seen["appo"]
+
+    monkeypatch.setattr(learner.algorithm, "targets", spy)
+    learner.update(worker.sample())
+    assert float(seen["log_rhos"][seen["valid"]].abs().max()) < 1e-4
+    torch.testing.assert_close(seen["appo"].advantages, seen["gae"][0], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(seen["appo"].returns, seen["gae"][1], rtol=1e-4, atol=1e-4)
