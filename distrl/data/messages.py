@@ -49,6 +49,8 @@ class SampleReport:
     resubmitted: list[int] = field(default_factory=list)  # workers that died mid-sample and were sent it again
     stale_batches: int = 0  # async: batches dropped since the last report, older than rollout.max_policy_lag allows
     workers_lost: list[int] = field(default_factory=list)  # async: workers Ray will not restart, left out of the run
+    workers_down: list[int] = field(default_factory=list)  # async: workers that stopped answering since the last report
+    workers_back: list[int] = field(default_factory=list)  # async: workers answering again since the last report
 
 
 @dataclass

@@ -135,9 +135,18 @@ class RunActors:
         return {name: {"actor": f"distrl-{self.run_id}-{name}", **spot} for name, spot in zip(names, spots)}
 
     def restart_learners(self, learner_state_ref) -> None:
-        """Replace every learner rank with a new actor holding ``learner_state_ref``."""
+        """Replace every learner rank with a new actor holding ``learner_state_ref``, in a new placement group: the old
+        one's node may be gone, and a new group lands on any node with room (the placement bound applies)."""
         for learner in self.learners:
             ray.kill(learner, no_restart=True)
+        if self.trial_group is None:
+            try:
+                ray.util.remove_placement_group(self.placement_group)
+            except Exception:  # gone with its node
+                pass
+            self.placement_group = learner_placement_group(self.config)
+            wait_until_ready({f"learner placement group ({self.world_size} bundles, rebuilt)": self.placement_group.ready()},
+                             self.config.cluster.placement_timeout_s, self.say)  # fmt: skip
         self.learners = self._create_learners()
         ready = {f"learner-{rank} (restarted)": learner.device_name.remote() for rank, learner in enumerate(self.learners)}
         wait_until_ready(ready, self.config.cluster.placement_timeout_s, self.say)

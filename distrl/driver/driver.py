@@ -40,6 +40,7 @@ from distrl.driver.connection import RayTarget, resolve_target
 from distrl.driver.placement import PlacementError, impossible_requests
 from distrl.driver.preflight import check_before_ray
 from distrl.driver.run_state import RunState
+from distrl.driver.snapshots import SnapshotKeeper
 from distrl.driver.storage import RunStorage
 from distrl.driver.timeouts import WaitBounds
 from distrl.envs import EnvFailure
@@ -92,7 +93,7 @@ class Driver:
         self.run_id = uuid.uuid4().hex[:8]
         self.counters = RunState()
         self.resumed_learner_state: dict | None = None
-        self.state_ref = None  # newest full learner state (rank 0), owned by this driver
+        self.snapshots = SnapshotKeeper()  # the newest full learner state (rank 0's), held in this process
         self.worker_backends: list[str] = []
         self.learner_step: dict | None = None  # the step the learners run, why, and its first update's check
         self.bounds = WaitBounds(config.rollout.sample_timeout_s, config.learner.update_timeout_s)
@@ -195,7 +196,7 @@ class Driver:
                                 self.placement_group)  # fmt: skip
         loop = loop_class(self.config.rollout.pipeline)(self)
         if self.resumed_learner_state is not None:
-            self.state_ref = ray.put(self.resumed_learner_state)
+            self.snapshots = SnapshotKeeper(self.resumed_learner_state)
         # `ray job stop`, `kill`: stop cleanly. Only a main thread may set handlers (a library caller's thread,
         # a Tune trial's, leave them to their owner).
         main_thread = threading.current_thread() is threading.main_thread()
@@ -205,8 +206,9 @@ class Driver:
         try:
             self.actors.start(self.counters.iteration)
             self.mark("workers_ready")
-            loop.begin(new_run=self.state_ref is None)
-            self.actors.learners_ready(self.state_ref)
+            resumed = self.resumed_learner_state is not None
+            loop.begin(new_run=not resumed)
+            self.actors.learners_ready(self.snapshots.newest_ref() if resumed else None)
             self.mark("actors_ready")
             started = True
             self._write_run_files(joined)
@@ -228,6 +230,7 @@ class Driver:
                 summary = self._finish(reason, launch, loop_start, loop_steps_start) if started else None
             finally:
                 self.actors.teardown()
+                self.snapshots.close()
         if error is not None:
             raise error
         if failure is not None:
@@ -296,9 +299,8 @@ class Driver:
     # --- checkpoints ---------------------------------------------------------------------
     def checkpoint_payload(self) -> dict:
         """What a checkpoint holds: the run's counters, the newest learner state the driver has, the config."""
-        if self.state_ref is not None:
-            learner_state = ray.get(self.state_ref)
-        else:  # nothing trained yet: the learner's initial state
+        learner_state = self.snapshots.newest()
+        if learner_state is None:  # nothing trained yet: the learner's initial state
             try:
                 learner_state = ray.get(self.actors.learners[0].state.remote(), timeout=self.bounds.update_s())
             except ray.exceptions.GetTimeoutError:

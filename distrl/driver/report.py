@@ -41,6 +41,7 @@ def iteration_row(run: RunState, infos: list[SampleInfo], learner: dict, iter_s:
         "worker_timeouts": run.worker_timeouts,
         "stale_batches": run.stale_batches,
         "workers_lost": run.workers_lost,
+        "batches_lost": run.batches_lost,
         "policy_backend": backends_in_use([info.policy_backend for info in infos]),
         "worker_recompiles": max(info.recompiles for info in infos),
         "worker_graph_breaks": max(info.graph_breaks for info in infos),
@@ -120,6 +121,7 @@ def summary(run: RunState, wall_s: float, train_sps: float, stop: str | None, ch
         "worker_timeouts": run.worker_timeouts,
         "stale_batches": run.stale_batches,
         "workers_lost": run.workers_lost,
+        "batches_lost": run.batches_lost,
         "gradient_steps": run.gradient_steps,
         "skipped_steps": run.skipped_steps,
     }

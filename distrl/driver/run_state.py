@@ -31,7 +31,8 @@ class RunState:
     gradient_steps: int = 0
     skipped_steps: int = 0  # gradient steps the learner's non-finite guard skipped
     stale_batches: int = 0  # async: batches older than rollout.max_policy_lag allows, dropped untrained
-    workers_lost: int = 0  # async: workers Ray would not restart, left out of the run
+    batches_lost: int = 0  # batches whose node died before the learner fetched them (not trained on, not counted)
+    workers_lost: int = 0  # async: times a worker stopped answering (its process or node gone) or was lost for good
     recent_returns: collections.deque = field(default_factory=lambda: collections.deque(maxlen=RETURN_WINDOW))
     recent_lengths: collections.deque = field(default_factory=lambda: collections.deque(maxlen=RETURN_WINDOW))
 
@@ -52,6 +53,7 @@ class RunState:
             "skipped_steps": self.skipped_steps,
             "stale_batches": self.stale_batches,
             "workers_lost": self.workers_lost,
+            "batches_lost": self.batches_lost,
             "recent_returns": list(self.recent_returns),
             "recent_lengths": list(self.recent_lengths),
         }
@@ -73,6 +75,7 @@ class RunState:
             skipped_steps=int(state.get("skipped_steps", 0)),
             stale_batches=int(state.get("stale_batches", 0)),  # absent before the async pipeline
             workers_lost=int(state.get("workers_lost", 0)),
+            batches_lost=int(state.get("batches_lost", 0)),
         )
         run.recent_returns.extend(state["recent_returns"])
         run.recent_lengths.extend(state["recent_lengths"])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import gymnasium as gym
 import numpy as np
 
@@ -134,3 +136,37 @@ class _MultiDiscreteActions(gym.ActionWrapper):
 
 def multidiscrete_cartpole(**kwargs) -> gym.Env:
     return _MultiDiscreteActions(gym.make("CartPole-v1", **kwargs))
+
+
+class SleepyStep(gym.Wrapper):
+    """Sleeps ``step_s`` in every step: a simulator bound by something other than this CPU (IO, a game client)."""
+
+    def __init__(self, env: gym.Env, step_s: float):
+        super().__init__(env)
+        self.step_s = step_s
+
+    def step(self, action):
+        time.sleep(self.step_s)
+        return self.env.step(action)
+
+
+def sleepy_cartpole(step_s: float = 0.0005, slow_worker: int | None = None, slow_factor: float = 10.0,
+                    **kwargs) -> gym.Env:  # fmt: skip
+    """CartPole-v1 whose step sleeps ``step_s``; in rollout worker ``slow_worker`` (by its Ray actor's name,
+    ``...-worker-N``) ``slow_factor`` times longer: one slow machine among fast ones (benchmarks/straggler.py)."""
+    if slow_worker is not None and _worker_index() == slow_worker:
+        step_s *= slow_factor
+    return SleepyStep(gym.make("CartPole-v1", **kwargs), step_s)
+
+
+def _worker_index() -> int | None:
+    """This process's rollout worker index, from its Ray actor's name; None outside a worker."""
+    try:
+        import ray
+
+        name = ray.get_runtime_context().get_actor_name() if ray.is_initialized() else None
+    except Exception:  # not inside Ray
+        return None
+    if not name or "-worker-" not in name:
+        return None
+    return int(name.rsplit("-worker-", 1)[1])

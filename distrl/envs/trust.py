@@ -21,6 +21,7 @@ SHIPPED_FACTORIES = frozenset({
     "distrl.envs.testing:broken_cartpole",
     "distrl.envs.testing:nan_reward_cartpole",
     "distrl.envs.testing:dict_action_cartpole",
+    "distrl.envs.testing:sleepy_cartpole",
 })  # fmt: skip
 
 

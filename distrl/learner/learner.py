@@ -245,10 +245,27 @@ class Learner:
 
     def update_refs(self, sample_report: SampleReport, shard_refs: tuple) -> dict:
         """One update on the workers' infos (``sample_report.infos``, from the coordinator's ``collect``),
-        fetching this rank's shard of each batch by ref (under Ray)."""
+        fetching this rank's shard of each batch by ref (under Ray).
+
+        A batch whose object is gone (it lived in the object store of a node that died before this fetch) is left
+        out: the update trains on the others, and ``lost_batches`` names it (its index in the report) so the driver
+        counts neither its env steps nor its episodes. Every rank loses the same batches (a batch's shards are
+        stored together). With every batch gone there is no update (``learner_version`` unchanged).
+        """
         import ray
 
-        return self._update(sample_report.infos, ray.get(list(shard_refs)))
+        infos, shards, lost = [], [], []
+        for index, (info, ref) in enumerate(zip(sample_report.infos, shard_refs)):
+            try:
+                shards.append(ray.get(ref))
+                infos.append(info)
+            except ray.exceptions.ObjectLostError:  # its node's object store is gone (OwnerDiedError is one too)
+                lost.append(index)
+        if not shards:
+            return {"lost_batches": lost, "learner_version": self.version}
+        metrics = self._update(infos, shards)
+        metrics["lost_batches"] = lost
+        return metrics
 
     def update_refs_and_snapshot(self, sample_report: SampleReport, shard_refs: tuple) -> tuple[dict, Weights, dict]:
         """``update_refs``, then the new weights (for workers) and full state (kept by the driver, for restarts)."""

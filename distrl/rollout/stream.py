@@ -13,8 +13,9 @@ trained on). No worker waits for another: a slow one contributes fewer batches, 
 
 Faults, each bounded without stopping the others:
 
-- a worker that died mid-sample and that Ray restarts: probed until it answers, then sent its next
-  request (its interrupted batch is lost and counted as resubmitted);
+- a worker that died mid-sample (its process, or its node) and that Ray restarts: reported as down
+  once, probed until it answers (Ray places it again when a node has room), reported back, then sent
+  its next request (its interrupted batch is lost);
 - a worker whose sample passes the sample bound (a stuck env): killed for a restart, counted as a
   timeout, then as above;
 - a worker Ray will not restart (its restarts spent, or its node gone for good): left out and
@@ -52,7 +53,10 @@ class SampleStream:
         self.parked: list[int] = []  # workers waiting for room in the queue
         self.timeouts: list[dict] = []
         self.resubmitted: list[int] = []
-        self.lost: list[int] = []
+        self.lost: list[int] = []  # for good: Ray will not restart them
+        self.down: set[int] = set()  # not answering now (restarting, or waiting for a node with room)
+        self.went_down: list[int] = []  # since the last report
+        self.came_back: list[int] = []
         self.stale = 0
         self.abandoned: list = []
         self.error: BaseException | None = None
@@ -89,8 +93,9 @@ class SampleStream:
                     if len(self.lost) == len(self.workers) or time.monotonic() >= deadline:
                         break
                     self.cond.wait(timeout=min(PUMP_WAIT_S, max(0.0, deadline - time.monotonic())))
-            report = SampleReport([info for info, _ in taken], self.timeouts, self.resubmitted, self.stale, list(self.lost))
-            self.timeouts, self.resubmitted, self.stale = [], [], 0
+            report = SampleReport([info for info, _ in taken], self.timeouts, self.resubmitted, self.stale, list(self.lost),
+                                  self.went_down, self.came_back)  # fmt: skip
+            self.timeouts, self.resubmitted, self.stale, self.went_down, self.came_back = [], [], 0, [], []
         return (report, *(tuple(shards[rank] for _, shards in taken) for rank in range(self.num_shards)))
 
     def stop(self) -> None:
@@ -135,12 +140,19 @@ class SampleStream:
         except ray.exceptions.ActorUnavailableError:  # it died and Ray is restarting it, or it is being restarted
             if kind == "sample":
                 self.resubmitted.append(index)
+            if index not in self.down:
+                self.down.add(index)
+                self.went_down.append(index)
             time.sleep(0.05)
             self._probe(index)
             return
         except ray.exceptions.ActorDiedError:  # Ray will not restart it: its restarts are spent or its node is gone
             self.lost.append(index)
+            self.down.discard(index)
             return
+        if index in self.down:
+            self.down.discard(index)
+            self.came_back.append(index)
         if kind == "sample":
             self.queue.append((result, refs[1:]))
         self.parked.append(index)

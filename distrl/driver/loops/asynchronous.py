@@ -27,6 +27,7 @@ class AsyncLoop(TrainingLoop):
         # A new run's workers hold the learner's initial weights: they start sampling while the learners start.
         self.started = new_run
         self.lost: set[int] = set()
+        self.down: set[int] = set()
         if new_run:
             self._start_stream([None])
 
@@ -37,15 +38,35 @@ class AsyncLoop(TrainingLoop):
         plans = [plan for plan in (o.worker_plan() for o in self.observers) if plan is not None]
         return plans[:1] or None
 
+    def _where(self, index: int) -> str:
+        spot = self.actors.placement.get(f"worker-{index}", {})
+        return f"node {spot.get('node_ip', '?')} ({str(spot.get('node_id', '?'))[:8]})"
+
+    def _say_down_and_back(self, down: list[int], back: list[int]) -> None:
+        """One line when a worker stops answering (its process or node gone) and one when Ray has it back."""
+        for index in down:
+            self.down.add(index)
+            self.counters.workers_lost += 1
+            log.warning(f"worker-{index} on {self._where(index)} stopped answering (its process or node is gone); the "
+                        f"run goes on with {self._answering()} workers, and takes it back once Ray restarts it")  # fmt: skip
+        for index in back:
+            self.down.discard(index)
+            log.info(f"worker-{index} is back ({self._answering()} workers)")
+
+    def _answering(self) -> int:
+        return self.config.rollout.num_workers - len(self.down) - len(self.lost)
+
     def _say_lost(self, lost: list[int]) -> None:
         """One line per worker Ray will not restart (its restarts spent, or its node gone for good)."""
         for index in lost:
             if index in self.lost:
                 continue
             self.lost.add(index)
-            self.counters.workers_lost += 1
-            remaining = self.config.rollout.num_workers - len(self.lost)
-            log.warning(f"worker-{index} is lost (Ray will not restart it); the run goes on with {remaining} workers")
+            if index not in self.down:  # counted when it went down
+                self.counters.workers_lost += 1
+            self.down.discard(index)
+            log.warning(f"worker-{index} on {self._where(index)} is lost for good (Ray will not restart it); the run "
+                        f"goes on with {self._answering()} workers")  # fmt: skip
 
     def _batches_per_update(self) -> int:
         """Batches per update."""
@@ -71,6 +92,7 @@ class AsyncLoop(TrainingLoop):
             report = self.await_report(samples[0])
             self.counters.stale_batches += report.stale_batches
             self._say_lost(report.workers_lost)
+            self._say_down_and_back(report.workers_down, report.workers_back)
             if not report.infos:
                 if len(report.workers_lost) == cfg.rollout.num_workers:
                     raise EnvFailure(f"every rollout worker is lost ({cfg.rollout.num_workers}); the run cannot go on")
@@ -78,9 +100,9 @@ class AsyncLoop(TrainingLoop):
                 continue
             update = self.launch_update(samples)
             learner_metrics, update, _ = self.await_update(update, samples)  # the workers sample on meanwhile
-            version += 1
+            version = learner_metrics["learner_version"]  # unchanged when every batch was lost with its node
             weights_ref = update[1]
-            self.driver.state_ref = update[2]
+            self.driver.snapshots.offer(update[2])
             self.actors.coordinator.set_stream_weights.remote([weights_ref], self._plans(), self.bounds.sample_s())
             # Taken now, not while the update ran: the batches sampled during it (policy lag 1 at the next update)
             # are in the queue already, and the ones after them act with the weights just made.

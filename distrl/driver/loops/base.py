@@ -122,8 +122,11 @@ class TrainingLoop(ABC):
                 metrics = ray.get(update[0], timeout=bound)
                 if update[3]:  # the bytes each rank fetched: its shards only
                     others = ray.get(update[3], timeout=bound)
-                    metrics["learner_batch_bytes"] = max([metrics["learner_batch_bytes"]] + [m["learner_batch_bytes"] for m in others])
-                self.bounds.saw_update(metrics["learn_s"])
+                    if "learner_batch_bytes" in metrics:  # absent when every batch was lost: no update
+                        metrics["learner_batch_bytes"] = max([metrics["learner_batch_bytes"]] +
+                                                             [m["learner_batch_bytes"] for m in others])  # fmt: skip
+                if "learn_s" in metrics:
+                    self.bounds.saw_update(metrics["learn_s"])
                 return metrics, update, restarted
             except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
                 limit = self.config.learner.max_restarts
@@ -137,7 +140,7 @@ class TrainingLoop(ABC):
                 self.counters.learner_restarts += 1
                 log.warning(f"a learner {'stalled' if timed_out else 'died'} ({cause}); restarting the learners from the "
                             f"newest state (restart {self.counters.learner_restarts} of {limit})")  # fmt: skip
-                self.actors.restart_learners(self.driver.state_ref)
+                self.actors.restart_learners(self.driver.snapshots.newest_ref())
                 update = self.launch_update(samples)
                 restarted = True
 
@@ -161,8 +164,20 @@ class TrainingLoop(ABC):
     def record(self, infos: list[SampleInfo], learner_metrics: dict, weights_ref, iter_start: float,
                cpu_start: float) -> str | None:  # fmt: skip
         """Count an update and the batches it trained on, write its metrics row, tell the observers, record a video
-        and checkpoint when due; returns the stop reason once a stop rule fires (else None)."""
+        and checkpoint when due; returns the stop reason once a stop rule fires (else None).
+
+        Batches the learner could not fetch (``lost_batches``: their node died with them) are counted as lost and
+        nothing else: their env steps and episodes are not the run's. With none left there was no update and
+        there is no row."""
         driver, cfg = self.driver, self.config
+        lost = set(learner_metrics.pop("lost_batches", []))
+        if lost:
+            self.counters.batches_lost += len(lost)
+            log.warning(f"{len(lost)} of this update's batches were lost with their node before the learner fetched "
+                        f"them: not trained on, not counted (batches_lost {self.counters.batches_lost})")  # fmt: skip
+            infos = [info for i, info in enumerate(infos) if i not in lost]
+        if not infos:
+            return None
         checked = learner_metrics.pop("learner_step", None)  # the device step's first update, against the loop's
         if checked is not None:
             driver.note_learner_step(checked)

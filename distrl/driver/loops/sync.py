@@ -46,7 +46,7 @@ class LockstepLoop(TrainingLoop):
             learner_metrics, update, restarted = self.await_update(update, samples)
             if restarted and not overlap:  # those samples waited on weights that never came
                 round_ref = self.sample(update[1])
-            self.driver.state_ref = update[2]
+            self.driver.snapshots.offer(update[2])
             weights_ref = update[1]
             reason = self.record(sample_report.infos, learner_metrics, weights_ref, iter_start, cpu_start)
             if reason is not None:

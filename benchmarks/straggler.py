@@ -1,0 +1,127 @@
+"""One slow worker among fast ones: throughput of each pipeline (sync, overlap, async) beside three fast workers alone.
+
+The env is CartPole behind a step that sleeps (``distrl.envs.testing:sleepy_cartpole``: a simulator
+bound by IO or another machine, not by this CPU), 8 sync envs per worker and 0.25 CPU each, so
+four workers fit a 2-core machine beside the learner. One worker's env sleeps ``--slow-factor``
+times longer. For each pipeline, in one run of this script:
+
+- four fast workers;
+- four workers, one of them slow;
+- three fast workers alone (what the slow worker's three neighbours produce without it).
+
+The figure is the run's steady env steps/s: env steps over wall time between its third metrics row
+and its last (start-up and warm-up left out); each run trains ``--seconds`` past its start-up. Target (DESIGN.md): with async, four workers with one slow one give at least
+the throughput of three fast workers alone. Writes JSON, Markdown and a PNG.
+
+    python benchmarks/straggler.py                # 3 pipelines x 3 cases, about 30 s each
+    python benchmarks/straggler.py --quick        # async only, short runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results  # noqa: E402
+
+STARTUP_S = 25.0  # launch to first update on a 2-core machine is 15-20 s: stop.time_s counts from launch
+WARMUP_ROWS = 2
+CASES = {  # name -> (workers, slow worker index or None)
+    "4 fast": (4, None),
+    "4, one slow": (4, 3),
+    "3 fast": (3, None),
+}
+
+
+def run(pipeline: str, workers: int, slow: int | None, args) -> dict:
+    kwargs = f"{{step_s: {args.step_s}, slow_factor: {args.slow_factor}" + (f", slow_worker: {slow}}}" if slow is not None else "}")
+    overrides = [
+        "env.id=distrl.envs.testing:sleepy_cartpole", f"env.kwargs={kwargs}", "env.vectorization=sync",
+        "env.num_envs_per_worker=8", "rollout.rollout_length=64", f"rollout.num_workers={workers}",
+        "rollout.num_cpus_per_worker=0.25", f"rollout.pipeline={pipeline}", "ppo.minibatch_size=512", "ppo.epochs=2",
+        "rollout.compile.backend=eager", f"stop.time_s={STARTUP_S + args.seconds}", "stop.env_steps=null",
+        "stop.episode_return_mean=null", "checkpoint.every_iterations=0", "logging.tensorboard=false",
+        "logging.progress=lines",
+    ]  # fmt: skip
+    if pipeline == "async":  # an update per four fast workers' batches, whoever delivered them
+        overrides.append("rollout.samples_per_update=2048")
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = Path(tmp) / "run"
+        cmd = [sys.executable, "-m", "distrl", "train", "configs/cartpole.yaml", "--run-dir", str(run_dir)]
+        for item in overrides:
+            cmd += ["--set", item]
+        env = {**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"}
+        result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=args.seconds + 300)
+        if result.returncode != 0:
+            raise RuntimeError(f"{pipeline} with {workers} workers failed:\n{result.stderr[-3000:]}")
+        rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    if len(rows) < WARMUP_ROWS + 2:
+        raise RuntimeError(f"{pipeline} with {workers} workers: only {len(rows)} updates; raise --seconds")
+    first, last = rows[WARMUP_ROWS], rows[-1]
+    steady = rows[WARMUP_ROWS + 1 :]
+    return {"sps": (last["env_steps"] - first["env_steps"]) / (last["time_s"] - first["time_s"]), "updates": len(rows),
+            "policy_lag_mean": sum(r["policy_lag_mean"] for r in steady) / len(steady),
+            "stale_batches": last["stale_batches"]}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pipelines", nargs="+", default=["sync", "overlap", "async"])
+    parser.add_argument("--seconds", type=float, default=30.0, help="each run's stop.time_s")
+    parser.add_argument("--step-s", type=float, default=0.0005, help="a fast env copy's sleep per step")
+    parser.add_argument("--slow-factor", type=float, default=10.0)
+    parser.add_argument("--quick", action="store_true", help="async only, 8 s runs")
+    add_results_dir_argument(parser)
+    args = parser.parse_args()
+    if args.quick:
+        args.pipelines, args.seconds = ["async"], 8.0
+    machine = machine_info()
+    print_machine(machine)
+    rows = []
+    for pipeline in args.pipelines:
+        figures = {}
+        for case, (workers, slow) in CASES.items():
+            figures[case] = run(pipeline, workers, slow, args)
+            print(f"{pipeline:8s} {case:12s} {figures[case]['sps']:8,.0f} env steps/s  (policy lag "
+                  f"{figures[case]['policy_lag_mean']:.1f}, stale {figures[case]['stale_batches']})", flush=True)
+        rows.append({"pipeline": pipeline, **{f"sps {case}": f["sps"] for case, f in figures.items()},
+                     "one slow / 3 fast": figures["4, one slow"]["sps"] / figures["3 fast"]["sps"],
+                     "one slow / 4 fast": figures["4, one slow"]["sps"] / figures["4 fast"]["sps"],
+                     "policy_lag_mean (one slow)": figures["4, one slow"]["policy_lag_mean"]})  # fmt: skip
+    columns = [("pipeline", "pipeline"), ("sps 4 fast", "4 fast"), ("sps 4, one slow", "4, one 10x slower"),
+               ("sps 3 fast", "3 fast alone"), ("one slow / 3 fast", "one slow / 3 fast (target >= 1 with async)"),
+               ("one slow / 4 fast", "one slow / 4 fast"), ("policy_lag_mean (one slow)", "policy lag (one slow)")]  # fmt: skip
+
+    def chart(path: Path) -> None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(7, 4))
+        width = 0.25
+        for i, case in enumerate(CASES):
+            ax.bar([x + i * width for x in range(len(rows))], [r[f"sps {case}"] for r in rows], width, label=case)
+        ax.set_xticks([x + width for x in range(len(rows))], [r["pipeline"] for r in rows])
+        ax.set_ylabel("env steps/s")
+        ax.set_title(f"one worker {args.slow_factor:g}x slower, {machine['cores']} cores")
+        ax.legend()
+        ax.grid(alpha=0.3, axis="y")
+        fig.tight_layout()
+        fig.savefig(path, dpi=120)
+
+    payload = {"machine": machine, "settings": vars(args), "rows": rows}
+    write_results("straggler", payload, markdown_table(rows, columns), chart=chart, quick=args.quick,
+                  results_dir=args.results_dir)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+"""A node lost mid-run on a real multi-node Ray cluster on 127.0.0.1 (clusters/local_dev_cluster.py): head plus two
+rollout nodes, each a raylet with a private temp dir; a node is killed whole (every process of its raylet), as a
+spot preemption does. Only this cluster's processes are stopped."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import psutil
+import pytest
+
+from tests.conftest import ROOT
+from tests.test_faults import wait_for_rows
+from tests.test_train_e2e import check_run_dir
+
+
+def node_processes(dev, index: int) -> list[psutil.Process]:
+    marker = f"{dev.temp_dir}/n{index}"
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if marker in " ".join(proc.info["cmdline"] or []):
+                found += [proc, *proc.children(recursive=True)]
+        except psutil.Error:
+            continue
+    return found
+
+
+def kill_node(dev, index: int) -> None:
+    procs = node_processes(dev, index)
+    assert procs, f"no process of node n{index}"
+    for proc in procs:
+        try:
+            proc.send_signal(signal.SIGKILL)
+        except psutil.Error:
+            pass
+    psutil.wait_procs(procs, timeout=30)
+
+
+def node_index(dev, node_id: str) -> int:
+    """Which rollout node (1, 2) ``node_id`` is, from the raylets' session dirs; 0 for the head."""
+    import ray
+
+    for node in ray.nodes():
+        if node["NodeID"] == node_id:
+            for index in (1, 2):
+                if f"{dev.temp_dir}/n{index}" in json.dumps(node):
+                    return index
+            return 0
+    raise AssertionError(f"node {node_id} not in the cluster")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("victim", ["worker node", "learner node"])
+def test_async_run_rides_out_a_lost_node(tmp_path, victim):
+    from clusters import local_dev_cluster
+
+    base = tempfile.mkdtemp(prefix="rn_", dir="/tmp")  # short: Ray's socket paths must fit 107 characters
+    # Three CPUs a rollout node: whichever node is lost, the other has room for the learner rebuilt from its snapshot.
+    dev = local_dev_cluster.start(rollout_nodes=2, rollout_cpus=3, learner_cpus=2, temp_dir=os.path.join(base, "ray"))
+    run_dir = tmp_path / "run"
+    overrides = ["rollout.pipeline=async", "rollout.num_workers=3", "rollout.num_cpus_per_worker=1",
+                 "rollout.resources={rollout: 1}", "env.num_envs_per_worker=32", "ppo.minibatch_size=1024",
+                 "stop.env_steps=250000", "stop.episode_return_mean=null", "checkpoint.every_iterations=0",
+                 "rollout.compile.backend=eager"]  # fmt: skip
+    if victim == "learner node":  # the learner on a rollout node (the head, which holds the GCS, is never lost)
+        overrides += ["learner.node_labels={distrl-role: rollout}"]
+    else:
+        overrides += ["learner.resources={learner: 1}"]
+    args = [sys.executable, "-m", "distrl", "train", "configs/cartpole.yaml", "--run-dir", str(run_dir),
+            "--address", dev.gcs_address]  # fmt: skip
+    for item in overrides:
+        args += ["--set", item]
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dev.env)
+    try:
+        wait_for_rows(run_dir, 3, proc, timeout=240)
+        placement = json.loads((run_dir / "placement.json").read_text())
+        os.environ.update({k: v for k, v in dev.env.items() if k.startswith("RAY_AUTH")})
+        import ray
+
+        ray.init(address=dev.gcs_address, configure_logging=False, log_to_driver=False)
+        try:
+            name = "learner-0" if victim == "learner node" else "worker-0"
+            index = node_index(dev, placement[name]["node_id"])
+        finally:
+            ray.shutdown()
+        assert index in (1, 2), placement
+        kill_node(dev, index)
+        stdout, stderr = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        dev.shutdown()
+    (tmp_path / "stdout.txt").write_text(stdout)
+    (tmp_path / "stderr.txt").write_text(stderr)
+    assert proc.returncode == 0, (stdout[-2000:], stderr[-3000:])
+    assert "Traceback" not in stderr
+    rows, summary = check_run_dir(run_dir)
+    assert summary["stop_reason"] == "env_steps" and summary["env_steps"] >= 250000
+    assert "stopped answering (its process or node is gone)" in stdout and summary["workers_lost"] >= 1
+    if victim == "learner node":
+        assert "a learner died" in stdout and summary["learner_restarts"] == 1
+        assert [r["learner_version"] for r in rows] == list(range(1, len(rows) + 1))  # rebuilt from the newest state
