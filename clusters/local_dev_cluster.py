@@ -120,21 +120,27 @@ def start(rollout_nodes: int = 1, rollout_cpus: int = 2, learner_cpus: int = 1, 
     try:
         subprocess.run(head, env=env, check=True, capture_output=True, text=True)
         for index in range(1, rollout_nodes + 1):
-            node = [ray, "start", f"--address={cluster.gcs_address}", f"--num-cpus={rollout_cpus}",
-                    "--resources=" + json.dumps({"rollout": rollout_cpus}), "--labels=distrl-role=rollout",
-                    # A temp dir of its own, as a separate machine has: raylets sharing one session dir share the
-                    # jobs' unpacked --working-dir too, and one raylet's clean-up deletes another's job directory.
-                    f"--temp-dir={temp_dir}/n{index}",
-                    # a second raylet on this machine needs agent ports of its own
-                    f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
-                    f"--metrics-export-port={free_port()}", f"--runtime-env-agent-port={free_port()}", *common]  # fmt: skip
-            subprocess.run(node, env=env, check=True, capture_output=True, text=True)
+            add_rollout_node(cluster, index, rollout_cpus)
         _wait_for_port(agent_port, timeout_s=120)  # the head's job agent: job submission goes through it
     except (subprocess.CalledProcessError, TimeoutError) as exc:
         cluster.shutdown()
         detail = exc.stderr[-2000:] if isinstance(exc, subprocess.CalledProcessError) else str(exc)
         raise RuntimeError(f"starting the dev cluster failed: {detail}") from None
     return cluster
+
+
+def add_rollout_node(cluster: DevCluster, index: int, cpus: int) -> None:
+    """Start rollout node ``index`` (its own raylet, temp dir ``TEMP/nINDEX``): a machine joining the cluster."""
+    node = [ray_command(), "start", f"--address={cluster.gcs_address}", f"--num-cpus={cpus}",
+            "--resources=" + json.dumps({"rollout": cpus}), "--labels=distrl-role=rollout",
+            # A temp dir of its own, as a separate machine has: raylets sharing one session dir share the
+            # jobs' unpacked --working-dir too, and one raylet's clean-up deletes another's job directory.
+            f"--temp-dir={cluster.temp_dir}/n{index}",
+            # a second raylet on this machine needs agent ports of its own
+            f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
+            f"--metrics-export-port={free_port()}", f"--runtime-env-agent-port={free_port()}",
+            "--node-ip-address=127.0.0.1", "--disable-usage-stats"]  # fmt: skip
+    subprocess.run(node, env=cluster.env, check=True, capture_output=True, text=True)
 
 
 def _wait_for_port(port: int, timeout_s: float) -> None:

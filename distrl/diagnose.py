@@ -149,7 +149,7 @@ def measure(config, seconds: float = 0.5) -> dict:
         "env_steps_per_s": env_sps,
         "policy_latency": latency,
         "learner_update_s": update_s,
-        "learner_samples_per_s": config.batch_size / config.rollout.num_workers * config.ppo.epochs / update_s,
+        "learner_samples_per_s": config.batch_size / config.rollout.min_workers * config.ppo.epochs / update_s,
         "learner_device": str(learner.device),
     }
 

@@ -64,6 +64,8 @@ CASES = {
     "async with max_policy_lag 0": Case(f"{TRAIN} --set rollout.pipeline=async --set rollout.max_policy_lag=0", 2, ("rollout.max_policy_lag=0: async workers sample while the learner updates",)),
     "async samples_per_update": Case(f"{TRAIN} --set rollout.pipeline=async --set rollout.samples_per_update=1000", 2, ("rollout.samples_per_update=1000: must be a multiple of one worker's batch", "=8192")),
     "samples_per_update without async": Case(f"{TRAIN} --set rollout.samples_per_update=16384", 2, ("rollout.samples_per_update=16384: only with rollout.pipeline: async",)),
+    "worker range min > max": Case(f"{TRAIN} --set rollout.pipeline=async --set 'rollout.num_workers={{{{min: 4, max: 2}}}}'", 2, ("rollout.num_workers={min: 4, max: 2}: min must be <= max",)),
+    "worker range without async": Case(f"{TRAIN} --set 'rollout.num_workers={{{{min: 1, max: 2}}}}'", 2, ("rollout.num_workers={min: 1, max: 2}: a range needs rollout.pipeline: async",)),
     "algo": Case(f"{TRAIN} --set algo=impala", 2, ("algo='impala'", "'ppo' or 'appo'")),
     "rollout.compile.backend": Case(f"{TRAIN} --set rollout.compile.backend=tensorrt", 2, ("rollout.compile.backend='tensorrt'",)),
     "rollout.compile strict": Case(f"{TRAIN} --set rollout.compile.backend=ipex --set rollout.compile.strict=true", 2, ("rollout.compile.backend=ipex: unavailable here", "forbids falling back")),

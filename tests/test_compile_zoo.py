@@ -3,7 +3,6 @@ after weight updates, and a policy acting with stale weights still fails the che
 
 import copy
 
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 
 import psutil
 import pytest
@@ -105,3 +104,40 @@ def test_async_run_rides_out_a_lost_node(tmp_path, victim):
     if victim == "learner node":
         assert "a learner died" in stdout and summary["learner_restarts"] == 1
         assert [r["learner_version"] for r in rows] == list(range(1, len(rows) + 1))  # rebuilt from the newest state
+
+
+@pytest.mark.slow
+def test_a_worker_range_grows_onto_a_node_that_joins_mid_run(tmp_path):
+    from clusters import local_dev_cluster
+
+    base = tempfile.mkdtemp(prefix="rn_", dir="/tmp")
+    dev = local_dev_cluster.start(rollout_nodes=1, rollout_cpus=2, learner_cpus=2, temp_dir=os.path.join(base, "ray"))
+    run_dir = tmp_path / "run"
+    overrides = ["rollout.pipeline=async", "rollout.num_workers={min: 2, max: 4}", "rollout.num_cpus_per_worker=1",
+                 "rollout.resources={rollout: 1}", "learner.resources={learner: 1}", "env.num_envs_per_worker=32",
+                 "ppo.minibatch_size=1024", "stop.env_steps=300000", "stop.episode_return_mean=null",
+                 "checkpoint.every_iterations=0", "rollout.compile.backend=eager"]  # fmt: skip
+    args = [sys.executable, "-m", "distrl", "train", "configs/cartpole.yaml", "--run-dir", str(run_dir),
+            "--address", dev.gcs_address]  # fmt: skip
+    for item in overrides:
+        args += ["--set", item]
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dev.env)
+    try:
+        wait_for_rows(run_dir, 3, proc, timeout=240)  # two workers fit the one rollout node; two wait for room
+        rows_before = len((run_dir / "metrics.jsonl").read_text().splitlines())
+        local_dev_cluster.add_rollout_node(dev, 2, cpus=2)
+        stdout, stderr = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        dev.shutdown()
+    (tmp_path / "stdout.txt").write_text(stdout)
+    assert proc.returncode == 0, (stdout[-2000:], stderr[-3000:])
+    assert "env      CartPole-v1: 2-4 workers" in stdout
+    assert stdout.count(" joined on node ") == 2, stdout[-3000:]
+    rows, summary = check_run_dir(run_dir)
+    assert all(r["workers_active"] == 2 for r in rows[:rows_before])
+    full = [r for r in rows if r["workers_active"] == 4]
+    assert full and full[-1] is rows[-1]  # the run ends with its full worker count
+    placement = json.loads((run_dir / "placement.json").read_text())
+    assert {f"worker-{i}" for i in range(4)} <= set(placement)  # rewritten as the workers joined

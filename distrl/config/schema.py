@@ -111,9 +111,22 @@ class LearnerCompileConfig(Section):
     )
 
 
+class WorkerRange(Section):
+    min: PositiveInt = Field(..., description="the run needs this many workers; with fewer for longer than "
+                             "rollout.min_workers_wait_s it stops (checkpoint, summary)")  # fmt: skip
+    max: PositiveInt = Field(..., description="workers the run asks Ray for: those that do not fit yet start when "
+                             "a node with room joins (an autoscaler sees them as demand)")  # fmt: skip
+
+
 class RolloutConfig(Section):
     compile: RolloutCompileConfig = RolloutCompileConfig()
-    num_workers: PositiveInt = 1
+    num_workers: PositiveInt | WorkerRange = Field(
+        1, description="rollout workers: a number, or a range {min, max} (pipeline async): the run starts once min "
+        "are up, grows to max as nodes with room join, and goes on while min or more answer",
+    )
+    min_workers_wait_s: PositiveFloat = Field(
+        300.0, description="a worker range: how long the run goes on with fewer than min workers before it stops"
+    )
     num_cpus_per_worker: PositiveFloat = 1.0
     rollout_length: PositiveInt = Field(128, description="env steps per env in one batch")
     pipeline: Literal["sync", "overlap", "async"] = Field(
@@ -144,6 +157,19 @@ class RolloutConfig(Section):
     @classmethod
     def _compile_short_form(cls, value: Any) -> Any:
         return compile_short_form(value, WORKER_BACKENDS)
+
+    @property
+    def max_workers(self) -> int:
+        """Worker actors the run creates (a fixed count, or a range's max)."""
+        return self.num_workers if isinstance(self.num_workers, int) else self.num_workers.max
+
+    @property
+    def min_workers(self) -> int:
+        """Workers the run needs (a fixed count, or a range's min)."""
+        return self.num_workers if isinstance(self.num_workers, int) else self.num_workers.min
+
+    def describe_workers(self) -> str:
+        return str(self.num_workers) if isinstance(self.num_workers, int) else f"{self.num_workers.min}-{self.num_workers.max}"
 
 
 class LearnerConfig(Section):
@@ -319,8 +345,8 @@ class Config(Section):
 
     @property
     def batch_size(self) -> int:
-        """Transitions in one sync round, summed over workers."""
-        return self.rollout.num_workers * self.env.num_envs_per_worker * self.rollout.rollout_length
+        """Transitions in one sync round, summed over workers (a worker range's min)."""
+        return self.rollout.min_workers * self.env.num_envs_per_worker * self.rollout.rollout_length
 
     @property
     def update_size(self) -> int:
@@ -330,9 +356,17 @@ class Config(Section):
     def _async_problems(self) -> list[str]:
         rollout = self.rollout
         if rollout.pipeline != "async":
-            return [f"rollout.samples_per_update={rollout.samples_per_update}: only with rollout.pipeline: async (a "
-                    f"{rollout.pipeline} round is every worker's batch)"] if rollout.samples_per_update else []  # fmt: skip
+            problems = [f"rollout.samples_per_update={rollout.samples_per_update}: only with rollout.pipeline: async (a "
+                        f"{rollout.pipeline} round is every worker's batch)"] if rollout.samples_per_update else []  # fmt: skip
+            if isinstance(rollout.num_workers, WorkerRange):
+                problems.append(f"rollout.num_workers={{min: {rollout.num_workers.min}, max: {rollout.num_workers.max}}}: "
+                                f"a range needs rollout.pipeline: async (a {rollout.pipeline} round waits for a fixed set "
+                                "of workers)")  # fmt: skip
+            return problems
         problems = []
+        if isinstance(rollout.num_workers, WorkerRange) and rollout.num_workers.min > rollout.num_workers.max:
+            problems.append(f"rollout.num_workers={{min: {rollout.num_workers.min}, max: {rollout.num_workers.max}}}: "
+                            "min must be <= max")  # fmt: skip
         if rollout.max_policy_lag < 1:
             problems.append("rollout.max_policy_lag=0: async workers sample while the learner updates, so every batch "
                             "is at least 1 version old at its update; use 1 or more (or rollout.pipeline: sync)")  # fmt: skip

@@ -32,16 +32,17 @@ class RunActors:
         self.placement_group = trial_group
         self.bundle_offset = 0
         if trial_group is not None:
-            self.bundle_offset = len(trial_group.bundle_specs) - config.learner.num_learners - config.rollout.num_workers
+            self.bundle_offset = len(trial_group.bundle_specs) - config.learner.num_learners - config.rollout.max_workers
             if self.bundle_offset not in (0, 1):
                 raise ValueError(f"the trial's placement group has {len(trial_group.bundle_specs)} bundles; this run needs "
-                                 f"{config.learner.num_learners} learner and {config.rollout.num_workers} worker bundles")  # fmt: skip
+                                 f"{config.learner.num_learners} learner and {config.rollout.max_workers} worker bundles")  # fmt: skip
         self.learners: list = []
         self.workers: list = []
         self.coordinator = None
         self.learner_device = "?"
         self.learner_info: dict = {}
         self.backend_infos: list[dict] = []
+        self.started: list[int] = []  # workers constructed when the run started (a range's others come later)
         self.placement: dict[str, dict] = {}
 
     @property
@@ -78,15 +79,20 @@ class RunActors:
             worker_cls.options(name=f"distrl-{self.run_id}-worker-{i}", **worker_options(cfg), **self._worker_bundle(i)).remote(
                 cfg, i, first_iteration, coordinator_name if large else self.artifacts_ref
             )
-            for i in range(cfg.rollout.num_workers)
+            for i in range(cfg.rollout.max_workers)
         ]
         # Created last: the first batch needs the workers and the coordinator, not the learners, so those two
         # take the worker processes Ray has already started (and loaded torch into) on a small machine.
         self.learners = self._create_learners()
         ready = {f"worker-{i}": worker.backend_info.remote() for i, worker in enumerate(self.workers)}
         ready["coordinator"] = self.coordinator.attach.remote(self.workers)
-        wait_until_ready(ready, timeout, self.say)
-        self.backend_infos = ray.get([ready[f"worker-{i}"] for i in range(cfg.rollout.num_workers)])
+        # A worker range: the run starts with min workers up; the rest start when a node with room joins.
+        workers = {name: ref for name, ref in ready.items() if name.startswith("worker-")}
+        wait_until_ready({"coordinator": ready["coordinator"]}, timeout, self.say, optional=workers,
+                         enough=cfg.rollout.min_workers)  # fmt: skip
+        done, _ = ray.wait(list(workers.values()), num_returns=len(workers), timeout=0)
+        self.started = [i for i in range(cfg.rollout.max_workers) if workers[f"worker-{i}"] in done]
+        self.backend_infos = ray.get([workers[f"worker-{i}"] for i in self.started])
 
     def _worker_bundle(self, index: int) -> dict:
         """Inside a trial's group, worker ``index`` takes the bundle after the learners'."""
@@ -130,9 +136,16 @@ class RunActors:
             ray.get([learner.load_state.remote(learner_state_ref) for learner in self.learners])
 
     def _where(self) -> dict[str, dict]:
-        names = [f"learner-{r}" for r in range(self.world_size)] + [f"worker-{i}" for i in range(len(self.workers))]
-        spots = ray.get([actor.placement.remote() for actor in self.learners + self.workers])
+        names = [f"learner-{r}" for r in range(self.world_size)] + [f"worker-{i}" for i in self.started]
+        spots = ray.get([actor.placement.remote() for actor in self.learners + [self.workers[i] for i in self.started]])
         return {name: {"actor": f"distrl-{self.run_id}-{name}", **spot} for name, spot in zip(names, spots)}
+
+    def worker_joined(self, index: int) -> dict:
+        """Where worker ``index`` runs, once it has started (a range's worker on a node that joined, or one Ray
+        restarted elsewhere): recorded in ``placement`` and returned."""
+        spot = {"actor": f"distrl-{self.run_id}-worker-{index}", **ray.get(self.workers[index].placement.remote(), timeout=60)}
+        self.placement[f"worker-{index}"] = spot
+        return spot
 
     def restart_learners(self, learner_state_ref) -> None:
         """Replace every learner rank with a new actor holding ``learner_state_ref``, in a new placement group: the old

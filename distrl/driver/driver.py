@@ -242,7 +242,7 @@ class Driver:
     def _write_run_files(self, joined: RayTarget) -> None:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "config.yaml").write_text(config_to_yaml(self.config))
-        (self.run_dir / "placement.json").write_text(json.dumps(self.actors.placement, indent=2) + "\n")
+        self.write_placement()
         if self.resume:
             self._truncate_metrics()
         if self.storage is not None:
@@ -250,6 +250,12 @@ class Driver:
         self.worker_backends = [info["backend"] for info in self.actors.backend_infos]
         report.print_start(log.info, self.config, str(self.run_dir), joined, self.actors,
                            self.counters if self.resume else None, self.storage and self.storage.uri)  # fmt: skip
+
+    def write_placement(self) -> None:
+        """``placement.json``: where each actor runs (rewritten when a worker joins or moves)."""
+        tmp = self.run_dir / ".placement.json.tmp"
+        tmp.write_text(json.dumps(self.actors.placement, indent=2) + "\n")
+        os.replace(tmp, self.run_dir / "placement.json")
 
     def _finish(self, reason: str | None, launch: float, loop_start: float, loop_steps_start: int) -> dict:
         """The final checkpoint and summary.json, whatever ended the run."""

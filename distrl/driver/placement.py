@@ -68,14 +68,14 @@ def impossible_requests(config: Config) -> list[str]:
             f"learner.num_gpus_per_learner={ln.num_gpus_per_learner:g} needs {need_gpu:g} GPUs but this Ray cluster "
             f"has {total.get('GPU', 0):g}; set it to 0 or connect to a cluster with GPUs"
         )
-    need_cpu = r.num_workers * r.num_cpus_per_worker + ln.num_learners * ln.num_cpus_per_learner
+    need_cpu = r.min_workers * r.num_cpus_per_worker + ln.num_learners * ln.num_cpus_per_learner  # a range: its min
     if need_cpu > total.get("CPU", 0):
         problems.append(
-            f"rollout.num_workers={r.num_workers} x rollout.num_cpus_per_worker={r.num_cpus_per_worker:g} + "
+            f"rollout.num_workers={r.describe_workers()} x rollout.num_cpus_per_worker={r.num_cpus_per_worker:g} + "
             f"learner.num_learners={ln.num_learners} x learner.num_cpus_per_learner={ln.num_cpus_per_learner:g} "
             f"needs {need_cpu:g} CPUs but this Ray cluster has {total.get('CPU', 0):g}; lower them or use fractional CPUs"
         )
-    for key, resources, count in (("rollout.resources", r.resources, r.num_workers), ("learner.resources", ln.resources, ln.num_learners)):
+    for key, resources, count in (("rollout.resources", r.resources, r.min_workers), ("learner.resources", ln.resources, ln.num_learners)):
         for name, amount in resources.items():
             if amount * count > total.get(name, 0):
                 problems.append(f"{key}={{{name}: {amount:g}}}: needs {amount * count:g} '{name}' but this Ray cluster has {total.get(name, 0):g}")
@@ -87,16 +87,21 @@ def impossible_requests(config: Config) -> list[str]:
     return problems
 
 
-def wait_until_ready(pending: dict[str, ray.ObjectRef], timeout_s: float, say) -> None:
-    """Wait for every named readiness ref, saying what is still missing; PlacementError at the timeout."""
+def wait_until_ready(pending: dict[str, ray.ObjectRef], timeout_s: float, say, optional: dict | None = None,
+                     enough: int = 0) -> None:  # fmt: skip
+    """Wait for every named readiness ref in ``pending`` and at least ``enough`` of ``optional``, saying what is still
+    missing; PlacementError at the timeout."""
     start = last_report = time.monotonic()
-    remaining = dict(pending)
+    remaining = {**pending, **(optional or {})}
+    needed = len(pending) + min(enough, len(optional or {})) if optional else len(pending)
+    ready = 0
     while remaining:
         done, _ = ray.wait(list(remaining.values()), num_returns=len(remaining), timeout=1.0)
         for ref in done:
             ray.get(ref)  # raises the actor's own construction error, if any
+        ready += len(done)
         remaining = {name: ref for name, ref in remaining.items() if ref not in done}
-        if not remaining:
+        if not remaining or (ready >= needed and not any(name in remaining for name in pending)):
             return
         elapsed = time.monotonic() - start
         if elapsed >= timeout_s:

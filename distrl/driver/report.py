@@ -63,7 +63,7 @@ def print_start(say, config: Config, run_dir: str, joined: RayTarget, actors, re
     say(f"distrl run {run_dir}" + (f", mirrored to {storage}" if storage else ""))
     say(f"  ray      {joined.describe()}")
     say(
-        f"  env      {cfg.env.id}: {cfg.rollout.num_workers} workers x {cfg.env.num_envs_per_worker} envs "
+        f"  env      {cfg.env.id}: {cfg.rollout.describe_workers()} workers x {cfg.env.num_envs_per_worker} envs "
         f"({cfg.env.vectorization}), action_repeat {cfg.env.action_repeat}, normalize_obs {cfg.env.normalize_obs}"
     )
     lstm = f", lstm {cfg.model.lstm_size}" if cfg.model.lstm_size else ""

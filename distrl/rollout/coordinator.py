@@ -116,7 +116,8 @@ class SampleCoordinator:
         return (report, *(tuple(refs[i][1 + rank] for i in done) for rank in range(self.num_shards)))
 
     # --- the asynchronous pipeline: a stream of samples (stream.py) ----------------------------------
-    def start_stream(self, weights: list, plan: list | None, timeout_s: float, max_queued: int) -> bool:
+    def start_stream(self, weights: list, plan: list | None, timeout_s: float, max_queued: int,
+                     started: list[int] | None = None) -> bool:  # fmt: skip
         """Every worker samples continuously from now on, with ``weights`` (``[ObjectRef]``, or ``[None]``: what the
         workers hold) until ``set_stream_weights`` names newer ones."""
         from distrl.rollout.stream import SampleStream
@@ -125,7 +126,7 @@ class SampleCoordinator:
             return self.workers[index].sample_shards.options(num_returns=1 + self.num_shards, max_task_retries=0).remote(
                 weights_ref, self.num_shards, plan_ref)
 
-        self.stream = SampleStream(self.workers, self.num_shards, submit, timeout_s, weights, plan, max_queued)
+        self.stream = SampleStream(self.workers, self.num_shards, submit, timeout_s, weights, plan, max_queued, started)
         return True
 
     def set_stream_weights(self, weights: list, plan: list | None, timeout_s: float) -> None:

@@ -37,10 +37,12 @@ PUMP_WAIT_S = 0.5  # the pump's longest sleep: how soon it notices a timeout or 
 
 class SampleStream:
     def __init__(self, workers: list, num_shards: int, submit, timeout_s: float, weights: list, plan: list | None,
-                 max_queued: int):  # fmt: skip
+                 max_queued: int, started: list[int] | None = None):  # fmt: skip
         """``submit(index, weights_ref, plan) -> refs``: a worker's sample task (``(info, shard_0, ...)`` refs);
         ``weights``: ``[ObjectRef]``, or ``[None]`` for the weights the workers hold; ``plan``: ``[ObjectRef]`` or None;
-        ``max_queued``: the batches queued before workers whose batch is in wait (one update's)."""
+        ``max_queued``: the batches queued before workers whose batch is in wait (one update's); ``started``: the
+        workers constructed already (default all): the others (a worker range's, waiting for a node with room) are
+        probed first, so that no sample times out while its worker does not exist yet."""
         self.workers = workers
         self.num_shards = num_shards
         self.submit = submit
@@ -56,13 +58,19 @@ class SampleStream:
         self.lost: list[int] = []  # for good: Ray will not restart them
         self.down: set[int] = set()  # not answering now (restarting, or waiting for a node with room)
         self.went_down: list[int] = []  # since the last report
-        self.came_back: list[int] = []
+        self.came_back: list[int] = []  # answering again, or for the first time (a range's worker that started)
+        self.answered: set[int] = set()
         self.stale = 0
         self.abandoned: list = []
         self.error: BaseException | None = None
         self.running = True
+        started = range(len(workers)) if started is None else started
         for index in range(len(workers)):
-            self._send(index)
+            if index in started:
+                self.answered.add(index)
+                self._send(index)
+            else:
+                self._probe(index)
         self.thread = threading.Thread(target=self._pump, name="distrl-sample-stream", daemon=True)
         self.thread.start()
 
@@ -93,8 +101,9 @@ class SampleStream:
                     if len(self.lost) == len(self.workers) or time.monotonic() >= deadline:
                         break
                     self.cond.wait(timeout=min(PUMP_WAIT_S, max(0.0, deadline - time.monotonic())))
+            answering = len(self.answered - self.down - set(self.lost))
             report = SampleReport([info for info, _ in taken], self.timeouts, self.resubmitted, self.stale, list(self.lost),
-                                  self.went_down, self.came_back)  # fmt: skip
+                                  self.went_down, self.came_back, answering)  # fmt: skip
             self.timeouts, self.resubmitted, self.stale, self.went_down, self.came_back = [], [], 0, [], []
         return (report, *(tuple(shards[rank] for _, shards in taken) for rank in range(self.num_shards)))
 
@@ -150,8 +159,9 @@ class SampleStream:
             self.lost.append(index)
             self.down.discard(index)
             return
-        if index in self.down:
+        if index in self.down or index not in self.answered:
             self.down.discard(index)
+            self.answered.add(index)
             self.came_back.append(index)
         if kind == "sample":
             self.queue.append((result, refs[1:]))

@@ -24,7 +24,7 @@ def trial_resources(config: Config):
 
     r = config.rollout
     worker = {"CPU": r.num_cpus_per_worker, **r.resources}
-    bundles = [{}] + [learner_bundle(config)] * config.learner.num_learners + [worker] * r.num_workers
+    bundles = [{}] + [learner_bundle(config)] * config.learner.num_learners + [worker] * r.max_workers
     return PlacementGroupFactory(bundles, strategy="PACK")
 
 

@@ -15,7 +15,6 @@ import time
 
 import ray
 
-from distrl.common.errors import EnvFailure
 from distrl.common.log import get_logger
 from distrl.driver.loops.base import TrainingLoop
 
@@ -26,50 +25,20 @@ class AsyncLoop(TrainingLoop):
     def begin(self, new_run: bool) -> None:
         # A new run's workers hold the learner's initial weights: they start sampling while the learners start.
         self.started = new_run
-        self.lost: set[int] = set()
-        self.down: set[int] = set()
+        self.answering = set(self.actors.started)  # workers that answer now (as the driver last heard)
+        self.below_min_since: float | None = None
         if new_run:
             self._start_stream([None])
 
     def _start_stream(self, weights: list) -> None:
-        ray.get(self.actors.coordinator.start_stream.remote(weights, self._plans(), self.bounds.sample_s(), self._batches_per_update()))
+        ray.get(self.actors.coordinator.start_stream.remote(weights, self._plans(), self.bounds.sample_s(),
+                                                            self._batches_per_update(), self.actors.started))  # fmt: skip
 
     def _plans(self) -> list | None:
         plans = [plan for plan in (o.worker_plan() for o in self.observers) if plan is not None]
         return plans[:1] or None
 
-    def _where(self, index: int) -> str:
-        spot = self.actors.placement.get(f"worker-{index}", {})
-        return f"node {spot.get('node_ip', '?')} ({str(spot.get('node_id', '?'))[:8]})"
-
-    def _say_down_and_back(self, down: list[int], back: list[int]) -> None:
-        """One line when a worker stops answering (its process or node gone) and one when Ray has it back."""
-        for index in down:
-            self.down.add(index)
-            self.counters.workers_lost += 1
-            log.warning(f"worker-{index} on {self._where(index)} stopped answering (its process or node is gone); the "
-                        f"run goes on with {self._answering()} workers, and takes it back once Ray restarts it")  # fmt: skip
-        for index in back:
-            self.down.discard(index)
-            log.info(f"worker-{index} is back ({self._answering()} workers)")
-
-    def _answering(self) -> int:
-        return self.config.rollout.num_workers - len(self.down) - len(self.lost)
-
-    def _say_lost(self, lost: list[int]) -> None:
-        """One line per worker Ray will not restart (its restarts spent, or its node gone for good)."""
-        for index in lost:
-            if index in self.lost:
-                continue
-            self.lost.add(index)
-            if index not in self.down:  # counted when it went down
-                self.counters.workers_lost += 1
-            self.down.discard(index)
-            log.warning(f"worker-{index} on {self._where(index)} is lost for good (Ray will not restart it); the run "
-                        f"goes on with {self._answering()} workers")  # fmt: skip
-
     def _batches_per_update(self) -> int:
-        """Batches per update."""
         return self.config.update_size // (self.config.env.num_envs_per_worker * self.config.rollout.rollout_length)
 
     def _gather(self, min_version: int):
@@ -77,8 +46,52 @@ class AsyncLoop(TrainingLoop):
         return self.actors.coordinator.gather.options(num_returns=1 + world).remote(self._batches_per_update(), min_version,
                                                                                    self.bounds.sample_s())  # fmt: skip
 
+    # --- who is in the run -----------------------------------------------------------------
+    def _where(self, index: int) -> str:
+        spot = self.actors.placement.get(f"worker-{index}", {})
+        return f"node {spot.get('node_ip', '?')} ({str(spot.get('node_id', '?'))[:8]})"
+
+    def _follow_membership(self, report) -> str | None:
+        """Say once when a worker stops answering, comes back, joins or is lost for good; the stop reason when fewer
+        than the range's min have answered for longer than ``rollout.min_workers_wait_s``."""
+        for index in report.workers_down:
+            self.answering.discard(index)
+            self.counters.workers_lost += 1
+            log.warning(f"worker-{index} on {self._where(index)} stopped answering (its process or node is gone); the "
+                        f"run goes on with {len(self.answering)} workers, and takes it back once Ray restarts it")  # fmt: skip
+        for index in report.workers_back:
+            joined = f"worker-{index}" not in self.actors.placement  # a range's worker, started on a node that joined
+            self.actors.worker_joined(index)  # where it runs now (Ray may have restarted it on another node)
+            self.driver.write_placement()
+            self.answering.add(index)
+            log.info(f"worker-{index} {'joined' if joined else 'is back'} on {self._where(index)} "
+                     f"({len(self.answering)} workers)")  # fmt: skip
+        for index in report.workers_lost:
+            if index in self.lost_for_good:
+                continue
+            self.lost_for_good.add(index)
+            if index in self.answering:  # not counted yet: it had not stopped answering before
+                self.counters.workers_lost += 1
+            self.answering.discard(index)
+            log.warning(f"worker-{index} on {self._where(index)} is lost for good (Ray will not restart it); the run "
+                        f"goes on with {len(self.answering)} workers")  # fmt: skip
+        rollout = self.config.rollout
+        if len(self.answering) >= rollout.min_workers:
+            self.below_min_since = None
+            return None
+        now = time.monotonic()
+        self.below_min_since = self.below_min_since or now
+        if len(self.lost_for_good) > rollout.max_workers - rollout.min_workers or \
+                now - self.below_min_since > rollout.min_workers_wait_s:  # fmt: skip
+            log.error(f"only {len(self.answering)} of the {rollout.min_workers} rollout workers the run needs answer, "
+                      f"for {now - self.below_min_since:.0f} s (rollout.min_workers_wait_s={rollout.min_workers_wait_s:g}); "
+                      "stopping with a final checkpoint")  # fmt: skip
+            return "too_few_workers"
+        return None
+
     def iterate(self) -> str:
         cfg = self.config
+        self.lost_for_good: set[int] = set()
         weights_ref = self.actors.learners[0].get_weights.remote()
         for observer in self.observers:
             observer.start(weights_ref)
@@ -91,11 +104,10 @@ class AsyncLoop(TrainingLoop):
             iter_start, cpu_start = time.perf_counter(), time.process_time()
             report = self.await_report(samples[0])
             self.counters.stale_batches += report.stale_batches
-            self._say_lost(report.workers_lost)
-            self._say_down_and_back(report.workers_down, report.workers_back)
+            stop = self._follow_membership(report)
+            if stop is not None:
+                return stop
             if not report.infos:
-                if len(report.workers_lost) == cfg.rollout.num_workers:
-                    raise EnvFailure(f"every rollout worker is lost ({cfg.rollout.num_workers}); the run cannot go on")
                 samples = self._gather(version - lag)
                 continue
             update = self.launch_update(samples)
@@ -107,6 +119,7 @@ class AsyncLoop(TrainingLoop):
             # Taken now, not while the update ran: the batches sampled during it (policy lag 1 at the next update)
             # are in the queue already, and the ones after them act with the weights just made.
             samples = self._gather(version - lag)
+            learner_metrics["workers_active"] = len(self.answering)
             reason = self.record(report.infos, learner_metrics, weights_ref, iter_start, cpu_start)
             if reason is not None:
                 return reason
