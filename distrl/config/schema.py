@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from distrl.compile.backends import BACKENDS
 from distrl.config.league import LeagueConfig, is_game_id
@@ -157,6 +157,27 @@ class RolloutConfig(Section):
     @classmethod
     def _compile_short_form(cls, value: Any) -> Any:
         return compile_short_form(value, WORKER_BACKENDS)
+
+    @field_validator("num_workers", mode="before")
+    @classmethod
+    def _worker_count_or_range(cls, value: Any) -> Any:
+        """One line for either form (a plain union would report a failed count and a failed range both)."""
+        if isinstance(value, WorkerRange):
+            return value
+        if isinstance(value, dict):
+            try:
+                return WorkerRange(**value)
+            except ValidationError as exc:
+                problem = exc.errors()[0]
+                raise ValueError(f"rollout.num_workers={value!r}: a range is {{min: N, max: M}} of positive integers "
+                                 f"({'.'.join(map(str, problem['loc']))}: {problem['msg']})") from None  # fmt: skip
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"rollout.num_workers={value!r}: Input should be a valid integer, or a range {{min: N, max: M}}")
+        if value < 1:
+            raise ValueError(f"rollout.num_workers={value!r}: Input should be greater than 0")
+        return value
 
     @property
     def max_workers(self) -> int:
