@@ -9,7 +9,7 @@ import pytest
 from tests.conftest import ROOT
 
 SCRIPTS = ["inference", "sampling", "learner", "ppo", "peers", "compile_check", "scale", "scale_machine", "soak",
-           "learner_step", "attention", "league", "league_rllib", "straggler"]
+           "learner_step", "attention", "league", "league_rllib", "straggler", "async_learning", "elastic"]
 
 
 def run_script(name, *args, timeout=900):

@@ -59,7 +59,7 @@ def test_node_types_satisfy_the_cluster_config(path):
     assert rollout_nodes and learner_nodes
     # At full scale the rollout nodes hold every worker, the learner nodes every learner.
     per_node = min(int(n["resources"]["CPU"] // worker["CPU"]) for n in rollout_nodes)
-    assert sum(n["max_workers"] for n in rollout_nodes) * per_node >= config.rollout.num_workers
+    assert sum(n["max_workers"] for n in rollout_nodes) * per_node >= config.rollout.max_workers
     assert sum(n["max_workers"] for n in learner_nodes) >= config.learner.num_learners
     # The head runs no actors.
     assert node_types["head"]["resources"] == {"CPU": 0}
@@ -234,4 +234,4 @@ def test_kuberay_rayjob_runs_a_valid_distrl_command_its_groups_can_hold():
 
     assert fits(*node(groups["cpu-rollout"]), worker, config.rollout.node_labels)
     assert fits(*node(groups["gpu-learner"]), learner, config.learner.node_labels)
-    assert groups["cpu-rollout"]["maxReplicas"] * node(groups["cpu-rollout"])[0]["CPU"] >= config.rollout.num_workers
+    assert groups["cpu-rollout"]["maxReplicas"] * node(groups["cpu-rollout"])[0]["CPU"] >= config.rollout.max_workers

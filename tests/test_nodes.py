@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 import psutil
 import pytest
@@ -141,3 +142,52 @@ def test_a_worker_range_grows_onto_a_node_that_joins_mid_run(tmp_path):
     assert full and full[-1] is rows[-1]  # the run ends with its full worker count
     placement = json.loads((run_dir / "placement.json").read_text())
     assert {f"worker-{i}" for i in range(4)} <= set(placement)  # rewritten as the workers joined
+
+
+@pytest.mark.slow
+def test_a_drain_notice_on_the_learners_node_checkpoints_at_once(tmp_path):
+    """``ray drain-node`` (what the autoscaler and KubeRay send before a preemption) on the node the learner runs on:
+    a checkpoint within 5 s of the notice, that node's workers named; the run goes on."""
+    from clusters import local_dev_cluster
+
+    base = tempfile.mkdtemp(prefix="rn_", dir="/tmp")
+    dev = local_dev_cluster.start(rollout_nodes=2, rollout_cpus=3, learner_cpus=2, temp_dir=os.path.join(base, "ray"))
+    run_dir = tmp_path / "run"
+    overrides = ["rollout.pipeline=async", "rollout.num_workers=3", "rollout.num_cpus_per_worker=1",
+                 "rollout.resources={rollout: 1}", "learner.node_labels={distrl-role: rollout}",
+                 "env.num_envs_per_worker=32", "ppo.minibatch_size=1024", "stop.env_steps=250000",
+                 "stop.episode_return_mean=null", "checkpoint.every_iterations=0", "rollout.compile.backend=eager"]  # fmt: skip
+    args = [sys.executable, "-m", "distrl", "train", "configs/cartpole.yaml", "--run-dir", str(run_dir),
+            "--address", dev.gcs_address]  # fmt: skip
+    for item in overrides:
+        args += ["--set", item]
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dev.env)
+    try:
+        wait_for_rows(run_dir, 3, proc, timeout=240)
+        placement = json.loads((run_dir / "placement.json").read_text())
+        node_id = placement["learner-0"]["node_id"]
+        moved = [name for name, spot in placement.items() if name.startswith("worker-") and spot["node_id"] == node_id]
+        assert not list((run_dir / "checkpoints").glob("ckpt_*.pt"))  # no periodic checkpoints in this run
+        drain = [local_dev_cluster.ray_command(), "drain-node", "--address", dev.gcs_address, "--node-id", node_id,
+                 "--reason", "DRAIN_NODE_REASON_PREEMPTION", "--reason-message", "spot preemption",
+                 "--deadline-remaining-seconds", "120"]  # fmt: skip
+        noticed = time.monotonic()
+        result = subprocess.run(drain, env=dev.env, capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr[-2000:]
+        while not list((run_dir / "checkpoints").glob("ckpt_*.pt")) and time.monotonic() - noticed < 30:
+            time.sleep(0.1)
+        checkpoint_s = time.monotonic() - noticed
+        stdout, stderr = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        dev.shutdown()
+    (tmp_path / "stdout.txt").write_text(stdout)
+    assert proc.returncode == 0, (stdout[-2000:], stderr[-3000:])
+    assert checkpoint_s <= 5.0, f"the checkpoint came {checkpoint_s:.1f} s after the drain notice"
+    assert f"the learners' node {node_id[:8]} is draining" in stdout and "checkpoint written at once" in stdout
+    if moved:
+        assert f"{', '.join(moved)} on draining node {node_id[:8]}" in stdout
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["stop_reason"] == "env_steps"
+    print(f"drain notice to checkpoint: {checkpoint_s:.2f} s")

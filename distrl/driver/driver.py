@@ -37,6 +37,7 @@ from distrl.driver import report
 from distrl.driver.actors import RunActors
 from distrl.driver.loops import loop_class
 from distrl.driver.connection import RayTarget, resolve_target
+from distrl.driver.drain import DrainWatcher
 from distrl.driver.placement import PlacementError, impossible_requests
 from distrl.driver.preflight import check_before_ray
 from distrl.driver.run_state import RunState
@@ -94,6 +95,8 @@ class Driver:
         self.counters = RunState()
         self.resumed_learner_state: dict | None = None
         self.snapshots = SnapshotKeeper()  # the newest full learner state (rank 0's), held in this process
+        self.drain_watch: DrainWatcher | None = None  # acts on Ray's drain notices (driver/drain.py)
+        self._checkpoint_lock = threading.Lock()  # the drain watcher's checkpoint and the loop's never overlap
         self.worker_backends: list[str] = []
         self.learner_step: dict | None = None  # the step the learners run, why, and its first update's check
         self.bounds = WaitBounds(config.rollout.sample_timeout_s, config.learner.update_timeout_s)
@@ -212,6 +215,7 @@ class Driver:
             self.mark("actors_ready")
             started = True
             self._write_run_files(joined)
+            self.drain_watch = DrainWatcher(self.actors, self._checkpoint_now)
             loop_start, loop_steps_start = time.perf_counter(), self.counters.env_steps
             reason = loop.train(launch, loop_start, loop_steps_start)
         except KeyboardInterrupt:
@@ -226,6 +230,8 @@ class Driver:
         finally:
             if main_thread:
                 signal.signal(signal.SIGTERM, previous_sigterm)
+            if self.drain_watch is not None:  # before the final checkpoint: never two at once
+                self.drain_watch.close()
             try:
                 summary = self._finish(reason, launch, loop_start, loop_steps_start) if started else None
             finally:
@@ -316,6 +322,10 @@ class Driver:
             payload[observer.name] = observer.state()
         return payload
 
+    def _checkpoint_now(self) -> Path:
+        """A checkpoint at this moment, its time included (the drain watcher's, from its thread)."""
+        return self.checkpoint_at(self.counters.time_s + (time.perf_counter() - self._launch))
+
     def _checkpoint(self) -> Path:
         """Write a checkpoint from the newest learner state the driver holds (alive learners or not)."""
         payload = self.checkpoint_payload()
@@ -330,14 +340,15 @@ class Driver:
             self.storage.mirror(self.run_dir)
         return path
 
-    def checkpoint_at(self, elapsed: float) -> None:
+    def checkpoint_at(self, elapsed: float) -> Path:
         # RunState.time_s holds earlier segments only; a checkpoint records the full elapsed time.
-        saved = self.counters.time_s
-        self.counters.time_s = elapsed
-        try:
-            self._checkpoint()
-        finally:
-            self.counters.time_s = saved
+        with self._checkpoint_lock:
+            saved = self.counters.time_s
+            self.counters.time_s = elapsed
+            try:
+                return self._checkpoint()
+            finally:
+                self.counters.time_s = saved
 
 
 def _raise_interrupt(signum, frame):

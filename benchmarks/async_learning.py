@@ -1,0 +1,96 @@
+"""Learning with the asynchronous pipeline beside the lockstep one: env steps and wall time to each task's target.
+
+CartPole-v1 to a mean return of 475, Acrobot-v1 to -100 and Pendulum-v1 to -250, each with four
+rollout workers (0.25 CPU each, so they fit a 2-core machine beside the learner) and the shipped
+settings, ``rollout.pipeline`` sync and async, seeds 0-2 (``--seeds``). A run that misses its target
+within its budget counts at its budget. Target (DESIGN.md): async reaches each target in at most
+1.2x the env steps of sync (median of 3 seeds) and in less wall time. Writes JSON and Markdown.
+
+    python benchmarks/async_learning.py                  # 3 tasks x 2 pipelines x 3 seeds
+    python benchmarks/async_learning.py --quick          # CartPole, seed 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results  # noqa: E402
+
+WORKERS = ["rollout.num_workers=4", "rollout.num_cpus_per_worker=0.25", "checkpoint.every_iterations=0",
+           "logging.tensorboard=false", "logging.progress=lines"]  # fmt: skip
+TASKS = {  # name -> (config, overrides, target, env step budget)
+    "CartPole-v1": ("configs/cartpole.yaml", ["env.num_envs_per_worker=16"], 475.0, 1_500_000),
+    "Acrobot-v1": ("configs/cartpole.yaml", ["env.id=Acrobot-v1", "env.vectorization=sync", "env.num_envs_per_worker=16",
+                                             "ppo.lr=1e-3"], -100.0, 600_000),
+    "Pendulum-v1": ("configs/pendulum.yaml", ["env.num_envs_per_worker=8"], -250.0, 600_000),
+}  # fmt: skip
+
+
+def run(task: str, pipeline: str, seed: int) -> dict:
+    config, overrides, target, budget = TASKS[task]
+    items = [*overrides, *WORKERS, f"rollout.pipeline={pipeline}", f"seed={seed}", f"stop.episode_return_mean={target}",
+             f"stop.env_steps={budget}"]  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = Path(tmp) / "run"
+        cmd = [sys.executable, "-m", "distrl", "train", config, "--run-dir", str(run_dir)]
+        for item in items:
+            cmd += ["--set", item]
+        env = {**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"}
+        result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=3600)
+        if result.returncode != 0:
+            raise RuntimeError(f"{task} {pipeline} seed {seed} failed:\n{result.stderr[-3000:]}")
+        summary = json.loads((run_dir / "summary.json").read_text())
+    solved = summary["stop_reason"] == "episode_return_mean"
+    return {"task": task, "pipeline": pipeline, "seed": seed, "solved": solved, "env_steps": summary["env_steps"],
+            "wall_s": summary["solved_at_s"] if solved else summary["wall_s"], "return": summary["episode_return_mean"],
+            "stale_batches": summary.get("stale_batches", 0)}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", nargs="+", default=list(TASKS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--quick", action="store_true", help="CartPole, seed 0")
+    add_results_dir_argument(parser)
+    args = parser.parse_args()
+    if args.quick:
+        args.tasks, args.seeds = ["CartPole-v1"], [0]
+    machine = machine_info()
+    print_machine(machine)
+    runs, rows = [], []
+    for task in args.tasks:
+        for seed in args.seeds:  # the pipelines of one seed side by side: the machine's speed drifts within a run
+            for pipeline in ("sync", "async"):
+                r = run(task, pipeline, seed)
+                runs.append(r)
+                print(f"{task:12s} {pipeline:5s} seed {seed}: {'solved' if r['solved'] else 'NOT solved'} at "
+                      f"{r['env_steps']:,} env steps, {r['wall_s']:.1f} s (return {r['return']:.1f})", flush=True)
+        med = {p: {k: statistics.median(r[k] for r in runs if r["task"] == task and r["pipeline"] == p)
+                   for k in ("env_steps", "wall_s")} for p in ("sync", "async")}  # fmt: skip
+        solved = {p: sum(r["solved"] for r in runs if r["task"] == task and r["pipeline"] == p) for p in ("sync", "async")}
+        rows.append({"task": task, "seeds": len(args.seeds),
+                     "sync env steps": med["sync"]["env_steps"], "async env steps": med["async"]["env_steps"],
+                     "steps async / sync": med["async"]["env_steps"] / med["sync"]["env_steps"],
+                     "sync wall s": med["sync"]["wall_s"], "async wall s": med["async"]["wall_s"],
+                     "wall async / sync": med["async"]["wall_s"] / med["sync"]["wall_s"],
+                     "solved sync/async": f"{solved['sync']}/{solved['async']} of {len(args.seeds)}"})  # fmt: skip
+    columns = [("task", "task"), ("sync env steps", "sync: env steps"), ("async env steps", "async: env steps"),
+               ("steps async / sync", "async / sync steps (target <= 1.2)"), ("sync wall s", "sync: s from launch"),
+               ("async wall s", "async: s from launch"), ("wall async / sync", "async / sync time (target < 1)"),
+               ("solved sync/async", "solved")]  # fmt: skip
+    write_results("async_learning", {"machine": machine, "runs": runs, "rows": rows}, markdown_table(rows, columns),
+                  quick=args.quick, results_dir=args.results_dir)
+
+
+if __name__ == "__main__":
+    main()
