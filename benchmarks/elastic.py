@@ -18,37 +18,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import psutil
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results  # noqa: E402
 from clusters import local_dev_cluster  # noqa: E402
-
-
-def kill_node(dev, index: int) -> int:
-    marker = f"{dev.temp_dir}/n{index}"
-    procs = []
-    for proc in psutil.process_iter(["cmdline"]):
-        try:
-            if marker in " ".join(proc.info["cmdline"] or []):
-                procs += [proc, *proc.children(recursive=True)]
-        except psutil.Error:
-            continue
-    for proc in procs:
-        try:
-            proc.send_signal(signal.SIGKILL)
-        except psutil.Error:
-            pass
-    return len(procs)
 
 
 def rows_of(run_dir: Path) -> list[dict]:
@@ -93,7 +73,7 @@ def main() -> None:
         first = rows_of(run_dir)[0]["time_s"]
         start = time.monotonic()
         time.sleep(args.lose_at)
-        kill_node(dev, 1)
+        local_dev_cluster.kill_rollout_node(dev, 1)
         events["node lost"] = first + (time.monotonic() - start)
         time.sleep(max(0.0, args.add_at - (time.monotonic() - start)))
         local_dev_cluster.add_rollout_node(dev, 3, args.node_cpus)

@@ -143,6 +143,26 @@ def add_rollout_node(cluster: DevCluster, index: int, cpus: int) -> None:
     subprocess.run(node, env=cluster.env, check=True, capture_output=True, text=True)
 
 
+def kill_rollout_node(cluster: DevCluster, index: int) -> int:
+    """SIGKILL every process of rollout node ``index`` (its raylet, object store, agents and workers), as a spot
+    preemption ends a machine; returns how many there were."""
+    marker = f"{cluster.temp_dir}/n{index}"
+    procs: list[psutil.Process] = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if marker in " ".join(proc.info["cmdline"] or []):
+                procs += [proc, *proc.children(recursive=True)]
+        except psutil.Error:
+            continue
+    for proc in procs:
+        try:
+            proc.send_signal(signal.SIGKILL)
+        except psutil.Error:
+            pass
+    psutil.wait_procs(procs, timeout=30)
+    return len(procs)
+
+
 def _wait_for_port(port: int, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

@@ -4,41 +4,16 @@ spot preemption does. Only this cluster's processes are stopped."""
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 
-import psutil
 import pytest
 
 from tests.conftest import ROOT
 from tests.test_faults import wait_for_rows
 from tests.test_train_e2e import check_run_dir
-
-
-def node_processes(dev, index: int) -> list[psutil.Process]:
-    marker = f"{dev.temp_dir}/n{index}"
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        try:
-            if marker in " ".join(proc.info["cmdline"] or []):
-                found += [proc, *proc.children(recursive=True)]
-        except psutil.Error:
-            continue
-    return found
-
-
-def kill_node(dev, index: int) -> None:
-    procs = node_processes(dev, index)
-    assert procs, f"no process of node n{index}"
-    for proc in procs:
-        try:
-            proc.send_signal(signal.SIGKILL)
-        except psutil.Error:
-            pass
-    psutil.wait_procs(procs, timeout=30)
 
 
 def node_index(dev, node_id: str) -> int:
@@ -54,28 +29,46 @@ def node_index(dev, node_id: str) -> int:
     raise AssertionError(f"node {node_id} not in the cluster")
 
 
+def start_run(tmp_path, rollout_nodes: int, rollout_cpus: int, overrides: list[str]):
+    """A dev cluster (head: learner 2 CPUs; ``rollout_nodes`` of ``rollout_cpus``) and ``distrl train`` on it, async."""
+    from clusters import local_dev_cluster
+
+    base = tempfile.mkdtemp(prefix="rn_", dir="/tmp")  # short: Ray's socket paths must fit 107 characters
+    dev = local_dev_cluster.start(rollout_nodes=rollout_nodes, rollout_cpus=rollout_cpus, learner_cpus=2,
+                                  temp_dir=os.path.join(base, "ray"))  # fmt: skip
+    run_dir = tmp_path / "run"
+    common = ["rollout.pipeline=async", "rollout.num_cpus_per_worker=1", "rollout.resources={rollout: 1}",
+              "env.num_envs_per_worker=32", "ppo.minibatch_size=1024", "stop.episode_return_mean=null",
+              "checkpoint.every_iterations=0", "rollout.compile.backend=eager"]  # fmt: skip
+    args = [sys.executable, "-m", "distrl", "train", "configs/cartpole.yaml", "--run-dir", str(run_dir),
+            "--address", dev.gcs_address]  # fmt: skip
+    for item in common + overrides:
+        args += ["--set", item]
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dev.env)
+    return dev, proc, run_dir
+
+
+def finish(dev, proc, tmp_path) -> tuple[str, str]:
+    """The run's output once it ends; the cluster stopped (only its own processes)."""
+    try:
+        stdout, stderr = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        dev.shutdown()
+    (tmp_path / "stdout.txt").write_text(stdout)
+    assert proc.returncode == 0, (stdout[-2000:], stderr[-3000:])
+    return stdout, stderr
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("victim", ["worker node", "learner node"])
 def test_async_run_rides_out_a_lost_node(tmp_path, victim):
     from clusters import local_dev_cluster
 
-    base = tempfile.mkdtemp(prefix="rn_", dir="/tmp")  # short: Ray's socket paths must fit 107 characters
     # Three CPUs a rollout node: whichever node is lost, the other has room for the learner rebuilt from its snapshot.
-    dev = local_dev_cluster.start(rollout_nodes=2, rollout_cpus=3, learner_cpus=2, temp_dir=os.path.join(base, "ray"))
-    run_dir = tmp_path / "run"
-    overrides = ["rollout.pipeline=async", "rollout.num_workers=3", "rollout.num_cpus_per_worker=1",
-                 "rollout.resources={rollout: 1}", "env.num_envs_per_worker=32", "ppo.minibatch_size=1024",
-                 "stop.env_steps=250000", "stop.episode_return_mean=null", "checkpoint.every_iterations=0",
-                 "rollout.compile.backend=eager"]  # fmt: skip
-    if victim == "learner node":  # the learner on a rollout node (the head, which holds the GCS, is never lost)
-        overrides += ["learner.node_labels={distrl-role: rollout}"]
-    else:
-        overrides += ["learner.resources={learner: 1}"]
-    args = [sys.executable, "-m", "distrl", "train", "configs/cartpole.yaml", "--run-dir", str(run_dir),
-            "--address", dev.gcs_address]  # fmt: skip
-    for item in overrides:
-        args += ["--set", item]
-    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dev.env)
+    where = "learner.node_labels={distrl-role: rollout}" if victim == "learner node" else "learner.resources={learner: 1}"
+    dev, proc, run_dir = start_run(tmp_path, 2, 3, ["rollout.num_workers=3", "stop.env_steps=250000", where])
     try:
         wait_for_rows(run_dir, 3, proc, timeout=240)
         placement = json.loads((run_dir / "placement.json").read_text())
@@ -84,20 +77,13 @@ def test_async_run_rides_out_a_lost_node(tmp_path, victim):
 
         ray.init(address=dev.gcs_address, configure_logging=False, log_to_driver=False)
         try:
-            name = "learner-0" if victim == "learner node" else "worker-0"
-            index = node_index(dev, placement[name]["node_id"])
+            index = node_index(dev, placement["learner-0" if victim == "learner node" else "worker-0"]["node_id"])
         finally:
             ray.shutdown()
-        assert index in (1, 2), placement
-        kill_node(dev, index)
-        stdout, stderr = proc.communicate(timeout=600)
+        assert index in (1, 2), placement  # the head, which holds the GCS, is never the one lost
+        local_dev_cluster.kill_rollout_node(dev, index)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        dev.shutdown()
-    (tmp_path / "stdout.txt").write_text(stdout)
-    (tmp_path / "stderr.txt").write_text(stderr)
-    assert proc.returncode == 0, (stdout[-2000:], stderr[-3000:])
+        stdout, stderr = finish(dev, proc, tmp_path)
     assert "Traceback" not in stderr
     rows, summary = check_run_dir(run_dir)
     assert summary["stop_reason"] == "env_steps" and summary["env_steps"] >= 250000
@@ -111,29 +97,14 @@ def test_async_run_rides_out_a_lost_node(tmp_path, victim):
 def test_a_worker_range_grows_onto_a_node_that_joins_mid_run(tmp_path):
     from clusters import local_dev_cluster
 
-    base = tempfile.mkdtemp(prefix="rn_", dir="/tmp")
-    dev = local_dev_cluster.start(rollout_nodes=1, rollout_cpus=2, learner_cpus=2, temp_dir=os.path.join(base, "ray"))
-    run_dir = tmp_path / "run"
-    overrides = ["rollout.pipeline=async", "rollout.num_workers={min: 2, max: 4}", "rollout.num_cpus_per_worker=1",
-                 "rollout.resources={rollout: 1}", "learner.resources={learner: 1}", "env.num_envs_per_worker=32",
-                 "ppo.minibatch_size=1024", "stop.env_steps=300000", "stop.episode_return_mean=null",
-                 "checkpoint.every_iterations=0", "rollout.compile.backend=eager"]  # fmt: skip
-    args = [sys.executable, "-m", "distrl", "train", "configs/cartpole.yaml", "--run-dir", str(run_dir),
-            "--address", dev.gcs_address]  # fmt: skip
-    for item in overrides:
-        args += ["--set", item]
-    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dev.env)
+    dev, proc, run_dir = start_run(tmp_path, 1, 2, ["rollout.num_workers={min: 2, max: 4}", "stop.env_steps=300000",
+                                                    "learner.resources={learner: 1}"])  # fmt: skip
     try:
         wait_for_rows(run_dir, 3, proc, timeout=240)  # two workers fit the one rollout node; two wait for room
         rows_before = len((run_dir / "metrics.jsonl").read_text().splitlines())
         local_dev_cluster.add_rollout_node(dev, 2, cpus=2)
-        stdout, stderr = proc.communicate(timeout=600)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        dev.shutdown()
-    (tmp_path / "stdout.txt").write_text(stdout)
-    assert proc.returncode == 0, (stdout[-2000:], stderr[-3000:])
+        stdout, _ = finish(dev, proc, tmp_path)
     assert "env      CartPole-v1: 2-4 workers" in stdout
     assert stdout.count(" joined on node ") == 2, stdout[-3000:]
     rows, summary = check_run_dir(run_dir)
@@ -150,18 +121,8 @@ def test_a_drain_notice_on_the_learners_node_checkpoints_at_once(tmp_path):
     a checkpoint within 5 s of the notice, that node's workers named; the run goes on."""
     from clusters import local_dev_cluster
 
-    base = tempfile.mkdtemp(prefix="rn_", dir="/tmp")
-    dev = local_dev_cluster.start(rollout_nodes=2, rollout_cpus=3, learner_cpus=2, temp_dir=os.path.join(base, "ray"))
-    run_dir = tmp_path / "run"
-    overrides = ["rollout.pipeline=async", "rollout.num_workers=3", "rollout.num_cpus_per_worker=1",
-                 "rollout.resources={rollout: 1}", "learner.node_labels={distrl-role: rollout}",
-                 "env.num_envs_per_worker=32", "ppo.minibatch_size=1024", "stop.env_steps=250000",
-                 "stop.episode_return_mean=null", "checkpoint.every_iterations=0", "rollout.compile.backend=eager"]  # fmt: skip
-    args = [sys.executable, "-m", "distrl", "train", "configs/cartpole.yaml", "--run-dir", str(run_dir),
-            "--address", dev.gcs_address]  # fmt: skip
-    for item in overrides:
-        args += ["--set", item]
-    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dev.env)
+    dev, proc, run_dir = start_run(tmp_path, 2, 3, ["rollout.num_workers=3", "stop.env_steps=250000",
+                                                    "learner.node_labels={distrl-role: rollout}"])  # fmt: skip
     try:
         wait_for_rows(run_dir, 3, proc, timeout=240)
         placement = json.loads((run_dir / "placement.json").read_text())
@@ -177,13 +138,8 @@ def test_a_drain_notice_on_the_learners_node_checkpoints_at_once(tmp_path):
         while not list((run_dir / "checkpoints").glob("ckpt_*.pt")) and time.monotonic() - noticed < 30:
             time.sleep(0.1)
         checkpoint_s = time.monotonic() - noticed
-        stdout, stderr = proc.communicate(timeout=600)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        dev.shutdown()
-    (tmp_path / "stdout.txt").write_text(stdout)
-    assert proc.returncode == 0, (stdout[-2000:], stderr[-3000:])
+        stdout, _ = finish(dev, proc, tmp_path)
     assert checkpoint_s <= 5.0, f"the checkpoint came {checkpoint_s:.1f} s after the drain notice"
     assert f"the learners' node {node_id[:8]} is draining" in stdout and "checkpoint written at once" in stdout
     if moved:

@@ -254,13 +254,17 @@ class Learner:
         """
         import ray
 
-        infos, shards, lost = [], [], []
-        for index, (info, ref) in enumerate(zip(sample_report.infos, shard_refs)):
-            try:
-                shards.append(ray.get(ref))
-                infos.append(info)
-            except ray.exceptions.ObjectLostError:  # its node's object store is gone (OwnerDiedError is one too)
-                lost.append(index)
+        infos, lost = list(sample_report.infos), []
+        try:
+            shards = ray.get(list(shard_refs))  # every transfer at once
+        except ray.exceptions.ObjectLostError:  # a node's object store is gone (OwnerDiedError is one too): which?
+            infos, shards = [], []
+            for index, (info, ref) in enumerate(zip(sample_report.infos, shard_refs)):
+                try:
+                    shards.append(ray.get(ref))
+                    infos.append(info)
+                except ray.exceptions.ObjectLostError:
+                    lost.append(index)
         if not shards:
             return {"lost_batches": lost, "learner_version": self.version}
         metrics = self._update(infos, shards)

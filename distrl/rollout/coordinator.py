@@ -29,6 +29,7 @@ import ray
 
 from distrl.common.errors import EnvFailure
 from distrl.data.messages import SampleInfo, SampleReport
+from distrl.rollout.stream import SampleStream, read_failed
 
 
 class WorkerFailure(EnvFailure):
@@ -120,8 +121,6 @@ class SampleCoordinator:
                      started: list[int] | None = None) -> bool:  # fmt: skip
         """Every worker samples continuously from now on, with ``weights`` (``[ObjectRef]``, or ``[None]``: what the
         workers hold) until ``set_stream_weights`` names newer ones."""
-        from distrl.rollout.stream import SampleStream
-
         def submit(index, weights_ref, plan_ref):
             return self.workers[index].sample_shards.options(num_returns=1 + self.num_shards, max_task_retries=0).remote(
                 weights_ref, self.num_shards, plan_ref)
@@ -158,12 +157,4 @@ class SampleCoordinator:
         )
 
     def _read_abandoned(self) -> None:
-        """Read the refs of killed samples that have failed by now (an unread error is logged by Ray as one)."""
-        if not self.abandoned:
-            return
-        ready, self.abandoned = ray.wait(self.abandoned, num_returns=len(self.abandoned), timeout=0)
-        for ref in ready:
-            try:
-                ray.get(ref)
-            except Exception:  # the kill's own error: expected
-                pass
+        self.abandoned = read_failed(self.abandoned)

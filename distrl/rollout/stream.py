@@ -33,6 +33,7 @@ import ray
 from distrl.data.messages import SampleInfo, SampleReport
 
 PUMP_WAIT_S = 0.5  # the pump's longest sleep: how soon it notices a timeout or a stop
+RETRY_S = 0.2  # how soon a worker Ray is restarting is asked again whether it answers
 
 
 class SampleStream:
@@ -60,6 +61,7 @@ class SampleStream:
         self.went_down: list[int] = []  # since the last report
         self.came_back: list[int] = []  # answering again, or for the first time (a range's worker that started)
         self.answered: set[int] = set()
+        self.retry_at: dict[int, float] = {}  # workers to probe again (Ray is restarting them), and when
         self.stale = 0
         self.abandoned: list = []
         self.error: BaseException | None = None
@@ -123,9 +125,13 @@ class SampleStream:
         try:
             while self.running:
                 with self.cond:
+                    now = time.monotonic()
+                    for index in [i for i, at in self.retry_at.items() if at <= now]:
+                        del self.retry_at[index]
+                        self._probe(index)
                     heads = {refs[0]: index for index, (_, refs, _) in self.inflight.items()}
                 if not heads:
-                    time.sleep(PUMP_WAIT_S)
+                    time.sleep(RETRY_S if self.retry_at else PUMP_WAIT_S)
                     continue
                 ready, _ = ray.wait(list(heads), num_returns=1, timeout=PUMP_WAIT_S)
                 rest = [r for r in heads if r not in ready]
@@ -152,8 +158,7 @@ class SampleStream:
             if index not in self.down:
                 self.down.add(index)
                 self.went_down.append(index)
-            time.sleep(0.05)
-            self._probe(index)
+            self.retry_at[index] = time.monotonic() + RETRY_S  # asked again shortly, not in a tight loop
             return
         except ray.exceptions.ActorDiedError:  # Ray will not restart it: its restarts are spent or its node is gone
             self.lost.append(index)
@@ -183,12 +188,18 @@ class SampleStream:
                 self._probe(index)
 
     def _read_abandoned(self) -> None:
-        """Read the refs of killed samples once they fail (an unread error is logged by Ray as one)."""
-        if not self.abandoned:
-            return
-        ready, self.abandoned = ray.wait(self.abandoned, num_returns=len(self.abandoned), timeout=0)
-        for ref in ready:
-            try:
-                ray.get(ref)
-            except Exception:  # the kill's own error: expected
-                pass
+        self.abandoned = read_failed(self.abandoned)
+
+
+def read_failed(refs: list) -> list:
+    """Read the refs of killed samples that have failed by now (an unread error is logged by Ray as one); returns
+    those still pending."""
+    if not refs:
+        return refs
+    ready, pending = ray.wait(refs, num_returns=len(refs), timeout=0)
+    for ref in ready:
+        try:
+            ray.get(ref)
+        except Exception:  # the kill's own error: expected
+            pass
+    return pending
