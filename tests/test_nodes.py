@@ -17,17 +17,15 @@ from tests.test_train_e2e import check_run_dir
 
 
 def node_index(dev, node_id: str) -> int:
-    """Which rollout node (1, 2) ``node_id`` is, from the raylets' session dirs; 0 for the head."""
-    import ray
-
-    for node in ray.nodes():
-        if node["NodeID"] == node_id:
-            for index in (1, 2):
-                if f"{dev.temp_dir}/n{index}" in json.dumps(node):
-                    return index
-            return 0
-    raise AssertionError(f"node {node_id} not in the cluster")
-
+    """Which rollout node (1, 2) ``node_id`` is, from the raylets' session dirs; 0 for the head. Asked in a process
+    of its own: this test process may hold a Ray of its own already (another test's)."""
+    code = ("import json, ray; ray.init(address=%r, configure_logging=False, log_to_driver=False); "
+            "print(json.dumps({n['NodeID']: json.dumps(n) for n in ray.nodes()}))" % dev.gcs_address)  # fmt: skip
+    result = subprocess.run([sys.executable, "-c", code], env=dev.env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    nodes = json.loads(result.stdout.strip().splitlines()[-1])
+    assert node_id in nodes, f"node {node_id} not in the cluster"
+    return next((index for index in (1, 2) if f"{dev.temp_dir}/n{index}" in nodes[node_id]), 0)
 
 def start_run(tmp_path, rollout_nodes: int, rollout_cpus: int, overrides: list[str]):
     """A dev cluster (head: learner 2 CPUs; ``rollout_nodes`` of ``rollout_cpus``) and ``distrl train`` on it, async."""
@@ -72,14 +70,7 @@ def test_async_run_rides_out_a_lost_node(tmp_path, victim):
     try:
         wait_for_rows(run_dir, 3, proc, timeout=240)
         placement = json.loads((run_dir / "placement.json").read_text())
-        os.environ.update({k: v for k, v in dev.env.items() if k.startswith("RAY_AUTH")})
-        import ray
-
-        ray.init(address=dev.gcs_address, configure_logging=False, log_to_driver=False)
-        try:
-            index = node_index(dev, placement["learner-0" if victim == "learner node" else "worker-0"]["node_id"])
-        finally:
-            ray.shutdown()
+        index = node_index(dev, placement["learner-0" if victim == "learner node" else "worker-0"]["node_id"])
         assert index in (1, 2), placement  # the head, which holds the GCS, is never the one lost
         local_dev_cluster.kill_rollout_node(dev, index)
     finally:

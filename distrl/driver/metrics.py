@@ -15,14 +15,15 @@ from pathlib import Path
 from distrl.config.schema import Config
 
 GROUPS = {
-    "rollout": ("episode_return_mean", "episode_len_mean", "episodes", "env_steps", "policy_lag_mean"),
+    "rollout": ("episode_return_mean", "episode_len_mean", "episodes", "env_steps", "policy_lag_mean", "stale_batches",
+                "workers_active"),
     "train": ("loss_policy", "loss_value", "entropy", "approx_kl", "clip_frac", "grad_norm", "gradient_steps", "lr",
               "explained_variance", "kl_early_stop", "skipped_updates", "skipped_steps", "learner_version"),
     "perf": ("sps", "sps_avg", "sample_s", "learn_s", "policy_s", "env_s", "time_s", "iteration", "batch_bytes",
              "learner_batch_bytes", "driver_cpu_s"),
     "compile": ("worker_recompiles", "worker_graph_breaks", "weight_sync_checks", "learner_recompiles"),
     "faults": ("worker_restarts", "learner_restarts", "env_errors", "env_errors_total", "env_nonfinite",
-               "env_nonfinite_total", "worker_timeouts"),
+               "env_nonfinite_total", "worker_timeouts", "workers_lost", "batches_lost"),
 }  # fmt: skip
 TAGS = {key: f"{group}/{key}" for group, keys in GROUPS.items() for key in keys}
 
