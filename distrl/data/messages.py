@@ -51,7 +51,6 @@ class SampleReport:
     workers_lost: list[int] = field(default_factory=list)  # async: workers Ray will not restart, left out of the run
     workers_down: list[int] = field(default_factory=list)  # async: workers that stopped answering since the last report
     workers_back: list[int] = field(default_factory=list)  # async: workers answering again (or at last) since then
-    workers_answering: int = 0  # async: workers that answer now
 
 
 @dataclass

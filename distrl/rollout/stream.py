@@ -32,7 +32,7 @@ import ray
 
 from distrl.data.messages import SampleInfo, SampleReport
 
-PUMP_WAIT_S = 0.5  # the pump's longest sleep: how soon it notices a timeout or a stop
+PUMP_WAIT_S = 0.5  # the pump's longest sleep: how soon it notices a timeout
 RETRY_S = 0.2  # how soon a worker Ray is restarting is asked again whether it answers
 
 
@@ -65,7 +65,6 @@ class SampleStream:
         self.stale = 0
         self.abandoned: list = []
         self.error: BaseException | None = None
-        self.running = True
         started = range(len(workers)) if started is None else started
         for index in range(len(workers)):
             if index in started:
@@ -103,15 +102,10 @@ class SampleStream:
                     if len(self.lost) == len(self.workers) or time.monotonic() >= deadline:
                         break
                     self.cond.wait(timeout=min(PUMP_WAIT_S, max(0.0, deadline - time.monotonic())))
-            answering = len(self.answered - self.down - set(self.lost))
             report = SampleReport([info for info, _ in taken], self.timeouts, self.resubmitted, self.stale, list(self.lost),
-                                  self.went_down, self.came_back, answering)  # fmt: skip
+                                  self.went_down, self.came_back)  # fmt: skip
             self.timeouts, self.resubmitted, self.stale, self.went_down, self.came_back = [], [], 0, [], []
         return (report, *(tuple(shards[rank] for _, shards in taken) for rank in range(self.num_shards)))
-
-    def stop(self) -> None:
-        self.running = False
-        self.thread.join(timeout=5)
 
     # --- the pump -------------------------------------------------------------------------
     def _send(self, index: int) -> None:
@@ -123,7 +117,7 @@ class SampleStream:
 
     def _pump(self) -> None:
         try:
-            while self.running:
+            while True:  # for the coordinator's life: the run's teardown kills it
                 with self.cond:
                     now = time.monotonic()
                     for index in [i for i, at in self.retry_at.items() if at <= now]:

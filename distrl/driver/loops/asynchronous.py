@@ -24,19 +24,15 @@ log = get_logger("driver")
 class AsyncLoop(TrainingLoop):
     def begin(self, new_run: bool) -> None:
         # A new run's workers hold the learner's initial weights: they start sampling while the learners start.
-        self.started = new_run
+        self.stream_started = new_run
         self.answering = set(self.actors.started)  # workers that answer now (as the driver last heard)
         self.below_min_since: float | None = None
         if new_run:
             self._start_stream([None])
 
     def _start_stream(self, weights: list) -> None:
-        ray.get(self.actors.coordinator.start_stream.remote(weights, self._plans(), self.bounds.sample_s(),
+        ray.get(self.actors.coordinator.start_stream.remote(weights, self.worker_plans(), self.bounds.sample_s(),
                                                             self._batches_per_update(), self.actors.started))  # fmt: skip
-
-    def _plans(self) -> list | None:
-        plans = [plan for plan in (o.worker_plan() for o in self.observers) if plan is not None]
-        return plans[:1] or None
 
     def _batches_per_update(self) -> int:
         return self.config.update_size // (self.config.env.num_envs_per_worker * self.config.rollout.rollout_length)
@@ -95,7 +91,7 @@ class AsyncLoop(TrainingLoop):
         for observer in self.observers:
             observer.start(weights_ref)
         version = ray.get(self.actors.learners[0].policy_version.remote())
-        if not self.started:  # a resumed run: the workers start on the learner's restored weights
+        if not self.stream_started:  # a resumed run: the workers start on the learner's restored weights
             self._start_stream([weights_ref])
         lag = cfg.rollout.max_policy_lag
         samples = self._gather(version - lag)
@@ -114,7 +110,7 @@ class AsyncLoop(TrainingLoop):
             version = learner_metrics["learner_version"]  # unchanged when every batch was lost with its node
             weights_ref = update[1]
             self.driver.snapshots.offer(update[2])
-            self.actors.coordinator.set_stream_weights.remote([weights_ref], self._plans(), self.bounds.sample_s())
+            self.actors.coordinator.set_stream_weights.remote([weights_ref], self.worker_plans(), self.bounds.sample_s())
             # Taken now, not while the update ran: the batches sampled during it (policy lag 1 at the next update)
             # are in the queue already, and the ones after them act with the weights just made.
             samples = self._gather(version - lag)

@@ -102,8 +102,12 @@ class TrainingLoop(ABC):
 
         ``weights_ref`` None: with the weights the workers hold (a new run's first batch).
         """
+        return self.actors.coordinator.sample.remote([weights_ref], self.worker_plans())
+
+    def worker_plans(self) -> list | None:
+        """``[plan]`` of the observer that sends workers one (a league's matchmaking), or None."""
         plans = [plan for plan in (o.worker_plan() for o in self.observers) if plan is not None]
-        return self.actors.coordinator.sample.remote([weights_ref], plans[:1] or None)
+        return plans[:1] or None
 
     # --- the learners' update -------------------------------------------------------------
     def launch_update(self, samples: list) -> tuple:
