@@ -140,7 +140,7 @@ def measure(config, seconds: float = 0.5) -> dict:
         latency[row["name"]] = {"available": True, "batch": len(example[0]), **_percentiles(times), "check": check}
 
     sample = worker.sample()
-    learner = Learner(config, worker.envs.single_observation_space, worker.envs.single_action_space)
+    learner = Learner(config, worker.model_obs_space, worker.envs.single_action_space)
     learner.update(sample)
     start = time.perf_counter()
     learner.update(sample)

@@ -101,7 +101,7 @@ CASES = {
     # --- trust: an env factory named by a file someone sent is never imported -----------------------------------
     "factory in a config": Case("train {evilcfg} --run-dir {tmp}/new", 2, ("env.id='os:system' (from config", "--trust-env os:system"), absent=("{marker}", "{tmp}/new")),
     "factory in a config, diagnose": Case("diagnose {evilcfg} --quick", 2, ("env.id='os:system' (from config",), absent=("{marker}",)),
-    "factory in a checkpoint, eval": Case("eval {evil}", 2, ("env.id='os:system' (from checkpoint", "--env os:system"), untouched=("{evil}",), absent=("{marker}",)),
+    "factory in a checkpoint, eval": Case("eval {evil}", 2, ("env.id='os:system' (from checkpoint", "--trust-env os:system"), untouched=("{evil}",), absent=("{marker}",)),
     "factory in a checkpoint, export": Case("export {evil} {tmp}/p.onnx", 2, ("env.id='os:system' (from checkpoint",), absent=("{marker}", "{tmp}/p.onnx")),
     "factory in a run dir, resume": Case("train --resume {evilrun}", 2, ("env.id='os:system' (from config",), absent=("{marker}",)),
     "checkpoint env replaced by --env": Case("eval {evil} --env CartPole-v1 --episodes 2", 0, ("2 episodes: return mean",), absent=("{marker}",)),

@@ -6,10 +6,13 @@ import numpy as np
 
 
 class RunningMeanStd:
-    def __init__(self, shape: tuple[int, ...], count: float = 0.0, mean=None, var=None):
+    def __init__(self, shape: tuple[int, ...], count: float = 0.0, mean=None, var=None, skip=None):
+        """``skip``: a bool mask of ``shape``, True on the elements ``normalize`` passes through unchanged (the pixels
+        of a Dict observation's image parts, which the CNN scales itself)."""
         self.count = float(count)
         self.mean = np.zeros(shape, np.float64) if mean is None else np.asarray(mean, np.float64)
         self.var = np.ones(shape, np.float64) if var is None else np.asarray(var, np.float64)
+        self.skip = None if skip is None else np.asarray(skip, bool)
 
     @staticmethod
     def batch_stats(x: np.ndarray, feature_dims: int) -> tuple[float, np.ndarray, np.ndarray]:
@@ -28,12 +31,17 @@ class RunningMeanStd:
         self.count = total
 
     def normalize(self, x: np.ndarray, clip: float) -> np.ndarray:
-        out = (x - self.mean) / np.sqrt(self.var + 1e-8)
-        return np.clip(out, -clip, clip).astype(np.float32)
+        out = np.clip((x - self.mean) / np.sqrt(self.var + 1e-8), -clip, clip)
+        if self.skip is not None:
+            out = np.where(self.skip, x, out)
+        return out.astype(np.float32)
 
     def state(self) -> dict:
-        return {"count": self.count, "mean": self.mean.copy(), "var": self.var.copy()}
+        state = {"count": self.count, "mean": self.mean.copy(), "var": self.var.copy()}
+        if self.skip is not None:
+            state["skip"] = self.skip.copy()
+        return state
 
     @classmethod
     def from_state(cls, state: dict) -> RunningMeanStd:
-        return cls(np.shape(state["mean"]), state["count"], state["mean"], state["var"])
+        return cls(np.shape(state["mean"]), state["count"], state["mean"], state["var"], state.get("skip"))

@@ -33,7 +33,10 @@ _Loader.add_implicit_resolver(
 
 
 def parse_value(text: str) -> Any:
-    """Read an override value the way YAML would (numbers, booleans, null, lists)."""
+    """Read an override value the way YAML would (numbers, booleans, null, lists); Python's ``none``/``None`` is null
+    too (YAML's own spellings are ``null``, ``~`` and nothing)."""
+    if text.strip() in ("none", "None"):
+        return None
     try:
         return yaml.load(text, Loader=_Loader)
     except yaml.YAMLError:

@@ -29,11 +29,19 @@ class EnvConfig(Section):
     id: str = Field("CartPole-v1", description="gymnasium id, or 'package.module:factory' returning a gymnasium.Env")
     kwargs: dict[str, Any] = Field(default_factory=dict, description="keyword arguments for the env constructor")
     num_envs_per_worker: PositiveInt = Field(64, description="copies of the env in each worker's vector env")
-    vectorization: Literal["native", "sync", "async"] = Field(
-        "native", description="native: the env's own vector_entry_point; sync: in-process loop; async: subprocesses"
+    vectorization: Literal["auto", "native", "sync", "async"] = Field(
+        "auto", description="auto: native where the env has its own vector env and nothing rules it out (an env "
+        "factory, action_repeat > 1), else sync (said at start-up); native: the env's own vector_entry_point; sync: "
+        "an in-process loop; async: subprocesses",
     )
     action_repeat: PositiveInt = Field(1, description="repeat each action this many env steps, summing rewards")
-    normalize_obs: bool = Field(False, description="running mean/std observation normalisation")
+    normalize_obs: bool = Field(False, description="running mean/std observation normalisation (the workers' "
+                                "statistics merged by the learner, kept in checkpoints, baked into exports)")
+    normalize_reward: bool = Field(
+        False, description="divide rewards by the running standard deviation of each env's discounted return "
+        "(gamma: ppo.gamma), as SB3's VecNormalize and CleanRL's NormalizeReward do for MuJoCo; the workers' statistics "
+        "merged by the learner and kept in checkpoints; episode returns stay the env's own. ppo.reward_clip clips after",
+    )
     max_consecutive_errors: PositiveInt = Field(
         3, description="an env copy whose step raises this many times in a row stops the run"
     )
@@ -418,12 +426,13 @@ class Config(Section):
             )
         if self.env.action_repeat > 1 and self.env.vectorization == "native":
             problems.append(
-                f"env.action_repeat={self.env.action_repeat}: needs env.vectorization sync or async "
+                f"env.action_repeat={self.env.action_repeat}: needs env.vectorization auto, sync or async "
                 "(a native vector env autoresets between repeats)"
             )
         if ":" in self.env.id and self.env.vectorization == "native":
             problems.append(
-                f"env.vectorization=native: an env factory ('{self.env.id}') has no native vector env; use sync or async"
+                f"env.vectorization=native: an env factory ('{self.env.id}') has no native vector env; use auto, sync "
+                "or async"
             )
         if self.model.type == "attention":
             if self.model.d_model % self.model.heads:

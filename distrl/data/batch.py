@@ -11,6 +11,17 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 
+def policy_obs_dtype(space_dtype) -> type:
+    """The dtype a policy takes observations in: uint8 frames as they are (the CNN scales them), anything else
+    (MuJoCo's float64, integer grids, bools) as float32, the dtype every backend's graph is built for."""
+    return np.uint8 if np.dtype(space_dtype) == np.uint8 else np.float32
+
+
+def policy_observation(obs: np.ndarray) -> np.ndarray:
+    """``obs`` in the policy's dtype (``policy_obs_dtype``), copied only when the dtype changes."""
+    return np.asarray(obs, dtype=policy_obs_dtype(np.asarray(obs).dtype))
+
+
 @dataclass
 class Batch:
     obs: np.ndarray  # [T+1, N, *obs_shape] as the policy saw them (row T: for the bootstrap value)
@@ -32,7 +43,7 @@ class Batch:
               lstm: tuple[int, int] | None = None, window: int = 0, num_actions: int = 0) -> Batch:  # fmt: skip
         """Uninitialised arrays for ``steps`` steps; ``lstm`` = ``(seq_len, hidden size)`` for recurrent models,
         ``window`` the attention window (0: none), ``num_actions`` the width of action masks (0: no masks)."""
-        obs_dtype = np.uint8 if obs_space.dtype == np.uint8 else np.float32
+        obs_dtype = policy_obs_dtype(obs_space.dtype)
         step = lambda dtype: np.empty((steps, num_envs), dtype=dtype)  # noqa: E731
         batch = cls(
             obs=np.empty((steps + 1, num_envs, *obs_space.shape), dtype=obs_dtype),

@@ -40,6 +40,7 @@ class SampleInfo:
     env_nonfinite: int = 0  # steps whose observation or reward was NaN or inf (reset and masked)
     env_nonfinite_messages: list[str] = field(default_factory=list)
     league_results: list[dict] = field(default_factory=list)  # a league run: games finished in this batch
+    return_stats: tuple | None = None  # (count, mean, var) of each env's discounted return, with env.normalize_reward
 
 
 @dataclass

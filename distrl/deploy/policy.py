@@ -10,7 +10,9 @@ import torch
 
 from distrl.common.checkpoint import CheckpointError, load_checkpoint
 from distrl.common.running_mean_std import RunningMeanStd
+from distrl.common.spaces import flatten_batch, is_structured
 from distrl.config import Config, checkpoint_config
+from distrl.data.batch import policy_observation
 from distrl.data.window import shifted
 from distrl.envs import check_env_trust, probe_run_spaces
 from distrl.models import ActorCritic, build_model
@@ -29,7 +31,8 @@ def policy_from_checkpoint(path: str | Path, env_id: str | None = None, trusted_
     if env_id is not None:  # the checkpoint's env kwargs belonged to its own env: not carried over
         config = config.model_copy(update={"env": config.env.model_copy(update={"id": env_id, "kwargs": {}})})
         trusted_envs = [*trusted_envs, env_id]
-    check_env_trust(config.env.id, trusted_envs, f"checkpoint {str(path)!r}", flag="--env")
+    # --trust-env keeps the checkpoint's env.kwargs; --env ID would build ID without them.
+    check_env_trust(config.env.id, trusted_envs, f"checkpoint {str(path)!r}")
     try:
         obs_space, action_space = probe_run_spaces(config)  # a league run's policy: one seat of its game
         model = build_model(obs_space, action_space, config.model)
@@ -54,6 +57,7 @@ class Policy:
         self.obs_rms = obs_rms
         self.observation_space = observation_space
         self.action_space = action_space
+        self._takes_dicts = is_structured(observation_space)  # a Dict or Tuple: given by parts, or flattened
         self._rng = np.random.default_rng()
 
     @classmethod
@@ -67,7 +71,7 @@ class Policy:
     def initial_state(self, batch: int) -> tuple[np.ndarray, np.ndarray] | np.ndarray | None:
         """The LSTM's ``(h, c)``, an attention model's window ``[batch, W, *obs]`` of zeros, or None."""
         if self.model.window:
-            return np.zeros((batch, self.model.window, *self.observation_space.shape), dtype=np.float32)
+            return np.zeros((batch, self.model.window, *self.model.input_space.shape), dtype=np.float32)
         if not self.is_recurrent:
             return None
         return tuple(np.asarray(t) for t in self.model.initial_state(batch))
@@ -76,25 +80,41 @@ class Policy:
         """Seed the sampling of stochastic actions."""
         self._rng = np.random.default_rng(seed)
 
-    def predict(self, observation, state=None, episode_start=None, deterministic: bool = True, action_mask=None):
+    def predict(self, observation, state=None, episode_start=None, deterministic: bool = True, action_mask=None,
+                action_masks=None):  # fmt: skip
         """Actions for ``observation`` (one, or a batch along axis 0) -> ``(actions, state)``.
 
         ``state``: the LSTM state (an attention model's window of recent observations) from the previous call
         (None: a fresh one); ``episode_start``: a bool per observation, True where an episode began, which resets
         that row's state. Feed-forward policies return state None. ``action_mask``: the legal actions (a board
-        game's ``action_mask``, one row per observation); an illegal one is never chosen. A league run's policy
-        plays one seat: give it that seat's observation.
+        game's ``action_mask``, one row per observation); an illegal one is never chosen. ``action_masks`` is the
+        same under sb3-contrib's MaskablePPO name, and a PettingZoo observation dict ``{"observation": ...,
+        "action_mask": ...}`` gives both at once. A league run's policy plays one seat: give it that seat's
+        observation. Observations of any dtype are taken (MuJoCo's float64 included) and cast as the workers cast them.
         """
-        obs = np.asarray(observation)
-        single = obs.shape == self.observation_space.shape
-        if single:
-            obs = obs[None]
-        if obs.shape[1:] != self.observation_space.shape:
-            raise ValueError(f"observation shape {tuple(np.asarray(observation).shape)}: expected "
-                             f"{self.observation_space.shape} or a batch of them")  # fmt: skip
+        if action_masks is not None:
+            if action_mask is not None:
+                raise ValueError("predict: give action_mask or action_masks (its sb3-contrib name), not both")
+            action_mask = action_masks
+        if isinstance(observation, dict) and "observation" in observation and "action_mask" in observation \
+                and not self._takes_dicts:  # PettingZoo's classic games: the mask rides in the observation
+            if action_mask is None:
+                action_mask = observation["action_mask"]
+            observation = observation["observation"]
+        if self._takes_dicts and isinstance(observation, (dict, tuple, list)):  # by parts: flattened as the env copies are
+            obs, single = flatten_batch(self.observation_space, observation)
+        else:  # a Box observation, or a Dict's flattening (what distrl's own vector envs return)
+            obs = np.asarray(observation)
+            shape = self.model.input_space.shape
+            single = obs.shape == shape
+            if single:
+                obs = obs[None]
+            if obs.shape[1:] != shape:
+                raise ValueError(f"observation shape {tuple(np.asarray(observation).shape)}: expected {shape} or a batch "
+                                 "of them")  # fmt: skip
         if self.obs_rms is not None:
             obs = self.obs_rms.normalize(obs, self.config.env.obs_clip)
-        obs = obs if obs.dtype == np.uint8 else obs.astype(np.float32)
+        obs = policy_observation(obs)
         with torch.inference_mode():
             if self.is_recurrent:
                 h, c = state if state is not None else self.initial_state(len(obs))
@@ -117,6 +137,8 @@ class Policy:
         actions = dist.greedy_numpy(pd, mask) if deterministic else dist.sample_numpy(pd, self._rng, mask)[0]
         if dist.kind == "gaussian":
             actions = np.clip(actions, self.action_space.low, self.action_space.high)
+        elif dist.kind == "multi_categorical":
+            actions = actions + self.action_space.start
         return (actions[0] if single else actions), state
 
     __call__ = predict

@@ -135,6 +135,7 @@ class Driver:
 
         model = build_model(obs_space, action_space, self.config.model).eval()
         n = self.config.env.num_envs_per_worker
+        obs_space = model.input_space  # a Dict or Tuple reaches the policy flattened
         obs = np.stack([obs_space.sample() for _ in range(n * max(1, model.window))])
         if obs.dtype != np.uint8:
             obs = obs.astype(np.float32)

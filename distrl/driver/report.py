@@ -12,6 +12,7 @@ from distrl.config import Config
 from distrl.data.messages import SampleInfo
 from distrl.driver.connection import RayTarget
 from distrl.driver.run_state import RunState
+from distrl.envs import resolve_vectorization
 
 
 def backends_in_use(names: list[str]) -> str:
@@ -62,9 +63,14 @@ def print_start(say, config: Config, run_dir: str, joined: RayTarget, actors, re
     cfg = config
     say(f"distrl run {run_dir}" + (f", mirrored to {storage}" if storage else ""))
     say(f"  ray      {joined.describe()}")
+    vectorization = cfg.env.vectorization
+    if vectorization == "auto" and cfg.league is None:  # said once, here: what auto chose and why
+        mode, why = resolve_vectorization(cfg.env)
+        vectorization = f"{mode}, chosen by auto" + (f": {why}" if why else "")
+    normalized = [name for name, on in (("obs", cfg.env.normalize_obs), ("reward", cfg.env.normalize_reward)) if on]
     say(
         f"  env      {cfg.env.id}: {cfg.rollout.describe_workers()} workers x {cfg.env.num_envs_per_worker} envs "
-        f"({cfg.env.vectorization}), action_repeat {cfg.env.action_repeat}, normalize_obs {cfg.env.normalize_obs}"
+        f"({vectorization}), action_repeat {cfg.env.action_repeat}, normalize {' + '.join(normalized) or 'off'}"
     )
     lstm = f", lstm {cfg.model.lstm_size}" if cfg.model.lstm_size else ""
     say(f"  model    {cfg.model.type} {cfg.model.hidden} {cfg.model.activation}, shared_trunk {cfg.model.shared_trunk}{lstm}")

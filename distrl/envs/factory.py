@@ -12,11 +12,13 @@ import importlib
 import sys
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 
 import gymnasium as gym
 from gymnasium.vector import AutoresetMode
 
 from distrl.common.errors import EnvSpecError, describe_error
+from distrl.common.spaces import is_structured
 from distrl.config.schema import EnvConfig
 from distrl.envs.guard import GuardedEnv, GuardedVectorEnv
 from distrl.envs.wrappers import ActionRepeat
@@ -26,18 +28,37 @@ def _is_atari(env_id: str) -> bool:
     return env_id.startswith("ALE/")
 
 
+def _import_env_module(env_id: str, module_name: str):
+    """Import the module of a ``module:name`` id. A module in the current directory imports as it would for
+    ``python script.py`` there: the directory is added to the end of ``sys.path`` (after everything installed, so
+    it shadows nothing), in this process and, through Ray's copy of the driver's path, in its workers."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        top = module_name.partition(".")[0]
+        here = Path.cwd()
+        in_cwd = (here / f"{top}.py").is_file() or (here / top / "__init__.py").is_file()
+        if exc.name != top or not in_cwd or str(here) in sys.path:
+            raise EnvSpecError(f"env.id={env_id!r}: cannot import module {module_name!r} ({exc})") from None
+        sys.path.append(str(here))
+        return _import_env_module(env_id, module_name)
+    except ImportError as exc:
+        raise EnvSpecError(f"env.id={env_id!r}: cannot import module {module_name!r} ({exc})") from None
+
+
 def resolve_env_id(env_id: str) -> str | Callable[..., gym.Env]:
-    """A registered gymnasium id, or the callable behind 'package.module:factory'."""
+    """A registered gymnasium id; the callable behind 'package.module:factory'; or, for gymnasium's own
+    'module:EnvName-v0' form, the id that importing the module registered."""
     if ":" in env_id:
         module_name, _, attr = env_id.partition(":")
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as exc:
-            raise EnvSpecError(f"env.id={env_id!r}: cannot import module {module_name!r} ({exc})") from None
+        module = _import_env_module(env_id, module_name)
         factory = getattr(module, attr, None)
-        if not callable(factory):
-            raise EnvSpecError(f"env.id={env_id!r}: module {module_name!r} has no callable {attr!r}")
-        return factory
+        if callable(factory):
+            return factory
+        if attr in gym.registry:  # gymnasium.make("module:EnvName-v0"): the import registered the id
+            return attr
+        raise EnvSpecError(f"env.id={env_id!r}: module {module_name!r} has no callable {attr!r}, and importing it "
+                           f"registered no gymnasium id {attr!r}")  # fmt: skip
     if _is_atari(env_id):
         import ale_py  # noqa: PLC0415  (optional dependency, registers ALE/ ids)
 
@@ -47,6 +68,22 @@ def resolve_env_id(env_id: str) -> str | Callable[..., gym.Env]:
     except gym.error.Error as exc:
         raise EnvSpecError(f"env.id={env_id!r}: not a registered gymnasium env ({exc})") from None
     return env_id
+
+
+def resolve_vectorization(cfg: EnvConfig) -> tuple[str, str | None]:
+    """The vector env a worker builds, and why when ``env.vectorization: auto`` chose ``sync``: ``native`` (the
+    env's own vector env, e.g. CartPole's or ale-py's) where the env has one and nothing rules it out, else
+    ``sync``."""
+    if cfg.vectorization != "auto":
+        return cfg.vectorization, None
+    target = resolve_env_id(cfg.id)
+    if callable(target):
+        return "sync", "an env factory has no native vector env"
+    if cfg.action_repeat > 1:
+        return "sync", f"env.action_repeat={cfg.action_repeat} repeats inside each env copy"
+    if gym.spec(target).vector_entry_point is None:
+        return "sync", f"{target} has no native vector env"
+    return "native", None
 
 
 def _single_env_thunk(target, kwargs: dict, action_repeat: int, atari: bool, max_errors: int) -> gym.Env:
@@ -64,7 +101,10 @@ def _single_env_thunk(target, kwargs: dict, action_repeat: int, atari: bool, max
         env = gym.make(target, **kwargs)
     if action_repeat > 1:
         env = ActionRepeat(env, action_repeat)
-    return GuardedEnv(env, max_errors)
+    structured = env.observation_space if is_structured(env.observation_space) else None
+    if structured is not None:  # one flat vector through the pipeline; the model reads the parts back (common/spaces.py)
+        env = gym.wrappers.FlattenObservation(env)
+    return GuardedEnv(env, max_errors, structured)
 
 
 def make_env(cfg: EnvConfig, **kwargs) -> gym.Env:
@@ -73,7 +113,7 @@ def make_env(cfg: EnvConfig, **kwargs) -> gym.Env:
     target = resolve_env_id(cfg.id)
     atari = _is_atari(cfg.id)
     # ale-py's vector env takes its own kwargs (reward_clipping, ...); the single Atari env is built with its defaults.
-    base = {} if atari and cfg.vectorization == "native" else dict(cfg.kwargs)
+    base = {} if atari and resolve_vectorization(cfg)[0] == "native" else dict(cfg.kwargs)
     return _single_env_thunk(target, {**base, **kwargs}, cfg.action_repeat, atari, cfg.max_consecutive_errors)
 
 
@@ -85,12 +125,15 @@ def make_vec_env(cfg: EnvConfig, num_threads: int | None = None) -> gym.vector.V
     An ``env.kwargs`` ``num_threads`` wins."""
     target = resolve_env_id(cfg.id)
     n = cfg.num_envs_per_worker
-    if cfg.vectorization == "native":
-        assert isinstance(target, str)
+    vectorization, _ = resolve_vectorization(cfg)
+    if vectorization == "native":
+        if callable(target):
+            raise EnvSpecError(f"env.vectorization=native: an env factory ('{cfg.id}') has no native vector env; use "
+                               "auto, sync or async")  # fmt: skip
         spec = gym.spec(target)
         if spec.vector_entry_point is None:
             raise EnvSpecError(
-                f"env.vectorization=native: {cfg.id} has no vector_entry_point; use env.vectorization sync or async"
+                f"env.vectorization=native: {cfg.id} has no vector_entry_point; use env.vectorization auto, sync or async"
             )
         kwargs = dict(cfg.kwargs)
         if _is_atari(cfg.id):
@@ -100,27 +143,34 @@ def make_vec_env(cfg: EnvConfig, num_threads: int | None = None) -> gym.vector.V
             if num_threads is not None:
                 kwargs.setdefault("num_threads", num_threads)
         envs = gym.make_vec(target, num_envs=n, vectorization_mode="vector_entry_point", **kwargs)
+        if is_structured(envs.single_observation_space):
+            envs.close()
+            raise EnvSpecError(f"env.vectorization=native: {cfg.id}'s {type(envs.single_observation_space).__name__} "
+                               "observations are flattened per env copy; use env.vectorization auto, sync or async")  # fmt: skip
         envs = GuardedVectorEnv(envs, cfg.max_consecutive_errors)
+        envs.structured_observation_space = None
     else:
         thunk = partial(
             _single_env_thunk, target, dict(cfg.kwargs), cfg.action_repeat, _is_atari(cfg.id), cfg.max_consecutive_errors
         )
-        vector_cls = gym.vector.SyncVectorEnv if cfg.vectorization == "sync" else gym.vector.AsyncVectorEnv
+        vector_cls = gym.vector.SyncVectorEnv if vectorization == "sync" else gym.vector.AsyncVectorEnv
         envs = vector_cls([thunk] * n, autoreset_mode=AutoresetMode.NEXT_STEP)
+        envs.structured_observation_space = envs.get_attr("structured_observation_space")[0]
     mode = envs.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
     if mode != AutoresetMode.NEXT_STEP:
         raise EnvSpecError(f"env.id={cfg.id!r}: vector env autoresets in {mode} mode; distrl needs NEXT_STEP")
     return envs
 
 
-SUPPORTED_SPACES = ("observations: a Box (vectors, or uint8 images [C, H, W]); actions: Discrete or a 1-d Box. "
-                    "A Dict of Box observations can be flattened by gymnasium.wrappers.FlattenObservation in an env "
-                    "factory; MultiDiscrete actions are not supported")
+SUPPORTED_SPACES = ("observations: a Box (vectors, or uint8 images [C, H, W]), or a Dict or Tuple of Box, Discrete, "
+                    "MultiBinary and MultiDiscrete parts (an encoder each); actions: Discrete, a 1-d MultiDiscrete or "
+                    "a 1-d Box")
 
 
 def probe_spaces(cfg: EnvConfig) -> tuple[gym.Space, gym.Space]:
     """Single observation and action spaces of the env a worker would build; EnvSpecError if distrl cannot train it."""
-    probe = cfg.model_copy(update={"num_envs_per_worker": 1, "vectorization": "sync" if cfg.vectorization == "async" else cfg.vectorization})
+    mode = resolve_vectorization(cfg)[0]
+    probe = cfg.model_copy(update={"num_envs_per_worker": 1, "vectorization": "sync" if mode == "async" else mode})
     problem = None
     hook, sys.unraisablehook = sys.unraisablehook, lambda *_: None  # a half-built env's __del__ may raise: not news
     try:
@@ -135,14 +185,45 @@ def probe_spaces(cfg: EnvConfig) -> tuple[gym.Space, gym.Space]:
     if problem is not None:
         raise EnvSpecError(problem)
     try:
-        obs_space, action_space = envs.single_observation_space, envs.single_action_space
+        obs_space = envs.structured_observation_space or envs.single_observation_space
+        action_space = envs.single_action_space
     finally:
         envs.close()
-    if not isinstance(obs_space, gym.spaces.Box):
+    if not _supported_observations(obs_space):
         raise EnvSpecError(f"env.id={cfg.id!r}: observation space {obs_space} is not supported ({SUPPORTED_SPACES})")
-    if not (isinstance(action_space, gym.spaces.Discrete) or (isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1)):
+    if not _supported_actions(action_space):
         raise EnvSpecError(f"env.id={cfg.id!r}: action space {action_space} is not supported ({SUPPORTED_SPACES})")
     return obs_space, action_space
+
+
+_PARTS = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiBinary, gym.spaces.MultiDiscrete)
+
+
+def _supported_observations(space: gym.Space) -> bool:
+    if isinstance(space, gym.spaces.Box):
+        return True
+    if isinstance(space, gym.spaces.Dict):
+        return len(space.spaces) > 0 and all(_supported_part(s) for s in space.spaces.values())
+    if isinstance(space, gym.spaces.Tuple):
+        return len(space.spaces) > 0 and all(_supported_part(s) for s in space.spaces)
+    return False
+
+
+def _supported_part(space: gym.Space) -> bool:
+    """A part gymnasium flattens to a fixed-size vector (nested Dicts and Tuples of such parts too)."""
+    if isinstance(space, gym.spaces.Dict):
+        return all(_supported_part(s) for s in space.spaces.values())
+    if isinstance(space, gym.spaces.Tuple):
+        return all(_supported_part(s) for s in space.spaces)
+    return isinstance(space, _PARTS)
+
+
+def _supported_actions(space: gym.Space) -> bool:
+    if isinstance(space, gym.spaces.Discrete):
+        return True
+    if isinstance(space, (gym.spaces.Box, gym.spaces.MultiDiscrete)):
+        return len(space.shape) == 1
+    return False
 
 
 def probe_run(config) -> tuple[gym.Space, gym.Space]:

@@ -62,9 +62,12 @@ class _NonFinite(Exception):
 
 
 class GuardedEnv(gym.Wrapper):
-    def __init__(self, env: gym.Env, max_consecutive_errors: int):
+    def __init__(self, env: gym.Env, max_consecutive_errors: int, structured_observation_space: gym.Space | None = None):
         super().__init__(env)
         self.errors = _ErrorBudget(max_consecutive_errors, "env step")
+        # A Dict or Tuple space flattened below this guard (the model's encoders read it); None for any other. Always
+        # set, so a vector env's get_attr finds it on every copy.
+        self.structured_observation_space = structured_observation_space
 
     def step(self, action):
         try:

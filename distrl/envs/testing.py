@@ -170,3 +170,48 @@ def _worker_index() -> int | None:
     if not name or "-worker-" not in name:
         return None
     return int(name.rsplit("-worker-", 1)[1])
+
+
+class _ImageAndVector(gym.ObservationWrapper):
+    """CartPole whose pole angle is seen only in a small image: ``{"image": uint8 [1, 16, 16], "state": [cart
+    position, cart velocity, pole angular velocity]}``. The image is one lit column whose place follows the angle, so
+    a policy balances the pole only if its CNN reads the image and its MLP the vector."""
+
+    SIZE = 16
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        high = env.observation_space.high
+        self.observation_space = gym.spaces.Dict({
+            "image": gym.spaces.Box(0, 255, (1, self.SIZE, self.SIZE), np.uint8),
+            "state": gym.spaces.Box(-high[[0, 1, 3]], high[[0, 1, 3]], dtype=np.float32),
+        })  # fmt: skip
+        self.limit = float(env.unwrapped.theta_threshold_radians)
+
+    def observation(self, observation):
+        image = np.zeros((1, self.SIZE, self.SIZE), np.uint8)
+        column = int(np.clip((observation[2] / self.limit + 1.0) * self.SIZE / 2, 0, self.SIZE - 1))
+        image[0, :, column] = 255
+        return {"image": image, "state": observation[[0, 1, 3]].astype(np.float32)}
+
+
+def image_cartpole(**kwargs) -> gym.Env:
+    """CartPole-v1 seen through a Dict of an image and a vector (``_ImageAndVector``)."""
+    return _ImageAndVector(gym.make("CartPole-v1", **kwargs))
+
+
+class _TupleObservations(gym.ObservationWrapper):
+    """CartPole whose observation is a Tuple: (the cart's Box, the pole's Box, a Discrete side the pole leans to)."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        low, high = env.observation_space.low, env.observation_space.high
+        self.observation_space = gym.spaces.Tuple((gym.spaces.Box(low[:2], high[:2]), gym.spaces.Box(low[2:], high[2:]),
+                                                   gym.spaces.Discrete(2)))  # fmt: skip
+
+    def observation(self, observation):
+        return observation[:2], observation[2:], int(observation[2] > 0)
+
+
+def tuple_obs_cartpole(**kwargs) -> gym.Env:
+    return _TupleObservations(gym.make("CartPole-v1", **kwargs))

@@ -22,6 +22,10 @@ SHIPPED_FACTORIES = frozenset({
     "distrl.envs.testing:nan_reward_cartpole",
     "distrl.envs.testing:dict_action_cartpole",
     "distrl.envs.testing:sleepy_cartpole",
+    "distrl.envs.testing:dict_obs_cartpole",
+    "distrl.envs.testing:image_cartpole",
+    "distrl.envs.testing:tuple_obs_cartpole",
+    "distrl.envs.testing:multidiscrete_cartpole",
 })  # fmt: skip
 
 
@@ -35,5 +39,5 @@ def check_env_trust(env_id: str, named: Collection[str], source: str, flag: str 
         return
     raise EnvSpecError(
         f"env.id={env_id!r} (from {source}): an env factory is code, and distrl imports code only when you name "
-        f"it; if you trust it, add {flag} {env_id}"
+        f"it; if you trust it, add {flag} {env_id} (in Python: trusted_envs=[{env_id!r}])"
     )

@@ -26,6 +26,7 @@ from torch import nn
 from distrl.algo import build_algorithm
 from distrl.common.errors import describe_error
 from distrl.common.running_mean_std import RunningMeanStd
+from distrl.common.spaces import image_part_mask
 from distrl.compile.dynamo_stats import dynamo_counts
 from distrl.config.schema import Config
 from distrl.data.batch import Batch
@@ -52,6 +53,11 @@ class _TrainForward(nn.Module):
         if starts is None:
             return self.model(obs)
         return self.model.forward_sequence(obs, h, c, starts)
+
+
+def _rms_tensors(rms: RunningMeanStd | None) -> dict | None:
+    """A running statistic's state as tensors (a checkpoint holds tensors and plain types only)."""
+    return None if rms is None else {k: torch.as_tensor(v) for k, v in rms.state().items()}
 
 
 def resolve_device(requested: str, assigned_gpus: list | None, num_gpus: float, cuda_available: bool) -> torch.device:
@@ -116,7 +122,10 @@ class Learner:
         self._warned_uneven = False
         self.step_check: StepCheck | None = None  # the device step's first update against the loop's (step_check.py)
         self.generator = torch.Generator().manual_seed(config.seed + rank)
-        self.obs_rms = RunningMeanStd(obs_space.shape) if config.env.normalize_obs else None
+        self.obs_rms = None
+        if config.env.normalize_obs:  # a Dict observation's image parts are left to the CNN (common/spaces.py)
+            self.obs_rms = RunningMeanStd(self.model.input_space.shape, skip=image_part_mask(obs_space))
+        self.return_rms = RunningMeanStd(()) if config.env.normalize_reward else None  # of discounted returns
         self.version = 0
         self.trained_env_steps = 0
         self.skipped_updates = 0
@@ -206,6 +215,7 @@ class Learner:
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "obs_norm": obs_norm,
+            "return_norm": _rms_tensors(self.return_rms),
             "generator": self.generator.get_state(),
             "torch_rng": torch.get_rng_state(),
             "version": self.version,
@@ -222,6 +232,8 @@ class Learner:
             group["lr"] = torch.tensor(float(group["lr"]), device=self.device) if isinstance(lr, torch.Tensor) else float(group["lr"])
         if self.obs_rms is not None and state.get("obs_norm") is not None:
             self.obs_rms = RunningMeanStd.from_state({k: v.numpy() for k, v in state["obs_norm"].items()})
+        if self.return_rms is not None and state.get("return_norm") is not None:
+            self.return_rms = RunningMeanStd.from_state({k: v.numpy() for k, v in state["return_norm"].items()})
         self.generator.set_state(state["generator"])
         torch.set_rng_state(state["torch_rng"])
         self.version = int(state["version"])
@@ -283,6 +295,12 @@ class Learner:
                 if info.obs_stats is not None:
                     self.obs_rms.merge(*info.obs_stats)
         data = self._to_tensors(Batch.concat(shards))
+        if self.return_rms is not None:
+            for info in infos:  # as the observation statistics: every rank merges every worker's
+                if info.return_stats is not None:
+                    self.return_rms.merge(*info.return_stats)
+            # SB3's VecNormalize: rewards / sqrt(var + eps) of the discounted return, not centred.
+            data["rewards"] = data["rewards"] / float(np.sqrt(self.return_rms.var + 1e-8))
         seq_len = self.config.ppo.seq_len if self.model.is_recurrent else None
         zeros = torch.zeros_like(data["rewards"])
         current_log_probs = lambda: self._current_log_probs(  # noqa: E731

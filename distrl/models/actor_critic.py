@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from distrl.common.spaces import ObsPart, flat_observation_space, is_structured, obs_layout
 from distrl.config.schema import ModelConfig
 from distrl.models.distributions import ActionDist
 
@@ -65,7 +66,65 @@ class NatureCNNEncoder(nn.Module):
         return self.fc(self.conv(obs.to(self.fc[0].weight.dtype) * (1.0 / 255.0)))
 
 
-def _encoder(obs_space: gym.spaces.Box, cfg: ModelConfig) -> nn.Module:
+class SmallCNNEncoder(nn.Module):
+    """Two 3x3 convolutions (stride 2, then 1) for images smaller than the Nature-CNN takes (< 36 x 36)."""
+
+    def __init__(self, obs_shape: tuple[int, ...], hidden: list[int], activation: str):
+        super().__init__()
+        self.conv = nn.Sequential(
+            _init(nn.Conv2d(obs_shape[0], 16, 3, stride=2), math.sqrt(2)), nn.ReLU(),
+            _init(nn.Conv2d(16, 32, 3, stride=1), math.sqrt(2)), nn.ReLU(),
+            nn.Flatten(),
+        )  # fmt: skip
+        with torch.no_grad():
+            flat = self.conv(torch.zeros(1, *obs_shape)).shape[1]
+        self.fc = nn.Sequential(_init(nn.Linear(flat, hidden[-1]), math.sqrt(2)), _ACTIVATIONS[activation]())
+        self.out_dim = hidden[-1]
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.conv(obs.to(self.fc[0].weight.dtype) * (1.0 / 255.0)))
+
+
+def _image_encoder(shape: tuple[int, ...], cfg: ModelConfig) -> nn.Module:
+    """The Nature-CNN where the image is large enough (>= 36 x 36), else a small CNN."""
+    if min(shape[1:]) >= 36:
+        return NatureCNNEncoder(shape, cfg.hidden, cfg.activation)
+    return SmallCNNEncoder(shape, cfg.hidden, cfg.activation)
+
+
+class StructuredEncoder(nn.Module):
+    """An encoder per part of a Dict or Tuple observation, their features concatenated (SB3's CombinedExtractor,
+    with an MLP per vector part). The input is gymnasium's flattening of the observation ``[B, flatdim]``
+    (``distrl/common/spaces.py``): each part is sliced out by its offset, images reshaped (channels first)."""
+
+    def __init__(self, parts: list[ObsPart], cfg: ModelConfig):
+        super().__init__()
+        self.parts = [(p.offset, p.size, p.shape, p.image, p.channels_last) for p in parts]
+        encoders = []
+        for part in parts:
+            if part.image:
+                shape = (part.shape[2], part.shape[0], part.shape[1]) if part.channels_last else part.shape
+                encoders.append(_image_encoder(shape, cfg))
+            else:
+                encoders.append(MLPEncoder(part.size, cfg.hidden, cfg.activation))
+        self.encoders = nn.ModuleList(encoders)
+        self.out_dim = sum(e.out_dim for e in encoders)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        features = []
+        for (offset, size, shape, image, channels_last), encoder in zip(self.parts, self.encoders):
+            x = obs[:, offset : offset + size]
+            if image:  # every size a Python constant: the exported graph computes no shapes at run time
+                x = x.reshape(-1, *shape)
+                if channels_last:
+                    x = x.permute(0, 3, 1, 2)
+            features.append(encoder(x))
+        return torch.cat(features, dim=-1)
+
+
+def _encoder(obs_space: gym.Space, cfg: ModelConfig) -> nn.Module:
+    if is_structured(obs_space):
+        return StructuredEncoder(obs_layout(obs_space), cfg)
     if cfg.type == "attention":
         from distrl.models.attention import AttentionEncoder
 
@@ -85,6 +144,9 @@ class ActorCritic(nn.Module):
     def __init__(self, obs_space: gym.Space, action_space: gym.Space, cfg: ModelConfig):
         super().__init__()
         self.dist = ActionDist.for_space(action_space)
+        # What forward takes: the observation space itself, or a Dict's or Tuple's flattening (common/spaces.py).
+        self.observation_space = obs_space
+        self.input_space = flat_observation_space(obs_space)
         self.lstm_size = cfg.lstm_size
         # Attention over a window: forward takes [B, window, *obs] (rollout.window.ObservationWindow builds it).
         self.window = cfg.window if cfg.type == "attention" else 0

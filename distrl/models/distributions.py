@@ -1,7 +1,8 @@
 """Action distributions, kept outside the model graph so every compile backend sees the same graph.
 
-The model emits ``pd_params``: logits ``[B, n]`` for Discrete spaces, or the mean and log
-standard deviation concatenated ``[B, 2A]`` for Box spaces. Workers sample in numpy (one
+The model emits ``pd_params``: logits ``[B, n]`` for Discrete spaces, the logits of every component
+concatenated ``[B, sum(nvec)]`` for MultiDiscrete spaces (independent categoricals: log-probabilities
+and entropies add up), or the mean and log standard deviation concatenated ``[B, 2A]`` for Box spaces. Workers sample in numpy (one
 code path for every backend); the learner scores actions in torch.
 
 Action masks (``[B, n]`` bool, True = legal; the ``action_mask`` of board games) apply to
@@ -28,31 +29,57 @@ def masked_logits_numpy(logits: np.ndarray, mask: np.ndarray | None) -> np.ndarr
     return logits if mask is None else np.where(mask, logits, np.float32(MASKED_LOGIT))
 
 
+def _sample_categorical(logits: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Actions and log-probabilities from ``logits [B, n]`` (inverse CDF on unnormalised probabilities: fewer numpy
+    calls than Gumbel-max)."""
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    cdf = np.exp(shifted).cumsum(axis=-1)
+    total = cdf[:, -1]
+    # u in (0, 1]: an action of probability 0 can never be drawn.
+    u = (1.0 - rng.random(len(logits), dtype=np.float32)) * total
+    actions = (cdf < u[:, None]).sum(axis=-1)
+    return actions, shifted[np.arange(len(logits)), actions] - np.log(total)
+
+
 @dataclass(frozen=True)
 class ActionDist:
-    kind: str  # "categorical" | "gaussian"
-    action_dim: int  # number of actions (categorical) or action components (gaussian)
+    kind: str  # "categorical" | "multi_categorical" | "gaussian"
+    action_dim: int  # width of pd_params' action part: actions (categorical), sum(nvec), or action components
+    nvec: tuple[int, ...] = ()  # multi_categorical: each component's number of actions
 
     @staticmethod
     def for_space(space: gym.Space) -> ActionDist:
         if isinstance(space, gym.spaces.Discrete):
             return ActionDist("categorical", int(space.n))
+        if isinstance(space, gym.spaces.MultiDiscrete) and space.nvec.ndim == 1:
+            nvec = tuple(int(n) for n in space.nvec)
+            return ActionDist("multi_categorical", sum(nvec), nvec)
         if isinstance(space, gym.spaces.Box) and len(space.shape) == 1:
             return ActionDist("gaussian", int(space.shape[0]))
-        raise ValueError(f"action space {space} is not supported (Discrete or 1-d Box)")
+        raise ValueError(f"action space {space} is not supported (Discrete, 1-d MultiDiscrete or 1-d Box)")
 
     @property
     def action_shape(self) -> tuple[int, ...]:
-        return () if self.kind == "categorical" else (self.action_dim,)
+        return {"categorical": (), "multi_categorical": (len(self.nvec),)}.get(self.kind, (self.action_dim,))
 
     @property
     def action_dtype(self):
-        return np.int64 if self.kind == "categorical" else np.float32
+        return np.float32 if self.kind == "gaussian" else np.int64
 
     # --- torch, for the learner -------------------------------------------------------
     def log_prob_entropy(self, pd_params: torch.Tensor, actions: torch.Tensor,
                          mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
-        """Log-probability of ``actions`` and entropy, both ``[B]``; ``mask [B, n]`` (categorical): legal actions."""
+        """Log-probability of ``actions`` and entropy, both ``[B]``; ``mask [B, n]`` (categorical): legal actions
+        (multi_categorical: every component's, concatenated as sb3-contrib's MaskablePPO takes them)."""
+        if self.kind == "multi_categorical":
+            logps, entropies = [], []
+            masks = [None] * len(self.nvec) if mask is None else mask.split(self.nvec, dim=-1)
+            for i, (logits, part_mask) in enumerate(zip(pd_params.split(self.nvec, dim=-1), masks)):
+                logp, entropy = ActionDist("categorical", logits.shape[-1]).log_prob_entropy(logits, actions[..., i],
+                                                                                             part_mask)  # fmt: skip
+                logps.append(logp)
+                entropies.append(entropy)
+            return torch.stack(logps, -1).sum(-1), torch.stack(entropies, -1).sum(-1)
         if self.kind == "categorical":
             if mask is not None:
                 pd_params = pd_params.masked_fill(~mask.bool(), MASKED_LOGIT)
@@ -71,16 +98,14 @@ class ActionDist:
                      mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
         """Sample actions and their log-probabilities from ``pd_params [B, P]``; ``mask [B, n]``: legal actions."""
         if self.kind == "categorical":
-            pd_params = masked_logits_numpy(pd_params, mask)
-            # Inverse CDF on unnormalised probabilities: fewer numpy calls than Gumbel-max.
-            shifted = pd_params - pd_params.max(axis=-1, keepdims=True)
-            cdf = np.exp(shifted).cumsum(axis=-1)
-            total = cdf[:, -1]
-            # u in (0, 1]: an action of probability 0 can never be drawn.
-            u = (1.0 - rng.random(len(pd_params), dtype=np.float32)) * total
-            actions = (cdf < u[:, None]).sum(axis=-1)
-            logp = shifted[np.arange(len(pd_params)), actions] - np.log(total)
+            actions, logp = _sample_categorical(masked_logits_numpy(pd_params, mask), rng)
             return actions, logp.astype(np.float32)
+        if self.kind == "multi_categorical":
+            logits = masked_logits_numpy(pd_params, mask)
+            bounds = np.cumsum((0, *self.nvec))
+            drawn = [_sample_categorical(logits[:, a:b], rng) for a, b in zip(bounds[:-1], bounds[1:])]
+            actions = np.stack([a for a, _ in drawn], axis=-1)
+            return actions, np.sum([lp for _, lp in drawn], axis=0).astype(np.float32)
         mean, log_std = pd_params[:, : self.action_dim], pd_params[:, self.action_dim :]
         noise = rng.standard_normal(mean.shape, dtype=np.float32)
         actions = mean + np.exp(log_std) * noise
@@ -90,4 +115,7 @@ class ActionDist:
     def greedy_numpy(self, pd_params: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
         if self.kind == "categorical":
             return np.argmax(masked_logits_numpy(pd_params, mask), axis=-1)
+        if self.kind == "multi_categorical":
+            logits, bounds = masked_logits_numpy(pd_params, mask), np.cumsum((0, *self.nvec))
+            return np.stack([np.argmax(logits[:, a:b], axis=-1) for a, b in zip(bounds[:-1], bounds[1:])], axis=-1)
         return pd_params[:, : self.action_dim].astype(np.float32)

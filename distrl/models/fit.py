@@ -7,16 +7,33 @@ from __future__ import annotations
 
 import gymnasium as gym
 
+from distrl.common.spaces import is_structured, obs_layout
 from distrl.config.schema import ModelConfig
 
 # The Nature-CNN's convolutions: (kernel, stride), as in distrl/models/actor_critic.py.
 NATURE_CNN_CONVS = ((8, 4), (4, 2), (3, 1))
+SMALL_CNN_MIN = 7  # the small CNN of a Dict's image parts (3x3 stride 2, then 3x3): the smallest side it takes
 
 
 def action_space_problem(space: gym.Space) -> str | None:
-    if isinstance(space, gym.spaces.Discrete) or (isinstance(space, gym.spaces.Box) and len(space.shape) == 1):
+    if isinstance(space, gym.spaces.Discrete) or (isinstance(space, (gym.spaces.Box, gym.spaces.MultiDiscrete))
+                                                  and len(space.shape) == 1):  # fmt: skip
         return None
-    return f"action space {space} is not supported (Discrete or 1-d Box)"
+    return f"action space {space} is not supported (Discrete, 1-d MultiDiscrete or 1-d Box)"
+
+
+def _structured_problem(obs_space: gym.Space, cfg: ModelConfig) -> str | None:
+    """A Dict or Tuple observation: each part gets its own encoder, so the model is an MLP trunk over them."""
+    if cfg.type != "mlp":
+        return (f"model.type={cfg.type}: not with {type(obs_space).__name__} observations; use mlp (each part gets its "
+                "own encoder: a CNN for uint8 image parts, an MLP for the others)")  # fmt: skip
+    for part in obs_layout(obs_space):
+        if part.image:
+            height, width = (part.shape[0], part.shape[1]) if part.channels_last else part.shape[1:]
+            if min(height, width) < SMALL_CNN_MIN:
+                return (f"observation part {part.name!r}: image of shape {part.shape} is smaller than the "
+                        f"{SMALL_CNN_MIN} x {SMALL_CNN_MIN} pixels the CNN takes")  # fmt: skip
+    return None
 
 
 def check_model_fits(obs_space: gym.Space, action_space: gym.Space, cfg: ModelConfig) -> None:
@@ -24,6 +41,11 @@ def check_model_fits(obs_space: gym.Space, action_space: gym.Space, cfg: ModelCo
     problem = action_space_problem(action_space)
     if problem:
         raise ValueError(problem)
+    if is_structured(obs_space):
+        problem = _structured_problem(obs_space, cfg)
+        if problem:
+            raise ValueError(problem)
+        return
     if cfg.type == "attention":
         if cfg.window == 0 and len(obs_space.shape) != 2:
             raise ValueError(f"model.window=0: needs observations that are a sequence [tokens, features], got shape "

@@ -22,7 +22,7 @@ from distrl.compile.dynamo_stats import dynamo_counts
 from distrl.config.schema import Config
 from distrl.envs import make_run_vec_env
 from distrl.envs.episodes import EpisodeTracker
-from distrl.data.batch import Batch
+from distrl.data.batch import Batch, policy_observation
 from distrl.data.messages import SampleInfo, Weights
 from distrl.models import build_model
 from distrl.data.window import ObservationWindow
@@ -50,11 +50,15 @@ class RolloutWorker:
         # Built from the learner's seed, so the initial weights are the learner's version 0: a new run's
         # first batch can be sampled while the learner is still starting.
         torch.manual_seed(config.seed)
-        self.model = build_model(self.envs.single_observation_space, self.envs.single_action_space, config.model)
+        # The model reads a Dict or Tuple observation's parts from its flattening (distrl/common/spaces.py).
+        self.model_obs_space = getattr(self.envs, "structured_observation_space", None) or self.envs.single_observation_space
+        self.model = build_model(self.model_obs_space, self.envs.single_action_space, config.model)
         torch.manual_seed(seed)
         self.dist = self.model.dist
         self.policy_version = 0
         self.obs_rms: RunningMeanStd | None = None
+        # env.normalize_reward: each env's discounted return so far (SB3's VecNormalize.returns), carried across batches.
+        self.discounted_returns = np.zeros(self.num_envs, np.float64) if config.env.normalize_reward else None
         obs, reset_info = self.envs.reset(seed=seed)
         self.raw_obs = obs
         self.action_mask: np.ndarray | None = reset_info.get("action_mask")  # legal actions, for envs that report them
@@ -82,6 +86,8 @@ class RolloutWorker:
         self.episodes = EpisodeTracker(self.num_envs, config.env.action_repeat)
         low, high = getattr(self.envs.single_action_space, "low", None), getattr(self.envs.single_action_space, "high", None)
         self.action_bounds = (low, high) if self.dist.kind == "gaussian" else None
+        start = getattr(self.envs.single_action_space, "start", None)
+        self.action_start = start if self.dist.kind == "multi_categorical" and np.any(start) else None
 
     # --- the policy --------------------------------------------------------------------
     def _policy_inputs(self) -> tuple[np.ndarray, ...]:
@@ -96,7 +102,7 @@ class RolloutWorker:
     def _new_policy(self) -> CheckedPolicy:
         """Another policy of this model on this worker's backend, checked like its own (a league opponent's)."""
         cfg = self.config.rollout.compile
-        module = build_model(self.envs.single_observation_space, self.envs.single_action_space, self.config.model)
+        module = build_model(self.model_obs_space, self.envs.single_action_space, self.config.model)
         return CheckedPolicy(module, cfg.backend, self._policy_inputs(), cfg.mode, cfg.options, cfg.strict, self.artifacts)
 
     def ready(self) -> bool:
@@ -132,13 +138,19 @@ class RolloutWorker:
 
     # --- sampling --------------------------------------------------------------------
     def _observe(self, raw: np.ndarray) -> np.ndarray:
+        """The observation as the policy takes it: normalised, and in the policy's dtype (uint8 frames stay uint8;
+        MuJoCo's float64 and any other dtype become float32, which every backend's graph is built for)."""
         if self.config.env.normalize_obs and self.obs_rms is not None:
             return self.obs_rms.normalize(raw, self.config.env.obs_clip)
-        return raw
+        return policy_observation(raw)
 
     def _env_actions(self, actions: np.ndarray) -> np.ndarray:
+        """The env's actions: Gaussian samples clipped to the Box (the batch keeps them unclipped, so their
+        log-probabilities stay right), MultiDiscrete components shifted by the space's start."""
         if self.action_bounds is not None:
             return np.clip(actions, *self.action_bounds)
+        if self.action_start is not None:
+            return actions + self.action_start
         return actions
 
     def sample(self, weights: Weights | None = None, league: dict | None = None) -> tuple[SampleInfo, Batch]:
@@ -165,6 +177,7 @@ class RolloutWorker:
             batch.context[:] = self.window.context()
         obs_dtype = batch.obs.dtype
         raw_obs_seen = np.empty((steps + 1, n, *obs_space.shape), dtype=obs_dtype) if self.config.env.normalize_obs else None
+        returns_seen = np.zeros((steps, n), np.float64) if self.discounted_returns is not None else None
         env_errors, error_messages, env_nonfinite, nonfinite_messages = 0, [], 0, []
         no_error = np.zeros(n, dtype=bool)
         policy_s = env_s = 0.0
@@ -220,12 +233,16 @@ class RolloutWorker:
             batch.rewards[t], batch.terminated[t], batch.truncated[t] = reward, terminated, truncated
             batch.valid[t] = valid & ~reset
             self.next_is_start = ~valid  # the observation after a reset step starts an episode
+            if returns_seen is not None:
+                self._track_returns(t, reward, batch.valid[t], terminated | truncated | reset, returns_seen)
 
         episode_returns, episode_lengths = self.episodes.pop()
-        obs_stats = None
+        obs_stats = return_stats = None
         if raw_obs_seen is not None:
             feature_dims = len(obs_space.shape)
             obs_stats = RunningMeanStd.batch_stats(raw_obs_seen[:steps], feature_dims)
+        if returns_seen is not None:
+            return_stats = RunningMeanStd.batch_stats(returns_seen[batch.valid], 0)
         info = SampleInfo(
             worker_index=self.worker_index,
             incarnation=self.incarnation,
@@ -240,6 +257,7 @@ class RolloutWorker:
             env_s=env_s,
             finished_at=time.time(),
             obs_stats=obs_stats,
+            return_stats=return_stats,
             policy_backend=self.policy.backend,
             recompiles=dynamo_counts()["compiled_graphs"] - self.compile_counts["compiled_graphs"],
             graph_breaks=dynamo_counts()["graph_breaks"],
@@ -253,6 +271,16 @@ class RolloutWorker:
             info.league_results = self.league_env.pop_results()  # games finished in this batch, for the league's ratings
             info.weight_sync_checks += self.league_env.learned.checks
         return info, batch
+
+    def _track_returns(self, t: int, reward: np.ndarray, valid: np.ndarray, ended: np.ndarray, seen: np.ndarray) -> None:
+        """env.normalize_reward: add step ``t``'s reward to each env's discounted return (valid steps only: a reset
+        step's reward is no reward), record it for the statistics, and start again where an episode ended
+        (SB3's VecNormalize: ``returns = returns * gamma + reward``, zeroed at done)."""
+        gamma = self.config.ppo.gamma
+        reward = np.where(valid, np.nan_to_num(np.asarray(reward, np.float64), nan=0.0, posinf=0.0, neginf=0.0), 0.0)
+        self.discounted_returns = np.where(valid, self.discounted_returns * gamma + reward, self.discounted_returns)
+        seen[t] = self.discounted_returns
+        self.discounted_returns[ended] = 0.0
 
     def sample_shards(self, weights: Weights | None = None, num_shards: int = 1, league: dict | None = None) -> tuple:
         """``sample``, returned as ``(info, shard_0, ..., shard_{n-1})`` for ``num_shards`` learners.
