@@ -215,3 +215,19 @@ class _TupleObservations(gym.ObservationWrapper):
 
 def tuple_obs_cartpole(**kwargs) -> gym.Env:
     return _TupleObservations(gym.make("CartPole-v1", **kwargs))
+
+
+class _Float64Observations(gym.ObservationWrapper):
+    """CartPole whose observations are float64, as every gymnasium MuJoCo env's are."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        space = env.observation_space
+        self.observation_space = gym.spaces.Box(space.low.astype(np.float64), space.high.astype(np.float64), dtype=np.float64)
+
+    def observation(self, observation):
+        return observation.astype(np.float64)
+
+
+def float64_cartpole(**kwargs) -> gym.Env:
+    return _Float64Observations(gym.make("CartPole-v1", **kwargs))

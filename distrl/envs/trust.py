@@ -26,6 +26,7 @@ SHIPPED_FACTORIES = frozenset({
     "distrl.envs.testing:image_cartpole",
     "distrl.envs.testing:tuple_obs_cartpole",
     "distrl.envs.testing:multidiscrete_cartpole",
+    "distrl.envs.testing:float64_cartpole",
 })  # fmt: skip
 
 
