@@ -44,16 +44,15 @@ class Case:
 TRAIN = f"train {CARTPOLE} --run-dir {{tmp}}/new"
 CASES = {
     # --- config, every section --------------------------------------------------------------------------------
-    "env.vectorization": Case(f"{TRAIN} --set env.vectorization=threads", 2, ("env.vectorization='threads'", "'native', 'sync' or 'async'"), absent=("{tmp}/new",)),
+    "env.vectorization": Case(f"{TRAIN} --set env.vectorization=threads", 2, ("env.vectorization='threads'", "'auto', 'native', 'sync' or 'async'"), absent=("{tmp}/new",)),
     "env.num_envs_per_worker": Case(f"{TRAIN} --set env.num_envs_per_worker=0", 2, ("env.num_envs_per_worker=0", "greater than 0")),
     "env.id unknown": Case(f"{TRAIN} --set env.id=NoSuchEnv-v9", 2, ("env.id='NoSuchEnv-v9'", "not a registered gymnasium env"), absent=("{tmp}/new",)),
     "env.kwargs rejected": Case(f"{TRAIN} --set 'env.kwargs={{{{nope: 1}}}}'", 2, ("env.kwargs={'nope': 1}", "could not be built", "unexpected keyword"), absent=("{tmp}/new",)),
     "env obs space": Case(f"{TRAIN} --set env.id=FrozenLake-v1 --set env.vectorization=sync", 2, ("observation space Discrete(16) is not supported", "observations: a Box")),
-    "env action space": Case(f"{TRAIN} --set env.id=distrl.envs.testing:dict_action_cartpole --set env.vectorization=sync", 2, ("action space Dict(", "actions: Discrete or a 1-d Box")),
-    "env dict observations": Case(f"{TRAIN} --set env.id=distrl.envs.testing:dict_obs_cartpole --set env.vectorization=sync", 2, ("observation space Dict(", "FlattenObservation")),
-    "env multidiscrete actions": Case(f"{TRAIN} --set env.id=distrl.envs.testing:multidiscrete_cartpole --set env.vectorization=sync", 2, ("action space MultiDiscrete([2 3])", "MultiDiscrete actions are not supported")),
+    "env action space": Case(f"{TRAIN} --set env.id=distrl.envs.testing:dict_action_cartpole --set env.vectorization=sync", 2, ("action space Dict(", "actions: Discrete, a 1-d MultiDiscrete or a 1-d Box")),
+    "env dict observations, attention": Case(f"{TRAIN} --set env.id=distrl.envs.testing:dict_obs_cartpole --set model.type=attention", 2, ("model.type=attention: not with Dict observations; use mlp",)),
     "env factory not an Env": Case(f"{TRAIN} --set env.id=builtins:dict --set env.vectorization=sync", 2, ("the factory returned dict, not a gymnasium.Env",)),
-    "env.action_repeat native": Case(f"{TRAIN} --set env.action_repeat=4", 2, ("env.action_repeat=4", "sync or async")),
+    "env.action_repeat native": Case(f"{TRAIN} --set env.action_repeat=4 --set env.vectorization=native", 2, ("env.action_repeat=4", "auto, sync or async")),
     "model.type": Case(f"{TRAIN} --set model.type=cnn", 2, ("model.type=cnn: needs image observations",), absent=("{tmp}/new",)),
     "model.hidden": Case(f"{TRAIN} --set model.hidden=[]", 2, ("model.hidden=[]", "at least 1 item")),
     "model.activation": Case(f"{TRAIN} --set model.activation=swish", 2, ("model.activation='swish'", "'tanh', 'relu', 'elu' or 'gelu'")),

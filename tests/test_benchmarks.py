@@ -9,7 +9,7 @@ import pytest
 from tests.conftest import ROOT
 
 SCRIPTS = ["inference", "sampling", "learner", "ppo", "peers", "compile_check", "scale", "scale_machine", "soak",
-           "learner_step", "attention", "league", "league_rllib", "straggler", "async_learning", "elastic"]
+           "learner_step", "attention", "league", "league_rllib", "straggler", "async_learning", "elastic", "mujoco"]
 
 
 def run_script(name, *args, timeout=900):
@@ -27,7 +27,8 @@ def test_help(name):
                                   pytest.param("ppo", marks=pytest.mark.slow),
                                   pytest.param("league", marks=pytest.mark.slow),
                                   pytest.param("scale_machine", marks=pytest.mark.slow),
-                                  pytest.param("straggler", marks=pytest.mark.slow)])
+                                  pytest.param("straggler", marks=pytest.mark.slow),
+                                  pytest.param("mujoco", marks=pytest.mark.slow)])
 def test_quick_run_writes_results(name, tmp_path):
     result = run_script(name, "--quick", "--results-dir", str(tmp_path))
     assert result.returncode == 0, result.stderr[-3000:]

@@ -61,13 +61,13 @@ def test_out_of_range():
 
 def test_not_one_of_allowed_values():
     (line,) = errors(["env.vectorization=threads"])
-    assert line == "env.vectorization='threads': Input should be 'native', 'sync' or 'async'"
+    assert line == "env.vectorization='threads': Input should be 'auto', 'native', 'sync' or 'async'"
 
 
 def test_incompatible_combinations_all_reported():
-    lines = errors(["ppo.minibatch_size=100000", "env.action_repeat=4", "learner.num_learners=3"])
+    lines = errors(["ppo.minibatch_size=100000", "env.action_repeat=4", "env.vectorization=native", "learner.num_learners=3"])
     assert any(line.startswith("ppo.minibatch_size=100000: must be <= the batch size") for line in lines)
-    assert any(line.startswith("env.action_repeat=4: needs env.vectorization sync or async") for line in lines)
+    assert any(line.startswith("env.action_repeat=4: needs env.vectorization auto, sync or async") for line in lines)
     assert any(line.startswith("learner.num_learners=3: must divide env.num_envs_per_worker=64") for line in lines)
 
 

@@ -1,0 +1,226 @@
+"""MuJoCo at 1M env steps: distrl's shipped configs beside the published PPO scores and Stable-Baselines3 on this machine.
+
+Each run trains ``configs/mujoco/ENV.yaml`` for 1M env steps (one seed), then plays 10 greedy episodes with the
+final checkpoint. Its score is the mean return of the last 100 training episodes (as CleanRL and RL Zoo report)
+and the greedy mean; its time is the wall time from launch. Beside it, in the same invocation, Stable-Baselines3's
+PPO with RL Zoo's settings for the env (VecNormalize included) at the same budget and the same two cores.
+Published PPO at 1M steps: CleanRL (ppo_continuous_action, v4 envs, 3 seeds) and SB3 RL Zoo (v3/v4 envs).
+Target (DESIGN.md): median of 3 seeds >= CleanRL's score, each run <= 10 minutes on the 2-core machine.
+
+Every run is written as it ends (``results/mujoco_runs/ENV-SYSTEM-sSEED.json``), so runs can be made over
+several invocations; the table, curves and summary come from all of them (``--report`` alone rewrites them).
+
+    python benchmarks/mujoco.py                                   # 3 envs x 3 seeds x (distrl, sb3): hours
+    python benchmarks/mujoco.py --envs Hopper-v5 --seeds 0 --systems distrl
+    python benchmarks/mujoco.py --report                          # table and plot from the runs on disk
+    python benchmarks/mujoco.py --quick                           # Hopper, 50k steps, seed 0, both systems
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results  # noqa: E402
+
+ENVS = ["Hopper-v5", "Walker2d-v5", "HalfCheetah-v5", "Ant-v5"]
+PUBLISHED = {  # PPO at 1M env steps
+    "Hopper-v5": {"cleanrl": 2383, "rl_zoo": 2410},
+    "Walker2d-v5": {"cleanrl": 2288, "rl_zoo": 3479},
+    "HalfCheetah-v5": {"cleanrl": 1443, "rl_zoo": 5819},
+    "Ant-v5": {"cleanrl": None, "rl_zoo": 1327},
+}
+_ZOO_POLICY = "dict(log_std_init=-2, ortho_init=False, activation_fn=nn.ReLU, net_arch=dict(pi=[256, 256], vf=[256, 256]))"
+RL_ZOO = {  # rl-baselines3-zoo hyperparams/ppo.yml (the v4 entries); every one with VecNormalize and 1 env
+    "Hopper-v5": dict(batch_size=32, n_steps=512, gamma=0.999, learning_rate=9.80828e-05, ent_coef=0.00229519,
+                      clip_range=0.2, n_epochs=5, gae_lambda=0.99, max_grad_norm=0.7, vf_coef=0.835671, policy_kwargs=_ZOO_POLICY),
+    "Walker2d-v5": dict(batch_size=32, n_steps=512, gamma=0.99, learning_rate=5.05041e-05, ent_coef=0.000585045,
+                        clip_range=0.1, n_epochs=20, gae_lambda=0.95, max_grad_norm=1.0, vf_coef=0.871923, policy_kwargs=_ZOO_POLICY),
+    "HalfCheetah-v5": dict(batch_size=64, n_steps=512, gamma=0.98, learning_rate=2.0633e-05, ent_coef=0.000401762,
+                           clip_range=0.1, n_epochs=20, gae_lambda=0.92, max_grad_norm=0.8, vf_coef=0.58096, policy_kwargs=_ZOO_POLICY),
+    "Ant-v5": dict(),  # RL Zoo's MuJoCo defaults: SB3's PPO defaults with VecNormalize
+}  # fmt: skip
+GREEDY_EPISODES = 10
+
+
+def run_distrl(env: str, seed: int, steps: int) -> dict:
+    config = ROOT / "configs" / "mujoco" / f"{env.split('-')[0].lower()}.yaml"
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = Path(tmp) / "run"
+        cmd = [sys.executable, "-m", "distrl", "train", str(config), "--run-dir", str(run_dir), "--set", f"seed={seed}",
+               "--set", f"stop.env_steps={steps}", "--set", "logging.tensorboard=false", "--set", "logging.progress=lines"]  # fmt: skip
+        env_vars = {**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"}
+        result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env_vars, timeout=4 * 3600)
+        if result.returncode != 0:
+            raise RuntimeError(f"distrl {env} seed {seed} failed:\n{result.stderr[-3000:]}")
+        summary = json.loads((run_dir / "summary.json").read_text())
+        rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        curve = [(r["env_steps"], r["episode_return_mean"]) for r in rows if r.get("episode_return_mean") is not None]
+        evaluated = subprocess.run([sys.executable, "-m", "distrl", "eval", summary["checkpoint"], "--episodes",
+                                    str(GREEDY_EPISODES)], cwd=ROOT, capture_output=True, text=True, env=env_vars,
+                                   timeout=1800)  # fmt: skip
+        match = re.search(r"return mean (-?[\d.]+)", evaluated.stdout)
+        if evaluated.returncode != 0 or match is None:
+            raise RuntimeError(f"distrl eval {env} seed {seed} failed:\n{evaluated.stderr[-3000:]}")
+    policy_share = statistics.median(r["policy_s"] / r["sample_s"] for r in rows[1:] if r.get("sample_s"))
+    return {"env": env, "system": "distrl", "seed": seed, "env_steps": summary["env_steps"], "wall_s": summary["wall_s"],
+            "train_return": summary["episode_return_mean"], "greedy_return": float(match.group(1)), "curve": curve,
+            "policy_backend": summary["policy_backend"], "policy_share_of_sample": policy_share}  # fmt: skip
+
+
+SB3_RUN = '''
+import json, sys, time
+import gymnasium as gym
+import numpy as np
+import torch.nn as nn
+from stable_baselines3 import PPO
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.vec_env import VecNormalize
+
+env_id, seed, steps, settings, greedy_episodes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+launch = time.perf_counter()
+settings = eval(settings, {"nn": nn})  # the RL Zoo entry, written by benchmarks/mujoco.py itself
+policy_kwargs = eval(settings.pop("policy_kwargs", "dict()"), {"nn": nn})
+venv = VecNormalize(make_vec_env(env_id, n_envs=1, seed=seed), gamma=settings.get("gamma", 0.99))
+returns, curve = [], []
+
+
+class Curve(BaseCallback):
+    def _on_step(self):
+        for info in self.locals["infos"]:
+            if "episode" in info:
+                returns.append(info["episode"]["r"])
+        if self.num_timesteps % 2048 == 0 and returns:
+            curve.append((self.num_timesteps, float(np.mean(returns[-100:]))))
+        return True
+
+
+model = PPO("MlpPolicy", venv, seed=seed, verbose=0, policy_kwargs=policy_kwargs, **settings)
+model.learn(steps, callback=Curve())
+wall = time.perf_counter() - launch
+venv.training, venv.norm_reward = False, False
+eval_env = gym.make(env_id)
+greedy = []
+for episode in range(greedy_episodes):
+    obs, _ = eval_env.reset(seed=10_000 + episode)
+    done, total = False, 0.0
+    while not done:
+        action, _ = model.predict(venv.normalize_obs(obs[None]), deterministic=True)
+        obs, reward, terminated, truncated, _ = eval_env.step(action[0])
+        total += reward
+        done = terminated or truncated
+    greedy.append(total)
+print(json.dumps({"wall_s": wall, "train_return": float(np.mean(returns[-100:])), "greedy_return": float(np.mean(greedy)),
+                  "curve": curve}))
+'''
+
+
+def run_sb3(env: str, seed: int, steps: int) -> dict:
+    start = time.perf_counter()
+    result = subprocess.run([sys.executable, "-c", SB3_RUN, env, str(seed), str(steps), repr(RL_ZOO[env]),
+                             str(GREEDY_EPISODES)], cwd=ROOT, capture_output=True, text=True, timeout=6 * 3600)  # fmt: skip
+    if result.returncode != 0:
+        raise RuntimeError(f"sb3 {env} seed {seed} failed:\n{result.stderr[-3000:]}")
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    out["wall_s"] = time.perf_counter() - start  # from launch, as distrl's (imports included)
+    return {"env": env, "system": "sb3", "seed": seed, "env_steps": steps, **out}
+
+
+def report(machine: dict, quick: bool, results_dir: Path) -> None:
+    runs_dir = results_dir / "mujoco_runs"
+    runs = [json.loads(p.read_text()) for p in sorted(runs_dir.glob("*.json"))] if runs_dir.is_dir() else []
+    runs = [r for r in runs if r.get("quick", False) == quick]
+    rows = []
+    for env in ENVS:
+        mine = {s: [r for r in runs if r["env"] == env and r["system"] == s] for s in ("distrl", "sb3")}
+        if not mine["distrl"] and not mine["sb3"]:
+            continue
+        med = lambda rs, k: statistics.median(r[k] for r in rs) if rs else None  # noqa: E731
+        cleanrl = PUBLISHED[env]["cleanrl"]
+        rows.append({
+            "env": env, "distrl seeds": len(mine["distrl"]),
+            "distrl last-100": med(mine["distrl"], "train_return"), "distrl greedy": med(mine["distrl"], "greedy_return"),
+            "distrl wall s": med(mine["distrl"], "wall_s"),
+            "vs CleanRL": (med(mine["distrl"], "train_return") / cleanrl) if mine["distrl"] and cleanrl else None,
+            "sb3 seeds": len(mine["sb3"]), "sb3 last-100": med(mine["sb3"], "train_return"),
+            "sb3 greedy": med(mine["sb3"], "greedy_return"), "sb3 wall s": med(mine["sb3"], "wall_s"),
+            "CleanRL": cleanrl, "RL Zoo": PUBLISHED[env]["rl_zoo"],
+            "policy share": med(mine["distrl"], "policy_share_of_sample"),
+        })  # fmt: skip
+    columns = [("env", "env"), ("distrl seeds", "distrl seeds"), ("distrl last-100", "distrl: last 100 episodes (median)"),
+               ("distrl greedy", "distrl: greedy"), ("distrl wall s", "distrl: wall s"),
+               ("vs CleanRL", "distrl / CleanRL (target >= 1)"), ("sb3 seeds", "SB3 seeds"),
+               ("sb3 last-100", "SB3 (RL Zoo settings): last 100"), ("sb3 greedy", "SB3: greedy"),
+               ("sb3 wall s", "SB3: wall s"), ("CleanRL", "CleanRL published"), ("RL Zoo", "RL Zoo published"),
+               ("policy share", "distrl: policy share of sample time")]  # fmt: skip
+
+    def chart(path: Path) -> None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        envs = [row["env"] for row in rows]
+        fig, axes = plt.subplots(1, len(envs), figsize=(5 * len(envs), 4), squeeze=False)
+        for ax, env in zip(axes[0], envs):
+            for r in (r for r in runs if r["env"] == env):
+                steps, values = zip(*r["curve"]) if r["curve"] else ((), ())
+                ax.plot(steps, values, "b-" if r["system"] == "distrl" else "g-", alpha=0.7,
+                        label=f"{r['system']} seed {r['seed']}")  # fmt: skip
+            for name, score in PUBLISHED[env].items():
+                if score:
+                    ax.axhline(score, color="k" if name == "cleanrl" else "gray", linestyle="--", label=f"{name} published")
+            ax.set_title(env)
+            ax.set_xlabel("env steps")
+            ax.set_ylabel("mean return (last 100 episodes)")
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+
+    write_results("mujoco", {"machine": machine, "rows": rows, "runs": runs}, markdown_table(rows, columns),
+                  chart=chart if rows else None, quick=quick, results_dir=results_dir)  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--envs", nargs="+", default=ENVS[:3], choices=ENVS)
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--systems", nargs="+", default=["distrl", "sb3"], choices=["distrl", "sb3"])
+    parser.add_argument("--steps", type=int, default=1_000_000)
+    parser.add_argument("--report", action="store_true", help="only rewrite the table and plot from the runs on disk")
+    parser.add_argument("--quick", action="store_true", help="Hopper, 50k steps, seed 0")
+    add_results_dir_argument(parser)
+    args = parser.parse_args()
+    runs_dir = args.results_dir / "mujoco_runs"
+    if args.quick:
+        args.envs, args.seeds, args.steps = ["Hopper-v5"], [0], 50_000
+    machine = machine_info()
+    print_machine(machine)
+    if not args.report:
+        runs_dir.mkdir(parents=True, exist_ok=True)
+        for env in args.envs:
+            for seed in args.seeds:  # the systems of one seed side by side: the machine's speed drifts
+                for system in args.systems:
+                    r = (run_distrl if system == "distrl" else run_sb3)(env, seed, args.steps)
+                    r.update(machine=machine, quick=args.quick)
+                    suffix = "_quick" if args.quick else ""
+                    (runs_dir / f"{env}-{system}-s{seed}{suffix}.json").write_text(json.dumps(r, default=str) + "\n")
+                    print(f"{env:15s} {system:6s} seed {seed}: last-100 {r['train_return']:8.1f}, greedy "
+                          f"{r['greedy_return']:8.1f}, {r['wall_s']:6.1f} s", flush=True)  # fmt: skip
+    report(machine, args.quick, args.results_dir)
+
+
+if __name__ == "__main__":
+    main()
