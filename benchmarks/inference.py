@@ -34,6 +34,7 @@ from benchmarks.common import (  # noqa: E402
 from distrl.compile import EagerPolicy, available_backends, build_inference_policy, check_against_eager  # noqa: E402
 from distrl.compile.dynamo_stats import dynamo_counts  # noqa: E402
 from distrl.config import load_config  # noqa: E402
+from distrl.data.batch import policy_observation  # noqa: E402
 from distrl.envs import make_vec_env  # noqa: E402
 from distrl.models import build_model  # noqa: E402
 
@@ -47,6 +48,9 @@ MODELS = {
     "attention": (["model.type=attention", "model.window=8", "model.d_model=32", "model.heads=2", "model.layers=1",
                    "model.shared_trunk=true"],
                   ["env.id=distrl.envs.wrappers:cartpole_no_velocity", "env.vectorization=sync"]),
+    # MuJoCo's float64 observations, cast at the worker boundary as the worker casts them; a Gaussian policy, the
+    # actor and critic apart (configs/mujoco/hopper.yaml). Needs pip install -e ".[mujoco]".
+    "mujoco": (["model.shared_trunk=false"], ["env.id=Hopper-v5", "env.vectorization=sync"]),
 }  # fmt: skip
 CNN_MAX_BATCH = 256  # a 1024-frame Nature-CNN batch takes seconds a call on one core: not a worker's batch
 
@@ -76,7 +80,8 @@ def collect_observations(model_name: str, batch: int, seed: int = 0) -> list[np.
             e = rng.integers(0, envs_n, batch)
             return np.stack([steps[ti : ti + window, ei] for ti, ei in zip(t, e)])
         return [windows() for _ in range(8)], config
-    return [pool[rng.choice(len(pool), batch, replace=False)] for _ in range(8)], config
+    # Cast as the worker casts (distrl/data/batch.py: float64 and other dtypes to float32, uint8 frames kept).
+    return [policy_observation(pool[rng.choice(len(pool), batch, replace=False)]) for _ in range(8)], config
 
 
 def build(model_name: str, config):
@@ -328,6 +333,8 @@ def main(argv=None) -> int:
                ("bare_ort_forward_us", "bare ORT forward us"), ("forward_vs_bare_ort", "x bare ORT"),
                ("sync_ms", "sync ms"), ("compile_s", "compile s"), ("recompiles", "recompiles")]  # fmt: skip
     name = ("inference" if not args.backends else "inference_" + "_".join(args.backends)) if args.all else f"inference_{args.model}_{args.backend}_{args.mode}_bs{args.batch_size}"
+    if args.all and set(args.models) != set(MODELS):  # a sweep of some models: named by them too
+        name += "_" + "_".join(args.models)
     ok = write_results(name, {"machine": info, "args": vars(args), "rows": rows}, markdown_table(rows, columns),
                        chart(rows) if args.all else None, failures, args.quick, args.results_dir)  # fmt: skip
     return 0 if ok else 1

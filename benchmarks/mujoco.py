@@ -13,6 +13,8 @@ several invocations; the table, curves and summary come from all of them (``--re
     python benchmarks/mujoco.py                                   # 3 envs x 3 seeds x (distrl, sb3): hours
     python benchmarks/mujoco.py --envs Hopper-v5 --seeds 0 --systems distrl
     python benchmarks/mujoco.py --report                          # table and plot from the runs on disk
+    python benchmarks/mujoco.py --envs Hopper-v5 --systems distrl --variant sync --set rollout.pipeline=sync
+                                                                  # a study: the shipped config changed, kept apart
     python benchmarks/mujoco.py --quick                           # Hopper, 50k steps, seed 0, both systems
 """
 
@@ -54,12 +56,14 @@ RL_ZOO = {  # rl-baselines3-zoo hyperparams/ppo.yml (the v4 entries); every one 
 GREEDY_EPISODES = 10
 
 
-def run_distrl(env: str, seed: int, steps: int) -> dict:
+def run_distrl(env: str, seed: int, steps: int, overrides: list[str]) -> dict:
     config = ROOT / "configs" / "mujoco" / f"{env.split('-')[0].lower()}.yaml"
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
         cmd = [sys.executable, "-m", "distrl", "train", str(config), "--run-dir", str(run_dir), "--set", f"seed={seed}",
                "--set", f"stop.env_steps={steps}", "--set", "logging.tensorboard=false", "--set", "logging.progress=lines"]  # fmt: skip
+        for item in overrides:
+            cmd += ["--set", item]
         env_vars = {**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"}
         result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env_vars, timeout=4 * 3600)
         if result.returncode != 0:
@@ -127,7 +131,9 @@ print(json.dumps({"wall_s": wall, "train_return": float(np.mean(returns[-100:]))
 '''
 
 
-def run_sb3(env: str, seed: int, steps: int) -> dict:
+def run_sb3(env: str, seed: int, steps: int, overrides: list[str]) -> dict:
+    if overrides:
+        raise SystemExit("--set changes distrl's config; SB3 runs RL Zoo's settings as they are")
     start = time.perf_counter()
     result = subprocess.run([sys.executable, "-c", SB3_RUN, env, str(seed), str(steps), repr(RL_ZOO[env]),
                              str(GREEDY_EPISODES)], cwd=ROOT, capture_output=True, text=True, timeout=6 * 3600)  # fmt: skip
@@ -142,6 +148,8 @@ def report(machine: dict, quick: bool, results_dir: Path) -> None:
     runs_dir = results_dir / "mujoco_runs"
     runs = [json.loads(p.read_text()) for p in sorted(runs_dir.glob("*.json"))] if runs_dir.is_dir() else []
     runs = [r for r in runs if r.get("quick", False) == quick]
+    study = [r for r in runs if r.get("variant")]
+    runs = [r for r in runs if not r.get("variant")]
     rows = []
     for env in ENVS:
         mine = {s: [r for r in runs if r["env"] == env and r["system"] == s] for s in ("distrl", "sb3")}
@@ -189,7 +197,15 @@ def report(machine: dict, quick: bool, results_dir: Path) -> None:
         fig.tight_layout()
         fig.savefig(path, dpi=100)
 
-    write_results("mujoco", {"machine": machine, "rows": rows, "runs": runs}, markdown_table(rows, columns),
+    table = markdown_table(rows, columns)
+    if study:  # the shipped config beside the same config changed, seed by seed (scores: a seed's run is deterministic)
+        lines = ["", "Study (the shipped config changed; `--variant NAME --set ...`):", "",
+                 "| env | variant | changes | seed | last 100 | greedy |", "| --- | --- | --- | --- | --- | --- |"]
+        for r in sorted(study, key=lambda r: (r["env"], r["variant"], r["seed"])):
+            lines.append(f"| {r['env']} | {r['variant']} | {' '.join(r['overrides'])} | {r['seed']} | "
+                         f"{r['train_return']:.0f} | {r['greedy_return']:.0f} |")  # fmt: skip
+        table += "\n" + "\n".join(lines)
+    write_results("mujoco", {"machine": machine, "rows": rows, "runs": runs, "study": study}, table,
                   chart=chart if rows else None, quick=quick, results_dir=results_dir)  # fmt: skip
 
 
@@ -201,9 +217,14 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1_000_000)
     parser.add_argument("--report", action="store_true", help="only rewrite the table and plot from the runs on disk")
     parser.add_argument("--quick", action="store_true", help="Hopper, 50k steps, seed 0")
+    parser.add_argument("--variant", help="name a study run: the shipped config with --set changes, reported apart")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="with --variant: a change to distrl's config (as distrl train --set)")
     add_results_dir_argument(parser)
     args = parser.parse_args()
     runs_dir = args.results_dir / "mujoco_runs"
+    if bool(args.variant) != bool(args.overrides):
+        parser.error("--variant and --set go together: a changed config is a study run, named")
     if args.quick:
         args.envs, args.seeds, args.steps = ["Hopper-v5"], [0], 50_000
     machine = machine_info()
@@ -213,10 +234,11 @@ def main() -> None:
         for env in args.envs:
             for seed in args.seeds:  # the systems of one seed side by side: the machine's speed drifts
                 for system in args.systems:
-                    r = (run_distrl if system == "distrl" else run_sb3)(env, seed, args.steps)
-                    r.update(machine=machine, quick=args.quick)
+                    r = (run_distrl if system == "distrl" else run_sb3)(env, seed, args.steps, args.overrides)
+                    r.update(machine=machine, quick=args.quick, variant=args.variant, overrides=args.overrides)
                     suffix = "_quick" if args.quick else ""
-                    (runs_dir / f"{env}-{system}-s{seed}{suffix}.json").write_text(json.dumps(r, default=str) + "\n")
+                    variant = f"-{args.variant}" if args.variant else ""
+                    (runs_dir / f"{env}-{system}{variant}-s{seed}{suffix}.json").write_text(json.dumps(r, default=str) + "\n")
                     print(f"{env:15s} {system:6s} seed {seed}: last-100 {r['train_return']:8.1f}, greedy "
                           f"{r['greedy_return']:8.1f}, {r['wall_s']:6.1f} s", flush=True)  # fmt: skip
     report(machine, args.quick, args.results_dir)

@@ -39,3 +39,23 @@ def test_dict_image_and_vector_observations_train_on_onnxrt(tmp_path):
     exported = run_cli("export", str(run_dir), str(tmp_path / "dict.onnx"))
     assert exported.returncode == 0, exported.stderr[-3000:]
     assert "inputs ['image', 'state']" in exported.stdout
+
+
+@pytest.mark.slow
+def test_return_statistics_resume_with_the_run(tmp_path):
+    """The learner's return statistics are in every checkpoint, and a resumed run goes on from them."""
+    from distrl.common.checkpoint import load_checkpoint
+
+    run_dir = tmp_path / "run"
+    common = ["--set", "env.normalize_reward=true", "--set", "stop.episode_return_mean=null", "--set",
+              "checkpoint.every_iterations=2", "--set", "logging.tensorboard=false"]  # fmt: skip
+    first = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(run_dir), "--set", "stop.env_steps=40000", *common)
+    assert first.returncode == 0, first.stderr[-3000:]
+    saved = load_checkpoint(run_dir)["learner"]["return_norm"]
+    assert saved["count"] > 0 and float(saved["var"]) > 0
+    second = run_cli("train", "--resume", str(run_dir), "--set", "stop.env_steps=80000", *common)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "resuming at iteration 5" in second.stdout
+    resumed = load_checkpoint(run_dir)["learner"]["return_norm"]
+    # Counted on from the first run's statistics: every valid step of both runs (CartPole's invalid steps are few).
+    assert resumed["count"] > saved["count"] * 1.8

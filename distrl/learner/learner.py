@@ -208,13 +208,10 @@ class Learner:
 
     def state(self) -> dict:
         """Everything a checkpoint needs to resume learning exactly (tensors and plain types only)."""
-        obs_norm = None
-        if self.obs_rms is not None:
-            obs_norm = {k: torch.as_tensor(v) for k, v in self.obs_rms.state().items()}
         return {
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
-            "obs_norm": obs_norm,
+            "obs_norm": _rms_tensors(self.obs_rms),
             "return_norm": _rms_tensors(self.return_rms),
             "generator": self.generator.get_state(),
             "torch_rng": torch.get_rng_state(),
