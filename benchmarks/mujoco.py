@@ -185,7 +185,8 @@ def report(machine: dict, quick: bool, results_dir: Path) -> None:
         for ax, env in zip(axes[0], envs):
             for r in (r for r in runs if r["env"] == env):
                 steps, values = zip(*r["curve"]) if r["curve"] else ((), ())
-                ax.plot(steps, values, "b-" if r["system"] == "distrl" else "g-", alpha=0.7,
+                style = ("-", "--", ":")[r["seed"] % 3]
+                ax.plot(steps, values, style, color="tab:blue" if r["system"] == "distrl" else "tab:green",
                         label=f"{r['system']} seed {r['seed']}")  # fmt: skip
             for name, score in PUBLISHED[env].items():
                 if score:
