@@ -10,12 +10,12 @@ Target (DESIGN.md): median of 3 seeds >= CleanRL's score, each run <= 10 minutes
 Every run is written as it ends (``results/mujoco_runs/ENV-SYSTEM-sSEED.json``), so runs can be made over
 several invocations; the table, curves and summary come from all of them (``--report`` alone rewrites them).
 
-    python benchmarks/mujoco.py                                   # 3 envs x 3 seeds x (distrl, sb3): hours
-    python benchmarks/mujoco.py --envs Hopper-v5 --seeds 0 --systems distrl
-    python benchmarks/mujoco.py --report                          # table and plot from the runs on disk
-    python benchmarks/mujoco.py --envs Hopper-v5 --systems distrl --variant sync --set rollout.pipeline=sync
+    python benchmarks/mujoco_scores.py                                   # 3 envs x 3 seeds x (distrl, sb3): hours
+    python benchmarks/mujoco_scores.py --envs Hopper-v5 --seeds 0 --systems distrl
+    python benchmarks/mujoco_scores.py --report                          # table and plot from the runs on disk
+    python benchmarks/mujoco_scores.py --envs Hopper-v5 --systems distrl --variant sync --set rollout.pipeline=sync
                                                                   # a study: the shipped config changed, kept apart
-    python benchmarks/mujoco.py --quick                           # Hopper, 50k steps, seed 0, both systems
+    python benchmarks/mujoco_scores.py --quick                           # Hopper, 50k steps, seed 0, both systems
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ from stable_baselines3.common.vec_env import VecNormalize
 
 env_id, seed, steps, settings, greedy_episodes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 launch = time.perf_counter()
-settings = eval(settings, {"nn": nn})  # the RL Zoo entry, written by benchmarks/mujoco.py itself
+settings = eval(settings, {"nn": nn})  # the RL Zoo entry, written by benchmarks/mujoco_scores.py itself
 policy_kwargs = eval(settings.pop("policy_kwargs", "dict()"), {"nn": nn})
 venv = VecNormalize(make_vec_env(env_id, n_envs=1, seed=seed), gamma=settings.get("gamma", 0.99))
 returns, curve = [], []
