@@ -44,4 +44,6 @@ class RunningMeanStd:
 
     @classmethod
     def from_state(cls, state: dict) -> RunningMeanStd:
+        """From ``state()``, or a checkpoint's copy of it (CPU tensors read as arrays)."""
+        state = {k: np.asarray(v) for k, v in state.items()}
         return cls(np.shape(state["mean"]), state["count"], state["mean"], state["var"], state.get("skip"))

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import contextlib
 import logging
 import warnings
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -14,7 +13,6 @@ import torch
 from torch import nn
 
 from distrl.common.spaces import obs_layout
-
 from distrl.deploy.policy import policy_from_checkpoint
 
 

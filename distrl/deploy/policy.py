@@ -40,7 +40,7 @@ def policy_from_checkpoint(path: str | Path, env_id: str | None = None, trusted_
     except (KeyError, RuntimeError) as exc:
         raise CheckpointError(f"checkpoint={str(path)!r}: does not match its own config ({exc})") from None
     obs_norm = payload["learner"].get("obs_norm")
-    rms = RunningMeanStd.from_state({k: v.numpy() for k, v in obs_norm.items()}) if obs_norm else None
+    rms = RunningMeanStd.from_state(obs_norm) if obs_norm else None
     return config, model.eval(), rms, obs_space, action_space
 
 
@@ -135,10 +135,7 @@ class Policy:
         dist = self.model.dist
         mask = None if action_mask is None else np.asarray(action_mask, dtype=bool).reshape(len(obs), -1)
         actions = dist.greedy_numpy(pd, mask) if deterministic else dist.sample_numpy(pd, self._rng, mask)[0]
-        if dist.kind == "gaussian":
-            actions = np.clip(actions, self.action_space.low, self.action_space.high)
-        elif dist.kind == "multi_categorical":
-            actions = actions + self.action_space.start
+        actions = dist.env_actions(actions, self.action_space)
         return (actions[0] if single else actions), state
 
     __call__ = predict

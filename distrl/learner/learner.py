@@ -228,9 +228,9 @@ class Learner:
             group["capturable"] = capturable
             group["lr"] = torch.tensor(float(group["lr"]), device=self.device) if isinstance(lr, torch.Tensor) else float(group["lr"])
         if self.obs_rms is not None and state.get("obs_norm") is not None:
-            self.obs_rms = RunningMeanStd.from_state({k: v.numpy() for k, v in state["obs_norm"].items()})
+            self.obs_rms = RunningMeanStd.from_state(state["obs_norm"])
         if self.return_rms is not None and state.get("return_norm") is not None:
-            self.return_rms = RunningMeanStd.from_state({k: v.numpy() for k, v in state["return_norm"].items()})
+            self.return_rms = RunningMeanStd.from_state(state["return_norm"])
         self.generator.set_state(state["generator"])
         torch.set_rng_state(state["torch_rng"])
         self.version = int(state["version"])

@@ -112,6 +112,15 @@ class ActionDist:
         logp = (-0.5 * noise**2 - log_std - 0.5 * _LOG_2PI).sum(-1)
         return actions.astype(np.float32), logp.astype(np.float32)
 
+    def env_actions(self, actions: np.ndarray, space: gym.Space) -> np.ndarray:
+        """The actions the env takes: Gaussian samples clipped to the Box (the batch keeps them unclipped, so their
+        log-probabilities stay exact), MultiDiscrete components shifted by the space's start."""
+        if self.kind == "gaussian":
+            return np.clip(actions, space.low, space.high)
+        if self.kind == "multi_categorical":
+            return actions + space.start
+        return actions
+
     def greedy_numpy(self, pd_params: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
         if self.kind == "categorical":
             return np.argmax(masked_logits_numpy(pd_params, mask), axis=-1)

@@ -84,10 +84,6 @@ class RolloutWorker:
             self.league_env.attach(LearnedOpponents(self.policy, self._new_policy, self._policy_inputs, self.dist))
         self.compile_counts = dynamo_counts()
         self.episodes = EpisodeTracker(self.num_envs, config.env.action_repeat)
-        low, high = getattr(self.envs.single_action_space, "low", None), getattr(self.envs.single_action_space, "high", None)
-        self.action_bounds = (low, high) if self.dist.kind == "gaussian" else None
-        start = getattr(self.envs.single_action_space, "start", None)
-        self.action_start = start if self.dist.kind == "multi_categorical" and np.any(start) else None
 
     # --- the policy --------------------------------------------------------------------
     def _policy_inputs(self) -> tuple[np.ndarray, ...]:
@@ -143,15 +139,6 @@ class RolloutWorker:
         if self.config.env.normalize_obs and self.obs_rms is not None:
             return self.obs_rms.normalize(raw, self.config.env.obs_clip)
         return policy_observation(raw)
-
-    def _env_actions(self, actions: np.ndarray) -> np.ndarray:
-        """The env's actions: Gaussian samples clipped to the Box (the batch keeps them unclipped, so their
-        log-probabilities stay right), MultiDiscrete components shifted by the space's start."""
-        if self.action_bounds is not None:
-            return np.clip(actions, *self.action_bounds)
-        if self.action_start is not None:
-            return actions + self.action_start
-        return actions
 
     def sample(self, weights: Weights | None = None, league: dict | None = None) -> tuple[SampleInfo, Batch]:
         """Collect ``rollout_length`` steps from every env: ``(info, batch)``.
@@ -215,7 +202,7 @@ class RolloutWorker:
             batch.actions[t], batch.logp[t] = actions, logp
 
             tick = time.perf_counter()
-            self.raw_obs, reward, terminated, truncated, env_info = self.envs.step(self._env_actions(actions))
+            self.raw_obs, reward, terminated, truncated, env_info = self.envs.step(self.dist.env_actions(actions, self.envs.single_action_space))
             env_s += time.perf_counter() - tick
             if self.action_mask is not None:
                 self.action_mask = env_info["action_mask"]
