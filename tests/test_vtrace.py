@@ -98,3 +98,32 @@ def test_appo_on_its_own_fresh_batch_trains_on_gae_targets(name, monkeypatch):
     assert float(seen["log_rhos"][seen["valid"]].abs().max()) < 1e-4
     torch.testing.assert_close(seen["appo"].advantages, seen["gae"][0], rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(seen["appo"].returns, seen["gae"][1], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("algo", ["ppo", "appo"])
+def test_a_lagged_batch_starts_the_update_at_ratio_1_under_appo_only(algo, monkeypatch):
+    """APPO's surrogate measures its ratio from the learner's policy at the update's start (decoupled PPO), so a
+    batch sampled one version back starts unclipped; PPO's measures it from the behaviour policy, so it does not."""
+    overrides = ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=64", f"algo={algo}",
+                 "rollout.compile.backend=eager", "ppo.lr=0.01"]  # fmt: skip
+    config = load_config(None, overrides)
+    worker, learner = RolloutWorker(config), Learner(config, *probe_spaces(config.env))
+    worker.set_weights(learner.get_weights())
+    stale = worker.sample()
+    learner.update(worker.sample())  # the learner moves one version past the stale batch's policy
+    first = {}
+    loss = learner.algorithm.loss
+
+    def spy(dist, pd_params, values, mb):
+        if not first:
+            new_logp, _ = dist.log_prob_entropy(pd_params, mb["actions"])
+            first["log_ratio"] = (new_logp - mb["logp"])[mb["mask"] > 0].detach()
+        return loss(dist, pd_params, values, mb)
+
+    monkeypatch.setattr(learner.algorithm, "loss", spy)
+    learner.update(stale)
+    moved = float(first["log_ratio"].abs().max())
+    if algo == "appo":
+        assert moved < 1e-5
+    else:
+        assert moved > 1e-3  # the behaviour policy is one update (lr 0.01, 4 epochs) behind

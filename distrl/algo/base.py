@@ -30,6 +30,9 @@ class EpochPlan:
 class Targets(NamedTuple):
     advantages: torch.Tensor  # [T, N], zero on invalid steps
     returns: torch.Tensor  # [T, N] value targets, zero on invalid steps
+    # [T, N] log-probs the surrogate's ratio is measured from (the trust region's centre); None: the behaviour
+    # policy's, recorded at sampling. An off-policy algorithm centres it on the learner's policy instead.
+    proximal_logp: torch.Tensor | None = None
 
 
 class Algorithm(ABC):

@@ -302,7 +302,9 @@ class Learner:
         zeros = torch.zeros_like(data["rewards"])
         current_log_probs = lambda: self._current_log_probs(  # noqa: E731
             TrainingSamples.from_rollout(data, zeros, zeros, seq_len, self.model.window), tuple(zeros.shape), seq_len)
-        advantages, returns = self.algorithm.targets(data, current_log_probs)
+        advantages, returns, proximal_logp = self.algorithm.targets(data, current_log_probs)
+        if proximal_logp is not None:
+            data = {**data, "logp": proximal_logp}
         lr = self.algorithm.learning_rate(self.trained_env_steps)
         for group in self.optimizer.param_groups:
             if isinstance(group["lr"], torch.Tensor):  # a captured step reads it from the device
