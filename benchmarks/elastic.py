@@ -100,8 +100,14 @@ def main() -> None:
     share = (min(survivors) / most) if survivors else float("nan")
     after_loss = rate(lost + 5, lost + 30)  # the window the target speaks of
     full = next((r["time_s"] for r in series if r["time_s"] > added and r["workers"] == most), None)
+    # How long the learner went without an update around the loss (a wait on a batch that lived on the lost node).
+    times = [first] + [r["time_s"] for r in series]
+    gaps = [b - a for a, b in zip(times, times[1:]) if b > lost and a < lost + 30]
+    usual = sorted(b - a for a, b in zip(times, times[1:]) if b < lost)
     result = {
         "steady_sps_before": before, "workers_before": most, "workers_after_loss": min(survivors) if survivors else None,
+        "median_gap_before_loss_s": usual[len(usual) // 2] if usual else None,
+        "longest_gap_after_loss_s": max(gaps) if gaps else None,
         "sps_5_to_30_s_after_loss": after_loss, "share_of_survivors_share": after_loss / (before * share),
         "full_count_s_after_join": None if full is None else full - added, "sps_after_join": rate((full or added) + 2, rows[-1]["time_s"]),
         "batches_lost": summary["batches_lost"], "workers_lost": summary["workers_lost"], "stop_reason": summary["stop_reason"],

@@ -62,6 +62,28 @@ def test_killed_worker_is_restarted_with_current_weights_and_batch_is_full(tmp_p
 
 
 @pytest.mark.slow
+def test_a_worker_process_that_keeps_dying_spends_its_restarts_then_ends_the_run(tmp_path):
+    """Crashes spend rollout.max_restarts (kept by distrl: Ray restarts workers without limit, so that a lost node
+    spends nothing, tests/test_nodes.py): the first kill is restarted, the second ends the run with one line."""
+    run_dir = tmp_path / "run"
+    proc = start_train(run_dir, "stop.episode_return_mean=null", "stop.env_steps=2000000", "rollout.pipeline=sync",
+                       "rollout.max_restarts=1")  # fmt: skip
+    for kill in (1, 2):
+        wait_for_rows(run_dir, 3 * kill, proc)
+        (actor,) = actor_processes(proc.pid, "ray::RolloutWorker")
+        actor.send_signal(signal.SIGKILL)
+        psutil.wait_procs([actor], timeout=30)
+    _, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 2, stderr[-3000:]
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr[-3000:]
+    assert lines[0].startswith("distrl: error: worker-0 (CartPole-v1) cannot go on: it is not restarted again "
+                               "(rollout.max_restarts=1); its process died 2 times"), lines[0]  # fmt: skip
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["stop_reason"] == "worker_failure" and summary["worker_restarts"] == 1
+
+
+@pytest.mark.slow
 def test_killed_learner_is_rebuilt_from_the_newest_state_and_the_run_finishes(tmp_path):
     run_dir = tmp_path / "run"
     stdout = kill_actor_mid_run(run_dir, "ray::Learner", "checkpoint.every_iterations=0")
@@ -183,8 +205,8 @@ def test_env_stuck_again_and_again_ends_the_run_with_one_line(tmp_path):
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
-    assert lines[0].startswith("distrl: error: worker-0 (distrl.envs.testing:stuck_cartpole) cannot go on: Ray will "
-                               "not restart it again (rollout.max_restarts=1); it timed out 2 times")  # fmt: skip
+    assert lines[0].startswith("distrl: error: worker-0 (distrl.envs.testing:stuck_cartpole) cannot go on: it is "
+                               "not restarted again (rollout.max_restarts=1); it timed out 2 times")  # fmt: skip
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["stop_reason"] == "worker_failure" and summary["worker_timeouts"] == 2
 

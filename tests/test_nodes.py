@@ -27,15 +27,15 @@ def node_index(dev, node_id: str) -> int:
     assert node_id in nodes, f"node {node_id} not in the cluster"
     return next((index for index in (1, 2) if f"{dev.temp_dir}/n{index}" in nodes[node_id]), 0)
 
-def start_run(tmp_path, rollout_nodes: int, rollout_cpus: int, overrides: list[str]):
-    """A dev cluster (head: learner 2 CPUs; ``rollout_nodes`` of ``rollout_cpus``) and ``distrl train`` on it, async."""
+def start_run(tmp_path, rollout_nodes: int, rollout_cpus: int, overrides: list[str], pipeline: str = "async"):
+    """A dev cluster (head: learner 2 CPUs; ``rollout_nodes`` of ``rollout_cpus``) and ``distrl train`` on it."""
     from clusters import local_dev_cluster
 
     base = tempfile.mkdtemp(prefix="rn_", dir="/tmp")  # short: Ray's socket paths must fit 107 characters
     dev = local_dev_cluster.start(rollout_nodes=rollout_nodes, rollout_cpus=rollout_cpus, learner_cpus=2,
                                   temp_dir=os.path.join(base, "ray"))  # fmt: skip
     run_dir = tmp_path / "run"
-    common = ["rollout.pipeline=async", "rollout.num_cpus_per_worker=1", "rollout.resources={rollout: 1}",
+    common = [f"rollout.pipeline={pipeline}", "rollout.num_cpus_per_worker=1", "rollout.resources={rollout: 1}",
               "env.num_envs_per_worker=32", "ppo.minibatch_size=1024", "stop.episode_return_mean=null",
               "checkpoint.every_iterations=0", "rollout.compile.backend=eager"]  # fmt: skip
     args = [sys.executable, "-m", "distrl", "train", "configs/cartpole.yaml", "--run-dir", str(run_dir),
@@ -60,13 +60,16 @@ def finish(dev, proc, tmp_path) -> tuple[str, str]:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("pipeline", ["sync", "overlap", "async"])
 @pytest.mark.parametrize("victim", ["worker node", "learner node"])
-def test_async_run_rides_out_a_lost_node(tmp_path, victim):
+def test_a_run_rides_out_a_lost_node(tmp_path, victim, pipeline):
     from clusters import local_dev_cluster
 
     # Three CPUs a rollout node: whichever node is lost, the other has room for the learner rebuilt from its snapshot.
     where = "learner.node_labels={distrl-role: rollout}" if victim == "learner node" else "learner.resources={learner: 1}"
-    dev, proc, run_dir = start_run(tmp_path, 2, 3, ["rollout.num_workers=3", "stop.env_steps=250000", where])
+    # rollout.max_restarts=0: a lost node spends no worker's restarts (only crashes and timeouts do).
+    dev, proc, run_dir = start_run(tmp_path, 2, 3, ["rollout.num_workers=3", "stop.env_steps=250000", where,
+                                                    "rollout.max_restarts=0"], pipeline)  # fmt: skip
     try:
         wait_for_rows(run_dir, 3, proc, timeout=240)
         placement = json.loads((run_dir / "placement.json").read_text())

@@ -101,11 +101,12 @@ def test_appo_on_its_own_fresh_batch_trains_on_gae_targets(name, monkeypatch):
 
 
 @pytest.mark.parametrize("algo", ["ppo", "appo"])
-def test_a_lagged_batch_starts_the_update_at_ratio_1_under_appo_only(algo, monkeypatch):
-    """APPO's surrogate measures its ratio from the learner's policy at the update's start (decoupled PPO), so a
-    batch sampled one version back starts unclipped; PPO's measures it from the behaviour policy, so it does not."""
+@pytest.mark.parametrize("proximal", ["behaviour", "learner"])
+def test_a_lagged_batch_starts_the_update_at_ratio_1_with_the_learner_as_proximal_policy(algo, proximal, monkeypatch):
+    """With ``ppo.proximal: learner`` the surrogate's ratio is measured from the learner's policy at the update's start
+    (decoupled PPO), so a batch sampled one version back starts unclipped; from the behaviour policy it does not."""
     overrides = ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=64", f"algo={algo}",
-                 "rollout.compile.backend=eager", "ppo.lr=0.01"]  # fmt: skip
+                 "rollout.compile.backend=eager", "ppo.lr=0.01", f"ppo.proximal={proximal}"]  # fmt: skip
     config = load_config(None, overrides)
     worker, learner = RolloutWorker(config), Learner(config, *probe_spaces(config.env))
     worker.set_weights(learner.get_weights())
@@ -123,7 +124,7 @@ def test_a_lagged_batch_starts_the_update_at_ratio_1_under_appo_only(algo, monke
     monkeypatch.setattr(learner.algorithm, "loss", spy)
     learner.update(stale)
     moved = float(first["log_ratio"].abs().max())
-    if algo == "appo":
+    if proximal == "learner":
         assert moved < 1e-5
     else:
         assert moved > 1e-3  # the behaviour policy is one update (lr 0.01, 4 epochs) behind

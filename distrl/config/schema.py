@@ -151,7 +151,8 @@ class RolloutConfig(Section):
         "worker's batch, env.num_envs_per_worker x rollout.rollout_length); null: the batch size of a sync round",
     )
     max_restarts: NonNegativeInt = Field(
-        3, description="times a worker is restarted after dying (its sample is retried) or timing out; then the run stops"
+        3, description="times a worker is restarted after its process dies (its sample is retried) or it times out; then "
+        "the run stops (async: goes on without it). A restart because its node was lost spends none",
     )
     sample_timeout_s: PositiveFloat | Literal["auto"] = Field(
         "auto",
@@ -269,6 +270,12 @@ class PPOConfig(Section):
     reward_scale: PositiveFloat = 1.0
     reward_clip: PositiveFloat | None = None
     seq_len: PositiveInt = Field(16, description="BPTT chunk length for LSTM models")
+    proximal: Literal["behaviour", "learner"] = Field(
+        "behaviour", description="the policy the clipped ratio is measured from: behaviour (the one that acted; "
+        "Schulman et al.) or learner (the learner's at the update's start: decoupled PPO, Hilton et al. 2022, one "
+        "forward pass over the batch per update), so a batch sampled a few versions back does not start its update "
+        "clipped (pipeline overlap, async)",
+    )
 
 
 class APPOConfig(Section):

@@ -41,6 +41,7 @@ class SampleInfo:
     env_nonfinite_messages: list[str] = field(default_factory=list)
     league_results: list[dict] = field(default_factory=list)  # a league run: games finished in this batch
     return_stats: tuple | None = None  # (count, mean, var) of each env's discounted return, with env.normalize_reward
+    node_id: str = ""  # the Ray node the worker ran on ("" outside Ray): a lost node's workers are not waited for
 
 
 @dataclass
@@ -49,9 +50,9 @@ class SampleReport:
     timeouts: list[dict] = field(default_factory=list)  # {"worker", "waited_s"} per sample given up on
     resubmitted: list[int] = field(default_factory=list)  # workers that died mid-sample and were sent it again
     stale_batches: int = 0  # async: batches dropped since the last report, older than rollout.max_policy_lag allows
-    workers_lost: list[int] = field(default_factory=list)  # async: workers Ray will not restart, left out of the run
-    workers_down: list[int] = field(default_factory=list)  # async: workers that stopped answering since the last report
-    workers_back: list[int] = field(default_factory=list)  # async: workers answering again (or at last) since then
+    workers_lost: list[int] = field(default_factory=list)  # workers Ray will not restart (their node gone), left out
+    workers_down: list[int] = field(default_factory=list)  # workers that stopped answering since the last report
+    workers_back: list[int] = field(default_factory=list)  # workers answering again (or at last) since then
 
 
 @dataclass

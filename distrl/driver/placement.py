@@ -21,8 +21,10 @@ REPORT_EVERY_S = 10.0
 def worker_options(config: Config) -> dict:
     r = config.rollout
     # A sample interrupted by the worker's death is submitted again by the coordinator (rollout/coordinator.py),
-    # not retried by Ray: a sample killed for its timeout must not run again on the restarted worker.
-    options = {"num_cpus": r.num_cpus_per_worker, "max_restarts": r.max_restarts, "max_task_retries": 0}
+    # not retried by Ray: a sample killed for its timeout must not run again on the restarted worker. Ray restarts
+    # workers without limit; rollout.max_restarts is kept by the coordinator (rollout/restarts.py), which does not
+    # count a restart whose node was lost.
+    options = {"num_cpus": r.num_cpus_per_worker, "max_restarts": -1, "max_task_retries": 0}
     if r.resources:
         options["resources"] = dict(r.resources)
     if r.node_labels:

@@ -9,13 +9,16 @@ never the refs one by one. Learner r fetches the shards its object names.
 
 ``collect`` is also where a round's faults are handled, with a bound on every wait:
 
-- a worker that died mid-sample (its process killed, its node lost) is restarted by Ray, and
-  its sample is submitted again to the new incarnation once it answers (the round waits for it);
+- a worker whose process died mid-sample is restarted by Ray on its node, and its sample is
+  submitted again to the new incarnation once it answers (the round waits for it);
+- a worker whose node is gone is not waited for: the round goes on without its batch, and later
+  rounds leave it out (``workers_down``) until it answers again (Ray restarts it where there is
+  room) or Ray gives it up (``workers_lost``; the run goes on with the others);
 - a worker whose sample does not return within the timeout (a stuck env) is killed, Ray
   restarts it, and the round goes on without its batch: waiting for a replacement would add a
   restart and a whole sample to the iteration, and a stuck env may well get stuck again;
-- a worker that Ray will no longer restart (``rollout.max_restarts`` spent, by deaths and
-  timeouts alike) ends the run with ``WorkerFailure``.
+- a worker on a live node that Ray will no longer restart (``rollout.max_restarts`` spent, by
+  deaths and timeouts alike) ends the run with ``WorkerFailure``.
 
 Sample tasks are submitted with ``max_task_retries=0``: the retry is ours, so a sample killed
 for its timeout is not run again by Ray on the restarted worker.
@@ -29,7 +32,10 @@ import ray
 
 from distrl.common.errors import EnvFailure
 from distrl.data.messages import SampleInfo, SampleReport
+from distrl.rollout.restarts import RestartBudget, node_alive
 from distrl.rollout.stream import SampleStream, read_failed
+
+NODE_CHECK_S = 1.0  # how often a wait for a restarting worker asks whether its node is still there
 
 
 class WorkerFailure(EnvFailure):
@@ -44,13 +50,21 @@ class SampleCoordinator:
         self.env_id = env_id
         self.max_restarts = max_restarts
         self._artifacts = artifacts
-        self.timeouts: list[int] = []  # per worker, in the whole run
+        self.budget = RestartBudget([], max_restarts)
         self.abandoned: list = []  # refs of killed samples: read once they fail, so Ray reports no unread errors
+        # Lockstep membership: the node each worker last sampled on; workers left out of rounds until they answer.
+        self.node_of: dict[int, str] = {}
+        self.down: set[int] = set()  # their node is gone; probed each round (Ray restarts them where there is room)
+        self.lost: set[int] = set()  # Ray gave them up with their node
+        self.probes: dict[int, ray.ObjectRef] = {}
+        self.went_down: list[int] = []  # since the last report, as the stream reports them
+        self.came_back: list[int] = []
+        self.lost_now: list[int] = []
 
     def attach(self, workers: list) -> bool:
         """The workers to drive (created after the coordinator, which their constructors may ask for artifacts)."""
         self.workers = workers
-        self.timeouts = [0] * len(workers)
+        self.budget = RestartBudget(workers, self.max_restarts)
         return True
 
     def artifacts(self) -> list | None:
@@ -69,8 +83,9 @@ class SampleCoordinator:
         ``weights`` is ``[ObjectRef]`` (wrapped, so it reaches the workers as a ref, not as a copy made here);
         ``league``, likewise, the league's matchmaking plan in a league run.
         """
+        self._read_probes()
         round_ = {"weights": weights, "league": league}
-        round_["refs"] = [self._submit(i, round_) for i in range(len(self.workers))]
+        round_["refs"] = [None if i in self.down or i in self.lost else self._submit(i, round_) for i in range(len(self.workers))]
         return round_
 
     def collect(self, round_: dict, timeout_s: float) -> tuple:
@@ -83,9 +98,11 @@ class SampleCoordinator:
         refs = list(round_["refs"])
         start = time.monotonic()
         deadline = {i: start + timeout_s for i in range(len(refs))}
-        pending = {refs[i][0]: i for i in range(len(refs))}
+        pending = {refs[i][0]: i for i in range(len(refs)) if refs[i] is not None}
         infos: dict[int, SampleInfo] = {}
         timeouts, resubmitted = [], []
+        if not pending and self.probes:  # every worker's node is gone: wait a little for one to be back, not spin
+            ray.wait(list(self.probes.values()), num_returns=1, timeout=NODE_CHECK_S)
         while pending:
             wait_s = max(0.0, min(deadline[i] for i in pending.values()) - time.monotonic())
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=wait_s)
@@ -93,27 +110,35 @@ class SampleCoordinator:
                 index = pending.pop(ref)
                 try:
                     infos[index] = ray.get(ref)
+                    self.node_of[index] = infos[index].node_id
                 except ray.exceptions.ActorUnavailableError:  # it died, or was being restarted when the task came
-                    resubmitted.append(index)
                     try:
-                        self._wait_until_alive(index, deadline[index])
+                        alive = not self._node_gone(index) and self._wait_until_alive(index, deadline[index])
                     except ray.exceptions.ActorDiedError as exc:
-                        raise self._lost(index, exc) from None
+                        self._died(index, exc)
+                        continue
+                    if not alive:  # its node is gone: not waited for
+                        self._went_down(index)
+                        continue
+                    if not self.budget.restarted(index, self.node_of.get(index)):
+                        raise self._lost(index, None)
+                    resubmitted.append(index)
                     refs[index] = self._submit(index, round_)
                     pending[refs[index][0]] = index
                     deadline[index] = time.monotonic() + timeout_s
                 except ray.exceptions.ActorDiedError as exc:  # Ray will not restart it again
-                    raise self._lost(index, exc) from None
+                    self._died(index, exc)
             now = time.monotonic()
             for ref, index in list(pending.items()):
                 if now >= deadline[index]:
                     del pending[ref]
                     timeouts.append({"worker": index, "waited_s": round(now - (deadline[index] - timeout_s), 1)})
                     self.abandoned.extend(refs[index])
-                    self.timeouts[index] += 1
-                    ray.kill(self.workers[index], no_restart=False)  # Ray restarts it: a new process, a new env
+                    self.budget.timed_out(index)  # killed for a restart, or for good once its restarts are spent
         done = sorted(infos)
-        report = SampleReport([infos[i] for i in done], timeouts, resubmitted)
+        report = SampleReport([infos[i] for i in done], timeouts, resubmitted, workers_lost=self.lost_now,
+                              workers_down=self.went_down, workers_back=self.came_back)  # fmt: skip
+        self.lost_now, self.went_down, self.came_back = [], [], []
         return (report, *(tuple(refs[i][1 + rank] for i in done) for rank in range(self.num_shards)))
 
     # --- the asynchronous pipeline: a stream of samples (stream.py) ----------------------------------
@@ -125,7 +150,8 @@ class SampleCoordinator:
             return self.workers[index].sample_shards.options(num_returns=1 + self.num_shards, max_task_retries=0).remote(
                 weights_ref, self.num_shards, plan_ref)
 
-        self.stream = SampleStream(self.workers, self.num_shards, submit, timeout_s, weights, plan, max_queued, started)
+        self.stream = SampleStream(self.workers, self.num_shards, submit, timeout_s, weights, plan, max_queued, started,
+                                   self.budget)  # fmt: skip
         return True
 
     def set_stream_weights(self, weights: list, plan: list | None, timeout_s: float) -> None:
@@ -137,24 +163,72 @@ class SampleCoordinator:
         """The next ``count`` batches of policy version >= ``min_version``: ``(SampleReport, shards of rank 0, ...)``."""
         return self.stream.gather(count, min_version, timeout_s)
 
-    def _wait_until_alive(self, index: int, deadline: float) -> None:
+    def _wait_until_alive(self, index: int, deadline: float) -> bool:
         """Until worker ``index`` answers again (a task sent while Ray restarts an actor fails at once), or the
-        deadline passes (its next sample then times out as usual)."""
+        deadline passes (its next sample then times out as usual): True; False as soon as its node is found gone
+        (Ray calls a node dead after its health checks fail, and only then restarts its actors elsewhere)."""
+        ref = self.workers[index].ready.remote()
         while time.monotonic() < deadline:
             try:
-                ray.get(self.workers[index].ready.remote(), timeout=max(0.1, deadline - time.monotonic()))
-                return
+                ray.get(ref, timeout=min(NODE_CHECK_S, max(0.1, deadline - time.monotonic())))
+                return True
             except ray.exceptions.ActorUnavailableError:
                 time.sleep(0.2)
+                ref = self.workers[index].ready.remote()
             except ray.exceptions.GetTimeoutError:
-                return
+                pass
+            if self._node_gone(index):
+                return False
+        return True
 
-    def _lost(self, index: int, exc: BaseException) -> WorkerFailure:
-        timeouts = f"; it timed out {self.timeouts[index]} times (rollout.sample_timeout_s)" if self.timeouts[index] else ""
-        return WorkerFailure(
-            f"worker-{index} ({self.env_id}) cannot go on: Ray will not restart it again (rollout.max_restarts="
-            f"{self.max_restarts}){timeouts}; last: {str(exc).strip().splitlines()[0][:120]}"
-        )
+    def _node_gone(self, index: int) -> bool:
+        node = self.node_of.get(index)
+        return bool(node) and not node_alive(node)
+
+    def _went_down(self, index: int) -> None:
+        """Its node is gone: left out of rounds, probed each round until it answers (restarted elsewhere)."""
+        self.down.add(index)
+        self.went_down.append(index)
+        self.probes[index] = self.workers[index].ready.remote()
+
+    def _died(self, index: int, exc: BaseException) -> None:
+        """Ray will not restart it: with its node gone, the run goes on without it (while any worker is left); on a
+        live node, its restarts are spent and the run stops."""
+        if not self._node_gone(index) or len(self.lost) + 1 == len(self.workers):
+            raise self._lost(index, exc) from None
+        self.down.discard(index)
+        self.lost.add(index)
+        self.lost_now.append(index)
+
+    def _read_probes(self) -> None:
+        """The left-out workers that answer again rejoin the next round; those Ray gave up are lost for good."""
+        if not self.probes:
+            return
+        index_of = {ref: index for index, ref in self.probes.items()}
+        ready, _ = ray.wait(list(index_of), num_returns=len(index_of), timeout=0)
+        for ref in ready:
+            index = index_of[ref]
+            try:
+                ray.get(ref)
+            except ray.exceptions.ActorUnavailableError:  # being restarted: asked again next round
+                self.probes[index] = self.workers[index].ready.remote()
+                continue
+            except ray.exceptions.ActorDiedError:
+                del self.probes[index]
+                self.down.discard(index)
+                if index not in self.lost:
+                    self.lost.add(index)
+                    self.lost_now.append(index)
+                continue
+            del self.probes[index]
+            self.down.discard(index)
+            self.came_back.append(index)
+
+    def _lost(self, index: int, exc: BaseException | None) -> WorkerFailure:
+        spent = self.budget.describe(index)
+        last = f"; last: {str(exc).strip().splitlines()[0][:120]}" if exc is not None else ""
+        return WorkerFailure(f"worker-{index} ({self.env_id}) cannot go on: it is not restarted again (rollout.max_restarts="
+                             f"{self.max_restarts}){'; ' + spent if spent else ''}{last}")  # fmt: skip
 
     def _read_abandoned(self) -> None:
         self.abandoned = read_failed(self.abandoned)

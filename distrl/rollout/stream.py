@@ -3,7 +3,10 @@
 The coordinator holds the stream (``coordinator.py``), so it still submits and owns every sample and
 the driver's work per update stays constant in the worker count. A pump thread waits on the samples
 in flight; the moment one is in, its worker gets its next sample request with the newest weights the
-coordinator has been given (one object per learner update) and the batch joins a queue. While the
+coordinator has been given (one object per learner update) and the batch joins a queue once its shards are
+on the coordinator's node (the driver's): a node lost after that costs no queued batch, and the learner never
+waits on a batch whose only copy was on a node that is gone (Ray takes its health checks, ~15 s, to call a node
+dead; a batch still being copied then fails at once, counted as lost, as its worker's next sample). While the
 queue holds a whole update's batches, a worker whose batch is in waits (parked) until the learner
 takes them, since what it sampled meanwhile would only grow stale (the learner is the bottleneck
 then, not the workers); the workers still sampling go on, so the queue never waits on them. ``gather``
@@ -18,8 +21,8 @@ Faults, each bounded without stopping the others:
   its next request (its interrupted batch is lost);
 - a worker whose sample passes the sample bound (a stuck env): killed for a restart, counted as a
   timeout, then as above;
-- a worker Ray will not restart (its restarts spent, or its node gone for good): left out and
-  counted in ``workers_lost``; the run goes on with the others.
+- a worker given up (its restarts spent by crashes and timeouts, ``restarts.py``; a lost node spends
+  none): left out and counted in ``workers_lost``; the run goes on with the others.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import time
 import ray
 
 from distrl.data.messages import SampleInfo, SampleReport
+from distrl.rollout.restarts import RestartBudget
 
 PUMP_WAIT_S = 0.5  # the pump's longest sleep: how soon it notices a timeout
 RETRY_S = 0.2  # how soon a worker Ray is restarting is asked again whether it answers
@@ -38,12 +42,13 @@ RETRY_S = 0.2  # how soon a worker Ray is restarting is asked again whether it a
 
 class SampleStream:
     def __init__(self, workers: list, num_shards: int, submit, timeout_s: float, weights: list, plan: list | None,
-                 max_queued: int, started: list[int] | None = None):  # fmt: skip
+                 max_queued: int, started: list[int] | None = None, budget: RestartBudget | None = None):  # fmt: skip
         """``submit(index, weights_ref, plan) -> refs``: a worker's sample task (``(info, shard_0, ...)`` refs);
         ``weights``: ``[ObjectRef]``, or ``[None]`` for the weights the workers hold; ``plan``: ``[ObjectRef]`` or None;
         ``max_queued``: the batches queued before workers whose batch is in wait (one update's); ``started``: the
         workers constructed already (default all): the others (a worker range's, waiting for a node with room) are
-        probed first, so that no sample times out while its worker does not exist yet."""
+        probed first, so that no sample times out while its worker does not exist yet; ``budget``: the workers' restart
+        budget (``rollout.max_restarts``), spent by crashes and timeouts."""
         self.workers = workers
         self.num_shards = num_shards
         self.submit = submit
@@ -52,6 +57,8 @@ class SampleStream:
         self.weights, self.plan = weights, plan  # the newest: every sample sent from now on acts with them
         self.inflight: dict[int, tuple[str, tuple, float]] = {}  # index -> ("sample" | "probe", refs, submitted at)
         self.queue: collections.deque[tuple[SampleInfo, tuple]] = collections.deque()
+        self.pulling: dict = {}  # shard ref -> its batch, while the shard is copied to this node
+        self.copying: dict[int, list] = {}  # id of a batch in copy -> [refs left, (info, shards)]
         self.max_queued = max_queued
         self.parked: list[int] = []  # workers waiting for room in the queue
         self.timeouts: list[dict] = []
@@ -63,6 +70,9 @@ class SampleStream:
         self.answered: set[int] = set()
         self.retry_at: dict[int, float] = {}  # workers to probe again (Ray is restarting them), and when
         self.stale = 0
+        self.budget = budget if budget is not None else RestartBudget(workers, 0)
+        self.node_of: dict[int, str] = {}  # where each worker last sampled
+        self.crashed_on: dict[int, str | None] = {}  # workers whose sample died with them: the node they were on
         self.abandoned: list = []
         self.error: BaseException | None = None
         started = range(len(workers)) if started is None else started
@@ -124,16 +134,20 @@ class SampleStream:
                         del self.retry_at[index]
                         self._probe(index)
                     heads = {refs[0]: index for index, (_, refs, _) in self.inflight.items()}
-                if not heads:
+                    waiting = [*heads, *self.pulling]
+                if not waiting:
                     time.sleep(RETRY_S if self.retry_at else PUMP_WAIT_S)
                     continue
-                ready, _ = ray.wait(list(heads), num_returns=1, timeout=PUMP_WAIT_S)
-                rest = [r for r in heads if r not in ready]
+                # fetch_local: a shard counts as in once it is on this node, not merely somewhere in the cluster
+                ready, rest = ray.wait(waiting, num_returns=1, timeout=PUMP_WAIT_S, fetch_local=True)
                 if ready and rest:  # everything else already in, in the same pass
-                    ready += ray.wait(rest, num_returns=len(rest), timeout=0)[0]
+                    ready += ray.wait(rest, num_returns=len(rest), timeout=0, fetch_local=True)[0]
                 with self.cond:
                     for ref in ready:
-                        self._arrived(heads[ref])
+                        if ref in heads:
+                            self._arrived(heads[ref])
+                        elif ref in self.pulling:
+                            self._pulled(ref)
                     self._time_out()
                     self.cond.notify_all()
                 self._read_abandoned()
@@ -149,6 +163,7 @@ class SampleStream:
         except ray.exceptions.ActorUnavailableError:  # it died and Ray is restarting it, or it is being restarted
             if kind == "sample":
                 self.resubmitted.append(index)
+                self.crashed_on[index] = self.node_of.get(index)
             if index not in self.down:
                 self.down.add(index)
                 self.went_down.append(index)
@@ -158,18 +173,34 @@ class SampleStream:
             self.lost.append(index)
             self.down.discard(index)
             return
+        if index in self.crashed_on and not self.budget.restarted(index, self.crashed_on.pop(index)):
+            self.lost.append(index)  # its restarts are spent: killed for good
+            self.down.discard(index)
+            return
         if index in self.down or index not in self.answered:
             self.down.discard(index)
             self.answered.add(index)
             self.came_back.append(index)
         if kind == "sample":
-            self.queue.append((result, refs[1:]))
+            self.node_of[index] = result.node_id
+            batch = (result, refs[1:])
+            self.copying[id(batch)] = [len(batch[1]), batch]
+            for ref in batch[1]:
+                self.pulling[ref] = id(batch)
         self.parked.append(index)
         self._unpark()
 
+    def _pulled(self, ref) -> None:
+        """A shard is on this node: its batch joins the queue once all its shards are."""
+        entry = self.copying[self.pulling.pop(ref)]
+        entry[0] -= 1
+        if entry[0] == 0:
+            del self.copying[id(entry[1])]
+            self.queue.append(entry[1])
+
     def _unpark(self) -> None:
         """Send waiting workers their next request while the queue (with what is in flight) has room."""
-        while self.parked and len(self.queue) < self.max_queued:
+        while self.parked and len(self.queue) + len(self.copying) < self.max_queued:
             self._send(self.parked.pop(0))
 
     def _time_out(self) -> None:
@@ -178,7 +209,7 @@ class SampleStream:
             if kind == "sample" and now - since > self.timeout_s:
                 self.timeouts.append({"worker": index, "waited_s": round(now - since, 1)})
                 self.abandoned.extend(refs)
-                ray.kill(self.workers[index], no_restart=False)  # Ray restarts it: a new process, a new env
+                self.budget.timed_out(index)  # killed for a restart, or for good once its restarts are spent
                 self._probe(index)
 
     def _read_abandoned(self) -> None:

@@ -14,6 +14,7 @@ import time
 import uuid
 
 import numpy as np
+import ray
 import torch
 
 from distrl.common.running_mean_std import RunningMeanStd
@@ -35,6 +36,7 @@ class RolloutWorker:
         self.config = config
         self.worker_index = worker_index
         self.incarnation = uuid.uuid4().hex[:8]  # new on every (re)start of this worker
+        self.node_id = ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
         # Torch, ONNX Runtime (it follows torch's count) and the env's own threads all use the CPUs Ray gave this worker.
         threads = max(1, int(config.rollout.num_cpus_per_worker))
         torch.set_num_threads(threads)
@@ -233,6 +235,7 @@ class RolloutWorker:
         info = SampleInfo(
             worker_index=self.worker_index,
             incarnation=self.incarnation,
+            node_id=self.node_id,
             seed=self.seed,
             policy_version=self.policy_version,
             env_steps=steps * n * self.config.env.action_repeat,

@@ -7,14 +7,9 @@ log-probabilities recorded at sampling) is clipped at ``appo.rho_bar`` for the T
 ``appo.c_bar`` for how far the correction reaches back. The ratios come from one forward pass of the
 learner's current model over the batch per update; the values bootstrapped from are those recorded
 at sampling time (the baseline of V-trace's control variate; a few versions old at most).
-
-The surrogate's ratio is measured from the learner's policy at the start of the update (the same forward
-pass), not from the behaviour policy: the decoupled PPO objective of Hilton et al. 2022 ("Batch size-invariance
-for policy optimization"), as RLlib's APPO does with its target network. Clipping then bounds how far one
-update moves the policy, whatever the batch's lag; measured from a lagged behaviour policy it would start the
-update already clipped (ratio != 1) and learn less from every lagged sample. The importance weight pi/mu that
-the decoupled objective multiplies the advantage by is V-trace's clipped rho, already inside the advantage.
-Every other setting, loss and schedule is PPO's (the ``ppo`` section).
+The surrogate's ratio is measured from ``ppo.proximal``'s policy, as PPO's is; with ``learner`` (decoupled PPO)
+the importance weight pi/mu that the decoupled objective puts on the advantage is V-trace's clipped rho, already
+inside the advantage. Every other setting, loss and schedule is PPO's (the ``ppo`` section).
 """
 
 from __future__ import annotations
@@ -40,7 +35,7 @@ class APPO(PPO):
             advantages, returns = vtrace(rewards, data["values"], data["terminated"], data["truncated"], data["valid"],
                                          current - data["logp"], cfg.gamma, cfg.gae_lambda, self.appo.rho_bar,
                                          self.appo.c_bar)  # fmt: skip
-            return Targets(advantages, returns, proximal_logp=current)
+            return Targets(advantages, returns, current if self.cfg.proximal == "learner" else None)
 
 
 def build(config: Config) -> APPO:

@@ -1,5 +1,12 @@
 """PPO as the learner runs it: GAE targets once per update (rewards scaled and clipped first), the clipped loss per
-minibatch, CleanRL's epoch plan (``ppo.epochs`` passes, KL early stop) and a linearly annealed learning rate."""
+minibatch, CleanRL's epoch plan (``ppo.epochs`` passes, KL early stop) and a linearly annealed learning rate.
+
+``ppo.proximal: learner`` measures the clipped ratio from the learner's policy at the update's start instead of
+the behaviour policy (the decoupled objective of Hilton et al. 2022, "Batch size-invariance for policy
+optimization"; RLlib's APPO does the same with its target network): a batch sampled a few versions back
+(``pipeline: overlap``, ``async``) then starts its update unclipped, where measured from the lagged behaviour
+policy many of its samples start outside the clip range and teach nothing.
+"""
 
 from __future__ import annotations
 
@@ -30,8 +37,14 @@ class PPO(Algorithm):
         cfg = self.cfg
         rewards = self.scaled_rewards(data)
         with torch.no_grad():
-            return Targets(*gae(rewards, data["values"], data["terminated"], data["truncated"], data["valid"], cfg.gamma,
-                                cfg.gae_lambda))  # fmt: skip
+            advantages, returns = gae(rewards, data["values"], data["terminated"], data["truncated"], data["valid"],
+                                      cfg.gamma, cfg.gae_lambda)  # fmt: skip
+            return Targets(advantages, returns, self.proximal_logp(current_log_probs))
+
+    def proximal_logp(self, current_log_probs) -> torch.Tensor | None:
+        """The log-probs the clipped ratio is measured from, where ``ppo.proximal`` is the learner's policy (None: the
+        behaviour policy's, recorded at sampling)."""
+        return current_log_probs() if self.cfg.proximal == "learner" else None
 
     def loss(self, dist, pd_params: torch.Tensor, values: torch.Tensor, mb: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         new_logp, entropy = dist.log_prob_entropy(pd_params, mb["actions"], mb["action_mask"] if "action_mask" in mb else None)

@@ -5,7 +5,8 @@ them, each for at most the sample bound (``rollout.sample_timeout_s``); the lear
 on the round's batches. ``sync`` queues the next round on the new weights, so workers start the
 moment the update lands (policy lag 0); ``overlap`` sends it as soon as a round is collected, with
 the weights the learner is updating away from, so workers sample while the learner learns (lag 1).
-Either way a round waits for its slowest worker.
+Either way a round waits for its slowest worker, but not for one whose node is gone: the coordinator
+leaves it out of rounds until Ray restarts it where there is room (said once each way, as in async).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from distrl.driver.loops.base import TrainingLoop
 
 class LockstepLoop(TrainingLoop):
     def begin(self, new_run: bool) -> None:
+        self.answering = set(self.actors.started)
         self.first_round = self.sample(None) if new_run else None
 
     def _collect(self, round_ref) -> list:
@@ -36,6 +38,9 @@ class LockstepLoop(TrainingLoop):
             if overlap:  # sample the next batch with the weights the learner is updating away from (lag 1)
                 round_ref = self.sample(weights_ref)
             sample_report = self.await_report(samples[0])
+            stop = self.follow_membership(sample_report)
+            if stop is not None:
+                return stop
             if not sample_report.infos:  # every worker timed out: nothing to learn from this time
                 if not overlap:
                     round_ref = self.sample(weights_ref)
@@ -48,6 +53,7 @@ class LockstepLoop(TrainingLoop):
                 round_ref = self.sample(update[1])
             self.driver.snapshots.offer(update[2])
             weights_ref = update[1]
+            learner_metrics["workers_active"] = len(self.answering)
             reason = self.record(sample_report.infos, learner_metrics, weights_ref, iter_start, cpu_start)
             if reason is not None:
                 return reason

@@ -1,0 +1,126 @@
+"""Many workers on one machine: the asynchronous pipeline's throughput at 48 workers against what they produce alone.
+
+The env is CartPole behind a step that sleeps (``distrl.envs.testing:sleepy_cartpole``: a simulator bound by IO or
+another machine, not by this CPU), 8 sync envs per worker at a fraction of a CPU each (``--cpus-per-worker``), so
+48 workers fit a 2-core machine beside the learner. Two runs of ``distrl train`` (pipeline async, eager workers):
+
+- one worker alone: its steady env steps/s, times the worker count, is the sum of what the workers produce alone;
+- ``--workers`` workers together: the run's steady env steps/s, once every worker answers.
+
+Steady: env steps over wall time between the first metrics row after warm-up (every worker answering, two more
+updates) and the last. Target (DESIGN.md): at 48 workers, >= 90 % of the workers' summed solo throughput. The
+driver's and the coordinator's CPU per update are recorded beside it (they must not grow with the worker count).
+Writes JSON, Markdown and a PNG.
+
+    python benchmarks/many_workers.py                 # 1 and 48 workers
+    python benchmarks/many_workers.py --quick         # 1 and 8 workers, short runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results  # noqa: E402
+
+WARMUP_ROWS = 2  # updates after every worker answers, left out of the steady figure
+
+
+def run(workers: int, args) -> dict:
+    per_batch = 8 * args.rollout_length
+    overrides = [
+        "env.id=distrl.envs.testing:sleepy_cartpole", f"env.kwargs={{step_s: {args.step_s}}}", "env.vectorization=sync",
+        "env.num_envs_per_worker=8", f"rollout.rollout_length={args.rollout_length}", f"rollout.num_workers={workers}",
+        f"rollout.num_cpus_per_worker={args.cpus_per_worker}", "rollout.pipeline=async",
+        f"rollout.samples_per_update={per_batch * min(workers, args.batches_per_update)}", "ppo.minibatch_size=512",
+        "ppo.epochs=2", "rollout.compile.backend=eager", f"stop.time_s={args.startup_s + args.seconds}",
+        "stop.env_steps=null", "stop.episode_return_mean=null", "checkpoint.every_iterations=0",
+        "logging.tensorboard=false", "logging.progress=lines",
+    ]  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = Path(tmp) / "run"
+        cmd = [sys.executable, "-m", "distrl", "train", "configs/cartpole.yaml", "--run-dir", str(run_dir)]
+        for item in overrides:
+            cmd += ["--set", item]
+        env = {**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"}
+        result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env,
+                                timeout=args.startup_s + args.seconds + 600)  # fmt: skip
+        if result.returncode != 0:
+            raise RuntimeError(f"{workers} workers failed:\n{result.stderr[-3000:]}")
+        rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        summary = json.loads((run_dir / "summary.json").read_text())
+    full = [i for i, r in enumerate(rows) if r.get("workers_active") == workers]
+    if not full or len(rows) - full[0] < WARMUP_ROWS + 3:
+        raise RuntimeError(f"{workers} workers: {len(rows)} updates, {len(full)} with every worker; raise --seconds or "
+                           "--startup-s")  # fmt: skip
+    steady = rows[full[0] + WARMUP_ROWS :]
+    first, last = steady[0], steady[-1]
+    return {
+        "workers": workers,
+        "sps": (last["env_steps"] - first["env_steps"]) / (last["time_s"] - first["time_s"]),
+        "updates": len(steady),
+        "seconds": last["time_s"] - first["time_s"],
+        "all_answering_at_s": rows[full[0]]["time_s"],
+        "driver_cpu_s_per_update": sum(r["driver_cpu_s"] for r in steady[1:]) / max(1, len(steady) - 1),
+        "policy_lag_mean": sum(r["policy_lag_mean"] for r in steady) / len(steady),
+        "stale_batches": summary.get("stale_batches", 0),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workers", type=int, default=48)
+    parser.add_argument("--cpus-per-worker", type=float, default=0.03)
+    parser.add_argument("--step-s", type=float, default=0.005, help="each env copy's sleep per step")
+    parser.add_argument("--rollout-length", type=int, default=64)
+    parser.add_argument("--batches-per-update", type=int, default=8, help="samples_per_update in workers' batches")
+    parser.add_argument("--seconds", type=float, default=60.0, help="training time past --startup-s")
+    parser.add_argument("--startup-s", type=float, default=150.0, help="launch to every worker answering, allowed")
+    parser.add_argument("--quick", action="store_true", help="8 workers, short runs")
+    add_results_dir_argument(parser)
+    args = parser.parse_args()
+    if args.quick:
+        args.workers, args.seconds, args.startup_s = 8, 20.0, 40.0
+    machine = machine_info()
+    print_machine(machine)
+    solo = run(1, args)
+    print(f"1 worker alone: {solo['sps']:,.0f} env steps/s", flush=True)
+    many = run(args.workers, args)
+    summed = solo["sps"] * args.workers
+    ratio = many["sps"] / summed
+    print(f"{args.workers} workers: {many['sps']:,.0f} env steps/s = {ratio:.2f}x the {summed:,.0f} they produce alone "
+          f"(every worker answering {many['all_answering_at_s']:.0f} s after launch)")  # fmt: skip
+    rows = [{**solo, "share": solo["sps"] / solo["sps"]}, {**many, "share": ratio}]
+    columns = [("workers", "workers"), ("sps", "env steps/s"), ("share", "of the summed solo throughput (target >= 0.9)"),
+               ("driver_cpu_s_per_update", "driver CPU s / update"), ("policy_lag_mean", "policy lag"),
+               ("stale_batches", "stale batches"), ("all_answering_at_s", "every worker answering at (s)")]  # fmt: skip
+
+    def chart(path: Path) -> None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6, 4))
+        ax.bar(["summed solo", f"{args.workers} together"], [summed, many["sps"]], color=["grey", "tab:blue"])
+        ax.set_ylabel("env steps/s")
+        ax.set_title(f"{args.workers} workers x a sleeping env, {machine['cores']} cores: {ratio:.2f}x")
+        ax.grid(alpha=0.3, axis="y")
+        fig.tight_layout()
+        fig.savefig(path, dpi=120)
+
+    payload = {"machine": machine, "settings": vars(args), "rows": rows, "summed_solo_sps": summed, "ratio": ratio}
+    write_results("many_workers", payload, markdown_table(rows, columns), chart=chart, quick=args.quick,
+                  results_dir=args.results_dir)
+
+
+if __name__ == "__main__":
+    main()
