@@ -112,11 +112,13 @@ def test_a_worker_range_grows_onto_a_node_that_joins_mid_run(tmp_path):
 @pytest.mark.slow
 def test_a_drain_notice_on_the_learners_node_checkpoints_at_once(tmp_path):
     """``ray drain-node`` (what the autoscaler and KubeRay send before a preemption) on the node the learner runs on:
-    a checkpoint within 5 s of the notice, that node's workers named; the run goes on."""
+    a checkpoint within 5 s of the notice; that node's workers restarted at once on the other node (spending none of
+    their restarts: max_restarts 0), before the node goes; the run goes on."""
     from clusters import local_dev_cluster
 
     dev, proc, run_dir = start_run(tmp_path, 2, 3, ["rollout.num_workers=3", "stop.env_steps=250000",
-                                                    "learner.node_labels={distrl-role: rollout}"])  # fmt: skip
+                                                    "learner.node_labels={distrl-role: rollout}",
+                                                    "rollout.max_restarts=0"])  # fmt: skip
     try:
         wait_for_rows(run_dir, 3, proc, timeout=240)
         placement = json.loads((run_dir / "placement.json").read_text())
@@ -137,7 +139,10 @@ def test_a_drain_notice_on_the_learners_node_checkpoints_at_once(tmp_path):
     assert checkpoint_s <= 5.0, f"the checkpoint came {checkpoint_s:.1f} s after the drain notice"
     assert f"the learners' node {node_id[:8]} is draining" in stdout and "checkpoint written at once" in stdout
     if moved:
-        assert f"{', '.join(moved)} on draining node {node_id[:8]}" in stdout
+        assert f"{', '.join(moved)} on draining node {node_id[:8]}" in stdout and "restarted now on nodes with room" in stdout
+        after = json.loads((run_dir / "placement.json").read_text())
+        assert all(after[name]["node_id"] != node_id for name in moved), (moved, after)
+        assert all(f"{name} is back on node" in stdout for name in moved), stdout[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["stop_reason"] == "env_steps"
     print(f"drain notice to checkpoint: {checkpoint_s:.2f} s")

@@ -6,9 +6,10 @@ watcher reads) every ``POLL_S``. The first time a node the run uses is draining:
 
 - the learners' node: a checkpoint is written at once (mirrored to the storage URI if set), from the
   newest snapshot the driver holds, so a preempted run resumes with at most that much lost;
-- a rollout worker's node: said once; the workers sample until the node goes and are then restarted
-  by Ray where there is room, as a lost node's are (killing them early lost them: Ray did not restart
-  an actor killed on a draining node).
+- a rollout worker's node: its workers are restarted at once (by the coordinator, which keeps their
+  restart budget: a move spends none), and Ray places them on nodes with room, never on a draining
+  one; no round waits for them meanwhile. With no room they wait as pending actors (an autoscaler's
+  demand) and rejoin when a node with room comes, as a lost node's workers do.
 """
 
 from __future__ import annotations
@@ -16,17 +17,12 @@ from __future__ import annotations
 import threading
 import time
 
-import ray
 
 from distrl.common.log import get_logger
+from distrl.rollout.restarts import draining_nodes
 
 log = get_logger("driver")
 POLL_S = 1.0
-
-
-def draining_nodes() -> dict[str, int]:
-    """Ray's draining nodes: hex node id -> deadline (ms since the epoch; 0: none given)."""
-    return dict(ray._private.state.state.get_draining_nodes())
 
 
 class DrainWatcher:
@@ -67,11 +63,9 @@ class DrainWatcher:
                 log.warning(f"the learners' node {short} is draining{left}; the checkpoint failed: {exc}")
         workers = [name for name in on_node if name.startswith("worker-")]
         if workers:
-            # Left where they are until the node goes: a worker killed on a draining node was not restarted by Ray
-            # (it was lost for good in tests/test_nodes.py), while one lost with its node is restarted where there
-            # is room, as any lost node's are.
-            log.warning(f"{', '.join(workers)} on draining node {short}{left}: they sample until it goes, then Ray "
-                        "restarts them where there is room")  # fmt: skip
+            self.actors.coordinator.move_workers.remote([int(name.split("-")[1]) for name in workers])
+            log.warning(f"{', '.join(workers)} on draining node {short}{left}: restarted now on nodes with room "
+                        "(Ray places nothing on a draining node)")  # fmt: skip
 
     def close(self) -> None:
         self.stop.set()

@@ -32,7 +32,7 @@ import ray
 
 from distrl.common.errors import EnvFailure
 from distrl.data.messages import SampleInfo, SampleReport
-from distrl.rollout.restarts import RestartBudget, node_alive
+from distrl.rollout.restarts import RestartBudget, node_usable
 from distrl.rollout.stream import SampleStream, read_failed
 
 NODE_CHECK_S = 1.0  # how often a wait for a restarting worker asks whether its node is still there
@@ -109,18 +109,21 @@ class SampleCoordinator:
             for ref in ready:
                 index = pending.pop(ref)
                 try:
-                    infos[index] = ray.get(ref)
-                    self.node_of[index] = infos[index].node_id
+                    info = ray.get(ref)
+                    if not self.budget.seen(index, info.incarnation, self.node_of.get(index)):
+                        raise self._lost(index, None)
+                    infos[index] = info
+                    self.node_of[index] = info.node_id
                 except ray.exceptions.ActorUnavailableError:  # it died, or was being restarted when the task came
                     try:
-                        alive = not self._node_gone(index) and self._wait_until_alive(index, deadline[index])
+                        answer = None if self._node_gone(index) else self._wait_until_alive(index, deadline[index])
                     except ray.exceptions.ActorDiedError as exc:
                         self._died(index, exc)
                         continue
-                    if not alive:  # its node is gone: not waited for
+                    if answer is None:  # its node is gone: not waited for
                         self._went_down(index)
                         continue
-                    if not self.budget.restarted(index, self.node_of.get(index)):
+                    if answer and not self.budget.seen(index, answer, self.node_of.get(index)):
                         raise self._lost(index, None)
                     resubmitted.append(index)
                     refs[index] = self._submit(index, round_)
@@ -163,27 +166,33 @@ class SampleCoordinator:
         """The next ``count`` batches of policy version >= ``min_version``: ``(SampleReport, shards of rank 0, ...)``."""
         return self.stream.gather(count, min_version, timeout_s)
 
-    def _wait_until_alive(self, index: int, deadline: float) -> bool:
-        """Until worker ``index`` answers again (a task sent while Ray restarts an actor fails at once), or the
-        deadline passes (its next sample then times out as usual): True; False as soon as its node is found gone
-        (Ray calls a node dead after its health checks fail, and only then restarts its actors elsewhere)."""
+    def _wait_until_alive(self, index: int, deadline: float) -> str | None:
+        """Until worker ``index`` answers again (a task sent while Ray restarts an actor fails at once): its
+        incarnation; "" once the deadline passes (its next sample then times out as usual); None as soon as its node
+        is found gone (Ray calls a node dead after its health checks fail, and only then restarts its actors elsewhere)."""
         ref = self.workers[index].ready.remote()
         while time.monotonic() < deadline:
             try:
-                ray.get(ref, timeout=min(NODE_CHECK_S, max(0.1, deadline - time.monotonic())))
-                return True
+                return ray.get(ref, timeout=min(NODE_CHECK_S, max(0.1, deadline - time.monotonic())))
             except ray.exceptions.ActorUnavailableError:
                 time.sleep(0.2)
                 ref = self.workers[index].ready.remote()
             except ray.exceptions.GetTimeoutError:
                 pass
             if self._node_gone(index):
-                return False
-        return True
+                return None
+        return ""
 
     def _node_gone(self, index: int) -> bool:
+        """Worker ``index``'s node is gone or draining: it is not waited for (Ray restarts it where there is room)."""
         node = self.node_of.get(index)
-        return bool(node) and not node_alive(node)
+        return bool(node) and not node_usable(node)
+
+    def move_workers(self, indices: list[int]) -> None:
+        """Their node is draining: each is restarted now on a node with room, before the node goes; until it answers
+        again no round waits for it (its node counts as gone), and the restart spends none of its budget."""
+        for index in indices:
+            self.budget.move(index)
 
     def _went_down(self, index: int) -> None:
         """Its node is gone: left out of rounds, probed each round until it answers (restarted elsewhere)."""
@@ -194,6 +203,9 @@ class SampleCoordinator:
     def _died(self, index: int, exc: BaseException) -> None:
         """Ray will not restart it: with its node gone, the run goes on without it (while any worker is left); on a
         live node, its restarts are spent and the run stops."""
+        if index in self.budget.killed:  # a task that ran as distrl killed it for a restart fails as died
+            self._went_down(index)
+            return
         if not self._node_gone(index) or len(self.lost) + 1 == len(self.workers):
             raise self._lost(index, exc) from None
         self.down.discard(index)
@@ -209,7 +221,7 @@ class SampleCoordinator:
         for ref in ready:
             index = index_of[ref]
             try:
-                ray.get(ref)
+                self.budget.seen(index, ray.get(ref), self.node_of.get(index))  # its node is gone: spends nothing
             except ray.exceptions.ActorUnavailableError:  # being restarted: asked again next round
                 self.probes[index] = self.workers[index].ready.remote()
                 continue

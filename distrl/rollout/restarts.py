@@ -4,8 +4,9 @@ node going away.
 Ray restarts worker actors without limit (``max_restarts=-1``, ``driver/placement.py``) and this budget decides
 when a worker is given up: Ray's own count cannot tell a process that crashed from a node that was lost (a spot
 preemption), so a lost node would spend the budget meant for an env that keeps crashing. A restart is a crash when
-the node the worker last sampled on is still alive once Ray has restarted it (Ray restarts a lost node's actors
-only after calling the node dead), or when that node is unknown.
+the node the worker last sampled on is still alive and not draining once Ray has restarted it (Ray restarts a
+lost node's actors only after calling the node dead), or when that node is unknown; restarts distrl causes (a
+timeout's kill, moving a draining node's workers) spend nothing more.
 """
 
 from __future__ import annotations
@@ -13,9 +14,17 @@ from __future__ import annotations
 import ray
 
 
-def node_alive(node_id: str) -> bool:
-    """Whether Ray still counts node ``node_id`` alive (a lost node is called dead once its health checks fail)."""
-    return any(node["NodeID"] == node_id and node["Alive"] for node in ray.nodes())
+def draining_nodes() -> dict[str, int]:
+    """Ray's draining nodes: hex node id -> deadline (ms since the epoch; 0: none given). The list Ray Train's
+    preemption watcher reads (a private Ray API: there is no public one)."""
+    return dict(ray._private.state.state.get_draining_nodes())
+
+
+def node_usable(node_id: str) -> bool:
+    """Whether node ``node_id`` is alive and not draining: Ray calls a lost node dead once its health checks fail, and
+    places nothing new on a draining one."""
+    alive = any(node["NodeID"] == node_id and node["Alive"] for node in ray.nodes())
+    return alive and node_id not in draining_nodes()
 
 
 class RestartBudget:
@@ -24,12 +33,23 @@ class RestartBudget:
         self.limit = limit
         self.crashes = [0] * len(workers)
         self.timeouts = [0] * len(workers)
+        self.killed: set[int] = set()  # killed by distrl (a timeout, a drain): their next restart is not a crash
+        self.incarnations: dict[int, str] = {}  # the process each worker last answered from
 
-    def restarted(self, index: int, last_node: str | None) -> bool:
-        """Worker ``index`` was restarted (it answers again); ``last_node``: where it sampled before. A crash spends
-        one restart; False once the budget is spent (the worker is then killed for good)."""
-        if last_node and not node_alive(last_node):
-            return True  # its node is gone: free
+    def seen(self, index: int, incarnation: str, last_node: str | None) -> bool:
+        """Worker ``index`` answered from process ``incarnation``; ``last_node``: where it sampled before. A new
+        process after a crash spends one restart (a lost node's, or our own timeout kill's, spend none here); False
+        once the budget is spent (the worker is then killed for good). Counting processes, not errors, counts a
+        restart once however many calls failed while it happened."""
+        known = self.incarnations.get(index)
+        self.incarnations[index] = incarnation
+        if known is None or known == incarnation:
+            return True
+        if index in self.killed:  # the restart of our own kill (a timeout's is counted as the timeout)
+            self.killed.discard(index)
+            return True
+        if last_node and not node_usable(last_node):
+            return True  # its node is gone or draining: free
         self.crashes[index] += 1
         return self._within(index)
 
@@ -38,8 +58,15 @@ class RestartBudget:
         self.timeouts[index] += 1
         if not self._within(index):
             return False
+        self.killed.add(index)
         ray.kill(self.workers[index], no_restart=False)  # Ray restarts it: a new process, a new env
         return True
+
+    def move(self, index: int) -> None:
+        """Worker ``index``'s node is draining: killed now for a restart, which Ray places on a node with room (none
+        is placed on a draining node), before the node goes; spends nothing."""
+        self.killed.add(index)
+        ray.kill(self.workers[index], no_restart=False)
 
     def _within(self, index: int) -> bool:
         if self.crashes[index] + self.timeouts[index] <= self.limit:

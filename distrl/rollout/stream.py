@@ -72,7 +72,6 @@ class SampleStream:
         self.stale = 0
         self.budget = budget if budget is not None else RestartBudget(workers, 0)
         self.node_of: dict[int, str] = {}  # where each worker last sampled
-        self.crashed_on: dict[int, str | None] = {}  # workers whose sample died with them: the node they were on
         self.abandoned: list = []
         self.error: BaseException | None = None
         started = range(len(workers)) if started is None else started
@@ -160,20 +159,21 @@ class SampleStream:
         kind, refs, _ = self.inflight.pop(index)
         try:
             result = ray.get(refs[0])
-        except ray.exceptions.ActorUnavailableError:  # it died and Ray is restarting it, or it is being restarted
+        except (ray.exceptions.ActorUnavailableError, ray.exceptions.ActorDiedError) as exc:
+            if isinstance(exc, ray.exceptions.ActorDiedError) and index not in self.budget.killed:
+                self.lost.append(index)  # Ray will not restart it: given up (its restarts spent), or created never
+                self.down.discard(index)
+                return
+            # It died and Ray is restarting it (a task that ran as distrl killed it for a restart fails as died)
             if kind == "sample":
                 self.resubmitted.append(index)
-                self.crashed_on[index] = self.node_of.get(index)
             if index not in self.down:
                 self.down.add(index)
                 self.went_down.append(index)
             self.retry_at[index] = time.monotonic() + RETRY_S  # asked again shortly, not in a tight loop
             return
-        except ray.exceptions.ActorDiedError:  # Ray will not restart it: its restarts are spent or its node is gone
-            self.lost.append(index)
-            self.down.discard(index)
-            return
-        if index in self.crashed_on and not self.budget.restarted(index, self.crashed_on.pop(index)):
+        incarnation = result.incarnation if kind == "sample" else result
+        if not self.budget.seen(index, incarnation, self.node_of.get(index)):
             self.lost.append(index)  # its restarts are spent: killed for good
             self.down.discard(index)
             return

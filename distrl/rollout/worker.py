@@ -103,9 +103,9 @@ class RolloutWorker:
         module = build_model(self.model_obs_space, self.envs.single_action_space, self.config.model)
         return CheckedPolicy(module, cfg.backend, self._policy_inputs(), cfg.mode, cfg.options, cfg.strict, self.artifacts)
 
-    def ready(self) -> bool:
-        """Constructed and answering (the coordinator asks after a restart)."""
-        return True
+    def ready(self) -> str:
+        """Constructed and answering (the coordinator asks after a restart): this process's incarnation."""
+        return self.incarnation
 
     def backend_info(self) -> dict:
         report = self.policy.report
