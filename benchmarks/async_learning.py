@@ -2,8 +2,9 @@
 
 CartPole-v1 to a mean return of 475, Acrobot-v1 to -100 and Pendulum-v1 to -250, each with four
 rollout workers (0.25 CPU each, so they fit a 2-core machine beside the learner) and the shipped
-settings, ``rollout.pipeline`` sync (PPO) and async (``--async-algo``, default APPO: V-trace targets and
-the ratio measured from the learner's policy), seeds 0-2 (``--seeds``). A run that misses its target
+settings, ``rollout.pipeline`` sync (PPO) and async (``--async-algo``, default APPO: V-trace targets; and
+``--async-proximal``, default learner: the clipped ratio measured from the learner's policy, decoupled PPO),
+seeds 0-2 (``--seeds``). A run that misses its target
 within its budget counts at its budget. Target (DESIGN.md): async reaches each target in at most
 1.2x the env steps of sync (median of 3 seeds) and in less wall time. Writes JSON and Markdown.
 
@@ -37,10 +38,10 @@ TASKS = {  # name -> (config, overrides, target, env step budget)
 }  # fmt: skip
 
 
-def run(task: str, pipeline: str, seed: int, algo: str) -> dict:
+def run(task: str, pipeline: str, seed: int, algo: str, proximal: str) -> dict:
     config, overrides, target, budget = TASKS[task]
     items = [*overrides, *WORKERS, f"rollout.pipeline={pipeline}", f"seed={seed}", f"stop.episode_return_mean={target}",
-             f"stop.env_steps={budget}", f"algo={algo}"]  # fmt: skip
+             f"stop.env_steps={budget}", f"algo={algo}", f"ppo.proximal={proximal}"]  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
         cmd = [sys.executable, "-m", "distrl", "train", config, "--run-dir", str(run_dir)]
@@ -52,7 +53,7 @@ def run(task: str, pipeline: str, seed: int, algo: str) -> dict:
             raise RuntimeError(f"{task} {pipeline} seed {seed} failed:\n{result.stderr[-3000:]}")
         summary = json.loads((run_dir / "summary.json").read_text())
     solved = summary["stop_reason"] == "episode_return_mean"
-    return {"task": task, "pipeline": pipeline, "algo": algo, "seed": seed, "solved": solved, "env_steps": summary["env_steps"],
+    return {"task": task, "pipeline": pipeline, "algo": algo, "proximal": proximal, "seed": seed, "solved": solved, "env_steps": summary["env_steps"],
             "wall_s": summary["solved_at_s"] if solved else summary["wall_s"], "return": summary["episode_return_mean"],
             "stale_batches": summary.get("stale_batches", 0)}  # fmt: skip
 
@@ -62,7 +63,9 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="+", default=list(TASKS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--async-algo", default="appo", choices=["ppo", "appo"],
-                        help="the async runs' algorithm (sync runs PPO): appo corrects the lag (V-trace, decoupled ratio)")
+                        help="the async runs' algorithm (sync runs PPO): appo corrects the lag with V-trace")
+    parser.add_argument("--async-proximal", default="learner", choices=["behaviour", "learner"],
+                        help="the async runs' ppo.proximal (sync runs behaviour): learner is decoupled PPO")
     parser.add_argument("--quick", action="store_true", help="CartPole, seed 0")
     add_results_dir_argument(parser)
     args = parser.parse_args()
@@ -74,7 +77,9 @@ def main() -> None:
     for task in args.tasks:
         for seed in args.seeds:  # the pipelines of one seed side by side: the machine's speed drifts within a run
             for pipeline in ("sync", "async"):
-                r = run(task, pipeline, seed, args.async_algo if pipeline == "async" else "ppo")
+                lagged = pipeline == "async"
+                r = run(task, pipeline, seed, args.async_algo if lagged else "ppo",
+                        args.async_proximal if lagged else "behaviour")
                 runs.append(r)
                 print(f"{task:12s} {pipeline:5s} seed {seed}: {'solved' if r['solved'] else 'NOT solved'} at "
                       f"{r['env_steps']:,} env steps, {r['wall_s']:.1f} s (return {r['return']:.1f})", flush=True)

@@ -201,10 +201,11 @@ def report(machine: dict, quick: bool, results_dir: Path) -> None:
     table = markdown_table(rows, columns)
     if study:  # the shipped config beside the same config changed, seed by seed (scores: a seed's run is deterministic)
         lines = ["", "Study (the shipped config changed; `--variant NAME --set ...`):", "",
-                 "| env | variant | changes | seed | last 100 | greedy |", "| --- | --- | --- | --- | --- | --- |"]
+                 "| env | variant | changes | seed | last 100 | greedy | wall s |",
+                 "| --- | --- | --- | --- | --- | --- | --- |"]
         for r in sorted(study, key=lambda r: (r["env"], r["variant"], r["seed"])):
             lines.append(f"| {r['env']} | {r['variant']} | {' '.join(r['overrides'])} | {r['seed']} | "
-                         f"{r['train_return']:.0f} | {r['greedy_return']:.0f} |")  # fmt: skip
+                         f"{r['train_return']:.0f} | {r['greedy_return']:.0f} | {r['wall_s']:.0f} |")  # fmt: skip
         table += "\n" + "\n".join(lines)
     write_results("mujoco", {"machine": machine, "rows": rows, "runs": runs, "study": study}, table,
                   chart=chart if rows else None, quick=quick, results_dir=results_dir)  # fmt: skip
