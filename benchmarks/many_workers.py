@@ -78,8 +78,9 @@ def run(workers: int, args) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", type=int, default=48)
-    parser.add_argument("--cpus-per-worker", type=float, default=0.03)
-    parser.add_argument("--step-s", type=float, default=0.005, help="each env copy's sleep per step")
+    parser.add_argument("--cpus-per-worker", type=float, default=0.02)
+    parser.add_argument("--step-s", type=float, default=0.02, help="each env copy's sleep per step (IO-bound: "
+                        "a worker's own CPU per step stays far below it)")
     parser.add_argument("--rollout-length", type=int, default=64)
     parser.add_argument("--batches-per-update", type=int, default=8, help="samples_per_update in workers' batches")
     parser.add_argument("--seconds", type=float, default=60.0, help="training time past --startup-s")
