@@ -8,12 +8,13 @@ another machine, not by this CPU), 8 sync envs per worker at a fraction of a CPU
 - ``--workers`` workers together: the run's steady env steps/s, once every worker answers.
 
 Steady: env steps over wall time between the first metrics row after warm-up (every worker answering, two more
-updates) and the last. Target (DESIGN.md): at 48 workers, >= 90 % of the workers' summed solo throughput. The
-driver's and the coordinator's CPU per update are recorded beside it (they must not grow with the worker count).
-Writes JSON, Markdown and a PNG.
+updates) and the last. An update takes one batch per worker (``rollout.samples_per_update``'s default, a round's
+worth), so a batch is about one policy version old when it lands. Target (DESIGN.md): at 48 workers, >= 90 % of
+the workers' summed solo throughput. The driver's CPU per update is recorded beside it (it must not grow with
+the worker count). Writes JSON, Markdown and a PNG.
 
     python benchmarks/many_workers.py                 # 1 and 48 workers
-    python benchmarks/many_workers.py --quick         # 1 and 8 workers, short runs
+    python benchmarks/many_workers.py --quick         # 1 and 8 workers, short runs of a faster env
 """
 
 from __future__ import annotations
@@ -40,8 +41,9 @@ def run(workers: int, args) -> dict:
         "env.id=distrl.envs.testing:sleepy_cartpole", f"env.kwargs={{step_s: {args.step_s}}}", "env.vectorization=sync",
         "env.num_envs_per_worker=8", f"rollout.rollout_length={args.rollout_length}", f"rollout.num_workers={workers}",
         f"rollout.num_cpus_per_worker={args.cpus_per_worker}", "rollout.pipeline=async",
-        f"rollout.samples_per_update={per_batch * min(workers, args.batches_per_update)}", "ppo.minibatch_size=512",
-        "ppo.epochs=2", "rollout.compile.backend=eager", f"stop.time_s={args.startup_s + args.seconds}",
+        f"rollout.samples_per_update={per_batch * min(workers, args.batches_per_update or workers)}",
+        "ppo.minibatch_size=512", "ppo.epochs=2", "rollout.compile.backend=eager",
+        f"stop.time_s={(args.startup_s if workers > 1 else 40.0) + args.seconds}",
         "stop.env_steps=null", "stop.episode_return_mean=null", "checkpoint.every_iterations=0",
         "logging.tensorboard=false", "logging.progress=lines",
     ]  # fmt: skip
@@ -82,14 +84,15 @@ def main() -> None:
     parser.add_argument("--step-s", type=float, default=0.02, help="each env copy's sleep per step (IO-bound: "
                         "a worker's own CPU per step stays far below it)")
     parser.add_argument("--rollout-length", type=int, default=64)
-    parser.add_argument("--batches-per-update", type=int, default=8, help="samples_per_update in workers' batches")
-    parser.add_argument("--seconds", type=float, default=60.0, help="training time past --startup-s")
+    parser.add_argument("--batches-per-update", type=int, default=0,
+                        help="samples_per_update in workers' batches (0: one per worker, the default's round)")
+    parser.add_argument("--seconds", type=float, default=120.0, help="training time past --startup-s")
     parser.add_argument("--startup-s", type=float, default=150.0, help="launch to every worker answering, allowed")
-    parser.add_argument("--quick", action="store_true", help="8 workers, short runs")
+    parser.add_argument("--quick", action="store_true", help="8 workers, short runs, a 2 ms step")
     add_results_dir_argument(parser)
     args = parser.parse_args()
     if args.quick:
-        args.workers, args.seconds, args.startup_s = 8, 20.0, 40.0
+        args.workers, args.seconds, args.startup_s, args.step_s = 8, 20.0, 40.0, 0.002
     machine = machine_info()
     print_machine(machine)
     solo = run(1, args)
