@@ -31,7 +31,7 @@ class Targets(NamedTuple):
     advantages: torch.Tensor  # [T, N], zero on invalid steps
     returns: torch.Tensor  # [T, N] value targets, zero on invalid steps
     # [T, N] log-probs the surrogate's ratio is measured from (the trust region's centre); None: the behaviour
-    # policy's, recorded at sampling. An off-policy algorithm centres it on the learner's policy instead.
+    # policy's, recorded at sampling; ppo.proximal: learner centres it on the learner's policy (decoupled PPO).
     proximal_logp: torch.Tensor | None = None
 
 

@@ -50,7 +50,7 @@ class SampleReport:
     timeouts: list[dict] = field(default_factory=list)  # {"worker", "waited_s"} per sample given up on
     resubmitted: list[int] = field(default_factory=list)  # workers that died mid-sample and were sent it again
     stale_batches: int = 0  # async: batches dropped since the last report, older than rollout.max_policy_lag allows
-    workers_lost: list[int] = field(default_factory=list)  # workers Ray will not restart (their node gone), left out
+    workers_lost: list[int] = field(default_factory=list)  # workers given up (Ray will not restart them), left out
     workers_down: list[int] = field(default_factory=list)  # workers that stopped answering since the last report
     workers_back: list[int] = field(default_factory=list)  # workers answering again (or at last) since then
 
