@@ -88,6 +88,35 @@ def test_a_run_rides_out_a_lost_node(tmp_path, victim, pipeline):
 
 
 @pytest.mark.slow
+def test_a_rebuilt_learner_evicts_a_worker_that_took_its_room(tmp_path):
+    """The learners come first. One rollout node of 2 CPUs holds the learner and worker-0; worker-1 (a range's max)
+    waits for room. The learner is killed: its group is released, worker-1 takes the CPU it held at once, and the
+    learner's new group finds none. worker-1 is evicted for it and replaced by a new actor that waits for room; the
+    run goes on with worker-0 and ends normally. (A lockstep run meets the same when a lost node's workers are
+    restarted where its learner was to go, when they win that race: test_a_run_rides_out_a_lost_node; the rounds
+    around an eviction: tests/test_eviction.py.)"""
+    import signal
+
+
+    dev, proc, run_dir = start_run(tmp_path, 1, 2, ["rollout.num_workers={min: 1, max: 2}", "stop.env_steps=150000",
+                                                    "learner.node_labels={distrl-role: rollout}"])  # fmt: skip
+    try:
+        wait_for_rows(run_dir, 3, proc, timeout=240)
+        (learner,) = [p for p in dev.processes() if "ray::Learner" in " ".join(p.cmdline())]
+        learner.send_signal(signal.SIGKILL)
+    finally:
+        stdout, stderr = finish(dev, proc, tmp_path)
+    assert "Traceback" not in stderr
+    assert "a learner died" in stdout, stdout[-3000:]
+    assert "worker-1 evicted to make room (the learners come first)" in stdout, stdout[-3000:]
+    assert "worker-1 is out (evicted for the learners); the run goes on with 1 workers" in stdout, stdout[-3000:]
+    rows, summary = check_run_dir(run_dir)
+    assert summary["stop_reason"] == "env_steps" and summary["learner_restarts"] == 1
+    assert [r["learner_version"] for r in rows] == list(range(1, len(rows) + 1))  # rebuilt from the newest state
+    assert rows[-1]["workers_active"] == 1  # the replacement waits for room that never comes here
+
+
+@pytest.mark.slow
 def test_a_worker_range_grows_onto_a_node_that_joins_mid_run(tmp_path):
     from clusters import local_dev_cluster
 

@@ -3,18 +3,28 @@
 Workers are restarted by Ray (``max_restarts``) and their interrupted sample retried; a
 restarted worker draws a new random stream and acts with the weights of its next task.
 Learners are rebuilt here instead: when one dies, every rank is replaced (a DDP group cannot
-take a new member) in the same placement group and loaded with the newest state the driver
-holds, so the interrupted update runs again on the same batch.
+take a new member) in a new placement group and loaded with the newest state the driver
+holds, so the interrupted update runs again on the same batch. The learners come first: when
+their new group finds no room because workers hold it (a lost node's workers restarted where
+the learner was to go), workers are evicted to make room, and each is replaced by a new actor
+that starts once a node has room (as a worker range's do).
 """
 
 from __future__ import annotations
 
+import time
+
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
 
+from distrl.common.log import get_logger
 from distrl.config import Config
-from distrl.driver.placement import learner_placement_group, wait_until_ready, worker_options
+from distrl.driver.placement import fits, learner_bundle, learner_placement_group, wait_until_ready, worker_options
 from distrl.rollout.coordinator import SampleCoordinator
+from distrl.rollout.restarts import draining_nodes
+
+log = get_logger("driver")
+LEARNER_FIRST_S = 10.0  # how long a rebuilt learners' group waits for room before a worker is evicted for it
 
 
 class RunActors:
@@ -44,6 +54,7 @@ class RunActors:
         self.backend_infos: list[dict] = []
         self.started: list[int] = []  # workers constructed when the run started (a range's others come later)
         self.placement: dict[str, dict] = {}
+        self.evicted: set[int] = set()  # workers evicted for the learners whose replacements have not answered yet
 
     @property
     def world_size(self) -> int:
@@ -57,8 +68,6 @@ class RunActors:
         if self.trial_group is None:  # the learners of one run are placed together, as one placement group
             self.placement_group = learner_placement_group(cfg)
             wait_until_ready({f"learner placement group ({self.world_size} bundles)": self.placement_group.ready()}, timeout, self.say)
-        from distrl.rollout.worker import RolloutWorker  # torch: imported by then, in the driver's start-up thread
-
         # On the driver's node, on no resources: it only submits tasks and holds refs. It owns every batch in flight
         # (a Ray object dies with its owner's process), so it must live where the run lives: pinned to the driver's
         # node (not soft: an actor that asks for nothing may otherwise land on any node, and a worker node lost
@@ -74,13 +83,7 @@ class RunActors:
         self.coordinator = ray.remote(SampleCoordinator).options(
             name=coordinator_name, num_cpus=0, scheduling_strategy=here, max_concurrency=4
         ).remote(self.world_size, cfg.env.id, cfg.rollout.max_restarts, [self.artifacts_ref] if large else None)
-        worker_cls = ray.remote(RolloutWorker)
-        self.workers = [
-            worker_cls.options(name=f"distrl-{self.run_id}-worker-{i}", **worker_options(cfg), **self._worker_bundle(i)).remote(
-                cfg, i, first_iteration, coordinator_name if large else self.artifacts_ref
-            )
-            for i in range(cfg.rollout.max_workers)
-        ]
+        self.workers = [self._new_worker(i, first_iteration) for i in range(cfg.rollout.max_workers)]
         # Created last: the first batch needs the workers and the coordinator, not the learners, so those two
         # take the worker processes Ray has already started (and loaded torch into) on a small machine.
         self.learners = self._create_learners()
@@ -93,6 +96,23 @@ class RunActors:
         done, _ = ray.wait(list(workers.values()), num_returns=len(workers), timeout=0)
         self.started = [i for i in range(cfg.rollout.max_workers) if workers[f"worker-{i}"] in done]
         self.backend_infos = ray.get([workers[f"worker-{i}"] for i in self.started])
+
+    def _new_worker(self, index: int, seed_offset: int):
+        """Worker ``index``'s actor (``seed_offset``: the iteration it starts at, so that a replacement draws a new
+        stream). Large compile artifacts are asked of the coordinator by name; small ones travel as the argument."""
+        from distrl.rollout.worker import RolloutWorker  # torch: imported by then, in the driver's start-up thread
+
+        large = isinstance(self.artifacts_ref, ray.ObjectRef)
+        artifacts = f"distrl-{self.run_id}-coordinator" if large else self.artifacts_ref
+        name = f"distrl-{self.run_id}-worker-{index}"
+        options = {"name": name, **worker_options(self.config), **self._worker_bundle(index)}
+        for attempt in range(50):
+            try:
+                return ray.remote(RolloutWorker).options(**options).remote(self.config, index, seed_offset, artifacts)
+            except ValueError:  # the name of the actor it replaces, not released yet
+                if attempt == 49:
+                    raise
+                time.sleep(0.2)
 
     def _worker_bundle(self, index: int) -> dict:
         """Inside a trial's group, worker ``index`` takes the bundle after the learners'."""
@@ -147,9 +167,10 @@ class RunActors:
         self.placement[f"worker-{index}"] = spot
         return spot
 
-    def restart_learners(self, learner_state_ref) -> None:
+    def restart_learners(self, learner_state_ref, iteration: int = 0) -> None:
         """Replace every learner rank with a new actor holding ``learner_state_ref``, in a new placement group: the old
-        one's node may be gone, and a new group lands on any node with room (the placement bound applies)."""
+        one's node may be gone, and a new group lands on any node with room (the placement bound applies), made by
+        evicting workers when they hold it (``iteration``: where their replacements start)."""
         for learner in self.learners:
             ray.kill(learner, no_restart=True)
         if self.trial_group is None:
@@ -158,8 +179,12 @@ class RunActors:
             except Exception:  # gone with its node
                 pass
             self.placement_group = learner_placement_group(self.config)
+            evicted = self._make_room()
             wait_until_ready({f"learner placement group ({self.world_size} bundles, rebuilt)": self.placement_group.ready()},
                              self.config.cluster.placement_timeout_s, self.say)  # fmt: skip
+            for index in evicted:  # after the group holds its room: the new actor waits for a node with room
+                self.workers[index] = self._new_worker(index, iteration + 1)
+                ray.get(self.coordinator.replace.remote(index, self.workers[index]))
         self.learners = self._create_learners()
         ready = {f"learner-{rank} (restarted)": learner.device_name.remote() for rank, learner in enumerate(self.learners)}
         wait_until_ready(ready, self.config.cluster.placement_timeout_s, self.say)
@@ -167,6 +192,41 @@ class RunActors:
         spots = ray.get([learner.placement.remote() for learner in self.learners])
         for rank, spot in enumerate(spots):
             self.placement[f"learner-{rank}"].update(spot)
+
+    def _make_room(self) -> list[int]:
+        """While the learners' new group is not placed, evict one worker at a time from a node that could hold a
+        learner (its labels and total resources), until it is; returns the evicted workers. None evicted where no
+        worker is in the way: the group then waits for the cluster (an autoscaler may add a node)."""
+        ready = self.placement_group.ready()
+        evicted: list[int] = []
+        deadline = time.monotonic() + self.config.cluster.placement_timeout_s
+        while not ray.wait([ready], timeout=LEARNER_FIRST_S)[0] and time.monotonic() < deadline:
+            index = self._worker_in_the_way(evicted)
+            if index is None:
+                break
+            log.warning(f"the rebuilt learners found no room for {LEARNER_FIRST_S:g} s: worker-{index} evicted to make "
+                        f"room (the learners come first); a new worker-{index} starts once a node has room")  # fmt: skip
+            ray.get(self.coordinator.evict.remote(index))
+            evicted.append(index)
+            self.evicted.add(index)
+        return evicted
+
+    def _worker_in_the_way(self, evicted: list[int]) -> int | None:
+        """The highest-numbered answering worker on a live node that could hold a learner bundle, or None."""
+        bundle, labels = learner_bundle(self.config), dict(self.config.learner.node_labels)
+        draining = draining_nodes()
+        nodes = {n["NodeID"] for n in ray.nodes() if n["NodeID"] not in draining and fits(bundle, labels, n)}
+        asked = {i: worker.placement.remote() for i, worker in enumerate(self.workers) if i not in evicted}
+        done, _ = ray.wait(list(asked.values()), num_returns=len(asked), timeout=5.0)
+        where = {}
+        for index, ref in asked.items():
+            if ref in done:
+                try:
+                    where[index] = ray.get(ref)["node_id"]
+                except ray.exceptions.RayActorError:  # restarting or gone: holds nothing to give
+                    pass
+        in_the_way = [index for index, node in where.items() if node in nodes]
+        return max(in_the_way) if in_the_way else None
 
     def teardown(self) -> None:
         """Kill every actor and release the placement group (safe to call twice, or after a failed start)."""

@@ -18,7 +18,9 @@ never the refs one by one. Learner r fetches the shards its object names.
   restarts it, and the round goes on without its batch: waiting for a replacement would add a
   restart and a whole sample to the iteration, and a stuck env may well get stuck again;
 - a worker on a live node that Ray will no longer restart (``rollout.max_restarts`` spent, by
-  deaths and timeouts alike) ends the run with ``WorkerFailure``.
+  deaths and timeouts alike) ends the run with ``WorkerFailure``;
+- a worker evicted to make room for a rebuilt learner (``evict``: the learner comes first) is left
+  out until its replacement, a new actor that waits for a node with room (``replace``), answers.
 
 Sample tasks are submitted with ``max_task_retries=0``: the retry is ours, so a sample killed
 for its timeout is not run again by Ray on the restarted worker.
@@ -60,6 +62,8 @@ class SampleCoordinator:
         self.went_down: list[int] = []  # since the last report, as the stream reports them
         self.came_back: list[int] = []
         self.lost_now: list[int] = []
+        self.evicted: set[int] = set()  # stopped for good to make room for a learner; replaced by a new actor
+        self.stream: SampleStream | None = None
 
     def attach(self, workers: list) -> bool:
         """The workers to drive (created after the coordinator, which their constructors may ask for artifacts)."""
@@ -194,6 +198,32 @@ class SampleCoordinator:
         for index in indices:
             self.budget.move(index)
 
+    def evict(self, index: int) -> None:
+        """Stop worker ``index`` for good (Ray does not restart it): its resources go to a learner that could not be
+        placed. Left out of rounds (or the stream) until ``replace`` hands over its successor; spends no restart."""
+        self.evicted.add(index)
+        if self.stream is not None:
+            self.stream.evict(index)
+        elif index not in self.down and index not in self.lost:
+            if index in self.came_back:  # not reported yet: its successor is reported once it answers
+                self.came_back.remove(index)
+            self.down.add(index)
+            self.went_down.append(index)
+        self.probes.pop(index, None)
+        ray.kill(self.workers[index], no_restart=True)
+
+    def replace(self, index: int, worker) -> None:
+        """``worker``: a new actor in evicted worker ``index``'s place; it rejoins once it answers (placed when a node
+        has room, as a worker range's are)."""
+        self.workers[index] = worker  # the list the restart budget and the stream hold too
+        self.budget.incarnations.pop(index, None)  # a new actor: its first answer is not a restart
+        if self.stream is not None:
+            self.stream.replace(index)
+        else:
+            self.lost.discard(index)
+            self.down.add(index)
+            self.probes[index] = worker.ready.remote()
+
     def _went_down(self, index: int) -> None:
         """Its node is gone: left out of rounds, probed each round until it answers (restarted elsewhere)."""
         self.down.add(index)
@@ -203,6 +233,8 @@ class SampleCoordinator:
     def _died(self, index: int, exc: BaseException) -> None:
         """Ray will not restart it: with its node gone, the run goes on without it (while any worker is left); on a
         live node, its restarts are spent and the run stops."""
+        if index in self.evicted:  # stopped by ``evict`` (already left out) and not replaced yet
+            return
         if index in self.budget.killed:  # a task that ran as distrl killed it for a restart fails as died
             self._went_down(index)
             return
@@ -227,6 +259,8 @@ class SampleCoordinator:
                 continue
             except ray.exceptions.ActorDiedError:
                 del self.probes[index]
+                if index in self.evicted:  # stays down until its replacement answers
+                    continue
                 self.down.discard(index)
                 if index not in self.lost:
                     self.lost.add(index)
@@ -234,6 +268,7 @@ class SampleCoordinator:
                 continue
             del self.probes[index]
             self.down.discard(index)
+            self.evicted.discard(index)  # a replacement answers: counted as any worker from now on
             self.came_back.append(index)
 
     def _lost(self, index: int, exc: BaseException | None) -> WorkerFailure:

@@ -69,6 +69,7 @@ class SampleStream:
         self.came_back: list[int] = []  # answering again, or for the first time (a range's worker that started)
         self.answered: set[int] = set()
         self.retry_at: dict[int, float] = {}  # workers to probe again (Ray is restarting them), and when
+        self.evicted: set[int] = set()  # stopped to make room for a learner: left out until a replacement answers
         self.stale = 0
         self.budget = budget if budget is not None else RestartBudget(workers, 0)
         self.node_of: dict[int, str] = {}  # where each worker last sampled
@@ -116,6 +117,30 @@ class SampleStream:
             self.timeouts, self.resubmitted, self.stale, self.went_down, self.came_back = [], [], 0, [], []
         return (report, *(tuple(shards[rank] for _, shards in taken) for rank in range(self.num_shards)))
 
+    def evict(self, index: int) -> None:
+        """Worker ``index`` is being stopped for good (``SampleCoordinator.evict``): left out until ``replace``."""
+        with self.cond:
+            self.evicted.add(index)
+            entry = self.inflight.pop(index, None)
+            if entry is not None:
+                self.abandoned.extend(entry[1])
+            self.retry_at.pop(index, None)
+            if index in self.parked:
+                self.parked.remove(index)
+            if index in self.came_back:  # not reported yet: its successor is reported once it answers
+                self.came_back.remove(index)
+            if index not in self.down and index not in self.lost:
+                self.down.add(index)
+                self.went_down.append(index)
+
+    def replace(self, index: int) -> None:
+        """A new actor is in evicted worker ``index``'s place (``self.workers``): probed until it answers."""
+        with self.cond:
+            if index in self.lost:
+                self.lost.remove(index)
+            self.down.add(index)
+            self._probe(index)
+
     # --- the pump -------------------------------------------------------------------------
     def _send(self, index: int) -> None:
         self.inflight[index] = ("sample", self.submit(index, self.weights[0], self.plan[0] if self.plan else None),
@@ -144,7 +169,9 @@ class SampleStream:
                 with self.cond:
                     for ref in ready:
                         if ref in heads:
-                            self._arrived(heads[ref])
+                            entry = self.inflight.get(heads[ref])
+                            if entry is not None and entry[1][0] == ref:  # not evicted since the wait began
+                                self._arrived(heads[ref])
                         elif ref in self.pulling:
                             self._pulled(ref)
                     self._time_out()
@@ -160,6 +187,8 @@ class SampleStream:
         try:
             result = ray.get(refs[0])
         except (ray.exceptions.ActorUnavailableError, ray.exceptions.ActorDiedError) as exc:
+            if index in self.evicted:  # its replacement is probed once it exists
+                return
             if isinstance(exc, ray.exceptions.ActorDiedError) and index not in self.budget.killed:
                 self.lost.append(index)  # Ray will not restart it: given up (its restarts spent), or created never
                 self.down.discard(index)
@@ -177,6 +206,7 @@ class SampleStream:
             self.lost.append(index)  # its restarts are spent: killed for good
             self.down.discard(index)
             return
+        self.evicted.discard(index)
         if index in self.down or index not in self.answered:
             self.down.discard(index)
             self.answered.add(index)

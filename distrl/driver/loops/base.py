@@ -123,9 +123,14 @@ class TrainingLoop(ABC):
         for index in report.workers_down:
             self.answering.discard(index)
             self.counters.workers_lost += 1
+            if index in self.actors.evicted:  # said when evicted (actors.py)
+                log.warning(f"worker-{index} is out (evicted for the learners); the run goes on with "
+                            f"{len(self.answering)} workers, and takes its replacement once a node has room")  # fmt: skip
+                continue
             log.warning(f"worker-{index} on {self._where(index)} stopped answering (its process or node is gone); the "
                         f"run goes on with {len(self.answering)} workers, and takes it back once Ray restarts it")  # fmt: skip
         for index in report.workers_back:
+            self.actors.evicted.discard(index)  # its replacement answers
             joined = f"worker-{index}" not in self.actors.placement  # a range's worker, started on a node that joined
             self.actors.worker_joined(index)  # where it runs now (Ray may have restarted it on another node)
             self.driver.write_placement()
@@ -189,7 +194,7 @@ class TrainingLoop(ABC):
                 self.counters.learner_restarts += 1
                 log.warning(f"a learner {'stalled' if timed_out else 'died'} ({cause}); restarting the learners from the "
                             f"newest state (restart {self.counters.learner_restarts} of {limit})")  # fmt: skip
-                self.actors.restart_learners(self.driver.snapshots.newest_ref())
+                self.actors.restart_learners(self.driver.snapshots.newest_ref(), self.counters.iteration)
                 update = self.launch_update(samples)
                 restarted = True
 
