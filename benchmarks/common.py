@@ -91,6 +91,16 @@ def time_calls(fn, min_seconds: float, repeats: int) -> list[float]:
     return out
 
 
+def pyplot():
+    """matplotlib.pyplot on the file-only Agg backend (benchmarks save PNGs; no display is needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def markdown_table(rows: list[dict], columns: list[tuple[str, str]]) -> str:
     head = "| " + " | ".join(title for _, title in columns) + " |"
     rule = "| " + " | ".join("---" for _ in columns) + " |"

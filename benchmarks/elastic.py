@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results  # noqa: E402
+from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, pyplot, write_results  # noqa: E402
 from clusters import local_dev_cluster  # noqa: E402
 
 
@@ -116,10 +116,7 @@ def main() -> None:
         print(f"{key}: {value:,.2f}" if isinstance(value, float) else f"{key}: {value}")
 
     def chart(path: Path) -> None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = pyplot()
 
         fig, ax = plt.subplots(figsize=(8, 4))
         ax.plot([r["time_s"] for r in series], [r["sps"] for r in series], "b.-", label="env steps/s per update")

@@ -27,6 +27,7 @@ from benchmarks.common import (  # noqa: E402
     machine_info,
     markdown_table,
     print_machine,
+    pyplot,
     spread,
     time_calls,
     write_results,
@@ -265,10 +266,7 @@ def plan(args) -> list[tuple[str, str, str, int]]:
 
 def chart(rows: list[dict]):
     def draw(path: Path) -> None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = pyplot()
 
         models = sorted({r["model"] for r in rows})
         fig, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 4), squeeze=False)

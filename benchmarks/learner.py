@@ -24,6 +24,7 @@ from benchmarks.common import (  # noqa: E402
     machine_info,
     markdown_table,
     print_machine,
+    pyplot,
     spread,
     write_results,
 )
@@ -161,10 +162,7 @@ def main(argv=None) -> int:
                ("speedup_vs_eager", "x eager"), ("recompiles", "recompiles")]  # fmt: skip
 
     def chart(path: Path) -> None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = pyplot()
 
         fig, ax = plt.subplots(figsize=(9, 4))
         labels = [f"{r['model']}\n{r['variant']}" for r in rows]

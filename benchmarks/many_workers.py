@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results  # noqa: E402
+from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, pyplot, write_results  # noqa: E402
 
 WARMUP_ROWS = 2  # updates after every worker answers, left out of the steady figure
 
@@ -108,10 +108,7 @@ def main() -> None:
                ("stale_batches", "stale batches"), ("all_answering_at_s", "every worker answering at (s)")]  # fmt: skip
 
     def chart(path: Path) -> None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = pyplot()
 
         fig, ax = plt.subplots(figsize=(6, 4))
         ax.bar(["summed solo", f"{args.workers} together"], [summed, many["sps"]], color=["grey", "tab:blue"])

@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results  # noqa: E402
+from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, pyplot, write_results  # noqa: E402
 
 ENVS = ["Hopper-v5", "Walker2d-v5", "HalfCheetah-v5", "Ant-v5"]
 PUBLISHED = {  # PPO at 1M env steps
@@ -175,10 +175,7 @@ def report(machine: dict, quick: bool, results_dir: Path) -> None:
                ("policy share", "distrl: policy share of sample time")]  # fmt: skip
 
     def chart(path: Path) -> None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = pyplot()
 
         envs = [row["env"] for row in rows]
         fig, axes = plt.subplots(1, len(envs), figsize=(5 * len(envs), 4), squeeze=False)

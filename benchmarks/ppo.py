@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results  # noqa: E402
+from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, pyplot, write_results  # noqa: E402
 from distrl.compile import available_backends  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -190,10 +190,7 @@ def main(argv=None) -> int:
                ("sample_s", "sample s"), ("learn_s", "learn s"), ("policy_share_of_sampling", "policy share")]  # fmt: skip
 
     def chart(path: Path) -> None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = pyplot()
 
         fig, ax = plt.subplots(figsize=(6, 3.5))
         names = [f"{r['backend']} {r['mode'].replace('max-autotune-no-cudagraphs', 'max-autotune')} s{r['seed']}" for r in rows]

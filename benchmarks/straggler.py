@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results  # noqa: E402
+from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, pyplot, write_results  # noqa: E402
 
 STARTUP_S = 25.0  # launch to first update on a 2-core machine is 15-20 s: stop.time_s counts from launch
 WARMUP_ROWS = 2
@@ -101,10 +101,7 @@ def main() -> None:
                ("one slow / 4 fast", "one slow / 4 fast"), ("policy_lag_mean (one slow)", "policy lag (one slow)")]  # fmt: skip
 
     def chart(path: Path) -> None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = pyplot()
 
         fig, ax = plt.subplots(figsize=(7, 4))
         width = 0.25
