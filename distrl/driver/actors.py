@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 
 import ray
+from ray._private.state import available_resources_per_node  # a developer API: free resources per node
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
 
 from distrl.common.log import get_logger
@@ -24,7 +25,7 @@ from distrl.rollout.coordinator import SampleCoordinator
 from distrl.rollout.restarts import draining_nodes
 
 log = get_logger("driver")
-LEARNER_FIRST_S = 10.0  # how long a rebuilt learners' group waits for room before a worker is evicted for it
+LEARNER_FIRST_S = 10.0  # how long a rebuilt learners' group waits for room before workers are evicted for it
 
 
 class RunActors:
@@ -194,39 +195,58 @@ class RunActors:
             self.placement[f"learner-{rank}"].update(spot)
 
     def _make_room(self) -> list[int]:
-        """While the learners' new group is not placed, evict one worker at a time from a node that could hold a
-        learner (its labels and total resources), until it is; returns the evicted workers. None evicted where no
-        worker is in the way: the group then waits for the cluster (an autoscaler may add a node)."""
+        """While the learners' new group is not placed, evict the fewest workers that free a node that could hold a
+        learner bundle (its labels; its free resources with theirs), until it is; returns the evicted workers. None
+        evicted where evicting cannot make room (other jobs hold it): the group then waits for the cluster (an
+        autoscaler may add a node) up to the placement bound."""
         ready = self.placement_group.ready()
         evicted: list[int] = []
         deadline = time.monotonic() + self.config.cluster.placement_timeout_s
         while not ray.wait([ready], timeout=LEARNER_FIRST_S)[0] and time.monotonic() < deadline:
-            index = self._worker_in_the_way(evicted)
-            if index is None:
+            chosen = self._workers_in_the_way(evicted)
+            if not chosen:
                 break
-            log.warning(f"the rebuilt learners found no room for {LEARNER_FIRST_S:g} s: worker-{index} evicted to make "
-                        f"room (the learners come first); a new worker-{index} starts once a node has room")  # fmt: skip
-            ray.get(self.coordinator.evict.remote(index))
-            evicted.append(index)
-            self.evicted.add(index)
+            names = ", ".join(f"worker-{index}" for index in chosen)
+            log.warning(f"the rebuilt learners found no room for {LEARNER_FIRST_S:g} s: {names} evicted to make room "
+                        "(the learners come first); each is replaced by a new worker that starts once a node has room")  # fmt: skip
+            for index in chosen:
+                ray.get(self.coordinator.evict.remote(index))
+                evicted.append(index)
+                self.evicted.add(index)
         return evicted
 
-    def _worker_in_the_way(self, evicted: list[int]) -> int | None:
-        """The highest-numbered answering worker on a live node that could hold a learner bundle, or None."""
+    def _workers_in_the_way(self, evicted: list[int]) -> list[int]:
+        """The fewest answering workers (highest-numbered first) whose resources, with a node's free ones, make room
+        for a learner bundle on that live, non-draining node with the learners' labels; [] where none can."""
         bundle, labels = learner_bundle(self.config), dict(self.config.learner.node_labels)
+        rollout = self.config.rollout
+        holds = {"CPU": rollout.num_cpus_per_worker, **rollout.resources}  # what one worker gives back
         draining = draining_nodes()
         nodes = {n["NodeID"] for n in ray.nodes() if n["NodeID"] not in draining and fits(bundle, labels, n)}
+        free = available_resources_per_node()
         asked = {i: worker.placement.remote() for i, worker in enumerate(self.workers) if i not in evicted}
         done, _ = ray.wait(list(asked.values()), num_returns=len(asked), timeout=5.0)
-        where = {}
+        on_node: dict[str, list[int]] = {}
         for index, ref in asked.items():
             if ref in done:
                 try:
-                    where[index] = ray.get(ref)["node_id"]
+                    node = ray.get(ref)["node_id"]
                 except ray.exceptions.RayActorError:  # restarting or gone: holds nothing to give
-                    pass
-        in_the_way = [index for index, node in where.items() if node in nodes]
-        return max(in_the_way) if in_the_way else None
+                    continue
+                if node in nodes:
+                    on_node.setdefault(node, []).append(index)
+        best: list[int] = []
+        for node, indices in on_node.items():
+            have, chosen = dict(free.get(node, {})), []
+            for index in sorted(indices, reverse=True):
+                if all(have.get(k, 0) >= v for k, v in bundle.items()):
+                    break
+                chosen.append(index)
+                for key, amount in holds.items():
+                    have[key] = have.get(key, 0) + amount
+            if all(have.get(k, 0) >= v for k, v in bundle.items()) and chosen and (not best or len(chosen) < len(best)):
+                best = chosen
+        return best
 
     def teardown(self) -> None:
         """Kill every actor and release the placement group (safe to call twice, or after a failed start)."""
