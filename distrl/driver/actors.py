@@ -20,7 +20,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, Place
 
 from distrl.common.log import get_logger
 from distrl.config import Config
-from distrl.driver.placement import fits, learner_bundle, learner_placement_group, wait_until_ready, worker_options
+from distrl.driver.placement import covers, fits, learner_bundle, learner_placement_group, wait_until_ready, worker_options
 from distrl.rollout.coordinator import SampleCoordinator
 from distrl.rollout.restarts import draining_nodes
 
@@ -239,12 +239,12 @@ class RunActors:
         for node, indices in on_node.items():
             have, chosen = dict(free.get(node, {})), []
             for index in sorted(indices, reverse=True):
-                if all(have.get(k, 0) >= v for k, v in bundle.items()):
+                if covers(have, bundle):
                     break
                 chosen.append(index)
                 for key, amount in holds.items():
                     have[key] = have.get(key, 0) + amount
-            if all(have.get(k, 0) >= v for k, v in bundle.items()) and chosen and (not best or len(chosen) < len(best)):
+            if covers(have, bundle) and chosen and (not best or len(chosen) < len(best)):
                 best = chosen
         return best
 

@@ -47,12 +47,16 @@ def learner_placement_group(config: Config) -> PlacementGroup:
                            bundle_label_selector=labels)  # fmt: skip
 
 
+def covers(have: dict[str, float], request: dict[str, float]) -> bool:
+    """Whether resources ``have`` hold ``request``."""
+    return all(have.get(k, 0) >= v for k, v in request.items())
+
+
 def fits(request: dict[str, float], labels: dict[str, str], node: dict) -> bool:
     """Whether ``node`` (an entry of ``ray.nodes()``) is alive, has ``labels`` and could ever hold ``request``."""
-    have = node.get("Resources", {})
     node_labels = node.get("Labels", {}) or {}
     return (node.get("Alive", False) and all(node_labels.get(k) == v for k, v in labels.items())
-            and all(have.get(k, 0) >= v for k, v in request.items()))  # fmt: skip
+            and covers(node.get("Resources", {}), request))  # fmt: skip
 
 
 def _fits_somewhere(request: dict[str, float], labels: dict[str, str], nodes: list[dict]) -> bool:

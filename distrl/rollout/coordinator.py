@@ -62,7 +62,7 @@ class SampleCoordinator:
         self.went_down: list[int] = []  # since the last report, as the stream reports them
         self.came_back: list[int] = []
         self.lost_now: list[int] = []
-        self.evicted: set[int] = set()  # stopped for good to make room for a learner; replaced by a new actor
+        self.evicted: set[int] = set()  # lockstep: stopped for good to make room for a learner, not replaced yet
         self.stream: SampleStream | None = None
 
     def attach(self, workers: list) -> bool:
@@ -201,15 +201,16 @@ class SampleCoordinator:
     def evict(self, index: int) -> None:
         """Stop worker ``index`` for good (Ray does not restart it): its resources go to a learner that could not be
         placed. Left out of rounds (or the stream) until ``replace`` hands over its successor; spends no restart."""
-        self.evicted.add(index)
-        if self.stream is not None:
+        if self.stream is not None:  # the stream keeps its own membership
             self.stream.evict(index)
-        elif index not in self.down and index not in self.lost:
-            if index in self.came_back:  # not reported yet: its successor is reported once it answers
-                self.came_back.remove(index)
-            self.down.add(index)
-            self.went_down.append(index)
-        self.probes.pop(index, None)
+        else:
+            self.evicted.add(index)
+            self.probes.pop(index, None)
+            if index not in self.down and index not in self.lost:
+                if index in self.came_back:  # not reported yet: its successor is reported once it answers
+                    self.came_back.remove(index)
+                self.down.add(index)
+                self.went_down.append(index)
         ray.kill(self.workers[index], no_restart=True)
 
     def replace(self, index: int, worker) -> None:
