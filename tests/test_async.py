@@ -1,6 +1,8 @@
 """The asynchronous pipeline: the stream's stale-batch rule on real actors, and runs through the CLI that learn and ride
 out a killed worker or learner."""
 
+import time
+
 import pytest
 
 from distrl.config import load_config
@@ -32,6 +34,49 @@ def test_a_stale_batch_is_dropped_and_counted_never_trained_on(ray_local):
         assert [info.policy_version for info in report.infos] == [1, 1]  # version-0 batches in between: dropped
         metrics = learner.update_refs(report, shards)
         assert metrics["policy_lag_mean"] == 0 and metrics["env_steps"] == 2 * 4 * 16
+    finally:
+        for actor in [coordinator, *workers]:
+            ray.kill(actor)
+
+
+def _stream(ray, overrides: list[str], count: int, max_queued: int):
+    """``count`` workers (actor names ``...-worker-N``, as the driver names them) and a coordinator streaming from them."""
+    config = load_config(None, ["env.num_envs_per_worker=2", "rollout.rollout_length=8", f"rollout.num_workers={count}",
+                                "rollout.pipeline=async", "rollout.compile.backend=eager", "ppo.minibatch_size=16",
+                                *overrides])  # fmt: skip
+    workers = [ray.remote(RolloutWorker).options(num_cpus=0.1, name=f"stream-test-worker-{i}").remote(config, i)
+               for i in range(count)]  # fmt: skip
+    coordinator = ray.remote(SampleCoordinator).options(num_cpus=0, max_concurrency=4).remote(1, config.env.id)
+    ray.get(coordinator.attach.remote(workers))
+    ray.get(coordinator.start_stream.remote([None], None, 60.0, max_queued))
+    return coordinator, workers
+
+
+def test_while_the_learner_updates_the_workers_sample_one_update_ahead_and_no_more(ray_local):
+    """No gather for a while (the learner updating): the queue with the samples in flight stops at one update's batches
+    (more would act with weights one more version old by their update)."""
+    ray = ray_local
+    coordinator, workers = _stream(ray, [], count=2, max_queued=4)
+    try:
+        time.sleep(3.0)  # a rollout of 2 envs x 8 steps takes milliseconds: every worker is parked by now
+        report, _ = ray.get(coordinator.gather.options(num_returns=2).remote(100, 0, 0.0))  # what is queued, at once
+        assert len(report.infos) == 4
+    finally:
+        for actor in [coordinator, *workers]:
+            ray.kill(actor)
+
+
+def test_a_waiting_gather_never_waits_on_slow_workers_while_a_fast_one_is_parked(ray_local):
+    """One update's batches = 2; workers 1 and 2 sleep 4 s a rollout, worker 0 16 ms. Their two samples in flight fill
+    the queue's bound, yet the fast worker fills the first updates alone: while a gather waits, nobody is parked."""
+    ray = ray_local
+    kwargs = "env.kwargs={step_s: 0.25, slow_worker: 0, slow_factor: 0.004}"  # worker 0's steps 250x shorter
+    coordinator, workers = _stream(ray, ["env.id=distrl.envs.testing:sleepy_cartpole", "env.vectorization=sync",
+                                         kwargs], count=3, max_queued=2)  # fmt: skip
+    try:
+        for _ in range(3):
+            report, _ = ray.get(coordinator.gather.options(num_returns=2).remote(2, 0, 60.0))
+            assert [info.worker_index for info in report.infos] == [0, 0]
     finally:
         for actor in [coordinator, *workers]:
             ray.kill(actor)

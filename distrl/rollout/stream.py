@@ -7,9 +7,12 @@ coordinator has been given (one object per learner update) and the batch joins a
 on the coordinator's node (the driver's): a node lost after that costs no queued batch, and the learner never
 waits on a batch whose only copy was on a node that is gone (Ray takes its health checks, ~15 s, to call a node
 dead; a batch still being copied then fails at once, counted as lost, as its worker's next sample). While the
-queue holds a whole update's batches, a worker whose batch is in waits (parked) until the learner
-takes them, since what it sampled meanwhile would only grow stale (the learner is the bottleneck
-then, not the workers); the workers still sampling go on, so the queue never waits on them. ``gather``
+learner updates, the workers sample the next update's batches and no more: once the queue with the samples in
+flight holds a whole update's batches, a worker whose batch is in waits (parked) until the learner asks for batches
+again, since what it sampled meanwhile would act with weights one more version old by the time it was trained on
+(measured: counting only the queue let a second update's batches pile up behind it, a lag of ~2 versions where ~1
+is the floor). While the learner waits for batches no worker is parked, so a gather never waits on a slow worker
+while a fast one idles (the slow one's sample in flight counts, but the fast ones go on). ``gather``
 hands the learner the next ``count`` batches from the queue, oldest first, dropping those whose
 policy version is older than the update can use (``rollout.max_policy_lag``; counted as stale, never
 trained on). No worker waits for another: a slow one contributes fewer batches, not a slower round.
@@ -45,7 +48,8 @@ class SampleStream:
                  max_queued: int, started: list[int] | None = None, budget: RestartBudget | None = None):  # fmt: skip
         """``submit(index, weights_ref, plan) -> refs``: a worker's sample task (``(info, shard_0, ...)`` refs);
         ``weights``: ``[ObjectRef]``, or ``[None]`` for the weights the workers hold; ``plan``: ``[ObjectRef]`` or None;
-        ``max_queued``: the batches queued before workers whose batch is in wait (one update's); ``started``: the
+        ``max_queued``: one update's batches (what the queue, the batches in copy and the samples in flight hold before a
+        worker whose batch is in waits, while the learner updates); ``started``: the
         workers constructed already (default all): the others (a worker range's, waiting for a node with room) are
         probed first, so that no sample times out while its worker does not exist yet; ``budget``: the workers' restart
         budget (``rollout.max_restarts``), spent by crashes and timeouts."""
@@ -61,6 +65,7 @@ class SampleStream:
         self.copying: dict[int, list] = {}  # id of a batch in copy -> [refs left, (info, shards)]
         self.max_queued = max_queued
         self.parked: list[int] = []  # workers waiting for room in the queue
+        self.hungry = False  # a gather is waiting for batches: no worker is parked
         self.timeouts: list[dict] = []
         self.resubmitted: list[int] = []
         self.lost: list[int] = []  # for good: Ray will not restart them
@@ -98,20 +103,25 @@ class SampleStream:
         taken: list[tuple[SampleInfo, tuple]] = []
         deadline = time.monotonic() + timeout_s
         with self.cond:
-            while len(taken) < count:
-                if self.error is not None:
-                    raise self.error
-                while self.queue and len(taken) < count:
-                    info, shards = self.queue.popleft()
-                    if info.policy_version < min_version:
-                        self.stale += 1
-                    else:
-                        taken.append((info, shards))
-                self._unpark()
-                if len(taken) < count:
-                    if len(self.lost) == len(self.workers) or time.monotonic() >= deadline:
-                        break
-                    self.cond.wait(timeout=min(PUMP_WAIT_S, max(0.0, deadline - time.monotonic())))
+            try:
+                while len(taken) < count:
+                    if self.error is not None:
+                        raise self.error
+                    while self.queue and len(taken) < count:
+                        info, shards = self.queue.popleft()
+                        if info.policy_version < min_version:
+                            self.stale += 1
+                        else:
+                            taken.append((info, shards))
+                    self.hungry = len(taken) < count
+                    self._unpark()
+                    if len(taken) < count:
+                        if len(self.lost) == len(self.workers) or time.monotonic() >= deadline:
+                            break
+                        self.cond.wait(timeout=min(PUMP_WAIT_S, max(0.0, deadline - time.monotonic())))
+            finally:
+                self.hungry = False
+            self._unpark()  # the queue has room again: the next update's batches start with the newest weights
             report = SampleReport([info for info, _ in taken], self.timeouts, self.resubmitted, self.stale, list(self.lost),
                                   self.went_down, self.came_back)  # fmt: skip
             self.timeouts, self.resubmitted, self.stale, self.went_down, self.came_back = [], [], 0, [], []
@@ -229,9 +239,14 @@ class SampleStream:
             self.queue.append(entry[1])
 
     def _unpark(self) -> None:
-        """Send waiting workers their next request while the queue (with what is in flight) has room."""
-        while self.parked and len(self.queue) + len(self.copying) < self.max_queued:
+        """Send waiting workers their next request while a gather waits, or while the queue with the batches in copy
+        and the samples in flight holds less than an update's batches."""
+        while self.parked and (self.hungry or self._outstanding() < self.max_queued):
             self._send(self.parked.pop(0))
+
+    def _outstanding(self) -> int:
+        sampling = sum(1 for kind, _, _ in self.inflight.values() if kind == "sample")
+        return len(self.queue) + len(self.copying) + sampling
 
     def _time_out(self) -> None:
         now = time.monotonic()

@@ -66,7 +66,10 @@ class AsyncLoop(TrainingLoop):
             version = learner_metrics["learner_version"]  # unchanged when every batch was lost with its node
             weights_ref = update[1]
             self.driver.snapshots.offer(update[2])
-            self.actors.coordinator.set_stream_weights.remote([weights_ref], self.worker_plans(), self.bounds.sample_s())
+            # Waited for: the coordinator runs calls on threads, and a gather that overtook it would send the workers
+            # it unparks the weights before these (a lag of 2 at the next update where 1 is the floor).
+            ray.get(self.actors.coordinator.set_stream_weights.remote([weights_ref], self.worker_plans(),
+                                                                      self.bounds.sample_s()))  # fmt: skip
             # Taken now, not while the update ran: the batches sampled during it (policy lag 1 at the next update)
             # are in the queue already, and the ones after them act with the weights just made.
             samples = self._gather(version - lag)
