@@ -42,6 +42,8 @@ def main() -> None:
     parser.add_argument("--lose-at", type=float, default=20.0, help="seconds after the first update")
     parser.add_argument("--add-at", type=float, default=45.0, help="seconds after the first update")
     parser.add_argument("--seconds", type=float, default=80.0, help="training time after the first update")
+    parser.add_argument("--updates-ahead", type=int, default=1,
+                        help="rollout.updates_ahead: updates' worth of batches sampled while the learner updates")
     parser.add_argument("--quick", action="store_true", help="lose at 10 s, add at 20 s, 35 s in all")
     add_results_dir_argument(parser)
     args = parser.parse_args()
@@ -60,7 +62,8 @@ def main() -> None:
                      "rollout.num_cpus_per_worker=1", "rollout.resources={rollout: 1}", "learner.resources={learner: 1}",
                      "env.num_envs_per_worker=32", "rollout.samples_per_update=8192", "ppo.minibatch_size=1024",
                      "stop.env_steps=null", "stop.episode_return_mean=null", f"stop.time_s={args.seconds + 40}",
-                     "checkpoint.every_iterations=0", "rollout.compile.backend=eager", "logging.progress=lines"]  # fmt: skip
+                     "checkpoint.every_iterations=0", "rollout.compile.backend=eager", "logging.progress=lines",
+                     f"rollout.updates_ahead={args.updates_ahead}"]  # fmt: skip
         cmd = [sys.executable, "-m", "distrl", "train", "configs/cartpole.yaml", "--run-dir", str(run_dir),
                "--address", dev.gcs_address]  # fmt: skip
         for item in overrides:

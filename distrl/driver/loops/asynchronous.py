@@ -31,8 +31,9 @@ class AsyncLoop(TrainingLoop):
             self._start_stream([None])
 
     def _start_stream(self, weights: list) -> None:
-        ray.get(self.actors.coordinator.start_stream.remote(weights, self.worker_plans(), self.bounds.sample_s(),
-                                                            self._batches_per_update(), self.actors.started))  # fmt: skip
+        ahead = self._batches_per_update() * self.config.rollout.updates_ahead  # sampled while the learner updates
+        ray.get(self.actors.coordinator.start_stream.remote(weights, self.worker_plans(), self.bounds.sample_s(), ahead,
+                                                            self.actors.started))  # fmt: skip
 
     def _batches_per_update(self) -> int:
         return self.config.update_size // (self.config.env.num_envs_per_worker * self.config.rollout.rollout_length)
