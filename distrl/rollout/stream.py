@@ -7,12 +7,13 @@ coordinator has been given (one object per learner update) and the batch joins a
 on the coordinator's node (the driver's): a node lost after that costs no queued batch, and the learner never
 waits on a batch whose only copy was on a node that is gone (Ray takes its health checks, ~15 s, to call a node
 dead; a batch still being copied then fails at once, counted as lost, as its worker's next sample). While the
-learner updates, the workers sample the next update's batches and no more: once the queue with the samples in
-flight holds a whole update's batches, a worker whose batch is in waits (parked) until the learner asks for batches
-again, since what it sampled meanwhile would act with weights one more version old by the time it was trained on
-(measured: counting only the queue let a second update's batches pile up behind it, a lag of ~2 versions where ~1
-is the floor). While the learner waits for batches no worker is parked, so a gather never waits on a slow worker
-while a fast one idles (the slow one's sample in flight counts, but the fast ones go on). ``gather``
+learner updates, the workers sample the next update's batches and no more (``rollout.updates_ahead`` updates', 1
+by default): once the queue with the samples in flight holds that many, a worker whose batch is in waits (parked)
+until the learner asks for batches again, since what it sampled meanwhile would act with weights one more version
+old by the time it was trained on (measured: counting only the queue let a second update's batches pile up behind
+it, a lag of ~2 versions where ~1 is the floor). While the learner waits for batches no worker is parked, so a
+gather never waits on a slow worker while a fast one idles (the slow one's sample in flight counts, but the fast
+ones go on). ``gather``
 hands the learner the next ``count`` batches from the queue, oldest first, dropping those whose
 policy version is older than the update can use (``rollout.max_policy_lag``; counted as stale, never
 trained on). No worker waits for another: a slow one contributes fewer batches, not a slower round.
@@ -48,8 +49,8 @@ class SampleStream:
                  max_queued: int, started: list[int] | None = None, budget: RestartBudget | None = None):  # fmt: skip
         """``submit(index, weights_ref, plan) -> refs``: a worker's sample task (``(info, shard_0, ...)`` refs);
         ``weights``: ``[ObjectRef]``, or ``[None]`` for the weights the workers hold; ``plan``: ``[ObjectRef]`` or None;
-        ``max_queued``: one update's batches (what the queue, the batches in copy and the samples in flight hold before a
-        worker whose batch is in waits, while the learner updates); ``started``: the
+        ``max_queued``: what the queue, the batches in copy and the samples in flight hold before a worker whose batch
+        is in waits, while the learner updates (an update's batches x ``rollout.updates_ahead``); ``started``: the
         workers constructed already (default all): the others (a worker range's, waiting for a node with room) are
         probed first, so that no sample times out while its worker does not exist yet; ``budget``: the workers' restart
         budget (``rollout.max_restarts``), spent by crashes and timeouts."""
