@@ -122,7 +122,6 @@ class SampleStream:
                         self.cond.wait(timeout=min(PUMP_WAIT_S, max(0.0, deadline - time.monotonic())))
             finally:
                 self.hungry = False
-            self._unpark()  # the queue has room again: the next update's batches start with the newest weights
             report = SampleReport([info for info, _ in taken], self.timeouts, self.resubmitted, self.stale, list(self.lost),
                                   self.went_down, self.came_back)  # fmt: skip
             self.timeouts, self.resubmitted, self.stale, self.went_down, self.came_back = [], [], 0, [], []

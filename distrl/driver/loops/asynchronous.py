@@ -3,11 +3,11 @@
 The coordinator keeps every worker sampling (``distrl/rollout/stream.py``): a worker's next rollout
 starts the moment its last one is in, with the newest weights the coordinator has. The learner updates
 whenever ``rollout.samples_per_update`` transitions are in, from whichever workers delivered them:
-while it updates, the workers sample the next update's batches (and no more: policy lag 1). Every batch
-carries the policy version that acted; one older than ``rollout.max_policy_lag`` versions behind the learner
-at its update is dropped and counted (``stale_batches``), never trained on. Off-policy batches inside the
-bound are trained by the algorithm: PPO with ``ppo.proximal: learner`` (the clipped ratio from the learner's
-policy) or ``algo: appo`` (V-trace targets).
+while it updates, the workers sample the next update's batches and no more (policy lag 1; ``rollout.updates_ahead``
+updates' batches where set). Every batch carries the policy version that acted; one older than
+``rollout.max_policy_lag`` versions behind the learner at its update is dropped and counted (``stale_batches``),
+never trained on. Off-policy batches inside the bound are trained by the algorithm: PPO with ``ppo.proximal:
+learner`` (the clipped ratio from the learner's policy) or ``algo: appo`` (V-trace targets).
 """
 
 from __future__ import annotations
