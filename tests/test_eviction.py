@@ -8,7 +8,7 @@ import time
 import pytest
 
 from distrl.config import load_config
-from distrl.rollout import RolloutWorker, SampleCoordinator
+from distrl.rollout import SampleCoordinator, remote_worker_class
 
 SMALL = ["env.num_envs_per_worker=4", "rollout.rollout_length=64", "rollout.num_workers=2",
          "rollout.compile.backend=eager", "ppo.minibatch_size=32"]  # fmt: skip
@@ -18,7 +18,7 @@ def actors(ray, pipeline: str):
     config = load_config(None, [*SMALL, f"rollout.pipeline={pipeline}"])
 
     def worker(index: int, seed_offset: int = 0):
-        return ray.remote(RolloutWorker).options(num_cpus=0.1, max_restarts=-1).remote(config, index, seed_offset)
+        return remote_worker_class().options(num_cpus=0.1, max_restarts=-1).remote(config, index, seed_offset)
 
     coordinator = ray.remote(SampleCoordinator).options(num_cpus=0, max_concurrency=4).remote(1, config.env.id)
     workers = [worker(i) for i in range(2)]

@@ -101,7 +101,7 @@ class RunActors:
     def _new_worker(self, index: int, seed_offset: int):
         """Worker ``index``'s actor (``seed_offset``: the iteration it starts at, so that a replacement draws a new
         stream). Large compile artifacts are asked of the coordinator by name; small ones travel as the argument."""
-        from distrl.rollout.worker import RolloutWorker  # torch: imported by then, in the driver's start-up thread
+        from distrl.rollout.worker import remote_worker_class  # torch: imported by then, in the driver's start-up thread
 
         large = isinstance(self.artifacts_ref, ray.ObjectRef)
         artifacts = f"distrl-{self.run_id}-coordinator" if large else self.artifacts_ref
@@ -109,7 +109,7 @@ class RunActors:
         options = {"name": name, **worker_options(self.config), **self._worker_bundle(index)}
         for attempt in range(50):
             try:
-                return ray.remote(RolloutWorker).options(**options).remote(self.config, index, seed_offset, artifacts)
+                return remote_worker_class().options(**options).remote(self.config, index, seed_offset, artifacts)
             except ValueError:  # the name of the actor it replaces, not released yet
                 if attempt == 49:
                     raise

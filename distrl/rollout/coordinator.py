@@ -35,7 +35,7 @@ import ray
 from distrl.common.errors import EnvFailure
 from distrl.data.messages import SampleInfo, SampleReport
 from distrl.rollout.restarts import RestartBudget, node_usable
-from distrl.rollout.stream import SampleStream, read_failed
+from distrl.rollout.stream import WEIGHTS_GROUP, SampleStream, read_failed
 
 NODE_CHECK_S = 1.0  # how often a wait for a restarting worker asks whether its node is still there
 
@@ -157,8 +157,11 @@ class SampleCoordinator:
             return self.workers[index].sample_shards.options(num_returns=1 + self.num_shards, max_task_retries=0).remote(
                 weights_ref, self.num_shards, plan_ref)
 
+        def stage(index, weights_ref):
+            return self.workers[index].stage_weights.options(concurrency_group=WEIGHTS_GROUP).remote(weights_ref)
+
         self.stream = SampleStream(self.workers, self.num_shards, submit, timeout_s, weights, plan, max_queued, started,
-                                   self.budget)  # fmt: skip
+                                   self.budget, stage)  # fmt: skip
         return True
 
     def set_stream_weights(self, weights: list, plan: list | None, timeout_s: float) -> None:

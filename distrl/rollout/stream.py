@@ -4,7 +4,9 @@ The coordinator holds the stream (``coordinator.py``), so it still submits and o
 the driver's work per update stays constant in the worker count. A pump thread waits on the samples
 in flight; the moment one is in, its worker gets its next sample request with the newest weights the
 coordinator has been given (one object per learner update) and the batch joins a queue once its shards are
-on the coordinator's node (the driver's): a node lost after that costs no queued batch, and the learner never
+on the coordinator's node (the driver's). New weights also go at once to every worker whose sample is running
+(``RolloutWorker.stage_weights``), which acts with them from its next step: a rollout that spans an update is only
+partly one version old (measured below). A node lost after that costs no queued batch, and the learner never
 waits on a batch whose only copy was on a node that is gone (Ray takes its health checks, ~15 s, to call a node
 dead; a batch still being copied then fails at once, counted as lost, as its worker's next sample). While the
 learner updates, the workers sample the next update's batches and no more (``rollout.updates_ahead`` updates', 1
@@ -42,12 +44,15 @@ from distrl.rollout.restarts import RestartBudget
 
 PUMP_WAIT_S = 0.5  # the pump's longest sleep: how soon it notices a timeout
 RETRY_S = 0.2  # how soon a worker Ray is restarting is asked again whether it answers
+WEIGHTS_GROUP = "weights"  # the workers' Ray concurrency group (a thread of its own) that stage_weights runs in
 
 
 class SampleStream:
     def __init__(self, workers: list, num_shards: int, submit, timeout_s: float, weights: list, plan: list | None,
-                 max_queued: int, started: list[int] | None = None, budget: RestartBudget | None = None):  # fmt: skip
+                 max_queued: int, started: list[int] | None = None, budget: RestartBudget | None = None,
+                 stage=None):  # fmt: skip
         """``submit(index, weights_ref, plan) -> refs``: a worker's sample task (``(info, shard_0, ...)`` refs);
+        ``stage(index, weights_ref) -> ref``: newer weights for the sample worker ``index`` is running (None: none sent);
         ``weights``: ``[ObjectRef]``, or ``[None]`` for the weights the workers hold; ``plan``: ``[ObjectRef]`` or None;
         ``max_queued``: what the queue, the batches in copy and the samples in flight hold before a worker whose batch
         is in waits, while the learner updates (an update's batches x ``rollout.updates_ahead``); ``started``: the
@@ -57,6 +62,7 @@ class SampleStream:
         self.workers = workers
         self.num_shards = num_shards
         self.submit = submit
+        self.stage = stage
         self.timeout_s = timeout_s
         self.cond = threading.Condition()
         self.weights, self.plan = weights, plan  # the newest: every sample sent from now on acts with them
@@ -97,6 +103,11 @@ class SampleStream:
         up on after ``timeout_s`` (the sample bound follows the run's pace)."""
         with self.cond:
             self.weights, self.plan, self.timeout_s = weights, plan, timeout_s
+            if self.stage is None or weights[0] is None:
+                return
+            for index, (kind, _, _) in self.inflight.items():
+                if kind == "sample":  # one call per running sample: the work per sample stays constant
+                    self.abandoned.append(self.stage(index, weights[0]))  # its reply is read (and dropped) by the pump
 
     def gather(self, count: int, min_version: int, timeout_s: float) -> tuple:
         """The next ``count`` batches of policy version >= ``min_version`` (older ones dropped as stale), waiting at

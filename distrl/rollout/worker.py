@@ -2,6 +2,12 @@
 
 A plain class: tests drive it in-process, the driver wraps it with ``ray.remote``.
 
+Newer weights reach a sample that is running (``stage_weights``, the async pipeline's stream sends them the
+moment the learner has them): the worker acts with them from its next step, so a rollout that spans a learner
+update is only partly one version old. Every step's log-probability is the acting policy's, which is all the
+off-policy corrections read; the batch reports the version it started with (the staleness bound) and the mean over
+its steps (the policy lag).
+
 NEXT_STEP autoreset: when step ``t`` ends an episode, the env ignores the action of step
 ``t + 1`` and returns the reset observation. That step is recorded with ``valid=False``
 and takes no part in the loss; observation ``t + 1`` (the final one) is kept so truncated
@@ -10,6 +16,7 @@ episodes bootstrap from its value.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 
@@ -27,6 +34,14 @@ from distrl.data.batch import Batch, policy_observation
 from distrl.data.messages import SampleInfo, Weights
 from distrl.models import build_model
 from distrl.data.window import ObservationWindow
+from distrl.rollout.stream import WEIGHTS_GROUP
+
+
+def remote_worker_class():
+    """``RolloutWorker`` as a Ray actor class: ``stage_weights`` runs on a thread of its own (call it with
+    ``.options(concurrency_group=WEIGHTS_GROUP)``), beside the sample it updates; every other method runs one at a time
+    as in a plain actor."""
+    return ray.remote(concurrency_groups={WEIGHTS_GROUP: 1})(RolloutWorker)
 
 
 class RolloutWorker:
@@ -58,6 +73,8 @@ class RolloutWorker:
         torch.manual_seed(seed)
         self.dist = self.model.dist
         self.policy_version = 0
+        self.staged: Weights | None = None  # newer weights sent while a sample runs (stage_weights), taken at its next step
+        self.staged_lock = threading.Lock()
         self.obs_rms: RunningMeanStd | None = None
         # env.normalize_reward: each env's discounted return so far (SB3's VecNormalize.returns), carried across batches.
         self.discounted_returns = np.zeros(self.num_envs, np.float64) if config.env.normalize_reward else None
@@ -134,6 +151,21 @@ class RolloutWorker:
             # On the observations it is about to act on: a compiled graph holding stale weights fails here.
             self.policy.verify(self._policy_inputs(), f"after weight sync {self.policy_version}")
 
+    def stage_weights(self, weights: Weights) -> int:
+        """Act with ``weights`` from the next step of the sample running now (or of the next sample); returns their
+        version. Runs on its own thread under Ray (``WEIGHTS_GROUP``): it only leaves them for the sampling thread."""
+        with self.staged_lock:
+            self.staged = weights
+        return weights.version
+
+    def _take_staged(self) -> None:
+        """Act with the weights ``stage_weights`` left, if newer than the ones in use (a learner rebuilt from an older
+        snapshot sends its own with the next sample request: those are taken as they are)."""
+        with self.staged_lock:
+            staged, self.staged = self.staged, None
+        if staged is not None and staged.version > self.policy_version:
+            self.set_weights(staged)
+
     # --- sampling --------------------------------------------------------------------
     def _observe(self, raw: np.ndarray) -> np.ndarray:
         """The observation as the policy takes it: normalised, and in the policy's dtype (uint8 frames stay uint8;
@@ -151,6 +183,8 @@ class RolloutWorker:
         """
         if weights is not None:
             self.set_weights(weights)
+        self._take_staged()
+        start_version = self.policy_version
         if league is not None:
             self.league_env.set_plan(league)
         start = time.perf_counter()
@@ -170,8 +204,12 @@ class RolloutWorker:
         env_errors, error_messages, env_nonfinite, nonfinite_messages = 0, [], 0, []
         no_error = np.zeros(n, dtype=bool)
         policy_s = env_s = 0.0
+        acted_versions = 0  # summed over the steps: their mean is the batch's version for the policy lag
 
         for t in range(steps + 1):
+            if self.staged is not None:  # read without the lock: a miss is taken at the next step
+                self._take_staged()
+            acted_versions += self.policy_version if t < steps else 0
             obs = self._observe(self.raw_obs)
             batch.obs[t] = obs
             if raw_obs_seen is not None:
@@ -237,7 +275,8 @@ class RolloutWorker:
             incarnation=self.incarnation,
             node_id=self.node_id,
             seed=self.seed,
-            policy_version=self.policy_version,
+            policy_version=start_version,
+            policy_version_mean=acted_versions / steps,
             env_steps=steps * n * self.config.env.action_repeat,
             batch_bytes=batch.nbytes,
             episode_returns=episode_returns,
