@@ -56,11 +56,13 @@ def run(task: str, pipeline: str, seed: int, algo: str, proximal: str) -> dict:
         if result.returncode != 0:
             raise RuntimeError(f"{task} {pipeline} seed {seed} failed:\n{result.stderr[-3000:]}")
         summary = json.loads((run_dir / "summary.json").read_text())
-        first_update_s = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[0])["time_s"]
+        metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    first_update_s = metrics[0]["time_s"]
+    lag = statistics.mean(row["policy_lag_mean"] for row in metrics[1:]) if len(metrics) > 1 else 0.0
     solved = summary["stop_reason"] == "episode_return_mean"
     return {"task": task, "pipeline": pipeline, "algo": algo, "proximal": proximal, "seed": seed, "solved": solved, "env_steps": summary["env_steps"],
             "wall_s": summary["solved_at_s"] if solved else summary["wall_s"], "first_update_s": first_update_s,
-            "return": summary["episode_return_mean"],
+            "return": summary["episode_return_mean"], "policy_lag": round(lag, 3),
             "stale_batches": summary.get("stale_batches", 0)}  # fmt: skip
 
 
@@ -89,9 +91,10 @@ def main() -> None:
                 r["train_s"] = round(r["wall_s"] - r["first_update_s"], 3)
                 runs.append(r)
                 print(f"{task:12s} {pipeline:5s} seed {seed}: {'solved' if r['solved'] else 'NOT solved'} at "
-                      f"{r['env_steps']:,} env steps, {r['wall_s']:.1f} s (return {r['return']:.1f})", flush=True)
+                      f"{r['env_steps']:,} env steps, {r['wall_s']:.1f} s (return {r['return']:.1f}, "
+                      f"policy lag {r['policy_lag']:.2f})", flush=True)
         med = {p: {k: statistics.median(r[k] for r in runs if r["task"] == task and r["pipeline"] == p)
-                   for k in ("env_steps", "wall_s", "train_s")} for p in ("sync", "async")}  # fmt: skip
+                   for k in ("env_steps", "wall_s", "train_s", "policy_lag")} for p in ("sync", "async")}  # fmt: skip
         solved = {p: sum(r["solved"] for r in runs if r["task"] == task and r["pipeline"] == p) for p in ("sync", "async")}
         rows.append({"task": task, "seeds": len(args.seeds),
                      "sync env steps": med["sync"]["env_steps"], "async env steps": med["async"]["env_steps"],
@@ -100,13 +103,14 @@ def main() -> None:
                      "wall async / sync": med["async"]["wall_s"] / med["sync"]["wall_s"],
                      "sync train s": med["sync"]["train_s"], "async train s": med["async"]["train_s"],
                      "train async / sync": med["async"]["train_s"] / med["sync"]["train_s"],
+                     "async policy lag": med["async"]["policy_lag"],
                      "solved sync/async": f"{solved['sync']}/{solved['async']} of {len(args.seeds)}"})  # fmt: skip
     columns = [("task", "task"), ("sync env steps", "sync: env steps"), ("async env steps", "async: env steps"),
                ("steps async / sync", "async / sync steps (target <= 1.2)"), ("sync wall s", "sync: s from launch"),
                ("async wall s", "async: s from launch"), ("wall async / sync", "async / sync time (target < 1)"),
                ("sync train s", "sync: s from first update"), ("async train s", "async: s from first update"),
                ("train async / sync", "async / sync, from first update"),
-               ("solved sync/async", "solved")]  # fmt: skip
+               ("async policy lag", "async: policy lag (mean of its updates)"), ("solved sync/async", "solved")]  # fmt: skip
     name = "async_learning" if (args.async_algo, args.async_proximal) == ("ppo", "learner") else \
         f"async_learning_{args.async_algo}_{args.async_proximal}"
     write_results(name, {"machine": machine, "settings": vars(args), "runs": runs, "rows": rows},
