@@ -5,8 +5,8 @@ rollout workers (0.25 CPU each, so they fit a 2-core machine beside the learner)
 settings, ``rollout.pipeline`` sync and async, PPO, seeds 0-2 (``--seeds``). The async runs measure PPO's clipped
 ratio from the learner's policy (``ppo.proximal: learner``, decoupled PPO, as the async configs do; the sync runs keep
 the behaviour policy's, which at lag 0 is the same policy). ``--async-algo appo`` (V-trace targets) and
-``--async-proximal behaviour`` change the async runs; their results are written apart
-(``async_learning_ALGO_PROXIMAL``). A run that misses its target within its budget counts at its budget. Wall time is
+``--async-proximal behaviour`` change the async runs, and ``--updates-ahead X`` their ``rollout.updates_ahead``; their
+results are written apart (``async_learning_ALGO_PROXIMAL``, ``..._aheadX``). A run that misses its target within its budget counts at its budget. Wall time is
 given from launch and from the first update (start-up, 12-20 s here, is the same work in both pipelines and its
 spread on a shared 2-core machine is seconds). The pipelines of a seed run one after the other, in turns (sync first
 on even seeds). Target (DESIGN.md): async reaches each target in at most 1.2x the env steps of sync (median of 3
@@ -42,10 +42,12 @@ TASKS = {  # name -> (config, overrides, target, env step budget)
 }  # fmt: skip
 
 
-def run(task: str, pipeline: str, seed: int, algo: str, proximal: str) -> dict:
+def run(task: str, pipeline: str, seed: int, algo: str, proximal: str, updates_ahead: float = 1.0) -> dict:
     config, overrides, target, budget = TASKS[task]
     items = [*overrides, *WORKERS, f"rollout.pipeline={pipeline}", f"seed={seed}", f"stop.episode_return_mean={target}",
              f"stop.env_steps={budget}", f"algo={algo}", f"ppo.proximal={proximal}"]  # fmt: skip
+    if updates_ahead != 1.0:
+        items.append(f"rollout.updates_ahead={updates_ahead:g}")
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
         cmd = [sys.executable, "-m", "distrl", "train", config, "--run-dir", str(run_dir)]
@@ -60,7 +62,7 @@ def run(task: str, pipeline: str, seed: int, algo: str, proximal: str) -> dict:
     first_update_s = metrics[0]["time_s"]
     lag = statistics.mean(row["policy_lag_mean"] for row in metrics[1:]) if len(metrics) > 1 else 0.0
     solved = summary["stop_reason"] == "episode_return_mean"
-    return {"task": task, "pipeline": pipeline, "algo": algo, "proximal": proximal, "seed": seed, "solved": solved, "env_steps": summary["env_steps"],
+    return {"task": task, "pipeline": pipeline, "algo": algo, "proximal": proximal, "updates_ahead": updates_ahead, "seed": seed, "solved": solved, "env_steps": summary["env_steps"],
             "wall_s": summary["solved_at_s"] if solved else summary["wall_s"], "first_update_s": first_update_s,
             "return": summary["episode_return_mean"], "policy_lag": round(lag, 3),
             "stale_batches": summary.get("stale_batches", 0)}  # fmt: skip
@@ -74,6 +76,9 @@ def main() -> None:
                         help="the async runs' algorithm (sync runs PPO): appo corrects the lag with V-trace")
     parser.add_argument("--async-proximal", default="learner", choices=["behaviour", "learner"],
                         help="the async runs' ppo.proximal (sync runs behaviour): learner is decoupled PPO")
+    parser.add_argument("--updates-ahead", type=float, default=1.0,
+                        help="the async runs' rollout.updates_ahead (0.5: half the next update's batches sampled during "
+                             "an update, half after it)")
     parser.add_argument("--quick", action="store_true", help="CartPole, seed 0")
     add_results_dir_argument(parser)
     args = parser.parse_args()
@@ -87,7 +92,7 @@ def main() -> None:
             for pipeline in ("sync", "async") if seed % 2 == 0 else ("async", "sync"):
                 lagged = pipeline == "async"
                 r = run(task, pipeline, seed, args.async_algo if lagged else "ppo",
-                        args.async_proximal if lagged else "behaviour")
+                        args.async_proximal if lagged else "behaviour", args.updates_ahead if lagged else 1.0)
                 r["train_s"] = round(r["wall_s"] - r["first_update_s"], 3)
                 runs.append(r)
                 print(f"{task:12s} {pipeline:5s} seed {seed}: {'solved' if r['solved'] else 'NOT solved'} at "
@@ -113,6 +118,8 @@ def main() -> None:
                ("async policy lag", "async: policy lag (mean of its updates)"), ("solved sync/async", "solved")]  # fmt: skip
     name = "async_learning" if (args.async_algo, args.async_proximal) == ("ppo", "learner") else \
         f"async_learning_{args.async_algo}_{args.async_proximal}"
+    if args.updates_ahead != 1.0:
+        name += f"_ahead{args.updates_ahead:g}"
     write_results(name, {"machine": machine, "settings": vars(args), "runs": runs, "rows": rows},
                   markdown_table(rows, columns),
                   quick=args.quick, results_dir=args.results_dir)

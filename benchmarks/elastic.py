@@ -42,7 +42,7 @@ def main() -> None:
     parser.add_argument("--lose-at", type=float, default=20.0, help="seconds after the first update")
     parser.add_argument("--add-at", type=float, default=45.0, help="seconds after the first update")
     parser.add_argument("--seconds", type=float, default=80.0, help="training time after the first update")
-    parser.add_argument("--updates-ahead", type=int, default=1,
+    parser.add_argument("--updates-ahead", type=float, default=1.0,
                         help="rollout.updates_ahead: updates' worth of batches sampled while the learner updates")
     parser.add_argument("--quick", action="store_true", help="lose at 10 s, add at 20 s, 35 s in all")
     add_results_dir_argument(parser)

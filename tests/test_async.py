@@ -55,16 +55,17 @@ def _stream(ray, overrides: list[str], count: int, max_queued: int):
     return coordinator, workers
 
 
-@pytest.mark.parametrize("updates_ahead", [1, 2])
+@pytest.mark.parametrize("updates_ahead", [0.5, 1, 2])
 def test_while_the_learner_updates_the_workers_sample_one_update_ahead_and_no_more(ray_local, updates_ahead):
     """No gather for a while (the learner updating): the queue with the samples in flight stops at one update's batches
     (more would act with weights one more version old by their update), or ``rollout.updates_ahead`` updates'."""
     ray = ray_local
-    coordinator, workers = _stream(ray, [], count=2, max_queued=4 * updates_ahead)  # as the async loop sizes it
+    ahead = int(4 * updates_ahead)  # as the async loop sizes it, for updates of 4 batches
+    coordinator, workers = _stream(ray, [], count=2, max_queued=ahead)
     try:
         time.sleep(3.0)  # a rollout of 2 envs x 8 steps takes milliseconds: every worker is parked by now
         report, _ = ray.get(coordinator.gather.options(num_returns=2).remote(100, 0, 0.0))  # what is queued, at once
-        assert len(report.infos) == 4 * updates_ahead
+        assert len(report.infos) == ahead
     finally:
         for actor in [coordinator, *workers]:
             ray.kill(actor)

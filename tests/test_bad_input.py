@@ -65,7 +65,7 @@ CASES = {
     "samples_per_update without async": Case(f"{TRAIN} --set rollout.samples_per_update=16384", 2, ("rollout.samples_per_update=16384: only with rollout.pipeline: async",)),
     "updates_ahead without async": Case(f"{TRAIN} --set rollout.updates_ahead=2", 2, ("rollout.updates_ahead=2: only with rollout.pipeline: async",)),
     "updates_ahead past max_policy_lag": Case(f"{TRAIN} --set rollout.pipeline=async --set rollout.updates_ahead=3 --set rollout.max_policy_lag=2", 2, ("rollout.updates_ahead=3: must be <= rollout.max_policy_lag=2",)),
-    "updates_ahead 0": Case(f"{TRAIN} --set rollout.pipeline=async --set rollout.updates_ahead=0", 2, ("rollout.updates_ahead=0", "greater than 0")),
+    "updates_ahead negative": Case(f"{TRAIN} --set rollout.pipeline=async --set rollout.updates_ahead=-1", 2, ("rollout.updates_ahead=-1", "greater than or equal to 0")),
     "worker range min > max": Case(f"{TRAIN} --set rollout.pipeline=async --set 'rollout.num_workers={{{{min: 4, max: 2}}}}'", 2, ("rollout.num_workers={min: 4, max: 2}: min must be <= max",)),
     "worker range without async": Case(f"{TRAIN} --set 'rollout.num_workers={{{{min: 1, max: 2}}}}'", 2, ("rollout.num_workers={min: 1, max: 2}: a range needs rollout.pipeline: async",)),
     "algo": Case(f"{TRAIN} --set algo=impala", 2, ("algo='impala'", "'ppo' or 'appo'")),

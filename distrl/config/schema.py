@@ -150,10 +150,11 @@ class RolloutConfig(Section):
         None, description="async: transitions per update, from whichever workers delivered them (a multiple of one "
         "worker's batch, env.num_envs_per_worker x rollout.rollout_length); null: the batch size of a sync round",
     )
-    updates_ahead: PositiveInt = Field(
-        1, description="async: updates' worth of batches the workers sample while the learner updates, then wait for it: "
-        "1 keeps every batch one version old at its update (policy lag 1); 2 keeps workers busy where they share cores "
-        "with the learner (more env steps/s, lag ~2, fewer of them worth as much)",
+    updates_ahead: NonNegativeFloat = Field(
+        1, description="async: updates' worth of batches the workers sample while the learner updates (whole batches, "
+        "rounded down), then wait for it: 1 keeps every batch at most one version old at its update (policy lag <= 1); "
+        "0.5 samples half the next update's batches during the update and half after it (lag ~0.5, where the learner "
+        "is the slower side); 2 keeps workers busy where they share cores with the learner (more env steps/s, lag ~2)",
     )
     max_restarts: NonNegativeInt = Field(
         3, description="times a worker is restarted after its process dies (its sample is retried) or it times out; then "
@@ -400,7 +401,7 @@ class Config(Section):
             problems = [f"rollout.samples_per_update={rollout.samples_per_update}: only with rollout.pipeline: async (a "
                         f"{rollout.pipeline} round is every worker's batch)"] if rollout.samples_per_update else []  # fmt: skip
             if rollout.updates_ahead != 1:
-                problems.append(f"rollout.updates_ahead={rollout.updates_ahead}: only with rollout.pipeline: async (a "
+                problems.append(f"rollout.updates_ahead={rollout.updates_ahead:g}: only with rollout.pipeline: async (a "
                                 f"{rollout.pipeline} round samples one update's batches)")  # fmt: skip
             if isinstance(rollout.num_workers, WorkerRange):
                 problems.append(f"rollout.num_workers={{min: {rollout.num_workers.min}, max: {rollout.num_workers.max}}}: "
@@ -415,7 +416,7 @@ class Config(Section):
             problems.append("rollout.max_policy_lag=0: async workers sample while the learner updates, so every batch "
                             "is at least 1 version old at its update; use 1 or more (or rollout.pipeline: sync)")  # fmt: skip
         if rollout.max_policy_lag >= 1 and rollout.updates_ahead > rollout.max_policy_lag:
-            problems.append(f"rollout.updates_ahead={rollout.updates_ahead}: must be <= rollout.max_policy_lag="
+            problems.append(f"rollout.updates_ahead={rollout.updates_ahead:g}: must be <= rollout.max_policy_lag="
                             f"{rollout.max_policy_lag} (batches sampled further ahead would be dropped as stale)")  # fmt: skip
         per_worker = self.env.num_envs_per_worker * rollout.rollout_length
         if rollout.samples_per_update and rollout.samples_per_update % per_worker:

@@ -12,6 +12,7 @@ learner`` (the clipped ratio from the learner's policy) or ``algo: appo`` (V-tra
 
 from __future__ import annotations
 
+import math
 import time
 
 import ray
@@ -31,7 +32,8 @@ class AsyncLoop(TrainingLoop):
             self._start_stream([None])
 
     def _start_stream(self, weights: list) -> None:
-        ahead = self._batches_per_update() * self.config.rollout.updates_ahead  # sampled while the learner updates
+        # Batches sampled while the learner updates, whole ones (the epsilon: 0.3 x 10 is 2.9999999999999996)
+        ahead = math.floor(self._batches_per_update() * self.config.rollout.updates_ahead + 1e-9)
         ray.get(self.actors.coordinator.start_stream.remote(weights, self.worker_plans(), self.bounds.sample_s(), ahead,
                                                             self.actors.started))  # fmt: skip
 
