@@ -4,19 +4,20 @@ The coordinator holds the stream (``coordinator.py``), so it still submits and o
 the driver's work per update stays constant in the worker count. A pump thread waits on the samples
 in flight; the moment one is in, its worker gets its next sample request with the newest weights the
 coordinator has been given (one object per learner update) and the batch joins a queue once its shards are
-on the coordinator's node (the driver's). New weights also go at once to every worker whose sample is running
-(``RolloutWorker.stage_weights``), which acts with them from its next step: a rollout that spans an update is only
-partly one version old (measured below). A node lost after that costs no queued batch, and the learner never
+on the coordinator's node (the driver's): a node lost after that costs no queued batch, and the learner never
 waits on a batch whose only copy was on a node that is gone (Ray takes its health checks, ~15 s, to call a node
-dead; a batch still being copied then fails at once, counted as lost, as its worker's next sample). While the
-learner updates, the workers sample the next update's batches and no more (``rollout.updates_ahead`` updates', 1
-by default): once the queue with the samples in flight holds that many, a worker whose batch is in waits (parked)
-until the learner asks for batches again, since what it sampled meanwhile would act with weights one more version
-old by the time it was trained on (measured: counting only the queue let a second update's batches pile up behind
-it, a lag of ~2 versions where ~1 is the floor). While the learner waits for batches no worker is parked, so a
-gather never waits on a slow worker while a fast one idles (the slow one's sample in flight counts, but the fast
-ones go on). ``gather``
-hands the learner the next ``count`` batches from the queue, oldest first, dropping those whose
+dead; a batch still being copied then fails at once, counted as lost, as its worker's next sample).
+
+New weights also go at once to every worker whose sample is running (``RolloutWorker.stage_weights``, one call
+per running sample), which acts with them from its next step: a rollout that spans an update is only partly one
+version old. While the learner updates, the workers sample the next update's batches and no more
+(``rollout.updates_ahead`` updates', 1 by default; 0.5: half of them, the rest after the update): once the queue
+with the samples in flight holds that many, a worker whose batch is in waits (parked) until the learner asks for
+batches again, since what it sampled meanwhile would act with weights one more version old by the time it was
+trained on (measured: counting only the queue let a second update's batches pile up behind it, a lag of ~2
+versions where ~1 is the floor). While the learner waits for batches no worker is parked, so a gather never waits
+on a slow worker while a fast one idles (the slow one's sample in flight counts, but the fast ones go on).
+``gather`` hands the learner the next ``count`` batches from the queue, oldest first, dropping those whose
 policy version is older than the update can use (``rollout.max_policy_lag``; counted as stale, never
 trained on). No worker waits for another: a slow one contributes fewer batches, not a slower round.
 

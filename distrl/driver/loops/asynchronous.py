@@ -3,8 +3,9 @@
 The coordinator keeps every worker sampling (``distrl/rollout/stream.py``): a worker's next rollout
 starts the moment its last one is in, with the newest weights the coordinator has. The learner updates
 whenever ``rollout.samples_per_update`` transitions are in, from whichever workers delivered them:
-while it updates, the workers sample the next update's batches and no more (policy lag 1; ``rollout.updates_ahead``
-updates' batches where set). Every batch carries the policy version that acted; one older than
+while it updates, the workers sample the next update's batches and no more (policy lag at most 1; a fraction or a
+multiple with ``rollout.updates_ahead``), and its new weights reach the samples running at once. Every batch carries
+the policy version it started with; one older than
 ``rollout.max_policy_lag`` versions behind the learner at its update is dropped and counted (``stale_batches``),
 never trained on. Off-policy batches inside the bound are trained by the algorithm: PPO with ``ppo.proximal:
 learner`` (the clipped ratio from the learner's policy) or ``algo: appo`` (V-trace targets).
