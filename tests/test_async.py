@@ -71,13 +71,15 @@ def test_while_the_learner_updates_the_workers_sample_one_update_ahead_and_no_mo
             ray.kill(actor)
 
 
-def test_a_waiting_gather_never_waits_on_slow_workers_while_a_fast_one_is_parked(ray_local):
-    """One update's batches = 2; workers 1 and 2 sleep 4 s a rollout, worker 0 16 ms. Their two samples in flight fill
-    the queue's bound, yet the fast worker fills the first updates alone: while a gather waits, nobody is parked."""
+@pytest.mark.parametrize("max_queued", [1, 2])
+def test_a_waiting_gather_never_waits_on_slow_workers_while_a_fast_one_is_parked(ray_local, max_queued):
+    """Updates of 2 batches; workers 1 and 2 sleep 4 s a rollout, worker 0 16 ms. Their two samples in flight fill the
+    bound (with 1: also what the gather needs), yet the fast worker fills the first updates alone: a sample running
+    past twice the recent samples' median time does not count."""
     ray = ray_local
     kwargs = "env.kwargs={step_s: 0.25, slow_worker: 0, slow_factor: 0.004}"  # worker 0's steps 250x shorter
     coordinator, workers = _stream(ray, ["env.id=distrl.envs.testing:sleepy_cartpole", "env.vectorization=sync",
-                                         kwargs], count=3, max_queued=2)  # fmt: skip
+                                         kwargs], count=3, max_queued=max_queued)  # fmt: skip
     try:
         for _ in range(3):
             report, _ = ray.get(coordinator.gather.options(num_returns=2).remote(2, 0, 60.0))
