@@ -108,7 +108,7 @@ def _logp(config, weights, obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
     model = build_model(*probe_spaces(config.env), config.model)
     model.load_state_dict({k: torch.as_tensor(v) for k, v in weights.model.items()})
     with torch.no_grad():
-        pd_params, _ = model(torch.as_tensor(obs))
+        pd_params, _ = model(torch.from_numpy(np.array(obs)))
         return model.dist.log_prob_entropy(pd_params, torch.as_tensor(actions))[0].numpy()
 
 
