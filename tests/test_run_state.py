@@ -56,8 +56,8 @@ def test_rows_report_every_workers_backend_not_worker_zeros():
     from distrl.data.messages import SampleInfo
     from distrl.driver.report import iteration_row
 
-    info = SampleInfo(worker_index=0, incarnation="a", seed=0, policy_version=0, env_steps=10, batch_bytes=100,
-                      episode_returns=[], episode_lengths=[], sample_s=0.1, policy_s=0.01, env_s=0.05, finished_at=0.0,
+    info = SampleInfo(worker_index=0, incarnation="a", seed=0, policy_version=0, policy_version_mean=0.0, env_steps=10,
+                      batch_bytes=100, episode_returns=[], episode_lengths=[], sample_s=0.1, policy_s=0.01, env_s=0.05, finished_at=0.0,
                       obs_stats=None, policy_backend="onnxrt", recompiles=0, graph_breaks=0, weight_sync_checks=1)  # fmt: skip
     infos = [info, replace(info, worker_index=1, policy_backend="eager")]  # worker 1 fell back
     row = iteration_row(RunState(iteration=1, env_steps=20), infos, {"learn_s": 0.2}, 0.3, 1.0, 66.0)

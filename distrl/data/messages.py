@@ -22,6 +22,7 @@ class SampleInfo:
     incarnation: str  # new on every (re)start of the worker: the driver counts restarts by it
     seed: int  # the worker's random stream (a restarted worker draws a new one)
     policy_version: int  # the version of the weights that acted first (the staleness bound reads it)
+    policy_version_mean: float  # the mean over its steps (newer weights can arrive mid-sample): the policy lag reads it
     env_steps: int  # env steps in the batch (action repeats included)
     batch_bytes: int
     episode_returns: list[float]  # episodes that ended in this batch
@@ -41,7 +42,6 @@ class SampleInfo:
     env_nonfinite_messages: list[str] = field(default_factory=list)
     league_results: list[dict] = field(default_factory=list)  # a league run: games finished in this batch
     return_stats: tuple | None = None  # (count, mean, var) of each env's discounted return, with env.normalize_reward
-    policy_version_mean: float | None = None  # the mean over its steps (newer weights can arrive mid-sample): the lag's
     node_id: str = ""  # the Ray node the worker ran on ("" outside Ray): a lost node's workers are not waited for
 
 

@@ -317,8 +317,7 @@ class Learner:
 
         env_steps = sum(info.env_steps for info in infos)
         self.trained_env_steps += env_steps
-        versions_used = [info.policy_version if info.policy_version_mean is None else info.policy_version_mean
-                         for info in infos]  # fmt: skip
+        versions_used = [info.policy_version_mean for info in infos]
         values, valid = data["values"][:-1][data["valid"]], returns[data["valid"]]
         explained_var = float(1 - (valid - values).var() / valid.var().clamp(min=1e-8))
         metrics = {

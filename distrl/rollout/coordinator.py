@@ -160,8 +160,8 @@ class SampleCoordinator:
         def stage(index, weights_ref):
             return self.workers[index].stage_weights.options(concurrency_group=WEIGHTS_GROUP).remote(weights_ref)
 
-        self.stream = SampleStream(self.workers, self.num_shards, submit, timeout_s, weights, plan, max_queued, started,
-                                   self.budget, stage)  # fmt: skip
+        self.stream = SampleStream(self.workers, self.num_shards, submit, stage, timeout_s, weights, plan, max_queued,
+                                   started, self.budget)  # fmt: skip
         return True
 
     def set_stream_weights(self, weights: list, plan: list | None, timeout_s: float) -> None:

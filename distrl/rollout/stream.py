@@ -52,11 +52,11 @@ WEIGHTS_GROUP = "weights"  # the workers' Ray concurrency group (a thread of its
 
 
 class SampleStream:
-    def __init__(self, workers: list, num_shards: int, submit, timeout_s: float, weights: list, plan: list | None,
-                 max_queued: int, started: list[int] | None = None, budget: RestartBudget | None = None,
-                 stage=None):  # fmt: skip
+    def __init__(self, workers: list, num_shards: int, submit, stage, timeout_s: float, weights: list,
+                 plan: list | None, max_queued: int, started: list[int] | None = None,
+                 budget: RestartBudget | None = None):  # fmt: skip
         """``submit(index, weights_ref, plan) -> refs``: a worker's sample task (``(info, shard_0, ...)`` refs);
-        ``stage(index, weights_ref) -> ref``: newer weights for the sample worker ``index`` is running (None: none sent);
+        ``stage(index, weights_ref) -> ref``: newer weights for the sample worker ``index`` is running;
         ``weights``: ``[ObjectRef]``, or ``[None]`` for the weights the workers hold; ``plan``: ``[ObjectRef]`` or None;
         ``max_queued``: what the queue, the batches in copy and the samples in flight hold before a worker whose batch
         is in waits, while the learner updates (an update's batches x ``rollout.updates_ahead``); ``started``: the
@@ -108,7 +108,7 @@ class SampleStream:
         up on after ``timeout_s`` (the sample bound follows the run's pace)."""
         with self.cond:
             self.weights, self.plan, self.timeout_s = weights, plan, timeout_s
-            if self.stage is None or weights[0] is None:
+            if weights[0] is None:
                 return
             for index, (kind, _, _) in self.inflight.items():
                 if kind == "sample":  # one call per running sample: the work per sample stays constant
@@ -259,8 +259,10 @@ class SampleStream:
         """Send waiting workers their next request while the queue with the batches in copy and the samples in flight
         holds less than the bound (``max_queued``) plus what a waiting gather still needs: a gather never waits on a
         slow worker's sample while a fast one is parked, and no more is sampled ahead than the bound allows."""
-        while self.parked and self._outstanding() < self.max_queued + self.needed:
+        room = self.max_queued + self.needed - self._outstanding()  # each request sent adds a sample on pace
+        while self.parked and room > 0:
             self._send(self.parked.pop(0))
+            room -= 1
 
     def _outstanding(self) -> int:
         """The queue, the batches in copy and the samples in flight on pace: one running past twice the median of the

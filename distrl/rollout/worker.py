@@ -209,7 +209,6 @@ class RolloutWorker:
         for t in range(steps + 1):
             if self.staged is not None:  # read without the lock: a miss is taken at the next step
                 self._take_staged()
-            acted_versions += self.policy_version if t < steps else 0
             obs = self._observe(self.raw_obs)
             batch.obs[t] = obs
             if raw_obs_seen is not None:
@@ -240,6 +239,7 @@ class RolloutWorker:
                 batch.starts[t] = self.next_is_start
                 self.h, self.c = h, c
             batch.actions[t], batch.logp[t] = actions, logp
+            acted_versions += self.policy_version
 
             tick = time.perf_counter()
             self.raw_obs, reward, terminated, truncated, env_info = self.envs.step(self.dist.env_actions(actions, self.envs.single_action_space))
