@@ -75,36 +75,41 @@ APPO_MODELS = {
 
 
 @pytest.mark.parametrize("name", list(APPO_MODELS))
-def test_appo_on_its_own_fresh_batch_trains_on_gae_targets(name, monkeypatch):
-    """At policy lag 0 the learner's log-probabilities of the batch are the workers' (ratio 1), so APPO's targets are
-    PPO's: the learner's forward over the batch lines every step up with its own row, for every model kind."""
-    overrides = ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=64", "algo=appo",
-                 "rollout.compile.backend=eager", *APPO_MODELS[name]]  # fmt: skip
+@pytest.mark.parametrize("algo", ["appo", "ppo"])
+def test_on_its_own_fresh_batch_the_learner_proximal_trains_on_gae_targets(name, algo, monkeypatch):
+    """At policy lag 0 the learner's log-probabilities and values of the batch are the workers' (ratio 1), so APPO's
+    targets and those of PPO with the learner as proximal model are GAE's on the recorded values: the learner's forward
+    over the batch lines every step up with its own row, for every model kind."""
+    overrides = ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=64", f"algo={algo}",
+                 "ppo.proximal=learner", "rollout.compile.backend=eager", *APPO_MODELS[name]]  # fmt: skip
     config = load_config(None, overrides)
     worker, learner = RolloutWorker(config), Learner(config, *probe_spaces(config.env))
     worker.set_weights(learner.get_weights())
     seen = {}
     targets = learner.algorithm.targets
 
-    def spy(data, current_log_probs):
-        seen["log_rhos"] = current_log_probs() - data["logp"]
+    def spy(data, current):
+        seen["log_rhos"] = current().logp - data["logp"]
+        seen["value_gap"] = current().values - data["values"][:-1]
         seen["valid"] = data["valid"]
-        seen["appo"] = targets(data, current_log_probs)
+        seen["targets"] = targets(data, current)
         seen["gae"] = gae(data["rewards"], data["values"], data["terminated"], data["truncated"], data["valid"], 0.99, 0.95)
-        return seen["appo"]
+        return seen["targets"]
 
     monkeypatch.setattr(learner.algorithm, "targets", spy)
     learner.update(worker.sample())
     assert float(seen["log_rhos"][seen["valid"]].abs().max()) < 1e-4
-    torch.testing.assert_close(seen["appo"].advantages, seen["gae"][0], rtol=1e-4, atol=1e-4)
-    torch.testing.assert_close(seen["appo"].returns, seen["gae"][1], rtol=1e-4, atol=1e-4)
+    assert float(seen["value_gap"][seen["valid"]].abs().max()) < 1e-4
+    torch.testing.assert_close(seen["targets"].advantages, seen["gae"][0], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(seen["targets"].returns, seen["gae"][1], rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("algo", ["ppo", "appo"])
 @pytest.mark.parametrize("proximal", ["behaviour", "learner"])
 def test_a_lagged_batch_starts_the_update_at_ratio_1_with_the_learner_as_proximal_policy(algo, proximal, monkeypatch):
     """With ``ppo.proximal: learner`` the surrogate's ratio is measured from the learner's policy at the update's start
-    (decoupled PPO), so a batch sampled one version back starts unclipped; from the behaviour policy it does not."""
+    (decoupled PPO), so a batch sampled one version back starts unclipped, and the values (the targets' baseline, the
+    value clip's centre) are the learner's critic's; from the behaviour policy neither holds."""
     overrides = ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=64", f"algo={algo}",
                  "rollout.compile.backend=eager", "ppo.lr=0.01", f"ppo.proximal={proximal}"]  # fmt: skip
     config = load_config(None, overrides)
@@ -119,12 +124,13 @@ def test_a_lagged_batch_starts_the_update_at_ratio_1_with_the_learner_as_proxima
         if not first:
             new_logp, _ = dist.log_prob_entropy(pd_params, mb["actions"])
             first["log_ratio"] = (new_logp - mb["logp"])[mb["mask"] > 0].detach()
+            first["value_gap"] = (values - mb["values"])[mb["mask"] > 0].detach()
         return loss(dist, pd_params, values, mb)
 
     monkeypatch.setattr(learner.algorithm, "loss", spy)
     learner.update(stale)
-    moved = float(first["log_ratio"].abs().max())
+    moved, critic_moved = float(first["log_ratio"].abs().max()), float(first["value_gap"].abs().max())
     if proximal == "learner":
-        assert moved < 1e-5
+        assert moved < 1e-5 and critic_moved < 1e-5
     else:
-        assert moved > 1e-3  # the behaviour policy is one update (lr 0.01, 4 epochs) behind
+        assert moved > 1e-3 and critic_moved > 1e-3  # the behaviour model is one update (lr 0.01, 4 epochs) behind

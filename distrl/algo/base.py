@@ -27,23 +27,33 @@ class EpochPlan:
     max_grad_norm: float  # global-norm clipping of every step's gradients
 
 
+class CurrentOutputs(NamedTuple):
+    """The learner's model at the update's start on a batch (one forward pass, made when an algorithm asks)."""
+
+    logp: torch.Tensor  # [T, N] its policy's log-probabilities of the batch's actions
+    values: torch.Tensor  # [T, N] its values of the batch's observations (the bootstrap row T not included)
+
+
 class Targets(NamedTuple):
     advantages: torch.Tensor  # [T, N], zero on invalid steps
     returns: torch.Tensor  # [T, N] value targets, zero on invalid steps
     # [T, N] log-probs the surrogate's ratio is measured from (the trust region's centre); None: the behaviour
     # policy's, recorded at sampling; ppo.proximal: learner centres it on the learner's policy (decoupled PPO).
     proximal_logp: torch.Tensor | None = None
+    # [T + 1, N] the values the targets were computed from, where they are not those recorded at sampling; the value
+    # loss's clip is then centred on them.
+    values: torch.Tensor | None = None
 
 
 class Algorithm(ABC):
     plan: EpochPlan
 
     @abstractmethod
-    def targets(self, data: dict[str, torch.Tensor], current_log_probs: Callable[[], torch.Tensor]) -> Targets:
+    def targets(self, data: dict[str, torch.Tensor], current: Callable[[], CurrentOutputs]) -> Targets:
         """Advantages and value targets ``[T, N]`` of a batch (``Batch`` arrays as tensors), without gradients.
 
-        ``current_log_probs()``: the learner's current policy's log-probabilities of the batch's actions
-        ``[T, N]`` (one forward pass over the batch, made only when called: an off-policy correction's).
+        ``current()``: the learner's current model on the batch, its log-probabilities of the batch's actions and
+        its values (one forward pass over the batch, made on the first call only: an off-policy correction's).
         """
 
     @abstractmethod

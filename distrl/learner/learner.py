@@ -13,6 +13,7 @@ fetches only its own shards (``update_refs``); in-process, ``update`` takes whol
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
 from datetime import timedelta
@@ -24,6 +25,7 @@ import torch.distributed as dist
 from torch import nn
 
 from distrl.algo import build_algorithm
+from distrl.algo.base import CurrentOutputs
 from distrl.common.errors import describe_error
 from distrl.common.running_mean_std import RunningMeanStd
 from distrl.common.spaces import image_part_mask
@@ -300,11 +302,14 @@ class Learner:
             data["rewards"] = data["rewards"] / float(np.sqrt(self.return_rms.var + 1e-8))
         seq_len = self.config.ppo.seq_len if self.model.is_recurrent else None
         zeros = torch.zeros_like(data["rewards"])
-        current_log_probs = lambda: self._current_log_probs(  # noqa: E731
-            TrainingSamples.from_rollout(data, zeros, zeros, seq_len, self.model.window), tuple(zeros.shape), seq_len)
-        advantages, returns, proximal_logp = self.algorithm.targets(data, current_log_probs)
-        if proximal_logp is not None:
-            data = {**data, "logp": proximal_logp}
+        current = functools.cache(lambda: self._current_outputs(  # one forward, made only when the algorithm asks
+            TrainingSamples.from_rollout(data, zeros, zeros, seq_len, self.model.window), tuple(zeros.shape), seq_len))
+        targets = self.algorithm.targets(data, current)
+        if targets.proximal_logp is not None:
+            data = {**data, "logp": targets.proximal_logp}
+        if targets.values is not None:
+            data = {**data, "values": targets.values}
+        advantages, returns = targets.advantages, targets.returns
         lr = self.algorithm.learning_rate(self.trained_env_steps)
         for group in self.optimizer.param_groups:
             if isinstance(group["lr"], torch.Tensor):  # a captured step reads it from the device
@@ -370,22 +375,26 @@ class Learner:
         return pd_params, new_values, steps
 
     @torch.no_grad()
-    def _current_log_probs(self, samples: TrainingSamples, shape: tuple[int, int], seq_len: int | None) -> torch.Tensor:
-        """The current policy's log-probabilities of the batch's actions ``[T, N]`` (an off-policy correction's ratios),
-        in minibatch-sized chunks of ``samples`` taken in order."""
+    def _current_outputs(self, samples: TrainingSamples, shape: tuple[int, int], seq_len: int | None) -> CurrentOutputs:
+        """The current model on the batch: its policy's log-probabilities of the batch's actions and its values, each
+        ``[T, N]``, in minibatch-sized chunks of ``samples`` taken in order."""
         size = max(1, self.plan.minibatch_size // (seq_len or 1))
-        parts = []
+        logps, values = [], []
         for start in range(0, len(samples), size):
             mb = {k: v[start : start + size] for k, v in samples.tensors.items()}
-            pd_params, _, steps = self._forward(mb)
+            pd_params, new_values, steps = self._forward(mb)
             mask = steps["action_mask"] if "action_mask" in steps else None
-            parts.append(self.model.dist.log_prob_entropy(pd_params, steps["actions"], mask)[0])
-        logp = torch.cat(parts)
+            logps.append(self.model.dist.log_prob_entropy(pd_params, steps["actions"], mask)[0])
+            values.append(new_values)
         steps_, envs = shape
-        if seq_len is None:  # units are steps, t * N + n
-            return logp.reshape(steps_, envs)
-        # units are sequences, chunk * N + n, of seq_len steps each
-        return logp.reshape(steps_ // seq_len, envs, seq_len).transpose(1, 2).reshape(steps_, envs)
+
+        def time_major(flat: torch.Tensor) -> torch.Tensor:
+            if seq_len is None:  # units are steps, t * N + n
+                return flat.reshape(steps_, envs)
+            # units are sequences, chunk * N + n, of seq_len steps each
+            return flat.reshape(steps_ // seq_len, envs, seq_len).transpose(1, 2).reshape(steps_, envs)
+
+        return CurrentOutputs(time_major(torch.cat(logps)), time_major(torch.cat(values)))
 
     def _run_epochs(self, samples: TrainingSamples) -> dict:
         """The plan's epochs over the samples in minibatches: by the device step where it runs, else the loop."""

@@ -5,8 +5,8 @@ behind the learner. V-trace corrects the advantages and value targets for that: 
 importance ratio pi/mu (the learner's policy over the behaviour policy that acted, from the
 log-probabilities recorded at sampling) is clipped at ``appo.rho_bar`` for the TD error and
 ``appo.c_bar`` for how far the correction reaches back. The ratios come from one forward pass of the
-learner's current model over the batch per update; the values bootstrapped from are those recorded
-at sampling time (the baseline of V-trace's control variate; a few versions old at most).
+learner's current model over the batch per update; the values bootstrapped from are the learner's critic's with
+``ppo.proximal: learner`` (as IMPALA's), else those recorded at sampling time (a few versions old at most).
 The surrogate's ratio is measured from ``ppo.proximal``'s policy, as PPO's is; with ``learner`` (decoupled PPO)
 the importance weight pi/mu that the decoupled objective puts on the advantage is V-trace's clipped rho, already
 inside the advantage. Every other setting, loss and schedule is PPO's (the ``ppo`` section).
@@ -27,15 +27,15 @@ class APPO(PPO):
         super().__init__(cfg, total_env_steps)
         self.appo = appo
 
-    def targets(self, data: dict[str, torch.Tensor], current_log_probs) -> Targets:
+    def targets(self, data: dict[str, torch.Tensor], current) -> Targets:
         cfg = self.cfg
         rewards = self.scaled_rewards(data)
         with torch.no_grad():
-            current = current_log_probs()
-            advantages, returns = vtrace(rewards, data["values"], data["terminated"], data["truncated"], data["valid"],
-                                         current - data["logp"], cfg.gamma, cfg.gae_lambda, self.appo.rho_bar,
-                                         self.appo.c_bar)  # fmt: skip
-            return Targets(advantages, returns, current if self.cfg.proximal == "learner" else None)
+            logp, values = current().logp, self.proximal_values(data, current)
+            advantages, returns = vtrace(rewards, data["values"] if values is None else values, data["terminated"],
+                                         data["truncated"], data["valid"], logp - data["logp"], cfg.gamma, cfg.gae_lambda,
+                                         self.appo.rho_bar, self.appo.c_bar)  # fmt: skip
+            return Targets(advantages, returns, logp if self.cfg.proximal == "learner" else None, values)
 
 
 def build(config: Config) -> APPO:

@@ -5,7 +5,9 @@ minibatch, CleanRL's epoch plan (``ppo.epochs`` passes, KL early stop) and a lin
 the behaviour policy (the decoupled objective of Hilton et al. 2022, "Batch size-invariance for policy
 optimization"; RLlib's APPO does the same with its target network): a batch sampled a few versions back
 (``pipeline: overlap``, ``async``) then starts its update unclipped, where measured from the lagged behaviour
-policy many of its samples start outside the clip range and teach nothing.
+policy many of its samples start outside the clip range and teach nothing. The learner's critic gives the values
+too (GAE's baseline, the value loss's clip centre), as IMPALA's learner does: the critic that sampled a batch is an
+update behind, and its values are what the advantages measure each action against.
 """
 
 from __future__ import annotations
@@ -33,18 +35,29 @@ class PPO(Algorithm):
             rewards = rewards.clamp(-self.cfg.reward_clip, self.cfg.reward_clip)
         return rewards
 
-    def targets(self, data: dict[str, torch.Tensor], current_log_probs=None) -> Targets:
+    def targets(self, data: dict[str, torch.Tensor], current) -> Targets:
         cfg = self.cfg
         rewards = self.scaled_rewards(data)
         with torch.no_grad():
-            advantages, returns = gae(rewards, data["values"], data["terminated"], data["truncated"], data["valid"],
-                                      cfg.gamma, cfg.gae_lambda)  # fmt: skip
-            return Targets(advantages, returns, self.proximal_logp(current_log_probs))
+            values = self.proximal_values(data, current)
+            advantages, returns = gae(rewards, data["values"] if values is None else values, data["terminated"],
+                                      data["truncated"], data["valid"], cfg.gamma, cfg.gae_lambda)  # fmt: skip
+            return Targets(advantages, returns, self.proximal_logp(current), values)
 
-    def proximal_logp(self, current_log_probs) -> torch.Tensor | None:
+    def proximal_logp(self, current) -> torch.Tensor | None:
         """The log-probs the clipped ratio is measured from, where ``ppo.proximal`` is the learner's policy (None: the
         behaviour policy's, recorded at sampling)."""
-        return current_log_probs() if self.cfg.proximal == "learner" else None
+        return current().logp if self.cfg.proximal == "learner" else None
+
+    def proximal_values(self, data: dict[str, torch.Tensor], current) -> torch.Tensor | None:
+        """The values ``[T + 1, N]`` the targets are computed from, where ``ppo.proximal`` is the learner's model: its
+        critic's on every valid step (None: those recorded at sampling). A reset step's row (the previous episode's
+        final observation, a truncation's bootstrap) and the batch's bootstrap row T keep the recorded ones: the
+        learner's forward starts a recurrent state afresh there, where the worker's carried the episode's."""
+        if self.cfg.proximal != "learner":
+            return None
+        recorded = data["values"]
+        return torch.cat([torch.where(data["valid"], current().values, recorded[:-1]), recorded[-1:]])
 
     def loss(self, dist, pd_params: torch.Tensor, values: torch.Tensor, mb: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         new_logp, entropy = dist.log_prob_entropy(pd_params, mb["actions"], mb["action_mask"] if "action_mask" in mb else None)
