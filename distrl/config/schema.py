@@ -279,8 +279,8 @@ class PPOConfig(Section):
     proximal: Literal["behaviour", "learner"] = Field(
         "behaviour", description="the policy the clipped ratio is measured from: behaviour (the one that acted; "
         "Schulman et al.) or learner (the learner's at the update's start: decoupled PPO, Hilton et al. 2022, one "
-        "forward pass over the batch per update), so a batch sampled a few versions back does not start its update "
-        "clipped (pipeline overlap, async)",
+        "forward pass over the batch per update, which gives the values too), so a batch sampled a few versions back "
+        "does not start its update clipped (pipeline overlap, async)",
     )
 
 
