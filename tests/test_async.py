@@ -12,6 +12,8 @@ from distrl.envs import probe_spaces
 from distrl.learner import Learner
 from distrl.models import build_model
 from distrl.rollout import SampleCoordinator, remote_worker_class
+from distrl.rollout import stream as stream_module
+from distrl.rollout.stream import SampleStream
 from tests.conftest import run_cli
 from tests.test_faults import kill_actor_mid_run
 from tests.test_train_e2e import check_run_dir
@@ -87,6 +89,40 @@ def test_a_waiting_gather_never_waits_on_slow_workers_while_a_fast_one_is_parked
     finally:
         for actor in [coordinator, *workers]:
             ray.kill(actor)
+
+
+@pytest.mark.parametrize("slow_in_flight", [False, True])
+def test_a_request_a_gather_sends_is_followed_at_once_not_after_the_pumps_wait(ray_local, monkeypatch, slow_in_flight):
+    """Every worker parked, a gather takes their batches and sends them their next requests: the pump follows those
+    samples from then on, whether it was idle (nothing in flight) or waiting on a slow worker's sample. With the pump's
+    longest wait made 30 s, the next gather still gets its batch within its 20 s (it got none when the pump slept
+    through the requests it had not sent itself: up to 0.5 s per update with the shipped wait)."""
+    ray = ray_local
+    monkeypatch.setattr(stream_module, "PUMP_WAIT_S", 30.0)
+    count = 2 if slow_in_flight else 1
+    # Worker 1's rollout of 8 steps of 5 s stays in flight all test long; worker 0's takes milliseconds.
+    config = load_config(None, ["env.id=distrl.envs.testing:sleepy_cartpole", "env.vectorization=sync",
+                                "env.kwargs={step_s: 5.0, slow_worker: 0, slow_factor: 0.0002}", "env.num_envs_per_worker=2",
+                                "rollout.rollout_length=8", f"rollout.num_workers={count}", "rollout.pipeline=async",
+                                "rollout.compile.backend=eager", "ppo.minibatch_size=16"])  # fmt: skip
+    workers = [remote_worker_class().options(num_cpus=0.1, name=f"pump-test-worker-{i}").remote(config, i)
+               for i in range(count)]  # fmt: skip
+    ray.get([worker.ready.remote() for worker in workers])
+
+    def submit(index, weights_ref, plan_ref):
+        return workers[index].sample_shards.options(num_returns=2, max_task_retries=0).remote(weights_ref, 1, plan_ref)
+
+    stream = SampleStream(workers, 1, submit, lambda index, ref: None, 60.0, [None], None, max_queued=1)
+    try:
+        first, _ = stream.gather(1, 0, 20.0)  # the first batch: worker 0 parks behind it, then is sent its next
+        time.sleep(1.0)  # that sample is in by now and worker 0 parked again: the queue holds the bound
+        assert [info.worker_index for info in first.infos] == [0]
+        for _ in range(3):  # each gather takes the queued batch and sends worker 0 its next request
+            report, _ = stream.gather(1, 0, 20.0)
+            assert [info.worker_index for info in report.infos] == [0]
+    finally:
+        for worker in workers:
+            ray.kill(worker)
 
 
 SLEEPY = ["env.id=distrl.envs.testing:sleepy_cartpole", "env.vectorization=sync", "env.kwargs={step_s: 0.05}",

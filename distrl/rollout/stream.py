@@ -47,6 +47,9 @@ from distrl.data.messages import SampleInfo, SampleReport
 from distrl.rollout.restarts import RestartBudget
 
 PUMP_WAIT_S = 0.5  # the pump's longest sleep: how soon it notices a timeout
+# While a worker is parked, a gather may send it a request the pump's wait does not include yet: the pump looks again
+# this often, so the sample's return is noticed within this (a 0.5 s wait held the next update up to 0.5 s; measured).
+PARKED_WAIT_S = 0.01
 RETRY_S = 0.2  # how soon a worker Ray is restarting is asked again whether it answers
 WEIGHTS_GROUP = "weights"  # the workers' Ray concurrency group (a thread of its own) that stage_weights runs in
 
@@ -93,12 +96,13 @@ class SampleStream:
         self.abandoned: list = []
         self.error: BaseException | None = None
         started = range(len(workers)) if started is None else started
-        for index in range(len(workers)):
-            if index in started:
-                self.answered.add(index)
-                self._send(index)
-            else:
-                self._probe(index)
+        with self.cond:
+            for index in range(len(workers)):
+                if index in started:
+                    self.answered.add(index)
+                    self._send(index)
+                else:
+                    self._probe(index)
         self.thread = threading.Thread(target=self._pump, name="distrl-sample-stream", daemon=True)
         self.thread.start()
 
@@ -171,9 +175,11 @@ class SampleStream:
     def _send(self, index: int) -> None:
         self.inflight[index] = ("sample", self.submit(index, self.weights[0], self.plan[0] if self.plan else None),
                                 time.monotonic())  # fmt: skip
+        self.cond.notify_all()  # a pump waiting with nothing in flight waits for this
 
     def _probe(self, index: int) -> None:
         self.inflight[index] = ("probe", (self.workers[index].ready.remote(),), time.monotonic())
+        self.cond.notify_all()
 
     def _pump(self) -> None:
         try:
@@ -185,11 +191,12 @@ class SampleStream:
                         self._probe(index)
                     heads = {refs[0]: index for index, (_, refs, _) in self.inflight.items()}
                     waiting = [*heads, *self.pulling]
-                if not waiting:
-                    time.sleep(RETRY_S if self.retry_at else PUMP_WAIT_S)
-                    continue
+                    if not waiting:  # until a request is sent (a gather unparking the workers) or a retry is due
+                        self.cond.wait(timeout=RETRY_S if self.retry_at else PUMP_WAIT_S)
+                        continue
+                    wait_s = PARKED_WAIT_S if self.parked else PUMP_WAIT_S
                 # fetch_local: a shard counts as in once it is on this node, not merely somewhere in the cluster
-                ready, rest = ray.wait(waiting, num_returns=1, timeout=PUMP_WAIT_S, fetch_local=True)
+                ready, rest = ray.wait(waiting, num_returns=1, timeout=wait_s, fetch_local=True)
                 if ready and rest:  # everything else already in, in the same pass
                     ready += ray.wait(rest, num_returns=len(rest), timeout=0, fetch_local=True)[0]
                 with self.cond:
