@@ -164,3 +164,31 @@ def test_worker_starts_with_the_learners_initial_weights(overrides):
     assert other_worker.seed != worker.seed
     for name, value in other_worker.model.state_dict().items():
         np.testing.assert_array_equal(value.numpy(), weights.model[name], err_msg=name)
+
+
+def test_a_ray_worker_samples_nicer_than_it_started_and_the_caller_keeps_its_priority(ray_local):
+    """``rollout.worker_niceness``: a worker under Ray samples that much nicer than Ray started it (and the learner,
+    which Ray starts alike; at most 19); a worker built in the caller's own process (tests, ``load_policy``) leaves
+    the caller's priority alone."""
+    import os
+    import threading
+
+    from distrl.rollout import remote_worker_class
+
+    def thread_niceness(worker) -> int:  # of the thread the actor runs its calls on (the one that samples)
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    ray = ray_local
+    base = ["env.num_envs_per_worker=2", "rollout.rollout_length=8", "rollout.compile.backend=eager", "ppo.minibatch_size=16"]
+    workers = [remote_worker_class().options(num_cpus=0.1).remote(load_config(None, [*base, f"rollout.worker_niceness={n}"]))
+               for n in (0, 3)]  # fmt: skip
+    try:
+        ray.get([worker.sample.remote() for worker in workers])
+        plain, nicer = ray.get([worker.__ray_call__.remote(thread_niceness) for worker in workers])
+        assert nicer == min(19, plain + 3) and (nicer > plain or plain == 19)
+    finally:
+        for worker in workers:
+            ray.kill(worker)
+    mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    RolloutWorker(load_config(None, [*base, "rollout.worker_niceness=3"])).sample()
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine

@@ -169,8 +169,13 @@ class SampleCoordinator:
         sent from now on."""
         self.stream.set_weights(weights, plan, timeout_s)
 
-    def gather(self, count: int, min_version: int, timeout_s: float) -> tuple:
-        """The next ``count`` batches of policy version >= ``min_version``: ``(SampleReport, shards of rank 0, ...)``."""
+    def gather(self, count: int, min_version: int, timeout_s: float, weights: list | None = None,
+               plan: list | None = None) -> tuple:  # fmt: skip
+        """The next ``count`` batches of policy version >= ``min_version``: ``(SampleReport, shards of rank 0, ...)``.
+        ``weights`` (``[ObjectRef]``) and ``plan``: ``set_stream_weights`` first, in the same call (the workers this
+        gather unparks act with them, with no round trip between)."""
+        if weights is not None:
+            self.stream.set_weights(weights, plan, timeout_s)
         return self.stream.gather(count, min_version, timeout_s)
 
     def _wait_until_alive(self, index: int, deadline: float) -> str | None:

@@ -24,6 +24,7 @@ import numpy as np
 import ray
 import torch
 
+from distrl.common import priority
 from distrl.common.running_mean_std import RunningMeanStd
 from distrl.compile.build import CheckedPolicy
 from distrl.compile.dynamo_stats import dynamo_counts
@@ -52,6 +53,9 @@ class RolloutWorker:
         self.worker_index = worker_index
         self.incarnation = uuid.uuid4().hex[:8]  # new on every (re)start of this worker
         self.node_id = ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
+        # Under Ray (not a test's own process): nicer than the learner, before the env and policy start their threads.
+        in_actor = ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None
+        self.niceness = priority.raise_niceness(config.rollout.worker_niceness) if in_actor else None
         # Torch, ONNX Runtime (it follows torch's count) and the env's own threads all use the CPUs Ray gave this worker.
         threads = max(1, int(config.rollout.num_cpus_per_worker))
         torch.set_num_threads(threads)
@@ -181,6 +185,8 @@ class RolloutWorker:
         errors) and the learner reads (env steps, observation statistics). ``league``: the driver's
         matchmaking plan for a league run (``distrl.league.run.LeagueRun.worker_plan``).
         """
+        if self.niceness is not None:  # Ray's thread for this call may predate the constructor
+            priority.at_least(self.niceness)
         if weights is not None:
             self.set_weights(weights)
         self._take_staged()

@@ -41,10 +41,12 @@ class AsyncLoop(TrainingLoop):
     def _batches_per_update(self) -> int:
         return self.config.update_size // (self.config.env.num_envs_per_worker * self.config.rollout.rollout_length)
 
-    def _gather(self, min_version: int):
+    def _gather(self, min_version: int, weights_ref=None):
+        """The next update's batches (refs); ``weights_ref``: the newest weights, for the samples this gather sends."""
         world = self.actors.world_size
-        return self.actors.coordinator.gather.options(num_returns=1 + world).remote(self._batches_per_update(), min_version,
-                                                                                   self.bounds.sample_s())  # fmt: skip
+        weights = None if weights_ref is None else ([weights_ref], self.worker_plans())
+        return self.actors.coordinator.gather.options(num_returns=1 + world).remote(
+            self._batches_per_update(), min_version, self.bounds.sample_s(), *(weights or ()))
 
     def iterate(self) -> str:
         cfg = self.config
@@ -58,26 +60,24 @@ class AsyncLoop(TrainingLoop):
         samples = self._gather(version - lag)
         while True:
             iter_start, cpu_start = time.perf_counter(), time.process_time()
+            # Sent before the report is read: the learner starts the moment the batches are in. A gather that got none
+            # makes no update (the learner returns at once, its version unchanged).
+            update = self.launch_update(samples)
             report = self.await_report(samples[0])
             self.counters.stale_batches += report.stale_batches
             stop = self.follow_membership(report)
             if stop is not None:
                 return stop
+            learner_metrics, update, _ = self.await_update(update, samples)  # the workers sample on meanwhile
+            version = learner_metrics["learner_version"]  # unchanged when every batch was lost with its node
             if not report.infos:
                 samples = self._gather(version - lag)
                 continue
-            update = self.launch_update(samples)
-            learner_metrics, update, _ = self.await_update(update, samples)  # the workers sample on meanwhile
-            version = learner_metrics["learner_version"]  # unchanged when every batch was lost with its node
             weights_ref = update[1]
             self.driver.snapshots.offer(update[2])
-            # Waited for: the coordinator runs calls on threads, and a gather that overtook it would send the workers
-            # it unparks the weights before these (a lag of 2 at the next update where 1 is the floor).
-            ray.get(self.actors.coordinator.set_stream_weights.remote([weights_ref], self.worker_plans(),
-                                                                      self.bounds.sample_s()))  # fmt: skip
-            # Taken now, not while the update ran: the batches sampled during it (policy lag 1 at the next update)
-            # are in the queue already, and the ones after them act with the weights just made.
-            samples = self._gather(version - lag)
+            # The new weights go with the next gather, in one call: the workers it unparks sample with them. The batches
+            # sampled during the update (policy lag 1 at the next update) are in the queue already.
+            samples = self._gather(version - lag, weights_ref)
             learner_metrics["workers_active"] = len(self.answering)
             reason = self.record(report.infos, learner_metrics, weights_ref, iter_start, cpu_start)
             if reason is not None:
