@@ -53,6 +53,7 @@ def _stream(ray, overrides: list[str], count: int, max_queued: int):
                for i in range(count)]  # fmt: skip
     coordinator = ray.remote(SampleCoordinator).options(num_cpus=0, max_concurrency=4).remote(1, config.env.id)
     ray.get(coordinator.attach.remote(workers))
+    ray.get([worker.ready.remote() for worker in workers])  # constructed: a test's wait then times sampling only
     ray.get(coordinator.start_stream.remote([None], None, 60.0, max_queued))
     return coordinator, workers
 
