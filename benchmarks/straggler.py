@@ -53,6 +53,7 @@ def run(pipeline: str, workers: int, slow: int | None, args) -> dict:
     ]  # fmt: skip
     if pipeline == "async":  # an update per four fast workers' batches, whoever delivered them
         overrides.append("rollout.samples_per_update=2048")
+    overrides += args.set
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
         cmd = [sys.executable, "-m", "distrl", "train", "configs/cartpole.yaml", "--run-dir", str(run_dir)]
@@ -79,6 +80,7 @@ def main() -> None:
     parser.add_argument("--step-s", type=float, default=0.0005, help="a fast env copy's sleep per step")
     parser.add_argument("--slow-factor", type=float, default=10.0)
     parser.add_argument("--quick", action="store_true", help="async only, 8 s runs")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a config override for every run")
     add_results_dir_argument(parser)
     args = parser.parse_args()
     if args.quick:

@@ -1,5 +1,7 @@
 """RolloutWorker on real gymnasium envs: NEXT_STEP masking, truncation bootstrapping, weights, LSTM state."""
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -192,3 +194,32 @@ def test_a_ray_worker_samples_nicer_than_it_started_and_the_caller_keeps_its_pri
     mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     RolloutWorker(load_config(None, [*base, "rollout.worker_niceness=3"])).sample()
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine
+
+
+def test_a_ray_worker_samples_with_the_torch_threads_it_was_given_on_the_thread_that_samples(ray_local):
+    """A worker's calls run on a thread Ray starts after its constructor (it has a concurrency group), and torch's
+    thread count (OpenMP's and MKL's) is per thread: set only in the constructor, the sampling thread kept the
+    process's default (here ``OMP_NUM_THREADS=2``, as a cluster's environment may set it), and four workers on two
+    cores spun their OpenMP teams against each other (eager CartPole steps 60x slower). The thread that samples
+    uses the worker's count: 1 for a quarter of a CPU."""
+    import ctypes
+    from pathlib import Path
+
+    from distrl.rollout import remote_worker_class
+
+    def threads_here(worker) -> tuple[int, int]:  # OpenMP's and MKL's count on the thread the actor runs its calls on
+        lib = Path(torch.__file__).parent / "lib"
+        gomp, libtorch = ctypes.CDLL(str(lib / "libgomp.so.1")), ctypes.CDLL(str(lib / "libtorch_cpu.so"))
+        return gomp.omp_get_max_threads(), libtorch.mkl_get_max_threads()
+
+    if not all((Path(torch.__file__).parent / "lib" / name).exists() for name in ("libgomp.so.1", "libtorch_cpu.so")):
+        pytest.skip("a torch build without its own OpenMP and MKL")
+    ray = ray_local
+    config = load_config(None, ["env.num_envs_per_worker=2", "rollout.rollout_length=8", "rollout.compile.backend=eager",
+                                "ppo.minibatch_size=16", "rollout.num_cpus_per_worker=0.25"])  # fmt: skip
+    worker = remote_worker_class().options(num_cpus=0.25, runtime_env={"env_vars": {"OMP_NUM_THREADS": "2"}}).remote(config)
+    try:
+        ray.get(worker.sample.remote())
+        assert ray.get(worker.__ray_call__.remote(threads_here)) == (1, 1)
+    finally:
+        ray.kill(worker)

@@ -25,6 +25,7 @@ import ray
 import torch
 
 from distrl.common import priority
+from distrl.common.threads import use_torch_threads
 from distrl.common.running_mean_std import RunningMeanStd
 from distrl.compile.build import CheckedPolicy
 from distrl.compile.dynamo_stats import dynamo_counts
@@ -57,8 +58,8 @@ class RolloutWorker:
         in_actor = ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None
         self.niceness = priority.raise_niceness(config.rollout.worker_niceness) if in_actor else None
         # Torch, ONNX Runtime (it follows torch's count) and the env's own threads all use the CPUs Ray gave this worker.
-        threads = max(1, int(config.rollout.num_cpus_per_worker))
-        torch.set_num_threads(threads)
+        self.threads = threads = max(1, int(config.rollout.num_cpus_per_worker))
+        use_torch_threads(threads)
         self.envs = make_run_vec_env(config, num_threads=threads)
         # A two-player game: the league's opponents act inside this vector env (its guard's inner env).
         self.league_env = self.envs.env if config.league is not None else None
@@ -142,9 +143,17 @@ class RolloutWorker:
         return {"node_id": ctx.get_node_id(), "node_ip": ray.util.get_node_ip_address(),
                 "placement_group": ctx.get_placement_group_id()}  # fmt: skip
 
+    def _settle_thread(self) -> None:
+        """The worker's per-thread settings on the thread Ray runs this call on, which may not be the constructor's:
+        its niceness, and torch's thread count (MKL's is per thread, see ``distrl.common.threads``)."""
+        if self.niceness is not None:
+            priority.at_least(self.niceness)
+        use_torch_threads(self.threads)
+
     # --- weights ---------------------------------------------------------------------
     def set_weights(self, weights: Weights) -> None:
         """Act with ``weights`` (from ``Learner.get_weights``) unless they are already in use."""
+        self._settle_thread()
         if weights.version == self.policy_version:
             return
         self.policy.update_weights(weights.model)
@@ -185,8 +194,7 @@ class RolloutWorker:
         errors) and the learner reads (env steps, observation statistics). ``league``: the driver's
         matchmaking plan for a league run (``distrl.league.run.LeagueRun.worker_plan``).
         """
-        if self.niceness is not None:  # Ray's thread for this call may predate the constructor
-            priority.at_least(self.niceness)
+        self._settle_thread()
         if weights is not None:
             self.set_weights(weights)
         self._take_staged()
