@@ -42,12 +42,14 @@ TASKS = {  # name -> (config, overrides, target, env step budget)
 }  # fmt: skip
 
 
-def run(task: str, pipeline: str, seed: int, algo: str, proximal: str, updates_ahead: float = 1.0) -> dict:
+def run(task: str, pipeline: str, seed: int, algo: str, proximal: str, updates_ahead: float = 1.0,
+        extra: list[str] = ()) -> dict:
     config, overrides, target, budget = TASKS[task]
     items = [*overrides, *WORKERS, f"rollout.pipeline={pipeline}", f"seed={seed}", f"stop.episode_return_mean={target}",
              f"stop.env_steps={budget}", f"algo={algo}", f"ppo.proximal={proximal}"]  # fmt: skip
     if updates_ahead != 1.0:
         items.append(f"rollout.updates_ahead={updates_ahead:g}")
+    items += extra
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
         cmd = [sys.executable, "-m", "distrl", "train", config, "--run-dir", str(run_dir)]
@@ -79,6 +81,8 @@ def main() -> None:
     parser.add_argument("--updates-ahead", type=float, default=1.0,
                         help="the async runs' rollout.updates_ahead (0.5: half the next update's batches sampled during "
                              "an update, half after it)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a config override for both pipelines' runs (a study: written as async_learning_set_...)")
     parser.add_argument("--quick", action="store_true", help="CartPole, seed 0")
     add_results_dir_argument(parser)
     args = parser.parse_args()
@@ -92,7 +96,7 @@ def main() -> None:
             for pipeline in ("sync", "async") if seed % 2 == 0 else ("async", "sync"):
                 lagged = pipeline == "async"
                 r = run(task, pipeline, seed, args.async_algo if lagged else "ppo",
-                        args.async_proximal if lagged else "behaviour", args.updates_ahead if lagged else 1.0)
+                        args.async_proximal if lagged else "behaviour", args.updates_ahead if lagged else 1.0, args.set)
                 r["train_s"] = round(r["wall_s"] - r["first_update_s"], 3)
                 runs.append(r)
                 print(f"{task:12s} {pipeline:5s} seed {seed}: {'solved' if r['solved'] else 'NOT solved'} at "
@@ -120,6 +124,8 @@ def main() -> None:
         f"async_learning_{args.async_algo}_{args.async_proximal}"
     if args.updates_ahead != 1.0:
         name += f"_ahead{args.updates_ahead:g}"
+    for item in args.set:
+        name += "_set_" + "".join(c if c.isalnum() else "-" for c in item)
     write_results(name, {"machine": machine, "settings": vars(args), "runs": runs, "rows": rows},
                   markdown_table(rows, columns),
                   quick=args.quick, results_dir=args.results_dir)

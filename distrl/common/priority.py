@@ -1,11 +1,14 @@
-"""Process priority: rollout workers yield the CPU to the learner where they share cores.
+"""Process priority: rollout workers can yield the CPU to the learner where they share cores
+(``rollout.worker_niceness``, 0 by default).
 
 A learner that shares cores with sampling workers gets an equal share of them under the kernel's fair
 scheduler: with four workers and a learner on two cores, 40 % of a core while the workers sample. Run
 nicer than the learner, the workers still take every cycle it leaves, but it runs first (Sample Factory
 runs its rollout workers 10 nicer than its learner for the same reason). Ray starts every worker process,
 the learner's too, at its own niceness (15; ``RAY_worker_niceness``), so a worker's is raised relative to
-the one it started with; lowering it again would need privileges.
+the one it started with; lowering it again would need privileges. Nicer workers also yield to every Ray
+process at niceness 0 (the raylet, the GCS, the dashboard's agents), likely part of why 10 lost to 0 on 2
+cores (docs/performance.md, "Learning, async beside sync").
 """
 
 from __future__ import annotations

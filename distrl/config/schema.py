@@ -166,9 +166,9 @@ class RolloutConfig(Section):
         "batch (worker_timeouts); auto: 10x the slowest recent sample, at least 60 s (120 s for the first)",
     )
     worker_niceness: int = Field(
-        10, ge=0, le=19, description="the rollout workers' processes run this much nicer than the learner (Ray starts "
-        "both at 15; at most 19): where they share cores (async, overlap) the learner runs first and they take what it "
-        "leaves; 0: the same priority",
+        0, ge=0, le=19, description="the rollout workers' processes run this much nicer than the learner (Ray starts "
+        "both at 15; at most 19): where they share its cores, the learner runs first and they take what it leaves; "
+        "0: the same priority",
     )
     resources: dict[str, NonNegativeFloat] = Field(default_factory=dict, description="custom Ray resources per worker")
     node_labels: dict[str, str] = Field(default_factory=dict, description="Ray node labels a worker's node must have")
