@@ -200,7 +200,7 @@ def test_a_ray_worker_samples_with_the_torch_threads_it_was_given_on_the_thread_
     """A worker's calls run on a thread Ray starts after its constructor (it has a concurrency group), and torch's
     thread count (OpenMP's and MKL's) is per thread: set only in the constructor, the sampling thread kept the
     process's default (here ``OMP_NUM_THREADS=2``, as a cluster's environment may set it), and four workers on two
-    cores spun their OpenMP teams against each other (eager CartPole steps 60x slower). The thread that samples
+    cores spun their OpenMP teams against each other (eager CartPole steps about 40x slower). The thread that samples
     uses the worker's count: 1 for a quarter of a CPU."""
     import ctypes
     from pathlib import Path

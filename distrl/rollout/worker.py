@@ -25,8 +25,8 @@ import ray
 import torch
 
 from distrl.common import priority
-from distrl.common.threads import use_torch_threads
 from distrl.common.running_mean_std import RunningMeanStd
+from distrl.common.threads import use_torch_threads
 from distrl.compile.build import CheckedPolicy
 from distrl.compile.dynamo_stats import dynamo_counts
 from distrl.config.schema import Config
