@@ -55,6 +55,7 @@ def finish(dev, proc, tmp_path) -> tuple[str, str]:
             proc.kill()
         dev.shutdown()
     (tmp_path / "stdout.txt").write_text(stdout)
+    (tmp_path / "stderr.txt").write_text(stderr)  # the whole of it: the assertion shows only its end
     assert proc.returncode == 0, (stdout[-2000:], stderr[-3000:])
     return stdout, stderr
 

@@ -107,7 +107,13 @@ def test_ctrl_c_writes_final_checkpoint(tmp_path):
         time.sleep(0.5)
     time.sleep(2)
     proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=120)
+    try:
+        stdout, stderr = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:  # a hang: keep what the driver printed
+        proc.kill()
+        stdout, stderr = proc.communicate()
+        (tmp_path / "stderr.txt").write_text(stderr)
+        pytest.fail(f"no exit 120 s after SIGINT; the driver's output ends:\n{stdout[-1500:]}\n{stderr[-5000:]}")
     assert proc.returncode == 130, stderr[-3000:]
     assert "Traceback" not in stderr
     rows, summary = check_run_dir(run_dir)
