@@ -172,7 +172,6 @@ def test_a_ray_worker_samples_nicer_than_it_started_and_the_caller_keeps_its_pri
     """``rollout.worker_niceness``: a worker under Ray samples that much nicer than Ray started it (and the learner,
     which Ray starts alike; at most 19); a worker built in the caller's own process (tests, ``load_policy``) leaves
     the caller's priority alone."""
-    import os
     import threading
 
     from distrl.rollout import remote_worker_class

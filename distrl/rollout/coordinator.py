@@ -152,7 +152,7 @@ class SampleCoordinator:
     def start_stream(self, weights: list, plan: list | None, timeout_s: float, max_queued: int,
                      started: list[int] | None = None) -> bool:  # fmt: skip
         """Every worker samples continuously from now on, with ``weights`` (``[ObjectRef]``, or ``[None]``: what the
-        workers hold) until ``set_stream_weights`` names newer ones."""
+        workers hold) until a ``gather`` names newer ones."""
         def submit(index, weights_ref, plan_ref):
             return self.workers[index].sample_shards.options(num_returns=1 + self.num_shards, max_task_retries=0).remote(
                 weights_ref, self.num_shards, plan_ref)
@@ -164,16 +164,12 @@ class SampleCoordinator:
                                    started, self.budget)  # fmt: skip
         return True
 
-    def set_stream_weights(self, weights: list, plan: list | None, timeout_s: float) -> None:
-        """The newest weights (``[ObjectRef]``, one object per update), league plan and sample bound for every sample
-        sent from now on."""
-        self.stream.set_weights(weights, plan, timeout_s)
-
     def gather(self, count: int, min_version: int, timeout_s: float, weights: list | None = None,
                plan: list | None = None) -> tuple:  # fmt: skip
         """The next ``count`` batches of policy version >= ``min_version``: ``(SampleReport, shards of rank 0, ...)``.
-        ``weights`` (``[ObjectRef]``) and ``plan``: ``set_stream_weights`` first, in the same call (the workers this
-        gather unparks act with them, with no round trip between)."""
+        ``weights`` (``[ObjectRef]``, one object per update) and ``plan``: the newest weights and league plan, set first
+        for every sample sent from now on and staged to the ones running (``timeout_s`` bounds them); in the same call,
+        the workers this gather unparks act with them, with no round trip between."""
         if weights is not None:
             self.stream.set_weights(weights, plan, timeout_s)
         return self.stream.gather(count, min_version, timeout_s)

@@ -44,9 +44,9 @@ class AsyncLoop(TrainingLoop):
     def _gather(self, min_version: int, weights_ref=None):
         """The next update's batches (refs); ``weights_ref``: the newest weights, for the samples this gather sends."""
         world = self.actors.world_size
-        weights = None if weights_ref is None else ([weights_ref], self.worker_plans())
+        weights = () if weights_ref is None else ([weights_ref], self.worker_plans())
         return self.actors.coordinator.gather.options(num_returns=1 + world).remote(
-            self._batches_per_update(), min_version, self.bounds.sample_s(), *(weights or ()))
+            self._batches_per_update(), min_version, self.bounds.sample_s(), *weights)
 
     def iterate(self) -> str:
         cfg = self.config
