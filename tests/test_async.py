@@ -125,6 +125,51 @@ def test_a_request_a_gather_sends_is_followed_at_once_not_after_the_pumps_wait(r
             ray.kill(worker)
 
 
+def test_weights_staged_while_the_pump_reads_its_abandoned_refs_never_break_the_stream(ray_local):
+    """``set_weights`` (the driver's call, on another thread) adds a staging call per running sample to the refs the
+    pump reads once they fail; the pump reads them between its waits. Reading the list while another thread grows it
+    made ``ray.wait`` raise a bare AssertionError, which ended a run (seen after a lost node, when those refs are slow
+    to read). Here the staging calls never answer, so the list only grows while a fast worker keeps the pump busy."""
+    ray = ray_local
+
+    @ray.remote(num_cpus=0, max_concurrency=10000)
+    class Never:
+        async def answer(self):
+            import asyncio
+
+            await asyncio.sleep(600)
+
+    never = Never.remote()
+    config = load_config(None, ["env.num_envs_per_worker=1", "rollout.rollout_length=1", "rollout.num_workers=1",
+                                "rollout.pipeline=async", "rollout.compile.backend=eager", "ppo.minibatch_size=1"])  # fmt: skip
+    worker = remote_worker_class().options(num_cpus=0.1).remote(config, 0)
+    ray.get(worker.ready.remote())
+
+    def submit(index, weights_ref, plan_ref):
+        return worker.sample_shards.options(num_returns=2, max_task_retries=0).remote(weights_ref, 1, plan_ref)
+
+    staged = []
+
+    def stage(index, ref):
+        staged.append(never.answer.remote())
+        return staged[-1]
+
+    stream = SampleStream([worker], 1, submit, stage, 60.0, [None], None, max_queued=4)
+    weights = [ray.put(_weights(config, 0, False))]  # version 0, as the worker holds
+    try:
+        deadline = time.monotonic() + 8.0
+        while time.monotonic() < deadline and stream.error is None:
+            stream.set_weights(weights, None, 60.0)  # one staging call per running sample
+            report, _ = stream.gather(1, 0, 10.0)  # keeps the worker sampling, and the pump reading
+        assert stream.error is None, repr(stream.error)
+        time.sleep(1.0)  # the worker parks behind a full queue: the pump's last read is over
+        with stream.cond:
+            assert len(stream.abandoned) == len(staged) > 100  # none answered, and none was lost in the reads
+    finally:
+        ray.kill(worker)
+        ray.kill(never)
+
+
 SLEEPY = ["env.id=distrl.envs.testing:sleepy_cartpole", "env.vectorization=sync", "env.kwargs={step_s: 0.05}",
           "ppo.minibatch_size=16"]
 

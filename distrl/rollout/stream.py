@@ -289,7 +289,13 @@ class SampleStream:
                 self._probe(index)
 
     def _read_abandoned(self) -> None:
-        self.abandoned = read_failed(self.abandoned)
+        # Taken under the lock and read outside it: ray.wait over a list another thread grows (set_weights, evict)
+        # raises a bare AssertionError.
+        with self.cond:
+            refs, self.abandoned = self.abandoned, []
+        pending = read_failed(refs)
+        with self.cond:
+            self.abandoned = pending + self.abandoned
 
 
 def read_failed(refs: list) -> list:
