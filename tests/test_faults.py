@@ -289,6 +289,72 @@ def test_an_error_of_ours_mid_run_still_writes_the_final_checkpoint_and_tears_ev
     assert not alive and not groups, (alive, groups)
 
 
+def _in_process_run(tmp_path, monkeypatch, at_row):
+    """A CartPole driver in this process (the main thread: it installs its signal handlers), ``at_row(iteration)``
+    called as each metrics row is made."""
+    from distrl.config import load_config
+    from distrl.driver import Driver, report
+
+    real_row = report.iteration_row
+
+    def row(run, *args, **kwargs):
+        at_row(run.iteration)
+        return real_row(run, *args, **kwargs)
+
+    monkeypatch.setattr(report, "iteration_row", row)
+    config = load_config(None, ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=64",
+                                "stop.env_steps=20000", "stop.episode_return_mean=null", "checkpoint.every_iterations=0",
+                                "logging.tensorboard=false"])  # fmt: skip
+    return Driver(config, tmp_path / "run")
+
+
+def test_an_interrupt_swallowed_where_it_landed_still_stops_the_run_at_the_next_update(tmp_path, ray_local, monkeypatch):
+    """Ctrl-C raises KeyboardInterrupt wherever the main thread is; code that swallows it there (an object's __del__,
+    a weakref callback: Python prints "Exception ignored" and goes on) used to leave the run training on. The handler
+    also raises a flag the loop reads after each update: the run stops there, as interrupted, checkpoint written."""
+
+    def swallow(iteration):
+        if iteration == 3:
+            try:
+                signal.raise_signal(signal.SIGINT)
+            except KeyboardInterrupt:
+                pass
+
+    driver = _in_process_run(tmp_path, monkeypatch, swallow)
+    summary = driver.run()
+    assert summary["stop_reason"] == "interrupted" and summary["iterations"] == 3, summary  # not 20000 env steps'
+    (checkpoint,) = (tmp_path / "run" / "checkpoints").glob("ckpt_*.pt")
+    assert checkpoint.name == "ckpt_0000003.pt"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handlers the run found are back
+
+
+def test_a_second_interrupt_while_the_run_finishes_stops_it_at_once(tmp_path, ray_local, monkeypatch):
+    """Ctrl-C, and Ctrl-C again while the final checkpoint is being written: the run stops at once, without it (a
+    checkpoint that waits on a stuck learner or a slow storage upload never holds the terminal), and still tears its
+    actors down."""
+    from distrl.driver import driver as driver_module
+
+    def interrupt(iteration):
+        if iteration == 3:
+            signal.raise_signal(signal.SIGINT)
+
+    def second_interrupt(*args, **kwargs):
+        signal.raise_signal(signal.SIGINT)
+        raise AssertionError("the second interrupt did not stop the checkpoint")
+
+    monkeypatch.setattr(driver_module, "save_checkpoint", second_interrupt)
+    driver = _in_process_run(tmp_path, monkeypatch, interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        driver.run()
+    assert not list((tmp_path / "run").glob("checkpoints/ckpt_*.pt")) and not (tmp_path / "run" / "summary.json").exists()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    ray = ray_local
+    deadline = time.time() + 30
+    while time.time() < deadline and [g for g in ray.util.placement_group_table().values() if g["state"] != "REMOVED"]:
+        time.sleep(0.5)
+    assert not [g for g in ray.util.placement_group_table().values() if g["state"] != "REMOVED"]
+
+
 @pytest.mark.slow
 def test_learner_update_past_its_bound_is_rebuilt_then_ends_the_run_with_one_line(tmp_path):
     """Every update takes longer than learner.update_timeout_s: the learner is rebuilt (counted), then the run

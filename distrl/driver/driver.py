@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import threading
 import time
 import uuid
@@ -38,6 +37,7 @@ from distrl.driver.actors import RunActors
 from distrl.driver.loops import loop_class
 from distrl.driver.connection import RayTarget, resolve_target
 from distrl.driver.drain import DrainWatcher
+from distrl.driver.signals import StopSignals
 from distrl.driver.placement import PlacementError, impossible_requests
 from distrl.driver.preflight import check_before_ray
 from distrl.driver.run_state import RunState
@@ -96,6 +96,7 @@ class Driver:
         self.resumed_learner_state: dict | None = None
         self.snapshots = SnapshotKeeper()  # the newest full learner state (rank 0's), held in this process
         self.drain_watch: DrainWatcher | None = None  # acts on Ray's drain notices (driver/drain.py)
+        self.stop_signals = StopSignals()
         self._checkpoint_lock = threading.Lock()  # the drain watcher's checkpoint and the loop's never overlap
         self.worker_backends: list[str] = []
         self.learner_step: dict | None = None  # the step the learners run, why, and its first update's check
@@ -201,10 +202,7 @@ class Driver:
         loop = loop_class(self.config.rollout.pipeline)(self)
         if self.resumed_learner_state is not None:
             self.snapshots = SnapshotKeeper(self.resumed_learner_state)
-        # `ray job stop`, `kill`: stop cleanly. Only a main thread may set handlers (a library caller's thread,
-        # a Tune trial's, leave them to their owner).
-        main_thread = threading.current_thread() is threading.main_thread()
-        previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt) if main_thread else None
+        self.stop_signals.install()  # Ctrl-C, `ray job stop`, `kill`: stop cleanly (driver/signals.py)
         reason, failure, error, started = None, None, None, False
         loop_start, loop_steps_start = time.perf_counter(), self.counters.env_steps
         try:
@@ -229,13 +227,12 @@ class Driver:
         except BaseException as exc:  # ours: still keep the work done so far, then re-raise
             error, reason = exc, "error"
         finally:
-            if main_thread:
-                signal.signal(signal.SIGTERM, previous_sigterm)
             if self.drain_watch is not None:  # before the final checkpoint: never two at once
                 self.drain_watch.close()
             try:
                 summary = self._finish(reason, launch, loop_start, loop_steps_start) if started else None
             finally:
+                self.stop_signals.restore()  # after the final checkpoint: a second signal until then stops it
                 self.actors.teardown()
                 self.snapshots.close()
         if error is not None:
@@ -351,6 +348,3 @@ class Driver:
             finally:
                 self.counters.time_s = saved
 
-
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt

@@ -231,7 +231,7 @@ class TrainingLoop(ABC):
                         f"them: not trained on, not counted (batches_lost {self.counters.batches_lost})")  # fmt: skip
             infos = [info for i, info in enumerate(infos) if i not in lost]
         if not infos:
-            return None
+            return "interrupted" if driver.stop_signals.requested else None
         checked = learner_metrics.pop("learner_step", None)  # the device step's first update, against the loop's
         if checked is not None:
             driver.note_learner_step(checked)
@@ -255,6 +255,8 @@ class TrainingLoop(ABC):
             driver.on_iteration(row, driver)
         if self.videos is not None and self.counters.iteration % cfg.logging.video_every_iterations == 0:
             self.videos.maybe_record(self.counters.iteration, ray.get(weights_ref))
+        if driver.stop_signals.requested:  # a signal whose KeyboardInterrupt was swallowed (driver/signals.py)
+            return "interrupted"
         reason = stop_reason(cfg.stop, self.counters, elapsed)
         if reason is not None:
             return reason
