@@ -83,6 +83,8 @@ def main() -> None:
                              "an update, half after it)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a config override for both pipelines' runs (a study: written as async_learning_set_...)")
+    parser.add_argument("--async-set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a config override for the async runs only (a study: written as async_learning_async-set_...)")
     parser.add_argument("--quick", action="store_true", help="CartPole, seed 0")
     add_results_dir_argument(parser)
     args = parser.parse_args()
@@ -96,7 +98,8 @@ def main() -> None:
             for pipeline in ("sync", "async") if seed % 2 == 0 else ("async", "sync"):
                 lagged = pipeline == "async"
                 r = run(task, pipeline, seed, args.async_algo if lagged else "ppo",
-                        args.async_proximal if lagged else "behaviour", args.updates_ahead if lagged else 1.0, args.set)
+                        args.async_proximal if lagged else "behaviour", args.updates_ahead if lagged else 1.0,
+                        [*args.set, *(args.async_set if lagged else [])])  # fmt: skip
                 r["train_s"] = round(r["wall_s"] - r["first_update_s"], 3)
                 runs.append(r)
                 print(f"{task:12s} {pipeline:5s} seed {seed}: {'solved' if r['solved'] else 'NOT solved'} at "
@@ -124,8 +127,9 @@ def main() -> None:
         f"async_learning_{args.async_algo}_{args.async_proximal}"
     if args.updates_ahead != 1.0:
         name += f"_ahead{args.updates_ahead:g}"
-    for item in args.set:
-        name += "_set_" + "".join(c if c.isalnum() else "-" for c in item)
+    for flag, items in (("set", args.set), ("async-set", args.async_set)):
+        for item in items:
+            name += f"_{flag}_" + "".join(c if c.isalnum() else "-" for c in item)
     write_results(name, {"machine": machine, "settings": vars(args), "runs": runs, "rows": rows},
                   markdown_table(rows, columns),
                   quick=args.quick, results_dir=args.results_dir)

@@ -122,3 +122,18 @@ def test_distributions_match_torch_distributions(seed):
     logp, entropy = ActionDist("gaussian", 3).log_prob_entropy(torch.cat([mean, log_std], -1), actions)
     torch.testing.assert_close(logp, normal.log_prob(actions), rtol=1e-5, atol=1e-4)
     torch.testing.assert_close(entropy, normal.entropy(), rtol=1e-5, atol=1e-5)
+
+
+def test_sample_weights_scale_each_samples_surrogate_by_hand():
+    """The decoupled objective's weight (pi_learner / pi_behaviour) multiplies each sample's clipped surrogate; the
+    value loss, entropy and the ratio's statistics are the unweighted ones."""
+    old = t([0.0, 0.0, 0.0])
+    new = t([math.log(1.5), math.log(0.5), math.log(1.1)])
+    adv = t([1.0, -1.0, 2.0])
+    args = (new, old, adv, t([0.0] * 3), t([0.0] * 3), t([1.0, 2.0, 3.0]), t([0.5] * 3), t([1, 1, 1]), COEFS)
+    unweighted, ones = ppo_loss(*args), ppo_loss(*args, t([1.0, 1.0, 1.0]))
+    assert ones["loss"].item() == pytest.approx(unweighted["loss"].item(), abs=1e-7)
+    out = ppo_loss(*args, t([2.0, 0.5, 0.0]))
+    assert out["loss_policy"].item() == pytest.approx((2.0 * -1.2 + 0.5 * 0.8 + 0.0 * -2.2) / 3, abs=1e-6)
+    for key in ("loss_value", "entropy", "approx_kl", "clip_frac"):
+        assert out[key].item() == pytest.approx(unweighted[key].item(), abs=1e-7)

@@ -134,3 +134,42 @@ def test_a_lagged_batch_starts_the_update_at_ratio_1_with_the_learner_as_proxima
         assert moved < 1e-5 and critic_moved < 1e-5
     else:
         assert moved > 1e-3 and critic_moved > 1e-3  # the behaviour model is one update (lr 0.01, 4 epochs) behind
+
+
+@pytest.mark.parametrize("clip", [None, 1.0, 2.0])
+def test_the_behaviour_weight_is_the_learners_probability_over_the_behaviours_capped(clip, monkeypatch):
+    """``ppo.behaviour_weight_clip`` (with ``proximal: learner``): each sample of a lagged batch is weighted by
+    pi_learner / pi_behaviour of its action, capped; on a fresh batch every weight is 1; unset, no weights."""
+    overrides = ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=64", "ppo.lr=0.01",
+                 "rollout.compile.backend=eager", "ppo.proximal=learner", f"ppo.behaviour_weight_clip={'null' if clip is None else clip}"]  # fmt: skip
+    config = load_config(None, overrides)
+    worker, learner = RolloutWorker(config), Learner(config, *probe_spaces(config.env))
+    worker.set_weights(learner.get_weights())
+    fresh, stale = worker.sample(), worker.sample()
+    seen = []
+    targets = learner.algorithm.targets
+
+    def spy(data, current):
+        out = targets(data, current)
+        seen.append((out.weights, (current().logp - data["logp"]).exp(), data["valid"]))
+        return out
+
+    monkeypatch.setattr(learner.algorithm, "targets", spy)
+    learner.update(fresh)
+    learner.update(stale)  # one version behind the learner now
+    if clip is None:
+        assert seen[0][0] is None and seen[1][0] is None
+        return
+    (fresh_w, _, valid), (stale_w, ratio, stale_valid) = seen
+    torch.testing.assert_close(fresh_w[valid], torch.ones_like(fresh_w[valid]), rtol=0, atol=1e-4)
+    torch.testing.assert_close(stale_w, ratio.clamp(max=clip))
+    assert float((ratio[stale_valid] - 1).abs().max()) > 1e-3  # the learner moved: the weights are not all 1
+    if clip == 1.0:
+        assert float(stale_w.max()) <= 1.0 and bool((ratio > 1.0).any())
+
+
+def test_a_behaviour_weight_without_the_learner_as_proximal_policy_is_refused():
+    from distrl.config import ConfigError
+
+    with pytest.raises(ConfigError, match="ppo.behaviour_weight_clip=2.0: .* needs ppo.proximal=learner"):
+        load_config(None, ["ppo.behaviour_weight_clip=2"])

@@ -43,6 +43,8 @@ class Targets(NamedTuple):
     # [T + 1, N] the values the targets were computed from, where they are not those recorded at sampling; the value
     # loss's clip is then centred on them.
     values: torch.Tensor | None = None
+    # [T, N] a weight on each sample's surrogate (an off-policy correction's); None: 1.
+    weights: torch.Tensor | None = None
 
 
 class Algorithm(ABC):

@@ -287,6 +287,11 @@ class PPOConfig(Section):
         "forward pass over the batch per update, which gives the values too), so a batch sampled a few versions back "
         "does not start its update clipped (pipeline overlap, async)",
     )
+    behaviour_weight_clip: PositiveFloat | None = Field(
+        None, description="with proximal: learner, weight each sample's clipped surrogate by pi_learner / pi_behaviour "
+        "(the decoupled objective's importance weight, Hilton et al. 2022), capped at this (RLlib's APPO caps its at 2); "
+        "None: unweighted, each lagged sample counted as if the learner's policy had acted",
+    )
 
 
 class APPOConfig(Section):
@@ -448,6 +453,9 @@ class Config(Section):
                 f"ppo.minibatch_size={self.ppo.minibatch_size}: must divide by learner.num_learners="
                 f"{self.learner.num_learners} (each learner takes an equal part of every minibatch)"
             )
+        if self.ppo.behaviour_weight_clip is not None and self.ppo.proximal != "learner":
+            problems.append(f"ppo.behaviour_weight_clip={self.ppo.behaviour_weight_clip}: weights samples towards the "
+                            "learner's policy; needs ppo.proximal=learner (or leave it null)")  # fmt: skip
         if self.env.action_repeat > 1 and self.env.vectorization == "native":
             problems.append(
                 f"env.action_repeat={self.env.action_repeat}: needs env.vectorization auto, sync or async "

@@ -46,8 +46,9 @@ class TrainingSamples:
             "returns": returns,
             "mask": data["valid"].float(),
         }
-        if "action_mask" in data:
-            per_step["action_mask"] = data["action_mask"]
+        for key in ("action_mask", "weights"):  # where the env has masks; where the algorithm weights its samples
+            if key in data:
+                per_step[key] = data[key]
         if seq_len is None:
             return cls({k: v.reshape(-1, *v.shape[2:]) for k, v in per_step.items()}, recurrent=False)
         steps, n = advantages.shape

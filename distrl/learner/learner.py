@@ -305,6 +305,8 @@ class Learner:
         current = functools.cache(lambda: self._current_outputs(  # one forward, made only when the algorithm asks
             TrainingSamples.from_rollout(data, zeros, zeros, seq_len, self.model.window), tuple(zeros.shape), seq_len))
         targets = self.algorithm.targets(data, current)
+        if targets.weights is not None:
+            data = {**data, "weights": targets.weights}
         if targets.proximal_logp is not None:
             data = {**data, "logp": targets.proximal_logp}
         if targets.values is not None:

@@ -42,7 +42,11 @@ class PPO(Algorithm):
             values = self.proximal_values(data, current)
             advantages, returns = gae(rewards, data["values"] if values is None else values, data["terminated"],
                                       data["truncated"], data["valid"], cfg.gamma, cfg.gae_lambda)  # fmt: skip
-            return Targets(advantages, returns, self.proximal_logp(current), values)
+            proximal_logp = self.proximal_logp(current)
+            weights = None
+            if proximal_logp is not None and cfg.behaviour_weight_clip is not None:
+                weights = (proximal_logp - data["logp"]).exp().clamp(max=cfg.behaviour_weight_clip)
+            return Targets(advantages, returns, proximal_logp, values, weights)
 
     def proximal_logp(self, current) -> torch.Tensor | None:
         """The log-probs the clipped ratio is measured from, where ``ppo.proximal`` is the learner's policy (None: the
@@ -62,7 +66,7 @@ class PPO(Algorithm):
     def loss(self, dist, pd_params: torch.Tensor, values: torch.Tensor, mb: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         new_logp, entropy = dist.log_prob_entropy(pd_params, mb["actions"], mb["action_mask"] if "action_mask" in mb else None)
         return ppo_loss(new_logp, mb["logp"], mb["advantages"], values, mb["values"], mb["returns"], entropy, mb["mask"],
-                        self.coefs)  # fmt: skip
+                        self.coefs, mb.get("weights"))  # fmt: skip
 
     def learning_rate(self, trained_env_steps: int) -> float:
         if not self.cfg.anneal_lr or self.total_env_steps is None:

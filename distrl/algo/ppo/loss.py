@@ -34,8 +34,10 @@ def ppo_loss(
     entropy: torch.Tensor,
     mask: torch.Tensor,
     coefs: PPOLossCoefs,
+    weights: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
-    """Total loss and its parts. ``old_logp`` are the behaviour log-probs recorded at sampling time."""
+    """Total loss and its parts. ``old_logp``: the log-probs the ratio is measured from (the behaviour policy's,
+    or the learner's at the update's start); ``weights``: each sample's weight on the surrogate (None: 1)."""
     mask = mask.float()
     if coefs.norm_adv:
         mean = masked_mean(advantages, mask)
@@ -43,9 +45,8 @@ def ppo_loss(
         advantages = (advantages - mean) / (var.sqrt() + 1e-8)
     log_ratio = new_logp - old_logp
     ratio = log_ratio.exp()
-    policy_loss = masked_mean(
-        torch.max(-advantages * ratio, -advantages * ratio.clamp(1 - coefs.clip_coef, 1 + coefs.clip_coef)), mask
-    )
+    surrogate = torch.max(-advantages * ratio, -advantages * ratio.clamp(1 - coefs.clip_coef, 1 + coefs.clip_coef))
+    policy_loss = masked_mean(surrogate if weights is None else weights * surrogate, mask)
     if coefs.clip_vloss:
         clipped = old_values + (new_values - old_values).clamp(-coefs.clip_coef, coefs.clip_coef)
         value_loss = 0.5 * masked_mean(torch.max((new_values - returns) ** 2, (clipped - returns) ** 2), mask)
