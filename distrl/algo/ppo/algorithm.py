@@ -7,7 +7,9 @@ optimization"; RLlib's APPO does the same with its target network): a batch samp
 (``pipeline: overlap``, ``async``) then starts its update unclipped, where measured from the lagged behaviour
 policy many of its samples start outside the clip range and teach nothing. The learner's critic gives the values
 too (GAE's baseline, the value loss's clip centre), as IMPALA's learner does: the critic that sampled a batch is an
-update behind, and its values are what the advantages measure each action against.
+update behind, and its values are what the advantages measure each action against. The decoupled objective's
+importance weight on each sample (pi_learner / pi_behaviour) is ``ppo.behaviour_weight_clip``'s, capped; off by
+default (docs/performance.md: one round, mixed).
 """
 
 from __future__ import annotations
