@@ -3,7 +3,8 @@
 Each run trains ``configs/mujoco/ENV.yaml`` for 1M env steps (one seed), then plays 10 greedy episodes with the
 final checkpoint. Its score is the mean return of the last 100 training episodes (as CleanRL and RL Zoo report)
 and the greedy mean; its time is the wall time from launch. Beside it, in the same invocation, Stable-Baselines3's
-PPO with RL Zoo's settings for the env (VecNormalize included) at the same budget and the same two cores.
+PPO with RL Zoo's settings for the env (VecNormalize included) at the same budget and the same two cores, on the
+env as distrl's config makes it (its ``env.kwargs``).
 Published PPO at 1M steps: CleanRL (ppo_continuous_action, v4 envs, 3 seeds) and SB3 RL Zoo (v3/v4 envs).
 Target (DESIGN.md): median of 3 seeds >= CleanRL's score, each run <= 10 minutes on the 2-core machine.
 
@@ -56,8 +57,19 @@ RL_ZOO = {  # rl-baselines3-zoo hyperparams/ppo.yml (the v4 entries); every one 
 GREEDY_EPISODES = 10
 
 
+def config_path(env: str) -> Path:
+    return ROOT / "configs" / "mujoco" / f"{env.split('-')[0].lower()}.yaml"
+
+
+def config_env_kwargs(env: str) -> dict:
+    """``env.kwargs`` of distrl's shipped config for ``env``: SB3 runs the same env."""
+    import yaml
+
+    return dict((yaml.safe_load(config_path(env).read_text()).get("env") or {}).get("kwargs") or {})
+
+
 def run_distrl(env: str, seed: int, steps: int, overrides: list[str]) -> dict:
-    config = ROOT / "configs" / "mujoco" / f"{env.split('-')[0].lower()}.yaml"
+    config = config_path(env)
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
         cmd = [sys.executable, "-m", "distrl", "train", str(config), "--run-dir", str(run_dir), "--set", f"seed={seed}",
@@ -94,10 +106,11 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecNormalize
 
 env_id, seed, steps, settings, greedy_episodes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+env_kwargs = json.loads(sys.argv[6])  # the env as distrl's config makes it
 launch = time.perf_counter()
 settings = eval(settings, {"nn": nn})  # the RL Zoo entry, written by benchmarks/mujoco_scores.py itself
 policy_kwargs = eval(settings.pop("policy_kwargs", "dict()"), {"nn": nn})
-venv = VecNormalize(make_vec_env(env_id, n_envs=1, seed=seed), gamma=settings.get("gamma", 0.99))
+venv = VecNormalize(make_vec_env(env_id, n_envs=1, seed=seed, env_kwargs=env_kwargs), gamma=settings.get("gamma", 0.99))
 returns, curve = [], []
 
 
@@ -115,7 +128,7 @@ model = PPO("MlpPolicy", venv, seed=seed, verbose=0, policy_kwargs=policy_kwargs
 model.learn(steps, callback=Curve())
 wall = time.perf_counter() - launch
 venv.training, venv.norm_reward = False, False
-eval_env = gym.make(env_id)
+eval_env = gym.make(env_id, **env_kwargs)
 greedy = []
 for episode in range(greedy_episodes):
     obs, _ = eval_env.reset(seed=10_000 + episode)
@@ -134,14 +147,16 @@ print(json.dumps({"wall_s": wall, "train_return": float(np.mean(returns[-100:]))
 def run_sb3(env: str, seed: int, steps: int, overrides: list[str]) -> dict:
     if overrides:
         raise SystemExit("--set changes distrl's config; SB3 runs RL Zoo's settings as they are")
+    env_kwargs = config_env_kwargs(env)
     start = time.perf_counter()
     result = subprocess.run([sys.executable, "-c", SB3_RUN, env, str(seed), str(steps), repr(RL_ZOO[env]),
-                             str(GREEDY_EPISODES)], cwd=ROOT, capture_output=True, text=True, timeout=6 * 3600)  # fmt: skip
+                             str(GREEDY_EPISODES), json.dumps(env_kwargs)], cwd=ROOT, capture_output=True, text=True,
+                            timeout=6 * 3600)  # fmt: skip
     if result.returncode != 0:
         raise RuntimeError(f"sb3 {env} seed {seed} failed:\n{result.stderr[-3000:]}")
     out = json.loads(result.stdout.strip().splitlines()[-1])
     out["wall_s"] = time.perf_counter() - start  # from launch, as distrl's (imports included)
-    return {"env": env, "system": "sb3", "seed": seed, "env_steps": steps, **out}
+    return {"env": env, "system": "sb3", "seed": seed, "env_steps": steps, "env_kwargs": env_kwargs, **out}
 
 
 def report(machine: dict, quick: bool, results_dir: Path) -> None:
