@@ -62,10 +62,10 @@ def config_path(env: str) -> Path:
 
 
 def config_env_kwargs(env: str) -> dict:
-    """``env.kwargs`` of distrl's shipped config for ``env``: SB3 runs the same env."""
-    import yaml
+    """``env.kwargs`` of distrl's shipped config for ``env``, as distrl loads it: SB3 runs the same env."""
+    from distrl.config import load_config
 
-    return dict((yaml.safe_load(config_path(env).read_text()).get("env") or {}).get("kwargs") or {})
+    return dict(load_config(config_path(env)).env.kwargs)
 
 
 def run_distrl(env: str, seed: int, steps: int, overrides: list[str]) -> dict:
