@@ -118,7 +118,7 @@ def start(rollout_nodes: int = 1, rollout_cpus: int = 2, learner_cpus: int = 1, 
             f"--num-cpus={learner_cpus}", f"--num-gpus={learner_gpus}",
             "--resources=" + json.dumps({"learner": 1}), "--labels=distrl-role=learner", *common]  # fmt: skip
     try:
-        subprocess.run(head, env=env, check=True, capture_output=True, text=True)
+        ray_start(head, env, clean_up=cluster.shutdown)
         for index in range(1, rollout_nodes + 1):
             add_rollout_node(cluster, index, rollout_cpus)
         _wait_for_port(agent_port, timeout_s=120)  # the head's job agent: job submission goes through it
@@ -140,7 +140,27 @@ def add_rollout_node(cluster: DevCluster, index: int, cpus: int) -> None:
             f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
             f"--metrics-export-port={free_port()}", f"--runtime-env-agent-port={free_port()}",
             "--node-ip-address=127.0.0.1", "--disable-usage-stats"]  # fmt: skip
-    subprocess.run(node, env=cluster.env, check=True, capture_output=True, text=True)
+    ray_start(node, cluster.env, clean_up=lambda: kill_rollout_node(cluster, index))
+
+
+# What `ray start` says when a raylet misses Ray's fixed 30 s to register with the GCS: a busy machine (the
+# processes of the cluster before it still winding down, say), not a broken set-up.
+SLOW_START = "timed out during startup"
+
+
+def ray_start(command: list[str], env: dict, clean_up, attempts: int = 3, pause_s: float = 5.0) -> None:
+    """Run ``command`` (a ``ray start``), again after a start that timed out; ``clean_up`` first kills what the
+    failed try left running, so a late raylet cannot join as a second node. Any other failure raises at once."""
+    for attempt in range(1, attempts + 1):
+        try:
+            subprocess.run(command, env=env, check=True, capture_output=True, text=True)
+            return
+        except subprocess.CalledProcessError as exc:
+            if attempt == attempts or SLOW_START not in (exc.stderr or ""):
+                raise
+            print(f"ray start timed out (try {attempt} of {attempts}); starting it again", file=sys.stderr, flush=True)
+            clean_up()
+            time.sleep(pause_s)  # a moment for what kept the machine busy to pass
 
 
 def kill_rollout_node(cluster: DevCluster, index: int) -> int:
