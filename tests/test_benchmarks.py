@@ -10,7 +10,7 @@ from tests.conftest import ROOT
 
 SCRIPTS = ["inference", "sampling", "learner", "ppo", "peers", "compile_check", "scale", "scale_machine", "soak",
            "learner_step", "attention", "league", "league_rllib", "straggler", "async_learning", "elastic", "mujoco_scores",
-           "many_workers"]
+           "many_workers", "cpu_accounting"]
 
 
 def run_script(name, *args, timeout=900):
@@ -39,6 +39,18 @@ def test_quick_run_writes_results(name, tmp_path):
     payload = json.loads(json_file.read_text())
     assert payload["machine"]["torch"] and payload["rows"]
     assert (json_file.with_suffix(".md")).read_text().startswith("Machine: ")
+
+
+@pytest.mark.slow
+def test_cpu_accounting_adds_up_to_what_the_machine_was_busy(tmp_path):
+    result = run_script("cpu_accounting", "--quick", "--results-dir", str(tmp_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    runs = json.loads((tmp_path / "cpu_accounting_quick.json").read_text())["runs"]
+    assert [r["pipeline"] for r in runs] == ["sync", "async"]
+    for r in runs:
+        assert r["updates"] >= 2 and r["cpu_s_per_update"]["Learner"] > 0 and r["cpu_s_per_update"]["RolloutWorker"] > 0
+        # What the run's processes used is part of what the whole machine was busy (clock ticks: a little slack).
+        assert sum(r["cores_busy"].values()) <= r["machine_busy_cores"] + 0.1 <= r["machine_cores"] + 0.1
 
 
 def test_inference_rows_are_checked_and_sampled_from_real_observations(tmp_path):

@@ -106,3 +106,27 @@ def test_the_stream_leaves_out_an_evicted_worker_until_its_replacement_answers(r
         assert seen_back == [1] and incarnations == {new} and old != new
     finally:
         kill_all(ray, [coordinator, *workers, *([replacement] if replacement else [])])
+
+
+def test_rounds_sampled_at_once_read_a_returning_workers_probe_once(ray_local):
+    """Overlap sends the next round's ``sample`` beside this round's ``collect``, and a round with no batch is followed
+    by another at once: the coordinator runs those calls in threads of its own. A worker that answers again is read
+    by one round only (reported back once), and no round fails on the membership another changed meanwhile."""
+    ray = ray_local
+    coordinator, workers, worker = actors(ray, "overlap")
+    replacements = []
+    try:
+        for cycle in range(6):  # without the lock a cycle in five or so failed
+            ray.get(coordinator.evict.remote(1))
+            replacement = worker(1, seed_offset=cycle + 1)
+            replacements.append(replacement)
+            ray.get(coordinator.replace.remote(1, replacement))
+            ray.get(replacement.ready.remote(), timeout=120)
+            time.sleep(0.5)  # its probe has answered: the next rounds' samples all find it ready
+            rounds = [coordinator.sample.remote([None]) for _ in range(8)]  # run side by side in the actor (four at a time)
+            reports = [ray.get(coordinator.collect.options(num_returns=2).remote(r, 60.0))[0] for r in rounds]
+            backs = [report.workers_back for report in reports if report.workers_back]
+            assert backs == [[1]], (cycle, [(r.workers_back, r.workers_down) for r in reports])
+            assert any(1 in [info.worker_index for info in report.infos] for report in reports)
+    finally:
+        kill_all(ray, [coordinator, *workers, *replacements])

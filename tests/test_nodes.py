@@ -146,7 +146,8 @@ def test_a_drain_notice_on_the_learners_node_checkpoints_at_once(tmp_path):
     their restarts: max_restarts 0), before the node goes; the run goes on."""
     from clusters import local_dev_cluster
 
-    dev, proc, run_dir = start_run(tmp_path, 2, 3, ["rollout.num_workers=3", "stop.env_steps=250000",
+    # A budget the run cannot finish before the moved workers answer on the other node (at 50k env steps/s, 30 s).
+    dev, proc, run_dir = start_run(tmp_path, 2, 3, ["rollout.num_workers=3", "stop.env_steps=1500000",
                                                     "learner.node_labels={distrl-role: rollout}",
                                                     "rollout.max_restarts=0"])  # fmt: skip
     try:

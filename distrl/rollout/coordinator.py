@@ -28,6 +28,7 @@ for its timeout is not run again by Ray on the restarted worker.
 
 from __future__ import annotations
 
+import threading
 import time
 
 import ray
@@ -64,6 +65,10 @@ class SampleCoordinator:
         self.lost_now: list[int] = []
         self.evicted: set[int] = set()  # lockstep: stopped for good to make room for a learner, not replaced yet
         self.stream: SampleStream | None = None
+        # The actor runs up to four calls at once: overlap's ``sample`` of the next round runs beside ``collect`` of
+        # this one, and ``evict``/``replace`` come from the driver at any time. The lockstep membership above is
+        # read and changed under this lock only; no wait for a worker happens while it is held.
+        self.lock = threading.RLock()
 
     def attach(self, workers: list) -> bool:
         """The workers to drive (created after the coordinator, which their constructors may ask for artifacts)."""
@@ -87,9 +92,11 @@ class SampleCoordinator:
         ``weights`` is ``[ObjectRef]`` (wrapped, so it reaches the workers as a ref, not as a copy made here);
         ``league``, likewise, the league's matchmaking plan in a league run.
         """
-        self._read_probes()
-        round_ = {"weights": weights, "league": league}
-        round_["refs"] = [None if i in self.down or i in self.lost else self._submit(i, round_) for i in range(len(self.workers))]
+        with self.lock:
+            self._read_probes()
+            round_ = {"weights": weights, "league": league}
+            round_["refs"] = [None if i in self.down or i in self.lost else self._submit(i, round_)
+                              for i in range(len(self.workers))]  # fmt: skip
         return round_
 
     def collect(self, round_: dict, timeout_s: float) -> tuple:
@@ -105,47 +112,55 @@ class SampleCoordinator:
         pending = {refs[i][0]: i for i in range(len(refs)) if refs[i] is not None}
         infos: dict[int, SampleInfo] = {}
         timeouts, resubmitted = [], []
-        if not pending and self.probes:  # every worker's node is gone: wait a little for one to be back, not spin
-            ray.wait(list(self.probes.values()), num_returns=1, timeout=NODE_CHECK_S)
+        with self.lock:
+            probes = list(self.probes.values())
+        if not pending and probes:  # every worker's node is gone: wait a little for one to be back, not spin
+            ray.wait(probes, num_returns=1, timeout=NODE_CHECK_S)
         while pending:
             wait_s = max(0.0, min(deadline[i] for i in pending.values()) - time.monotonic())
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=wait_s)
             for ref in ready:
                 index = pending.pop(ref)
                 try:
-                    info = ray.get(ref)
-                    if not self.budget.seen(index, info.incarnation, self.node_of.get(index)):
-                        raise self._lost(index, None)
-                    infos[index] = info
-                    self.node_of[index] = info.node_id
+                    info = ray.get(ref)  # ready: no wait
+                    with self.lock:
+                        if not self.budget.seen(index, info.incarnation, self.node_of.get(index)):
+                            raise self._lost(index, None)
+                        infos[index] = info
+                        self.node_of[index] = info.node_id
                 except ray.exceptions.ActorUnavailableError:  # it died, or was being restarted when the task came
                     try:
                         answer = None if self._node_gone(index) else self._wait_until_alive(index, deadline[index])
                     except ray.exceptions.ActorDiedError as exc:
-                        self._died(index, exc)
+                        with self.lock:
+                            self._died(index, exc)
                         continue
-                    if answer is None:  # its node is gone: not waited for
-                        self._went_down(index)
-                        continue
-                    if answer and not self.budget.seen(index, answer, self.node_of.get(index)):
-                        raise self._lost(index, None)
-                    resubmitted.append(index)
-                    refs[index] = self._submit(index, round_)
+                    with self.lock:
+                        if answer is None:  # its node is gone: not waited for
+                            self._went_down(index)
+                            continue
+                        if answer and not self.budget.seen(index, answer, self.node_of.get(index)):
+                            raise self._lost(index, None)
+                        resubmitted.append(index)
+                        refs[index] = self._submit(index, round_)
                     pending[refs[index][0]] = index
                     deadline[index] = time.monotonic() + timeout_s
                 except ray.exceptions.ActorDiedError as exc:  # Ray will not restart it again
-                    self._died(index, exc)
+                    with self.lock:
+                        self._died(index, exc)
             now = time.monotonic()
-            for ref, index in list(pending.items()):
-                if now >= deadline[index]:
-                    del pending[ref]
-                    timeouts.append({"worker": index, "waited_s": round(now - (deadline[index] - timeout_s), 1)})
-                    self.abandoned.extend(refs[index])
-                    self.budget.timed_out(index)  # killed for a restart, or for good once its restarts are spent
+            with self.lock:
+                for ref, index in list(pending.items()):
+                    if now >= deadline[index]:
+                        del pending[ref]
+                        timeouts.append({"worker": index, "waited_s": round(now - (deadline[index] - timeout_s), 1)})
+                        self.abandoned.extend(refs[index])
+                        self.budget.timed_out(index)  # killed for a restart, or for good once its restarts are spent
         done = sorted(infos)
-        report = SampleReport([infos[i] for i in done], timeouts, resubmitted, workers_lost=self.lost_now,
-                              workers_down=self.went_down, workers_back=self.came_back)  # fmt: skip
-        self.lost_now, self.went_down, self.came_back = [], [], []
+        with self.lock:
+            report = SampleReport([infos[i] for i in done], timeouts, resubmitted, workers_lost=self.lost_now,
+                                  workers_down=self.went_down, workers_back=self.came_back)  # fmt: skip
+            self.lost_now, self.went_down, self.came_back = [], [], []
         return (report, *(tuple(refs[i][1 + rank] for i in done) for rank in range(self.num_shards)))
 
     # --- the asynchronous pipeline: a stream of samples (stream.py) ----------------------------------
@@ -199,8 +214,9 @@ class SampleCoordinator:
     def move_workers(self, indices: list[int]) -> None:
         """Their node is draining: each is restarted now on a node with room, before the node goes; until it answers
         again no round waits for it (its node counts as gone), and the restart spends none of its budget."""
-        for index in indices:
-            self.budget.move(index)
+        with self.lock:
+            for index in indices:
+                self.budget.move(index)
 
     def evict(self, index: int) -> None:
         """Stop worker ``index`` for good (Ray does not restart it): its resources go to a learner that could not be
@@ -208,29 +224,33 @@ class SampleCoordinator:
         if self.stream is not None:  # the stream keeps its own membership
             self.stream.evict(index)
         else:
-            self.evicted.add(index)
-            self.probes.pop(index, None)
-            if index not in self.down and index not in self.lost:
-                if index in self.came_back:  # not reported yet: its successor is reported once it answers
-                    self.came_back.remove(index)
-                self.down.add(index)
-                self.went_down.append(index)
+            with self.lock:
+                self.evicted.add(index)
+                self.probes.pop(index, None)
+                if index not in self.down and index not in self.lost:
+                    if index in self.came_back:  # not reported yet: its successor is reported once it answers
+                        self.came_back.remove(index)
+                    self.down.add(index)
+                    self.went_down.append(index)
         ray.kill(self.workers[index], no_restart=True)
 
     def replace(self, index: int, worker) -> None:
         """``worker``: a new actor in evicted worker ``index``'s place; it rejoins once it answers (placed when a node
         has room, as a worker range's are)."""
-        self.workers[index] = worker  # the list the restart budget and the stream hold too
-        self.budget.incarnations.pop(index, None)  # a new actor: its first answer is not a restart
+        with self.lock:
+            self.workers[index] = worker  # the list the restart budget and the stream hold too
+            self.budget.incarnations.pop(index, None)  # a new actor: its first answer is not a restart
         if self.stream is not None:
             self.stream.replace(index)
         else:
-            self.lost.discard(index)
-            self.down.add(index)
-            self.probes[index] = worker.ready.remote()
+            with self.lock:
+                self.lost.discard(index)
+                self.down.add(index)
+                self.probes[index] = worker.ready.remote()
 
     def _went_down(self, index: int) -> None:
-        """Its node is gone: left out of rounds, probed each round until it answers (restarted elsewhere)."""
+        """Its node is gone: left out of rounds, probed each round until it answers (restarted elsewhere). Under
+        ``self.lock``, as ``_died`` and ``_read_probes``."""
         self.down.add(index)
         self.went_down.append(index)
         self.probes[index] = self.workers[index].ready.remote()
