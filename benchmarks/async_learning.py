@@ -42,6 +42,14 @@ TASKS = {  # name -> (config, overrides, target, env step budget)
 }  # fmt: skip
 
 
+def train_command(config: str, items: list[str], run_dir: Path) -> tuple[list[str], dict]:
+    """``distrl train CONFIG --set ITEM...`` into ``run_dir``, and its environment: a private Ray of its own."""
+    cmd = [sys.executable, "-m", "distrl", "train", config, "--run-dir", str(run_dir)]
+    for item in items:
+        cmd += ["--set", item]
+    return cmd, {**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"}
+
+
 def run(task: str, pipeline: str, seed: int, algo: str, proximal: str, updates_ahead: float = 1.0,
         extra: list[str] = ()) -> dict:
     config, overrides, target, budget = TASKS[task]
@@ -52,10 +60,7 @@ def run(task: str, pipeline: str, seed: int, algo: str, proximal: str, updates_a
     items += extra
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
-        cmd = [sys.executable, "-m", "distrl", "train", config, "--run-dir", str(run_dir)]
-        for item in items:
-            cmd += ["--set", item]
-        env = {**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"}
+        cmd, env = train_command(config, items, run_dir)
         result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=3600)
         if result.returncode != 0:
             raise RuntimeError(f"{task} {pipeline} seed {seed} failed:\n{result.stderr[-3000:]}")

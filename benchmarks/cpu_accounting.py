@@ -29,8 +29,8 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.async_learning import TASKS, WORKERS  # noqa: E402
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results  # noqa: E402
+from benchmarks.async_learning import TASKS, WORKERS, train_command
+from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results
 
 
 def machine_busy() -> tuple[float, float]:
@@ -79,10 +79,7 @@ def measure(task: str, pipeline: str, seed: int, skip: int, window_s: float) -> 
              "stop.env_steps=100000000", f"ppo.proximal={proximal}"]  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
-        cmd = [sys.executable, "-m", "distrl", "train", config, "--run-dir", str(run_dir)]
-        for item in items:
-            cmd += ["--set", item]
-        env = {**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"}
+        cmd, env = train_command(config, items, run_dir)
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         driver = psutil.Process(proc.pid)
         try:

@@ -9,7 +9,7 @@ import pytest
 from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT))
-from clusters.local_dev_cluster import SLOW_START, ray_start  # noqa: E402
+from clusters.local_dev_cluster import SLOW_START, ray_start
 
 
 def flaky_command(tmp_path, fails: int, message: str) -> list[str]:
