@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results  # noqa: E402
+from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine, write_results  # noqa: E402
 
 WORKERS = ["rollout.num_workers=4", "rollout.num_cpus_per_worker=0.25", "checkpoint.every_iterations=0",
            "logging.tensorboard=false", "logging.progress=lines"]  # fmt: skip
@@ -65,7 +65,7 @@ def run(task: str, pipeline: str, seed: int, algo: str, proximal: str, updates_a
         if result.returncode != 0:
             raise RuntimeError(f"{task} {pipeline} seed {seed} failed:\n{result.stderr[-3000:]}")
         summary = json.loads((run_dir / "summary.json").read_text())
-        metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        metrics = metrics_rows(run_dir)
     first_update_s = metrics[0]["time_s"]
     lag = statistics.mean(row["policy_lag_mean"] for row in metrics[1:]) if len(metrics) > 1 else 0.0
     solved = summary["stop_reason"] == "episode_return_mean"

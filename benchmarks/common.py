@@ -101,6 +101,14 @@ def pyplot():
     return plt
 
 
+def metrics_rows(run_dir: Path) -> list[dict]:
+    """A run's ``metrics.jsonl`` so far, one dict an update; none before its first update."""
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
 def markdown_table(rows: list[dict], columns: list[tuple[str, str]]) -> str:
     head = "| " + " | ".join(title for _, title in columns) + " |"
     rule = "| " + " | ".join("---" for _ in columns) + " |"

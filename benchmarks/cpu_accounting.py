@@ -14,7 +14,6 @@ JSON and Markdown.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import subprocess
@@ -30,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.async_learning import TASKS, WORKERS, train_command
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results
+from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine, write_results
 
 
 def machine_busy() -> tuple[float, float]:
@@ -63,13 +62,6 @@ def cpu_by_role(driver: psutil.Process) -> dict[str, float]:
         except psutil.Error:
             continue  # gone between the listing and the read
     return totals
-
-
-def metrics_rows(run_dir: Path) -> list[dict]:
-    path = run_dir / "metrics.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def measure(task: str, pipeline: str, seed: int, skip: int, window_s: float) -> dict:
@@ -110,7 +102,6 @@ def measure(task: str, pipeline: str, seed: int, skip: int, window_s: float) -> 
             "cpu_s_per_update": per_update, "cores_busy": {name: v * updates / seconds for name, v in per_update.items()},
             "machine_busy_cores": (busy1[0] - busy0[0]) / seconds,
             "machine_cores": (busy1[1] - busy0[1]) / seconds,
-            "learner_cpu_s_per_update": per_update.get("Learner", 0.0),
             "learn_s_reported": sum(r["learn_s"] for r in rows1[len(rows0):] if "learn_s" in r) / max(1, len(rows1) - len(rows0))}  # fmt: skip
 
 

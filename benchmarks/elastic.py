@@ -27,13 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, pyplot, write_results  # noqa: E402
+from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine, pyplot, write_results  # noqa: E402
 from clusters import local_dev_cluster  # noqa: E402
-
-
-def rows_of(run_dir: Path) -> list[dict]:
-    path = run_dir / "metrics.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def main() -> None:
@@ -69,11 +64,11 @@ def main() -> None:
         for item in overrides:
             cmd += ["--set", item]
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dev.env)
-        while not rows_of(run_dir):
+        while not metrics_rows(run_dir):
             if proc.poll() is not None:
                 raise RuntimeError(proc.communicate()[1][-3000:])
             time.sleep(0.2)
-        first = rows_of(run_dir)[0]["time_s"]
+        first = metrics_rows(run_dir)[0]["time_s"]
         start = time.monotonic()
         time.sleep(args.lose_at)
         local_dev_cluster.kill_rollout_node(dev, 1)
@@ -84,7 +79,7 @@ def main() -> None:
         stdout, stderr = proc.communicate(timeout=args.seconds + 600)
         if proc.returncode != 0:
             raise RuntimeError(stderr[-3000:])
-        rows = rows_of(run_dir)
+        rows = metrics_rows(run_dir)
         summary = json.loads((run_dir / "summary.json").read_text())
     finally:
         dev.shutdown()

@@ -15,7 +15,6 @@ run's ``metrics.jsonl``: the first iteration whose training games against random
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import subprocess
@@ -26,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results  # noqa: E402
+from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine, write_results  # noqa: E402
 
 THRESHOLD = 0.95
 
@@ -58,7 +57,7 @@ def rllib_time_to_threshold(limit_s: float) -> dict:
 
 
 def distrl_time_to_threshold(run: Path) -> dict:
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    rows = metrics_rows(run)
     for row in rows:
         if row.get("league_win_random", 0) >= THRESHOLD:
             return {"time_s": round(row["time_s"], 1), "iterations": row["iteration"], "env_steps": row["env_steps"]}

@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, pyplot, write_results  # noqa: E402
+from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine, pyplot, write_results  # noqa: E402
 
 WARMUP_ROWS = 2  # updates after every worker answers, left out of the steady figure
 
@@ -57,7 +57,7 @@ def run(workers: int, args) -> dict:
                                 timeout=args.startup_s + args.seconds + 600)  # fmt: skip
         if result.returncode != 0:
             raise RuntimeError(f"{workers} workers failed:\n{result.stderr[-3000:]}")
-        rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        rows = metrics_rows(run_dir)
         summary = json.loads((run_dir / "summary.json").read_text())
     full = [i for i, r in enumerate(rows) if r.get("workers_active") == workers]
     if not full or len(rows) - full[0] < WARMUP_ROWS + 3:

@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, pyplot, write_results  # noqa: E402
+from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine, pyplot, write_results  # noqa: E402
 
 ENVS = ["Hopper-v5", "Walker2d-v5", "HalfCheetah-v5", "Ant-v5"]
 PUBLISHED = {  # PPO at 1M env steps
@@ -81,7 +81,7 @@ def run_distrl(env: str, seed: int, steps: int, overrides: list[str]) -> dict:
         if result.returncode != 0:
             raise RuntimeError(f"distrl {env} seed {seed} failed:\n{result.stderr[-3000:]}")
         summary = json.loads((run_dir / "summary.json").read_text())
-        rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        rows = metrics_rows(run_dir)
         curve = [(r["env_steps"], r["episode_return_mean"]) for r in rows if r.get("episode_return_mean") is not None]
         evaluated = subprocess.run([sys.executable, "-m", "distrl", "eval", summary["checkpoint"], "--episodes",
                                     str(GREEDY_EPISODES)], cwd=ROOT, capture_output=True, text=True, env=env_vars,

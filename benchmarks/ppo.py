@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, pyplot, write_results  # noqa: E402
+from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine, pyplot, write_results  # noqa: E402
 from distrl.compile import available_backends  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,7 +75,7 @@ def run_training(config: str, backend: str, mode: str, overrides: list[str], see
         if proc.returncode != 0:
             raise RuntimeError(f"distrl train failed ({proc.returncode}): {proc.stderr[-2000:]}")
         summary = json.loads((run_dir / "summary.json").read_text())
-        rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        rows = metrics_rows(run_dir)
     policy_share = sum(r["policy_s"] for r in rows) / max(1e-9, sum(r["sample_s"] for r in rows))
     return {
         "backend": backend,

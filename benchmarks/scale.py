@@ -18,7 +18,6 @@ from its metrics rows (warm-up iterations dropped):
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
@@ -29,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results  # noqa: E402
+from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine, write_results  # noqa: E402
 
 ENVS_PER_WORKER, ROLLOUT_LENGTH, LEARNERS, WARMUP = 16, 64, 2, 2
 
@@ -50,7 +49,7 @@ def run(cluster, workers: int, iterations: int, run_dir: Path) -> dict:
     result = subprocess.run(args, capture_output=True, text=True, env=cluster.env, timeout=900, cwd=ROOT)
     if result.returncode != 0:
         raise RuntimeError(f"{workers} workers: distrl train failed:\n{result.stderr[-3000:]}")
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()][WARMUP:]
+    rows = metrics_rows(run_dir)[WARMUP:]
     per_worker_sps = statistics.median(ENVS_PER_WORKER * ROLLOUT_LENGTH / r["sample_s"] for r in rows)
     return {
         "workers": workers,

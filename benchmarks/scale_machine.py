@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, pyplot, write_results  # noqa: E402
+from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine, pyplot, write_results  # noqa: E402
 
 WARMUP_ITERATIONS = 2
 
@@ -110,7 +110,7 @@ def run_distrl(config_path: str, overrides: list[str], workers: int, cpus_per_wo
         stdout, stderr = proc.communicate()
         if proc.returncode != 0:
             raise RuntimeError(f"distrl train with {workers} workers failed:\n{stderr[-3000:]}")
-        rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        rows = metrics_rows(run_dir)
         summary = json.loads((run_dir / "summary.json").read_text())
     steady = rows[WARMUP_ITERATIONS:] or rows[-1:]
     return {

@@ -20,7 +20,6 @@ the throughput of three fast workers alone. Writes JSON, Markdown and a PNG.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -30,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, pyplot, write_results  # noqa: E402
+from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine, pyplot, write_results  # noqa: E402
 
 STARTUP_S = 25.0  # launch to first update on a 2-core machine is 15-20 s: stop.time_s counts from launch
 WARMUP_ROWS = 2
@@ -63,7 +62,7 @@ def run(pipeline: str, workers: int, slow: int | None, args) -> dict:
         result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=args.seconds + 300)
         if result.returncode != 0:
             raise RuntimeError(f"{pipeline} with {workers} workers failed:\n{result.stderr[-3000:]}")
-        rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        rows = metrics_rows(run_dir)
     if len(rows) < WARMUP_ROWS + 2:
         raise RuntimeError(f"{pipeline} with {workers} workers: only {len(rows)} updates; raise --seconds")
     first, last = rows[WARMUP_ROWS], rows[-1]
