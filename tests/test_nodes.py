@@ -66,10 +66,16 @@ def finish(dev, proc, tmp_path) -> tuple[str, str]:
 def test_a_run_rides_out_a_lost_node(tmp_path, victim, pipeline):
     from clusters import local_dev_cluster
 
-    # Three CPUs a rollout node: whichever node is lost, the other has room for the learner rebuilt from its snapshot.
-    where = "learner.node_labels={distrl-role: rollout}" if victim == "learner node" else "learner.resources={learner: 1}"
+    # Three CPUs a rollout node. A lost worker node: three workers, the learner on the head. A lost learner node:
+    # the learner (1 CPU) and four workers in the rollout nodes' six CPUs, so at least one worker shares the
+    # learner's node whichever way Ray places them (three could all land on the other node); the learner is
+    # rebuilt on the other node, in its free CPU or in one a worker is evicted from.
+    if victim == "learner node":
+        where, workers = "learner.node_labels={distrl-role: rollout}", 4
+    else:
+        where, workers = "learner.resources={learner: 1}", 3
     # rollout.max_restarts=0: a lost node spends no worker's restarts (only crashes and timeouts do).
-    dev, proc, run_dir = start_run(tmp_path, 2, 3, ["rollout.num_workers=3", "stop.env_steps=250000", where,
+    dev, proc, run_dir = start_run(tmp_path, 2, 3, [f"rollout.num_workers={workers}", "stop.env_steps=250000", where,
                                                     "rollout.max_restarts=0"], pipeline)  # fmt: skip
     try:
         wait_for_rows(run_dir, 3, proc, timeout=240)
@@ -82,9 +88,9 @@ def test_a_run_rides_out_a_lost_node(tmp_path, victim, pipeline):
     assert "Traceback" not in stderr
     rows, summary = check_run_dir(run_dir)
     assert summary["stop_reason"] == "env_steps" and summary["env_steps"] >= 250000
-    assert "stopped answering (its process or node is gone)" in stdout and summary["workers_lost"] >= 1
+    assert "stopped answering (its process or node is gone)" in stdout and summary["workers_lost"] >= 1, stdout[-3000:]
     if victim == "learner node":
-        assert "a learner died" in stdout and summary["learner_restarts"] == 1
+        assert "a learner died" in stdout and summary["learner_restarts"] == 1, stdout[-3000:]
         assert [r["learner_version"] for r in rows] == list(range(1, len(rows) + 1))  # rebuilt from the newest state
 
 
