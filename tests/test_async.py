@@ -125,6 +125,83 @@ def test_a_request_a_gather_sends_is_followed_at_once_not_after_the_pumps_wait(r
             ray.kill(worker)
 
 
+def test_a_gather_sent_while_an_update_runs_holds_the_workers_until_that_update_is_over(ray_local):
+    """The async loop takes the next update's batches while the update before it runs, and queues that update on the
+    learner. Until the driver releases the running update, the batches taken still count against the bound: the workers
+    stay parked and then sample with that update's weights (sent earlier, they would act with weights two versions old
+    by their update). A release that comes before the gather (a slow gather) holds nothing back."""
+    ray = ray_local
+    config = load_config(None, ["env.num_envs_per_worker=2", "rollout.rollout_length=8", "rollout.num_workers=2",
+                                "rollout.pipeline=async", "rollout.compile.backend=eager", "ppo.minibatch_size=16"])  # fmt: skip
+    workers = [remote_worker_class().options(num_cpus=0.1).remote(config, i) for i in range(2)]
+    ray.get([worker.ready.remote() for worker in workers])
+
+    def submit(index, weights_ref, plan_ref):
+        return workers[index].sample_shards.options(num_returns=2, max_task_retries=0).remote(weights_ref, 1, plan_ref)
+
+    stream = SampleStream(workers, 1, submit, lambda index, ref: None, 60.0, [None], None, max_queued=2)
+    learner = Learner(config, *probe_spaces(config.env))
+    try:
+        time.sleep(3.0)  # rollouts of milliseconds: both workers parked behind the bound's two batches
+        report, _ = stream.gather(2, 0, 20.0, hold_until=0)  # update 1's batches, while update 0 runs
+        assert len(report.infos) == 2
+        time.sleep(1.0)
+        with stream.cond:
+            assert sorted(stream.parked) == [0, 1] and not stream.inflight and not stream.queue  # none sent meanwhile
+            assert stream.held == {0: 2}
+        weights = learner.get_weights()
+        weights.version = 1  # update 0's
+        stream.set_weights([ray.put(weights)], None, 60.0)
+        stream.release(0)
+        report, _ = stream.gather(2, 1, 20.0, hold_until=1)  # update 2's, while update 1 runs: sampled on version 1
+        assert [info.policy_version for info in report.infos] == [1, 1] and report.stale_batches == 0
+        stream.release(2)  # updates 1 and 2 over before the next gather: it holds nothing
+        report, _ = stream.gather(2, 1, 20.0, hold_until=2)
+        assert len(report.infos) == 2
+        with stream.cond:
+            assert stream.held == {}
+    finally:
+        for worker in workers:
+            ray.kill(worker)
+
+
+def test_a_held_gather_waits_for_the_rest_of_its_batches_until_the_update_is_over(ray_local):
+    """``rollout.updates_ahead: 0.5``: half an update's batches are sampled while the update before it runs, the rest
+    after it, with its weights. A gather that waits for the rest while that update runs sends no worker meanwhile."""
+    import threading
+
+    ray = ray_local
+    config = load_config(None, ["env.num_envs_per_worker=2", "rollout.rollout_length=8", "rollout.num_workers=2",
+                                "rollout.pipeline=async", "rollout.compile.backend=eager", "ppo.minibatch_size=16"])  # fmt: skip
+    workers = [remote_worker_class().options(num_cpus=0.1).remote(config, i) for i in range(2)]
+    ray.get([worker.ready.remote() for worker in workers])
+
+    def submit(index, weights_ref, plan_ref):
+        return workers[index].sample_shards.options(num_returns=2, max_task_retries=0).remote(weights_ref, 1, plan_ref)
+
+    stream = SampleStream(workers, 1, submit, lambda index, ref: None, 60.0, [None], None, max_queued=1)
+    learner = Learner(config, *probe_spaces(config.env))
+    try:
+        time.sleep(3.0)  # both workers parked (their first samples were sent before the bound applied: 1 or 2 queued)
+        with stream.cond:
+            queued = len(stream.queue)
+        result = []
+        gathering = threading.Thread(target=lambda: result.append(stream.gather(queued + 1, 0, 30.0, hold_until=0)))
+        gathering.start()
+        time.sleep(1.0)
+        with stream.cond:
+            assert stream.in_hand == queued and sorted(stream.parked) == [0, 1] and not stream.inflight
+        weights = learner.get_weights()
+        weights.version = 1
+        stream.set_weights([ray.put(weights)], None, 60.0)
+        stream.release(0)
+        gathering.join(timeout=30.0)
+        assert [info.policy_version for info in result[0][0].infos] == [0] * queued + [1]
+    finally:
+        for worker in workers:
+            ray.kill(worker)
+
+
 def test_weights_staged_while_the_pump_reads_its_abandoned_refs_never_break_the_stream(ray_local):
     """``set_weights`` (the driver's call, on another thread) adds a staging call per running sample to the refs the
     pump reads once they fail; the pump reads them between its waits. Reading the list while another thread grows it

@@ -180,14 +180,22 @@ class SampleCoordinator:
         return True
 
     def gather(self, count: int, min_version: int, timeout_s: float, weights: list | None = None,
-               plan: list | None = None) -> tuple:  # fmt: skip
+               plan: list | None = None, hold_until: int | None = None) -> tuple:  # fmt: skip
         """The next ``count`` batches of policy version >= ``min_version``: ``(SampleReport, shards of rank 0, ...)``.
         ``weights`` (``[ObjectRef]``, one object per update) and ``plan``: the newest weights and league plan, set first
         for every sample sent from now on and staged to the ones running (``timeout_s`` bounds them); in the same call,
-        the workers this gather unparks act with them, with no round trip between."""
+        the workers this gather unparks act with them, with no round trip between. ``hold_until``: the number of the
+        update running while this gather waits (``SampleStream.gather``), told over by ``release``."""
         if weights is not None:
             self.stream.set_weights(weights, plan, timeout_s)
-        return self.stream.gather(count, min_version, timeout_s)
+        return self.stream.gather(count, min_version, timeout_s, hold_until)
+
+    def release(self, update: int, weights: list | None, plan: list | None, timeout_s: float) -> None:
+        """Update number ``update`` is over: its ``weights`` (``[ObjectRef]``; None when it made none) set as in
+        ``gather``, then the next update's batches, gathered while it ran, stop holding the workers back."""
+        if weights is not None:
+            self.stream.set_weights(weights, plan, timeout_s)
+        self.stream.release(update)
 
     def _wait_until_alive(self, index: int, deadline: float) -> str | None:
         """Until worker ``index`` answers again (a task sent while Ray restarts an actor fails at once): its

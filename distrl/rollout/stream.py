@@ -22,6 +22,10 @@ a slow worker while a fast one is parked.
 ``gather`` hands the learner the next ``count`` batches from the queue, oldest first, dropping those whose
 policy version is older than the update can use (``rollout.max_policy_lag``; counted as stale, never
 trained on). No worker waits for another: a slow one contributes fewer batches, not a slower round.
+The async loop sends each gather while the update before it runs, and queues the next update on the learner behind
+that one, so the learner goes from one update to the next with no round trip through the driver; the batches such a
+gather takes count against the bound until the driver says the running update is over (``release``, with its
+weights), so the workers still sample the next batches with that update's weights.
 
 Faults, each bounded without stopping the others:
 
@@ -80,6 +84,12 @@ class SampleStream:
         self.max_queued = max_queued
         self.parked: list[int] = []  # workers waiting for room in the queue
         self.needed = 0  # batches a waiting gather still needs: as many more may be sampling beside the bound
+        self.in_hand = 0  # batches a waiting gather has taken so far (counted against the bound)
+        # A gather sent while the update before its own runs (the async loop queues the next update on the learner) takes
+        # its batches then; they count against the bound until the driver says that update is over (``release``), so the
+        # workers wait for its weights as if the batches were still queued. update number -> batches held
+        self.released = -1  # the newest update the driver has said is over
+        self.held: dict[int, int] = {}
         self.recent_s: collections.deque[float] = collections.deque(maxlen=32)  # the last samples' times, sent to in
         self.timeouts: list[dict] = []
         self.resubmitted: list[int] = []
@@ -118,9 +128,21 @@ class SampleStream:
                 if kind == "sample":  # one call per running sample: the work per sample stays constant
                     self.abandoned.append(self.stage(index, weights[0]))  # its reply is read (and dropped) by the pump
 
-    def gather(self, count: int, min_version: int, timeout_s: float) -> tuple:
+    def release(self, update: int) -> None:
+        """Update number ``update`` is over (its weights set already, when it made any): the batches gathered for the
+        next one stop counting against the bound, and the workers parked behind them sample again."""
+        with self.cond:
+            self.released = max(self.released, update)
+            for number in [n for n in self.held if n <= self.released]:
+                del self.held[number]
+            self._unpark()
+            self.cond.notify_all()
+
+    def gather(self, count: int, min_version: int, timeout_s: float, hold_until: int | None = None) -> tuple:
         """The next ``count`` batches of policy version >= ``min_version`` (older ones dropped as stale), waiting at
-        most ``timeout_s``; returns ``(SampleReport, shards of rank 0, ...)`` like ``SampleCoordinator.collect``."""
+        most ``timeout_s``; returns ``(SampleReport, shards of rank 0, ...)`` like ``SampleCoordinator.collect``.
+        ``hold_until``: the number of the update that runs while this gather waits (None: none runs); until ``release``
+        says it is over, no more is sampled for this gather than the bound allows, and what it took counts against it."""
         taken: list[tuple[SampleInfo, tuple]] = []
         deadline = time.monotonic() + timeout_s
         with self.cond:
@@ -134,14 +156,17 @@ class SampleStream:
                             self.stale += 1
                         else:
                             taken.append((info, shards))
-                    self.needed = count - len(taken)
+                    self.in_hand = len(taken)
+                    self.needed = count if hold_until is None or self.released >= hold_until else 0
                     self._unpark()
                     if len(taken) < count:
                         if len(self.lost) == len(self.workers) or time.monotonic() >= deadline:
                             break
                         self.cond.wait(timeout=min(PUMP_WAIT_S, max(0.0, deadline - time.monotonic())))
             finally:
-                self.needed = 0
+                if taken and hold_until is not None and self.released < hold_until:
+                    self.held[hold_until] = self.held.get(hold_until, 0) + len(taken)
+                self.needed = self.in_hand = 0
             report = SampleReport([info for info, _ in taken], self.timeouts, self.resubmitted, self.stale, list(self.lost),
                                   self.went_down, self.came_back)  # fmt: skip
             self.timeouts, self.resubmitted, self.stale, self.went_down, self.came_back = [], [], 0, [], []
@@ -277,7 +302,7 @@ class SampleStream:
         now = time.monotonic()
         pace = 2 * statistics.median(self.recent_s) if self.recent_s else float("inf")
         sampling = sum(1 for kind, _, since in self.inflight.values() if kind == "sample" and now - since <= pace)
-        return len(self.queue) + len(self.copying) + sampling
+        return len(self.queue) + len(self.copying) + sampling + self.in_hand + sum(self.held.values())
 
     def _time_out(self) -> None:
         now = time.monotonic()

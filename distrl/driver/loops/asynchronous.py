@@ -41,12 +41,11 @@ class AsyncLoop(TrainingLoop):
     def _batches_per_update(self) -> int:
         return self.config.update_size // (self.config.env.num_envs_per_worker * self.config.rollout.rollout_length)
 
-    def _gather(self, min_version: int, weights_ref=None):
-        """The next update's batches (refs); ``weights_ref``: the newest weights, for the samples this gather sends."""
+    def _gather(self, min_version: int, hold_until: int | None = None):
+        """The next update's batches (refs); ``hold_until``: the number of the update running meanwhile."""
         world = self.actors.world_size
-        weights = () if weights_ref is None else ([weights_ref], self.worker_plans())
         return self.actors.coordinator.gather.options(num_returns=1 + world).remote(
-            self._batches_per_update(), min_version, self.bounds.sample_s(), *weights)
+            self._batches_per_update(), min_version, self.bounds.sample_s(), hold_until=hold_until)
 
     def iterate(self) -> str:
         cfg = self.config
@@ -58,27 +57,33 @@ class AsyncLoop(TrainingLoop):
             self._start_stream([weights_ref])
         lag = cfg.rollout.max_policy_lag
         samples = self._gather(version - lag)
+        update = self.launch_update(samples)  # a gather that gets none makes no update (the learner returns at once)
+        number = 0  # the update running: each one's batches are gathered while the one before it runs
         while True:
             iter_start, cpu_start = time.perf_counter(), time.process_time()
-            # Sent before the report is read: the learner starts the moment the batches are in. A gather that got none
-            # makes no update (the learner returns at once, its version unchanged).
-            update = self.launch_update(samples)
             report = self.await_report(samples[0])
             self.counters.stale_batches += report.stale_batches
             stop = self.follow_membership(report)
             if stop is not None:
                 return stop
-            learner_metrics, update, _ = self.await_update(update, samples)  # the workers sample on meanwhile
+            # The next update's batches are taken as they come in while this update runs, and the next update is queued
+            # on the learner behind it: it starts the moment this one ends, with no round trip through the driver
+            # (measured: 14 ms of a 140 ms update on Pendulum). Their versions are checked against the version this update
+            # makes; a batch that is lost with its node instead only makes the check one version stricter this once.
+            following = self._gather(version + (1 if report.infos else 0) - lag, hold_until=number)
+            queued = self.launch_update(following)
+            learner_metrics, update, restarted = self.await_update(update, samples)  # the workers sample on meanwhile
+            if restarted:  # the queued update went to the learners that died
+                queued = self.launch_update(following)
             version = learner_metrics["learner_version"]  # unchanged when every batch was lost with its node
-            if not report.infos:
-                samples = self._gather(version - lag)
-                continue
-            weights_ref = update[1]
-            self.driver.snapshots.offer(update[2])
-            # The new weights go with the next gather, in one call: the workers it unparks sample with them. The batches
-            # sampled during the update (policy lag 1 at the next update) are in the queue already.
-            samples = self._gather(version - lag, weights_ref)
-            learner_metrics["workers_active"] = len(self.answering)
-            reason = self.record(report.infos, learner_metrics, weights_ref, iter_start, cpu_start)
-            if reason is not None:
-                return reason
+            # The new weights for the samples sent from now on; the workers parked behind the next update's batches go.
+            self.actors.coordinator.release.remote(number, [update[1]] if report.infos else None, self.worker_plans(),
+                                                   self.bounds.sample_s())  # fmt: skip
+            if report.infos:
+                weights_ref = update[1]
+                self.driver.snapshots.offer(update[2])
+                learner_metrics["workers_active"] = len(self.answering)
+                reason = self.record(report.infos, learner_metrics, weights_ref, iter_start, cpu_start)
+                if reason is not None:
+                    return reason
+            samples, update, number = following, queued, number + 1
