@@ -125,12 +125,8 @@ def test_a_request_a_gather_sends_is_followed_at_once_not_after_the_pumps_wait(r
             ray.kill(worker)
 
 
-def test_a_gather_sent_while_an_update_runs_holds_the_workers_until_that_update_is_over(ray_local):
-    """The async loop takes the next update's batches while the update before it runs, and queues that update on the
-    learner. Until the driver releases the running update, the batches taken still count against the bound: the workers
-    stay parked and then sample with that update's weights (sent earlier, they would act with weights two versions old
-    by their update). A release that comes before the gather (a slow gather) holds nothing back."""
-    ray = ray_local
+def _two_workers_streaming(ray, max_queued: int):
+    """Two workers of milliseconds-long rollouts, a stream from them in this process, and a learner for weights."""
     config = load_config(None, ["env.num_envs_per_worker=2", "rollout.rollout_length=8", "rollout.num_workers=2",
                                 "rollout.pipeline=async", "rollout.compile.backend=eager", "ppo.minibatch_size=16"])  # fmt: skip
     workers = [remote_worker_class().options(num_cpus=0.1).remote(config, i) for i in range(2)]
@@ -139,8 +135,17 @@ def test_a_gather_sent_while_an_update_runs_holds_the_workers_until_that_update_
     def submit(index, weights_ref, plan_ref):
         return workers[index].sample_shards.options(num_returns=2, max_task_retries=0).remote(weights_ref, 1, plan_ref)
 
-    stream = SampleStream(workers, 1, submit, lambda index, ref: None, 60.0, [None], None, max_queued=2)
-    learner = Learner(config, *probe_spaces(config.env))
+    stream = SampleStream(workers, 1, submit, lambda index, ref: None, 60.0, [None], None, max_queued=max_queued)
+    return workers, stream, Learner(config, *probe_spaces(config.env))
+
+
+def test_a_gather_sent_while_an_update_runs_holds_the_workers_until_that_update_is_over(ray_local):
+    """The async loop takes the next update's batches while the update before it runs, and queues that update on the
+    learner. Until the driver releases the running update, the batches taken still count against the bound: the workers
+    stay parked and then sample with that update's weights (sent earlier, they would act with weights two versions old
+    by their update). A release that comes before the gather (a slow gather) holds nothing back."""
+    ray = ray_local
+    workers, stream, learner = _two_workers_streaming(ray, max_queued=2)
     try:
         time.sleep(3.0)  # rollouts of milliseconds: both workers parked behind the bound's two batches
         report, _ = stream.gather(2, 0, 20.0, hold_until=0)  # update 1's batches, while update 0 runs
@@ -171,16 +176,7 @@ def test_a_held_gather_waits_for_the_rest_of_its_batches_until_the_update_is_ove
     import threading
 
     ray = ray_local
-    config = load_config(None, ["env.num_envs_per_worker=2", "rollout.rollout_length=8", "rollout.num_workers=2",
-                                "rollout.pipeline=async", "rollout.compile.backend=eager", "ppo.minibatch_size=16"])  # fmt: skip
-    workers = [remote_worker_class().options(num_cpus=0.1).remote(config, i) for i in range(2)]
-    ray.get([worker.ready.remote() for worker in workers])
-
-    def submit(index, weights_ref, plan_ref):
-        return workers[index].sample_shards.options(num_returns=2, max_task_retries=0).remote(weights_ref, 1, plan_ref)
-
-    stream = SampleStream(workers, 1, submit, lambda index, ref: None, 60.0, [None], None, max_queued=1)
-    learner = Learner(config, *probe_spaces(config.env))
+    workers, stream, learner = _two_workers_streaming(ray, max_queued=1)
     try:
         time.sleep(3.0)  # both workers parked (their first samples were sent before the bound applied: 1 or 2 queued)
         with stream.cond:
