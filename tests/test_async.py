@@ -34,7 +34,8 @@ def test_a_stale_batch_is_dropped_and_counted_never_trained_on(ray_local):
         assert report.infos == [] and report.stale_batches >= 1
         weights = learner.get_weights()
         weights.version = learner.version = 1  # as if the learner had updated once
-        report, shards = ray.get(coordinator.gather.options(num_returns=2).remote(2, 1, 60.0, [ray.put(weights)], None))
+        ray.get(coordinator.release.remote(0, [ray.put(weights)], None, 60.0))  # update 0 over: its weights
+        report, shards = ray.get(coordinator.gather.options(num_returns=2).remote(2, 1, 60.0))
         assert [info.policy_version for info in report.infos] == [1, 1]  # version-0 batches in between: dropped
         metrics = learner.update_refs(report, shards)
         assert metrics["policy_lag_mean"] == 0 and metrics["env_steps"] == 2 * 4 * 16
@@ -303,7 +304,8 @@ def test_the_stream_sends_new_weights_to_the_samples_running(ray_local):
         for version in (1, 2, 3):  # the next sample was sent as the last one came in: it is running now
             time.sleep(0.3)
             weights = [ray.put(_weights(config, version, True))]
-            report, _ = ray.get(coordinator.gather.options(num_returns=2).remote(1, 0, 60.0, weights, None))
+            ray.get(coordinator.release.remote(version - 1, weights, None, 60.0))
+            report, _ = ray.get(coordinator.gather.options(num_returns=2).remote(1, 0, 60.0))
             seen.append((report.infos[0].policy_version, report.infos[0].policy_version_mean))
         # Swapped mid-sample: started with the previous version, a mean between (a loaded machine may miss once)
         assert any(start == v - 1 and v - 1 < mean < v for v, (start, mean) in enumerate(seen[1:], 1)), seen

@@ -179,20 +179,17 @@ class SampleCoordinator:
                                    started, self.budget)  # fmt: skip
         return True
 
-    def gather(self, count: int, min_version: int, timeout_s: float, weights: list | None = None,
-               plan: list | None = None, hold_until: int | None = None) -> tuple:  # fmt: skip
+    def gather(self, count: int, min_version: int, timeout_s: float, hold_until: int | None = None) -> tuple:
         """The next ``count`` batches of policy version >= ``min_version``: ``(SampleReport, shards of rank 0, ...)``.
-        ``weights`` (``[ObjectRef]``, one object per update) and ``plan``: the newest weights and league plan, set first
-        for every sample sent from now on and staged to the ones running (``timeout_s`` bounds them); in the same call,
-        the workers this gather unparks act with them, with no round trip between. ``hold_until``: the number of the
-        update running while this gather waits (``SampleStream.gather``), told over by ``release``."""
-        if weights is not None:
-            self.stream.set_weights(weights, plan, timeout_s)
+        ``hold_until``: the number of the update running while this gather waits (``SampleStream.gather``), told over by
+        ``release``."""
         return self.stream.gather(count, min_version, timeout_s, hold_until)
 
     def release(self, update: int, weights: list | None, plan: list | None, timeout_s: float) -> None:
-        """Update number ``update`` is over: its ``weights`` (``[ObjectRef]``; None when it made none) set as in
-        ``gather``, then the next update's batches, gathered while it ran, stop holding the workers back."""
+        """Update number ``update`` is over. Its ``weights`` (``[ObjectRef]``, one object per update; None when it made
+        none) and the league ``plan`` are set first, for every sample sent from now on, and staged to the ones running
+        (``timeout_s`` bounds them); then the next update's batches, gathered while it ran, stop holding the workers
+        back, so the workers this unparks act with them, with no round trip between."""
         if weights is not None:
             self.stream.set_weights(weights, plan, timeout_s)
         self.stream.release(update)

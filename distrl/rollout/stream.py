@@ -157,14 +157,14 @@ class SampleStream:
                         else:
                             taken.append((info, shards))
                     self.in_hand = len(taken)
-                    self.needed = count if hold_until is None or self.released >= hold_until else 0
+                    self.needed = 0 if self._holding(hold_until) else count
                     self._unpark()
                     if len(taken) < count:
                         if len(self.lost) == len(self.workers) or time.monotonic() >= deadline:
                             break
                         self.cond.wait(timeout=min(PUMP_WAIT_S, max(0.0, deadline - time.monotonic())))
             finally:
-                if taken and hold_until is not None and self.released < hold_until:
+                if taken and self._holding(hold_until):
                     self.held[hold_until] = self.held.get(hold_until, 0) + len(taken)
                 self.needed = self.in_hand = 0
             report = SampleReport([info for info, _ in taken], self.timeouts, self.resubmitted, self.stale, list(self.lost),
@@ -195,6 +195,10 @@ class SampleStream:
                 self.lost.remove(index)
             self.down.add(index)
             self._probe(index)
+
+    def _holding(self, hold_until: int | None) -> bool:
+        """Whether update ``hold_until``, running while a gather waits, is not over yet (``release``)."""
+        return hold_until is not None and self.released < hold_until
 
     # --- the pump -------------------------------------------------------------------------
     def _send(self, index: int) -> None:
