@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import math
 import time
 from datetime import timedelta
 
@@ -26,6 +27,7 @@ from torch import nn
 
 from distrl.algo import build_algorithm
 from distrl.algo.base import CurrentOutputs
+from distrl.common import affinity
 from distrl.common.errors import describe_error
 from distrl.common.running_mean_std import RunningMeanStd
 from distrl.common.spaces import image_part_mask
@@ -75,16 +77,23 @@ def resolve_device(requested: str, assigned_gpus: list | None, num_gpus: float, 
     return torch.device("cuda" if given and cuda_available else "cpu")
 
 
-def _ray_assigned_gpus() -> list | None:
-    """The GPU ids Ray gave this actor; None outside a Ray actor."""
+def _in_actor() -> bool:
+    """Whether this runs inside a Ray actor (not a test's own process)."""
     try:
         import ray
 
-        if not ray.is_initialized() or ray.get_runtime_context().get_actor_id() is None:
-            return None
-        return list(ray.get_runtime_context().get_accelerator_ids().get("GPU", []))
+        return ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None
     except Exception:  # not inside Ray at all
+        return False
+
+
+def _ray_assigned_gpus() -> list | None:
+    """The GPU ids Ray gave this actor; None outside a Ray actor."""
+    if not _in_actor():
         return None
+    import ray
+
+    return list(ray.get_runtime_context().get_accelerator_ids().get("GPU", []))
 
 
 class Learner:
@@ -101,6 +110,14 @@ class Learner:
         self.device = resolve_device(config.learner.device, _ray_assigned_gpus(), config.learner.num_gpus_per_learner,
                                      torch.cuda.is_available())  # fmt: skip
         torch.set_num_threads(max(1, int(config.learner.num_cpus_per_learner)))
+        # learner.reserve_cores: under Ray, this process takes cores of its machine for itself (distrl/common/affinity.py).
+        self.cores: list[int] = []
+        if config.learner.reserve_cores and _in_actor():
+            self.cores = affinity.claim_cores(math.ceil(config.learner.num_cpus_per_learner))
+            if not self.cores:
+                log.warning(f"learner.reserve_cores: rank {rank} found fewer than "
+                            f"{math.ceil(config.learner.num_cpus_per_learner) + 1} unclaimed cores on its machine "
+                            "(one is left for the workers); it shares them with the workers")  # fmt: skip
         torch.manual_seed(config.seed)
         self.model = build_model(obs_space, action_space, config.model).to(self.device)
         self.algorithm = build_algorithm(config)
@@ -198,7 +215,7 @@ class Learner:
         ctx = ray.get_runtime_context()
         return {"node_id": ctx.get_node_id(), "node_ip": ray.util.get_node_ip_address(),
                 "gpu_ids": list(ctx.get_accelerator_ids().get("GPU", [])), "device": str(self.device),
-                "placement_group": ctx.get_placement_group_id()}  # fmt: skip
+                "placement_group": ctx.get_placement_group_id(), "cores": self.cores or None}  # fmt: skip
 
     # --- weights and state -------------------------------------------------------------
     def get_weights(self) -> Weights:
@@ -289,6 +306,8 @@ class Learner:
 
     def _update(self, infos: list[SampleInfo], shards: list[Batch]) -> dict:
         start = time.perf_counter()
+        if self.cores:  # a thread Ray started after the constructor keeps the machine's cores
+            affinity.keep_on(self.cores)
         if self.obs_rms is not None:
             for info in infos:  # every rank merges every worker's stats, so all ranks agree
                 if info.obs_stats is not None:

@@ -24,7 +24,7 @@ import numpy as np
 import ray
 import torch
 
-from distrl.common import priority
+from distrl.common import affinity, priority
 from distrl.common.running_mean_std import RunningMeanStd
 from distrl.common.threads import use_torch_threads
 from distrl.compile.build import CheckedPolicy
@@ -57,6 +57,8 @@ class RolloutWorker:
         # Under Ray (not a test's own process): nicer than the learner, before the env and policy start their threads.
         in_actor = ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None
         self.niceness = priority.raise_niceness(config.rollout.worker_niceness) if in_actor else None
+        # learner.reserve_cores: the cores a learner on this machine claims are left to it (distrl/common/affinity.py).
+        self.cores = affinity.WorkerCores() if in_actor and config.learner.reserve_cores else None
         # Torch, ONNX Runtime (it follows torch's count) and the env's own threads all use the CPUs Ray gave this worker.
         self.threads = threads = max(1, int(config.rollout.num_cpus_per_worker))
         use_torch_threads(threads)
@@ -141,13 +143,16 @@ class RolloutWorker:
 
         ctx = ray.get_runtime_context()
         return {"node_id": ctx.get_node_id(), "node_ip": ray.util.get_node_ip_address(),
-                "placement_group": ctx.get_placement_group_id()}  # fmt: skip
+                "placement_group": ctx.get_placement_group_id(),
+                "cores": sorted(self.cores.settle()) if self.cores is not None else None}  # fmt: skip
 
     def _settle_thread(self) -> None:
         """The worker's per-thread settings on the thread Ray runs this call on, which may not be the constructor's:
         its niceness, and torch's thread count (MKL's is per thread, see ``distrl.common.threads``)."""
         if self.niceness is not None:
             priority.at_least(self.niceness)
+        if self.cores is not None:
+            self.cores.settle()
         use_torch_threads(self.threads)
 
     # --- weights ---------------------------------------------------------------------
