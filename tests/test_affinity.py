@@ -10,12 +10,13 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
 from distrl.common import affinity
-from tests.conftest import run_cli
+from tests.test_faults import actor_processes, start_train, wait_for_rows
 from tests.test_train_e2e import check_run_dir
 
 pytestmark = pytest.mark.skipif(not affinity.SUPPORTED or len(os.sched_getaffinity(0)) < 2,
@@ -45,9 +46,9 @@ def _end(child: subprocess.Popen) -> None:
 
 CLAIM = """
     worker_thread = threading.Thread(target=threading.Event().wait, daemon=True); worker_thread.start()
-    cores = affinity.claim_cores(1, directory)
+    claim = affinity.LearnerCores(1, directory)
     threads = {tid: sorted(os.sched_getaffinity(int(tid))) for tid in os.listdir("/proc/self/task")}
-    print(json.dumps({"cores": cores, "threads": threads}))
+    print(json.dumps({"cores": claim.cores, "threads": threads}))
 """
 
 
@@ -89,35 +90,81 @@ def test_learners_on_one_machine_claim_different_cores_and_always_leave_the_work
             _end(learner)
 
 
-def test_workers_leave_a_learners_cores_to_it_and_take_them_back_when_it_is_gone(tmp_path):
-    learner = _child(CLAIM, tmp_path)
-    learner_cores = set(_answer(learner)["cores"])
+def _tell(child: subprocess.Popen, line: str = ""):
+    child.stdin.write(line + "\n")
+    child.stdin.flush()
+    return _answer(child)
+
+
+def test_workers_leave_a_learners_cores_while_it_updates_and_take_them_back_after(tmp_path):
+    everything = set(os.sched_getaffinity(0))
+    learner = _child("""
+        claim = affinity.LearnerCores(1, directory)
+        print(json.dumps(claim.cores)); sys.stdout.flush(); sys.stdin.readline()
+        with claim.updating():
+            print(json.dumps(claim.cores)); sys.stdout.flush(); sys.stdin.readline()
+        print(json.dumps(claim.cores))
+    """, tmp_path)  # fmt: skip
+    learner_cores = set(_answer(learner))
+    # The worker's env process (env.vectorization: async) was started before the claim was read.
     worker = _child("""
+        import subprocess
+        env = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
         cores = affinity.WorkerCores(directory)
-        print(json.dumps(sorted(cores.settle()))); sys.stdout.flush(); sys.stdin.readline()
-        print(json.dumps(sorted(cores.settle())))
+        for line in sys.stdin:
+            if not line.strip():
+                break
+            mine = cores.refresh() if line.strip() == "refresh" else cores.follow()
+            print(json.dumps([sorted(mine), sorted(os.sched_getaffinity(env.pid))])); sys.stdout.flush()
+        env.kill()
+        print("[]")
     """, tmp_path)  # fmt: skip
     try:
-        with_learner = set(_answer(worker))
-        assert with_learner == set(os.sched_getaffinity(0)) - learner_cores
-        _end(learner)
-        worker.stdin.write("\n")
-        worker.stdin.flush()
-        assert set(_answer(worker)) == set(os.sched_getaffinity(0))
+        assert _tell(worker, "refresh") == [sorted(everything)] * 2  # the learner is not updating
+        _tell(learner)  # it is now
+        assert _tell(worker, "follow") == [sorted(everything - learner_cores)] * 2
+        _tell(learner)  # its update is over
+        assert _tell(worker, "follow") == [sorted(everything)] * 2
+        _end(learner)  # gone: a claim of no live process is dropped at the next refresh
+        assert _tell(worker, "refresh") == [sorted(everything)] * 2 and affinity.claimed_cores(tmp_path) == set()
     finally:
         _end(worker)
 
 
-def test_an_async_run_keeps_the_learners_core_apart_from_its_workers(tmp_path):
+def _affinities(process) -> set[frozenset[int]]:
+    """The cores each thread of ``process`` may run on."""
+    found = set()
+    for thread in process.threads():
+        try:
+            found.add(frozenset(os.sched_getaffinity(thread.id)))
+        except OSError:  # ended meanwhile
+            pass
+    return found
+
+
+def test_an_async_runs_workers_leave_the_learners_core_while_it_updates(tmp_path):
+    everything = frozenset(os.sched_getaffinity(0))
     run_dir = tmp_path / "run"
-    result = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(run_dir), "--set", "rollout.pipeline=async",
-                     "--set", "rollout.num_workers=2", "--set", "rollout.num_cpus_per_worker=0.5",
-                     "--set", "env.num_envs_per_worker=16", "--set", "learner.reserve_cores=true",
-                     "--set", "stop.env_steps=16384", "--set", "stop.episode_return_mean=null")  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
+    proc = start_train(run_dir, "rollout.pipeline=async", "rollout.num_workers=2", "rollout.num_cpus_per_worker=0.5",
+                       "env.num_envs_per_worker=16", "learner.reserve_cores=true", "stop.env_steps=150000",
+                       "stop.episode_return_mean=null", "checkpoint.every_iterations=0")  # fmt: skip
+    try:
+        wait_for_rows(run_dir, 2, proc)
+        learner_cores = frozenset(json.loads((run_dir / "placement.json").read_text())["learner-0"]["cores"])
+        assert len(learner_cores) == 1
+        (learner,) = actor_processes(proc.pid, "ray::Learner")
+        workers = actor_processes(proc.pid, "ray::RolloutWorker")
+        assert len(workers) == 2
+        assert _affinities(learner) == {learner_cores}  # every thread of the learner, all the time
+        apart = set()
+        deadline = time.monotonic() + 20
+        while len(apart) < 2 and time.monotonic() < deadline and proc.poll() is None:
+            for worker in workers:
+                if _affinities(worker) == {everything - learner_cores}:
+                    apart.add(worker.pid)
+            time.sleep(0.002)
+        assert len(apart) == 2, "a worker was never seen off the learner's core"
+    finally:
+        stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr[-3000:]
     check_run_dir(run_dir)
-    placement = json.loads((run_dir / "placement.json").read_text())
-    learner = set(placement["learner-0"]["cores"])
-    assert len(learner) == 1
-    for name in ("worker-0", "worker-1"):
-        assert set(placement[name]["cores"]) == set(os.sched_getaffinity(0)) - learner, placement

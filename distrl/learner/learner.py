@@ -110,11 +110,12 @@ class Learner:
         self.device = resolve_device(config.learner.device, _ray_assigned_gpus(), config.learner.num_gpus_per_learner,
                                      torch.cuda.is_available())  # fmt: skip
         torch.set_num_threads(max(1, int(config.learner.num_cpus_per_learner)))
-        # learner.reserve_cores: under Ray, this process takes cores of its machine for itself (distrl/common/affinity.py).
-        self.cores: list[int] = []
+        # learner.reserve_cores: under Ray, this process runs on cores of its machine that the workers leave to it while
+        # it updates (distrl/common/affinity.py).
+        self.cores = affinity.LearnerCores(0)  # claims nothing
         if config.learner.reserve_cores and _in_actor():
-            self.cores = affinity.claim_cores(math.ceil(config.learner.num_cpus_per_learner))
-            if not self.cores:
+            self.cores = affinity.LearnerCores(math.ceil(config.learner.num_cpus_per_learner))
+            if not self.cores.cores:
                 log.warning(f"learner.reserve_cores: rank {rank} found fewer than "
                             f"{math.ceil(config.learner.num_cpus_per_learner) + 1} unclaimed cores on its machine "
                             "(one is left for the workers); it shares them with the workers")  # fmt: skip
@@ -215,7 +216,7 @@ class Learner:
         ctx = ray.get_runtime_context()
         return {"node_id": ctx.get_node_id(), "node_ip": ray.util.get_node_ip_address(),
                 "gpu_ids": list(ctx.get_accelerator_ids().get("GPU", [])), "device": str(self.device),
-                "placement_group": ctx.get_placement_group_id(), "cores": self.cores or None}  # fmt: skip
+                "placement_group": ctx.get_placement_group_id(), "cores": self.cores.cores or None}  # fmt: skip
 
     # --- weights and state -------------------------------------------------------------
     def get_weights(self) -> Weights:
@@ -280,6 +281,10 @@ class Learner:
         counts neither its env steps nor its episodes. Every rank loses the same batches (a batch's shards are
         stored together). With every batch gone there is no update (``learner_version`` unchanged).
         """
+        with self.cores.updating():
+            return self._fetch_and_update(sample_report, shard_refs)
+
+    def _fetch_and_update(self, sample_report: SampleReport, shard_refs: tuple) -> dict:
         import ray
 
         infos, lost = list(sample_report.infos), []
@@ -301,13 +306,12 @@ class Learner:
 
     def update_refs_and_snapshot(self, sample_report: SampleReport, shard_refs: tuple) -> tuple[dict, Weights, dict]:
         """``update_refs``, then the new weights (for workers) and full state (kept by the driver, for restarts)."""
-        metrics = self.update_refs(sample_report, shard_refs)
-        return metrics, self.get_weights(), self.state()
+        with self.cores.updating():
+            metrics = self.update_refs(sample_report, shard_refs)
+            return metrics, self.get_weights(), self.state()
 
     def _update(self, infos: list[SampleInfo], shards: list[Batch]) -> dict:
         start = time.perf_counter()
-        if self.cores:  # a thread Ray started after the constructor keeps the machine's cores
-            affinity.keep_on(self.cores)
         if self.obs_rms is not None:
             for info in infos:  # every rank merges every worker's stats, so all ranks agree
                 if info.obs_stats is not None:

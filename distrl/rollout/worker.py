@@ -57,7 +57,7 @@ class RolloutWorker:
         # Under Ray (not a test's own process): nicer than the learner, before the env and policy start their threads.
         in_actor = ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None
         self.niceness = priority.raise_niceness(config.rollout.worker_niceness) if in_actor else None
-        # learner.reserve_cores: the cores a learner on this machine claims are left to it (distrl/common/affinity.py).
+        # learner.reserve_cores: a learner on this machine has its cores to itself while it updates (common/affinity.py).
         self.cores = affinity.WorkerCores() if in_actor and config.learner.reserve_cores else None
         # Torch, ONNX Runtime (it follows torch's count) and the env's own threads all use the CPUs Ray gave this worker.
         self.threads = threads = max(1, int(config.rollout.num_cpus_per_worker))
@@ -144,7 +144,7 @@ class RolloutWorker:
         ctx = ray.get_runtime_context()
         return {"node_id": ctx.get_node_id(), "node_ip": ray.util.get_node_ip_address(),
                 "placement_group": ctx.get_placement_group_id(),
-                "cores": sorted(self.cores.settle()) if self.cores is not None else None}  # fmt: skip
+                "cores": sorted(self.cores.refresh()) if self.cores is not None else None}  # fmt: skip
 
     def _settle_thread(self) -> None:
         """The worker's per-thread settings on the thread Ray runs this call on, which may not be the constructor's:
@@ -152,7 +152,7 @@ class RolloutWorker:
         if self.niceness is not None:
             priority.at_least(self.niceness)
         if self.cores is not None:
-            self.cores.settle()
+            self.cores.refresh()
         use_torch_threads(self.threads)
 
     # --- weights ---------------------------------------------------------------------
@@ -228,6 +228,8 @@ class RolloutWorker:
         for t in range(steps + 1):
             if self.staged is not None:  # read without the lock: a miss is taken at the next step
                 self._take_staged()
+            if self.cores is not None:  # off a learner's cores while it updates (learner.reserve_cores)
+                self.cores.follow()
             obs = self._observe(self.raw_obs)
             batch.obs[t] = obs
             if raw_obs_seen is not None:
