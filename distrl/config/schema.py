@@ -243,10 +243,9 @@ class LearnerConfig(Section):
         "true: a capture that raises or a result that differs is an error instead of a fallback to the loop",
     )
     reserve_cores: bool = Field(
-        False, description="each learner process runs alone on ceil(num_cpus_per_learner) cores of its machine (CPU "
-        "affinity), and the rollout workers there run on the others, so an update never waits for a core they hold: "
-        "pipeline async where workers share the learner's machine; sync gains nothing (its workers sample on fewer "
-        "cores while the learner waits for them)",
+        False, description="each learner process runs on ceil(num_cpus_per_learner) cores of its machine (CPU affinity) "
+        "that the run's rollout workers there leave to it while it updates, using every core between updates: for "
+        "pipeline async (or overlap) where workers share the learner's machine (sync's never sample during an update)",
     )
     compile: LearnerCompileConfig = LearnerCompileConfig()
     amp: Literal["off", "bf16", "fp16"] = Field("off", description="autocast dtype; fp16 adds a gradient scaler")

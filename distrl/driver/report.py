@@ -50,6 +50,7 @@ def iteration_row(run: RunState, infos: list[SampleInfo], learner: dict, iter_s:
         "env_errors": sum(info.env_errors for info in infos),
         "env_nonfinite": sum(info.env_nonfinite for info in infos),
         "batch_bytes": sum(info.batch_bytes for info in infos),
+        "workers_in_update": len({info.worker_index for info in infos}),
     }
     for key, value in learner.items():
         if key not in row and not isinstance(value, list):
