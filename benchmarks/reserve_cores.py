@@ -39,7 +39,7 @@ def run(task: str, variant: str, seed: int, budget: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
         cmd, env = train_command(config, items, run_dir)
-        result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=1800)
+        result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=1800, check=False)
         if result.returncode != 0:
             raise RuntimeError(f"{task} {variant} seed {seed} failed:\n{result.stderr[-3000:]}")
         rows = metrics_rows(run_dir)

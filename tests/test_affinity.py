@@ -165,6 +165,6 @@ def test_an_async_runs_workers_leave_the_learners_core_while_it_updates(tmp_path
             time.sleep(0.002)
         assert len(apart) == 2, "a worker was never seen off the learner's core"
     finally:
-        stdout, stderr = proc.communicate(timeout=300)
+        _, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 0, stderr[-3000:]
     check_run_dir(run_dir)
