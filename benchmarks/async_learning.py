@@ -75,10 +75,27 @@ def run(task: str, pipeline: str, seed: int, algo: str, proximal: str, updates_a
             "stale_batches": summary.get("stale_batches", 0)}  # fmt: skip
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_task_arguments(parser: argparse.ArgumentParser, quick: str = "CartPole, seed 0") -> None:
+    """``--tasks``, ``--seeds`` (0-2), ``--quick`` and ``--results-dir``, for the benchmarks that run these tasks."""
     parser.add_argument("--tasks", nargs="+", default=list(TASKS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--quick", action="store_true", help=quick)
+    add_results_dir_argument(parser)
+
+
+def parse_task_arguments(parser: argparse.ArgumentParser) -> tuple[argparse.Namespace, dict]:
+    """The arguments (``--quick``: CartPole, seed 0) and this machine, printed."""
+    args = parser.parse_args()
+    if args.quick:
+        args.tasks, args.seeds = ["CartPole-v1"], [0]
+    machine = machine_info()
+    print_machine(machine)
+    return args, machine
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_task_arguments(parser)
     parser.add_argument("--async-algo", default="ppo", choices=["ppo", "appo"],
                         help="the async runs' algorithm (sync runs PPO): appo corrects the lag with V-trace")
     parser.add_argument("--async-proximal", default="learner", choices=["behaviour", "learner"],
@@ -90,13 +107,7 @@ def main() -> None:
                         help="a config override for both pipelines' runs (a study: written as async_learning_set_...)")
     parser.add_argument("--async-set", action="append", default=[], metavar="KEY=VALUE",
                         help="a config override for the async runs only (a study: written as async_learning_async-set_...)")
-    parser.add_argument("--quick", action="store_true", help="CartPole, seed 0")
-    add_results_dir_argument(parser)
-    args = parser.parse_args()
-    if args.quick:
-        args.tasks, args.seeds = ["CartPole-v1"], [0]
-    machine = machine_info()
-    print_machine(machine)
+    args, machine = parse_task_arguments(parser)
     runs, rows = [], []
     for task in args.tasks:
         for seed in args.seeds:  # the pipelines of one seed side by side: the machine's speed drifts within a run

@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.async_learning import TASKS, WORKERS, train_command  # noqa: E402
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine, write_results  # noqa: E402
+from benchmarks.async_learning import TASKS, WORKERS, add_task_arguments, parse_task_arguments, train_command  # noqa: E402
+from benchmarks.common import markdown_table, metrics_rows, write_results  # noqa: E402
 
 BUDGETS = {"CartPole-v1": 200_000, "Acrobot-v1": 120_000, "Pendulum-v1": 100_000}
 VARIANTS = {  # name -> overrides
@@ -52,15 +52,8 @@ def run(task: str, variant: str, seed: int, budget: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tasks", nargs="+", default=list(TASKS))
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--quick", action="store_true", help="CartPole, seed 0, 40,000 env steps")
-    add_results_dir_argument(parser)
-    args = parser.parse_args()
-    if args.quick:
-        args.tasks, args.seeds = ["CartPole-v1"], [0]
-    machine = machine_info()
-    print_machine(machine)
+    add_task_arguments(parser, quick="CartPole, seed 0, 40,000 env steps")
+    args, machine = parse_task_arguments(parser)
     runs, rows = [], []
     for task in args.tasks:
         budget = 40_000 if args.quick else BUDGETS[task]
