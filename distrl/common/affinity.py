@@ -5,7 +5,7 @@ process an equal share: four async workers and a learner on two cores left the l
 core while they sampled, and each update waited for it (docs/performance.md). A learner that
 reserves cores claims them in a file of its machine's temp dir, holding its pid, and runs on them
 alone. Beside the claim, a one-byte flag says whether it is updating: while it is, every rollout
-worker of a run with the setting runs on the machine's other cores; between updates they use them
+worker with the setting on that machine runs on its other cores; between updates they use them
 all, so a learner that waits for batches leaves no core idle (a claim held for good cost Acrobot,
 whose workers are the slow side, a quarter more wall time). Workers read the flag at each env step
 and the claims at each sample, so they follow a learner rebuilt elsewhere, and a claim whose
@@ -20,7 +20,6 @@ later inherit their starter's. Elsewhere (no ``sched_setaffinity``) nothing is p
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import mmap
 import os
 import tempfile
@@ -71,6 +70,8 @@ class LearnerCores:
         self.flag: mmap.mmap | None = None
         if not SUPPORTED or count < 1:
             return
+        import fcntl  # POSIX only, as affinity is
+
         directory.mkdir(parents=True, exist_ok=True)
         with open(directory / "lock", "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # two learners starting on one machine take different cores

@@ -148,7 +148,8 @@ class RolloutWorker:
 
     def _settle_thread(self) -> None:
         """The worker's per-thread settings on the thread Ray runs this call on, which may not be the constructor's:
-        its niceness, and torch's thread count (MKL's is per thread, see ``distrl.common.threads``)."""
+        its niceness, its cores (``learner.reserve_cores``), and torch's thread count (MKL's is per thread, see
+        ``distrl.common.threads``)."""
         if self.niceness is not None:
             priority.at_least(self.niceness)
         if self.cores is not None:
