@@ -50,15 +50,21 @@ def test_state_round_trips_and_reads_checkpoints_without_fault_counters():
     assert RunState.from_state(old).learner_restarts == 0
 
 
+def sample_info():
+    """A worker's report of one batch of 10 env steps (worker 0, onnxrt, one checked weight sync)."""
+    from distrl.data.messages import SampleInfo
+
+    return SampleInfo(worker_index=0, incarnation="a", seed=0, policy_version=0, policy_version_mean=0.0, env_steps=10,
+                      batch_bytes=100, episode_returns=[], episode_lengths=[], sample_s=0.1, policy_s=0.01, env_s=0.05, finished_at=0.0,
+                      obs_stats=None, policy_backend="onnxrt", recompiles=0, graph_breaks=0, weight_sync_checks=1)  # fmt: skip
+
+
 def test_rows_report_every_workers_backend_not_worker_zeros():
     from dataclasses import replace
 
-    from distrl.data.messages import SampleInfo
     from distrl.driver.report import iteration_row
 
-    info = SampleInfo(worker_index=0, incarnation="a", seed=0, policy_version=0, policy_version_mean=0.0, env_steps=10,
-                      batch_bytes=100, episode_returns=[], episode_lengths=[], sample_s=0.1, policy_s=0.01, env_s=0.05, finished_at=0.0,
-                      obs_stats=None, policy_backend="onnxrt", recompiles=0, graph_breaks=0, weight_sync_checks=1)  # fmt: skip
+    info = sample_info()
     infos = [info, replace(info, worker_index=1, policy_backend="eager")]  # worker 1 fell back
     row = iteration_row(RunState(iteration=1, env_steps=20), infos, {"learn_s": 0.2}, 0.3, 1.0, 66.0)
     assert row["policy_backend"] == "eager+onnxrt" and row["batch_bytes"] == 200 and row["weight_sync_checks"] == 2

@@ -73,15 +73,11 @@ def test_every_metrics_key_has_a_group():
 
 def test_every_key_of_a_metrics_row_has_a_group():
     """A key added to the rows (driver/report.py) without a group would land in TensorBoard's other/."""
-    from distrl.data.messages import SampleInfo
     from distrl.driver.report import iteration_row
     from distrl.driver.run_state import RunState
+    from tests.test_run_state import sample_info
 
-    info = SampleInfo(worker_index=0, incarnation="a", seed=0, policy_version=0, policy_version_mean=0.0, env_steps=10,
-                      batch_bytes=100, episode_returns=[], episode_lengths=[], sample_s=0.1, policy_s=0.01, env_s=0.05,
-                      finished_at=0.0, obs_stats=None, policy_backend="onnxrt", recompiles=0, graph_breaks=0,
-                      weight_sync_checks=1)  # fmt: skip
-    row = iteration_row(RunState(iteration=1, env_steps=10), [info], {"learn_s": 0.2}, 0.3, 1.0, 33.0)
+    row = iteration_row(RunState(iteration=1, env_steps=10), [sample_info()], {"learn_s": 0.2}, 0.3, 1.0, 33.0)
     assert not [tag for tag in scalars(row) if tag.startswith("other/")], sorted(scalars(row))
 
 

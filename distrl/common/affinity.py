@@ -32,14 +32,19 @@ SUPPORTED = hasattr(os, "sched_setaffinity") and os.path.isdir("/proc/self/task"
 CHILDREN_EVERY_S = 10.0  # how often a worker looks for env processes it started (a scan of /proc: milliseconds)
 
 
+def _stat_fields(pid: int | str) -> list[str]:
+    """``/proc/PID/stat`` from its third field on (state, parent, ...): the fields after the command name, which may
+    hold spaces or ')'. OSError when there is no such process."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
 def _start_time(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (``/proc/PID/stat`` field 22): with the pid, it names one
-    process, never a later one that reuses the pid. None when there is no such process."""
+    """The process's start time in clock ticks since boot (field 22): with the pid, it names one process, never a
+    later one that reuses the pid. None when there is no such process."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        return _stat_fields(pid)[19]
     except OSError:
         return None
-    return stat.rsplit(")", 1)[1].split()[19]  # fields after the command name, which may hold spaces or ')'
 
 
 def _read_claims(directory: Path) -> dict[Path, frozenset[int]]:
@@ -104,12 +109,11 @@ class LearnerCores:
             return
         if set(os.sched_getaffinity(0)) != set(self.cores):
             pin_process(self.cores)
-        before = self.flag[0]
         self.flag[0] = 1
         try:
             yield
         finally:
-            self.flag[0] = before
+            self.flag[0] = 0
 
 
 def pin_process(cores, pid: int | None = None) -> None:
@@ -131,7 +135,7 @@ def _children() -> list[int]:
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             with contextlib.suppress(OSError, IndexError, ValueError):
-                if int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1]) == me:
+                if int(_stat_fields(entry)[1]) == me:  # field 4: the parent
                     found.append(int(entry))
     return found
 
@@ -163,20 +167,22 @@ class WorkerCores:
                 if path not in self.claims:
                     with contextlib.suppress(OSError, ValueError), open(path.with_suffix(".busy"), "rb") as f:
                         self.claims[path] = (cores, mmap.mmap(f.fileno(), 1, access=mmap.ACCESS_READ))
-            if time.monotonic() - self.children_at >= CHILDREN_EVERY_S:
+            # Pinned again even where the cores did not change: env processes started since the last look, or a thread
+            # Ray started since the last move.
+            pin_anyway = time.monotonic() - self.children_at >= CHILDREN_EVERY_S
+            if pin_anyway:
                 self.children, self.children_at = _children(), time.monotonic()
-                self.cores = frozenset()  # so that follow pins env processes started since the last look
-            if set(os.sched_getaffinity(0)) != self.cores:  # a thread Ray started since the last move
-                self.cores = frozenset()
-        return self.follow()
+            pin_anyway = pin_anyway or set(os.sched_getaffinity(0)) != self.cores
+        return self.follow(pin_anyway)
 
-    def follow(self) -> frozenset[int]:
-        """Run on the allowed cores less those of learners updating now, if that changed; returns the cores."""
-        if not self.claims and self.cores == self.allowed:
+    def follow(self, pin_anyway: bool = False) -> frozenset[int]:
+        """Run on the allowed cores less those of learners updating now, if that changed (or ``pin_anyway``); returns
+        the cores."""
+        if not self.claims and self.cores == self.allowed and not pin_anyway:
             return self.cores
         taken = frozenset().union(*(cores for cores, flag in self.claims.values() if flag[0]))
         cores = (self.allowed - taken) or self.allowed
-        if cores != self.cores:
+        if cores != self.cores or pin_anyway:
             for pid in [None, *self.children]:
                 pin_process(cores, pid)
             self.cores = cores

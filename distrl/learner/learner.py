@@ -112,13 +112,11 @@ class Learner:
         torch.set_num_threads(max(1, int(config.learner.num_cpus_per_learner)))
         # learner.reserve_cores: under Ray, this process runs on cores of its machine that the workers leave to it while
         # it updates (distrl/common/affinity.py).
-        self.cores = affinity.LearnerCores(0)  # claims nothing
-        if config.learner.reserve_cores and _in_actor():
-            self.cores = affinity.LearnerCores(math.ceil(config.learner.num_cpus_per_learner))
-            if not self.cores.cores:
-                log.warning(f"learner.reserve_cores: rank {rank} found fewer than "
-                            f"{math.ceil(config.learner.num_cpus_per_learner) + 1} unclaimed cores on its machine "
-                            "(one is left for the workers); it shares them with the workers")  # fmt: skip
+        reserved = math.ceil(config.learner.num_cpus_per_learner) if config.learner.reserve_cores and _in_actor() else 0
+        self.cores = affinity.LearnerCores(reserved)  # 0: claims nothing
+        if reserved and not self.cores.cores:
+            log.warning(f"learner.reserve_cores: rank {rank} found fewer than {reserved + 1} unclaimed cores on its "
+                        "machine (one is left for the workers); it shares them with the workers")
         torch.manual_seed(config.seed)
         self.model = build_model(obs_space, action_space, config.model).to(self.device)
         self.algorithm = build_algorithm(config)
@@ -307,7 +305,7 @@ class Learner:
     def update_refs_and_snapshot(self, sample_report: SampleReport, shard_refs: tuple) -> tuple[dict, Weights, dict]:
         """``update_refs``, then the new weights (for workers) and full state (kept by the driver, for restarts)."""
         with self.cores.updating():
-            metrics = self.update_refs(sample_report, shard_refs)
+            metrics = self._fetch_and_update(sample_report, shard_refs)
             return metrics, self.get_weights(), self.state()
 
     def _update(self, infos: list[SampleInfo], shards: list[Batch]) -> dict:
