@@ -12,7 +12,15 @@ spread on a shared 2-core machine is seconds). The pipelines of a seed run one a
 on even seeds). Target (DESIGN.md): async reaches each target in at most 1.2x the env steps of sync (median of 3
 seeds) and in less wall time. Writes JSON and Markdown.
 
+``--layout nodes`` runs the same on a two-node Ray cluster on 127.0.0.1 whose nodes have a core each (``taskset``):
+the learner, the driver and the coordinator on the head's core, the four workers on the rollout node's, as on a
+cluster where the learner has a machine (or a GPU) of its own. No process of one side can then use the other's core
+while it idles, as on separate machines; the default layout (one Ray, both cores shared by every process) lets the
+workers use the learner's core between updates in both pipelines. The cluster starts once and each run is a driver
+that joins it (``--address``), so wall time from launch has no Ray start-up in it.
+
     python benchmarks/async_learning.py                  # 3 tasks x 2 pipelines x 3 seeds
+    python benchmarks/async_learning.py --layout nodes   # the same on two one-core nodes
     python benchmarks/async_learning.py --quick          # CartPole, seed 0
 """
 
@@ -31,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine, write_results  # noqa: E402
+from clusters import local_dev_cluster  # noqa: E402
 
 WORKERS = ["rollout.num_workers=4", "rollout.num_cpus_per_worker=0.25", "checkpoint.every_iterations=0",
            "logging.tensorboard=false", "logging.progress=lines"]  # fmt: skip
@@ -42,26 +51,36 @@ TASKS = {  # name -> (config, overrides, target, env step budget)
 }  # fmt: skip
 
 
-def train_command(config: str, items: list[str], run_dir: Path) -> tuple[list[str], dict]:
-    """``distrl train CONFIG --set ITEM...`` into ``run_dir``, and its environment: a private Ray of its own."""
+# --layout nodes: the head (the learner's node, and the driver's) on core 0, the rollout node on core 1
+NODE_CORES = {"learner": "0", "rollout": "1"}
+ON_NODES = ["learner.resources={learner: 1}", "rollout.resources={rollout: 0.25}"]
+
+
+def train_command(config: str, items: list[str], run_dir: Path,
+                  cluster: local_dev_cluster.DevCluster | None = None) -> tuple[list[str], dict]:
+    """``distrl train CONFIG --set ITEM...`` into ``run_dir``, and its environment: a private Ray of its own, or a
+    driver on the learner node's core that joins ``cluster``."""
     cmd = [sys.executable, "-m", "distrl", "train", config, "--run-dir", str(run_dir)]
     for item in items:
         cmd += ["--set", item]
-    return cmd, {**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"}
+    if cluster is None:
+        return cmd, {**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"}
+    cmd = local_dev_cluster.on_cores([*cmd, "--address", cluster.gcs_address], NODE_CORES["learner"])
+    return cmd, {**cluster.env, "PYTHONUNBUFFERED": "1"}
 
 
 def run(task: str, pipeline: str, seed: int, algo: str, proximal: str, updates_ahead: float = 1.0,
-        extra: list[str] = ()) -> dict:
+        extra: list[str] = (), cluster: local_dev_cluster.DevCluster | None = None) -> dict:
     config, overrides, target, budget = TASKS[task]
     items = [*overrides, *WORKERS, f"rollout.pipeline={pipeline}", f"seed={seed}", f"stop.episode_return_mean={target}",
              f"stop.env_steps={budget}", f"algo={algo}", f"ppo.proximal={proximal}"]  # fmt: skip
     if updates_ahead != 1.0:
         items.append(f"rollout.updates_ahead={updates_ahead:g}")
-    items += extra
+    items += [*extra, *(ON_NODES if cluster is not None else [])]
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
-        cmd, env = train_command(config, items, run_dir)
-        result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=3600)
+        cmd, env = train_command(config, items, run_dir, cluster)
+        result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=3600, check=False)
         if result.returncode != 0:
             raise RuntimeError(f"{task} {pipeline} seed {seed} failed:\n{result.stderr[-3000:]}")
         summary = json.loads((run_dir / "summary.json").read_text())
@@ -93,21 +112,8 @@ def parse_task_arguments(parser: argparse.ArgumentParser) -> tuple[argparse.Name
     return args, machine
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_task_arguments(parser)
-    parser.add_argument("--async-algo", default="ppo", choices=["ppo", "appo"],
-                        help="the async runs' algorithm (sync runs PPO): appo corrects the lag with V-trace")
-    parser.add_argument("--async-proximal", default="learner", choices=["behaviour", "learner"],
-                        help="the async runs' ppo.proximal (sync runs behaviour): learner is decoupled PPO")
-    parser.add_argument("--updates-ahead", type=float, default=1.0,
-                        help="the async runs' rollout.updates_ahead (0.5: half the next update's batches sampled during "
-                             "an update, half after it)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="a config override for both pipelines' runs (a study: written as async_learning_set_...)")
-    parser.add_argument("--async-set", action="append", default=[], metavar="KEY=VALUE",
-                        help="a config override for the async runs only (a study: written as async_learning_async-set_...)")
-    args, machine = parse_task_arguments(parser)
+def run_all(args: argparse.Namespace, cluster: local_dev_cluster.DevCluster | None) -> tuple[list[dict], list[dict]]:
+    """Every task's seeds, a seed's two pipelines one after the other: the runs, and a row of medians per task."""
     runs, rows = [], []
     for task in args.tasks:
         for seed in args.seeds:  # the pipelines of one seed side by side: the machine's speed drifts within a run
@@ -115,7 +121,7 @@ def main() -> None:
                 lagged = pipeline == "async"
                 r = run(task, pipeline, seed, args.async_algo if lagged else "ppo",
                         args.async_proximal if lagged else "behaviour", args.updates_ahead if lagged else 1.0,
-                        [*args.set, *(args.async_set if lagged else [])])  # fmt: skip
+                        [*args.set, *(args.async_set if lagged else [])], cluster)  # fmt: skip
                 r["train_s"] = round(r["wall_s"] - r["first_update_s"], 3)
                 runs.append(r)
                 print(f"{task:12s} {pipeline:5s} seed {seed}: {'solved' if r['solved'] else 'NOT solved'} at "
@@ -133,6 +139,37 @@ def main() -> None:
                      "train async / sync": med["async"]["train_s"] / med["sync"]["train_s"],
                      "async policy lag": med["async"]["policy_lag"],
                      "solved sync/async": f"{solved['sync']}/{solved['async']} of {len(args.seeds)}"})  # fmt: skip
+    return runs, rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_task_arguments(parser)
+    parser.add_argument("--async-algo", default="ppo", choices=["ppo", "appo"],
+                        help="the async runs' algorithm (sync runs PPO): appo corrects the lag with V-trace")
+    parser.add_argument("--async-proximal", default="learner", choices=["behaviour", "learner"],
+                        help="the async runs' ppo.proximal (sync runs behaviour): learner is decoupled PPO")
+    parser.add_argument("--updates-ahead", type=float, default=1.0,
+                        help="the async runs' rollout.updates_ahead (0.5: half the next update's batches sampled during "
+                             "an update, half after it)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a config override for both pipelines' runs (a study: written as async_learning_set_...)")
+    parser.add_argument("--async-set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a config override for the async runs only (a study: written as async_learning_async-set_...)")
+    parser.add_argument("--layout", default="shared", choices=["shared", "nodes"],
+                        help="shared: one private Ray, every process on both cores; nodes: a learner node and a rollout "
+                             "node on 127.0.0.1, a core each")
+    args, machine = parse_task_arguments(parser)
+    cluster = None
+    if args.layout == "nodes":
+        cluster = local_dev_cluster.start(rollout_nodes=1, rollout_cpus=1, learner_cpus=1,
+                                          temp_dir=os.path.join(tempfile.mkdtemp(prefix="ral_", dir="/tmp"), "ray"),
+                                          learner_cores=NODE_CORES["learner"], rollout_cores=NODE_CORES["rollout"])
+    try:
+        runs, rows = run_all(args, cluster)
+    finally:
+        if cluster is not None:
+            cluster.shutdown()
     columns = [("task", "task"), ("sync env steps", "sync: env steps"), ("async env steps", "async: env steps"),
                ("steps async / sync", "async / sync steps (target <= 1.2)"), ("sync wall s", "sync: s from launch"),
                ("async wall s", "async: s from launch"), ("wall async / sync", "async / sync time (target < 1)"),
@@ -143,6 +180,8 @@ def main() -> None:
         f"async_learning_{args.async_algo}_{args.async_proximal}"
     if args.updates_ahead != 1.0:
         name += f"_ahead{args.updates_ahead:g}"
+    if args.layout != "shared":
+        name += f"_{args.layout}"
     for flag, items in (("set", args.set), ("async-set", args.async_set)):
         for item in items:
             name += f"_{flag}_" + "".join(c if c.isalnum() else "-" for c in item)

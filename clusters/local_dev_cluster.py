@@ -101,8 +101,11 @@ def _alive(proc: psutil.Process) -> bool:
 
 
 def start(rollout_nodes: int = 1, rollout_cpus: int = 2, learner_cpus: int = 1, learner_gpus: int = 0,
-          temp_dir: str | None = None) -> DevCluster:
-    """Start the cluster; ``temp_dir`` (default: a new one under /tmp) is where `ray start` writes its address file."""
+          temp_dir: str | None = None, learner_cores: str | None = None, rollout_cores: str | None = None) -> DevCluster:
+    """Start the cluster; ``temp_dir`` (default: a new one under /tmp) is where `ray start` writes its address file.
+    ``learner_cores`` / ``rollout_cores`` (``taskset`` lists, e.g. "0" and "1"): the cores the head's / the rollout
+    nodes' processes run on (default: all), so that nodes on one machine do not share cores, as separate machines
+    do not."""
     token = os.environ.get("RAY_AUTH_TOKEN") or secrets.token_hex(32)
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token, "RAY_USAGE_STATS_ENABLED": "0"}
     # This interpreter's bin first: job entrypoints that say `python` or `distrl` get the same environment.
@@ -118,9 +121,9 @@ def start(rollout_nodes: int = 1, rollout_cpus: int = 2, learner_cpus: int = 1, 
             f"--num-cpus={learner_cpus}", f"--num-gpus={learner_gpus}",
             "--resources=" + json.dumps({"learner": 1}), "--labels=distrl-role=learner", *common]  # fmt: skip
     try:
-        ray_start(head, env, clean_up=cluster.shutdown)
+        ray_start(on_cores(head, learner_cores), env, clean_up=cluster.shutdown)
         for index in range(1, rollout_nodes + 1):
-            add_rollout_node(cluster, index, rollout_cpus)
+            add_rollout_node(cluster, index, rollout_cpus, rollout_cores)
         _wait_for_port(agent_port, timeout_s=120)  # the head's job agent: job submission goes through it
     except (subprocess.CalledProcessError, TimeoutError) as exc:
         cluster.shutdown()
@@ -129,8 +132,9 @@ def start(rollout_nodes: int = 1, rollout_cpus: int = 2, learner_cpus: int = 1, 
     return cluster
 
 
-def add_rollout_node(cluster: DevCluster, index: int, cpus: int) -> None:
-    """Start rollout node ``index`` (its own raylet, temp dir ``TEMP/nINDEX``): a machine joining the cluster."""
+def add_rollout_node(cluster: DevCluster, index: int, cpus: int, cores: str | None = None) -> None:
+    """Start rollout node ``index`` (its own raylet, temp dir ``TEMP/nINDEX``): a machine joining the cluster;
+    ``cores``: the cores its processes run on (default: all)."""
     node = [ray_command(), "start", f"--address={cluster.gcs_address}", f"--num-cpus={cpus}",
             "--resources=" + json.dumps({"rollout": cpus}), "--labels=distrl-role=rollout",
             # A temp dir of its own, as a separate machine has: raylets sharing one session dir share the
@@ -140,7 +144,13 @@ def add_rollout_node(cluster: DevCluster, index: int, cpus: int) -> None:
             f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
             f"--metrics-export-port={free_port()}", f"--runtime-env-agent-port={free_port()}",
             "--node-ip-address=127.0.0.1", "--disable-usage-stats"]  # fmt: skip
-    ray_start(node, cluster.env, clean_up=lambda: kill_rollout_node(cluster, index))
+    ray_start(on_cores(node, cores), cluster.env, clean_up=lambda: kill_rollout_node(cluster, index))
+
+
+def on_cores(command: list[str], cores: str | None) -> list[str]:
+    """``command`` run on ``cores`` only (``taskset``; the daemons `ray start` leaves and every process they start
+    inherit it), or as it is when ``cores`` is None."""
+    return command if cores is None else ["taskset", "-c", cores, *command]
 
 
 # What `ray start` says when a raylet misses Ray's fixed 30 s to register with the GCS: a busy machine (the
@@ -198,8 +208,11 @@ def main(argv=None) -> int:
     parser.add_argument("--rollout-nodes", type=int, default=1)
     parser.add_argument("--rollout-cpus", type=int, default=2)
     parser.add_argument("--learner-cpus", type=int, default=1)
+    parser.add_argument("--learner-cores", help="the cores the head's processes run on (taskset list, e.g. 0); default all")
+    parser.add_argument("--rollout-cores", help="the cores the rollout nodes' processes run on (e.g. 1-3); default all")
     args = parser.parse_args(argv)
-    dev = start(args.rollout_nodes, args.rollout_cpus, args.learner_cpus)
+    dev = start(args.rollout_nodes, args.rollout_cpus, args.learner_cpus, learner_cores=args.learner_cores,
+                rollout_cores=args.rollout_cores)
     print(f"GCS address:     {dev.gcs_address}")
     print(f"dashboard / job: {dev.dashboard_url}")
     print(f"export RAY_AUTH_MODE=token RAY_AUTH_TOKEN={dev.token}")

@@ -1,8 +1,10 @@
-"""The dev cluster's `ray start`: a start that timed out on a busy machine is cleaned up and tried again; any
-other failure is reported at once."""
+"""The dev cluster: a `ray start` that timed out on a busy machine is cleaned up and tried again, any other failure
+is reported at once; nodes given cores of their own run on them only."""
 
+import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -38,3 +40,29 @@ def test_any_other_failure_raises_at_once(tmp_path):
     with pytest.raises(subprocess.CalledProcessError):
         ray_start(flaky_command(tmp_path, 1, "ValueError: port 6379 already in use"), {}, lambda: pytest.fail("cleaned"))
     assert (tmp_path / "runs").read_text() == "1"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
+def test_nodes_given_cores_run_every_process_on_them_only():
+    """``learner_cores`` / ``rollout_cores``: each node's raylet and the Ray workers it starts (an actor's process)
+    run on that node's cores only, as on separate machines."""
+    from clusters import local_dev_cluster
+
+    base = tempfile.mkdtemp(prefix="rcc_", dir="/tmp")  # short: Ray's socket paths must fit 107 chars
+    dev = local_dev_cluster.start(rollout_nodes=1, rollout_cpus=1, learner_cpus=1, temp_dir=os.path.join(base, "ray"),
+                                  learner_cores="0", rollout_cores="1")  # fmt: skip
+    try:
+        raylets = {("/n1" in " ".join(p.cmdline())): p.cpu_affinity() for p in dev.processes() if "raylet" in p.name()}
+        assert raylets == {False: [0], True: [1]}
+        probe = ("import os, ray; ray.init(address=os.environ['ADDR'])\n"
+                 "where = ray.remote(lambda: sorted(os.sched_getaffinity(0)))\n"
+                 "print(ray.get(where.options(resources={'learner': 0.5}).remote()),"
+                 " ray.get(where.options(resources={'rollout': 0.5}).remote()))")  # fmt: skip
+        result = subprocess.run([sys.executable, "-c", probe], env={**dev.env, "ADDR": dev.gcs_address}, capture_output=True,
+                                text=True, timeout=300, check=False)  # fmt: skip
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert result.stdout.strip().splitlines()[-1] == "[0] [1]"
+    finally:
+        dev.shutdown()
+    assert dev.processes() == []
