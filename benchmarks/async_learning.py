@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -112,9 +113,9 @@ def parse_task_arguments(parser: argparse.ArgumentParser) -> tuple[argparse.Name
     return args, machine
 
 
-def run_all(args: argparse.Namespace, cluster: local_dev_cluster.DevCluster | None) -> tuple[list[dict], list[dict]]:
-    """Every task's seeds, a seed's two pipelines one after the other: the runs, and a row of medians per task."""
-    runs, rows = [], []
+def run_all(args: argparse.Namespace, cluster: local_dev_cluster.DevCluster | None) -> list[dict]:
+    """Every task's seeds, a seed's two pipelines one after the other."""
+    runs = []
     for task in args.tasks:
         for seed in args.seeds:  # the pipelines of one seed side by side: the machine's speed drifts within a run
             for pipeline in ("sync", "async") if seed % 2 == 0 else ("async", "sync"):
@@ -127,10 +128,18 @@ def run_all(args: argparse.Namespace, cluster: local_dev_cluster.DevCluster | No
                 print(f"{task:12s} {pipeline:5s} seed {seed}: {'solved' if r['solved'] else 'NOT solved'} at "
                       f"{r['env_steps']:,} env steps, {r['wall_s']:.1f} s (return {r['return']:.1f}, "
                       f"policy lag {r['policy_lag']:.2f})", flush=True)
-        med = {p: {k: statistics.median(r[k] for r in runs if r["task"] == task and r["pipeline"] == p)
-                   for k in ("env_steps", "wall_s", "train_s", "policy_lag")} for p in ("sync", "async")}  # fmt: skip
-        solved = {p: sum(r["solved"] for r in runs if r["task"] == task and r["pipeline"] == p) for p in ("sync", "async")}
-        rows.append({"task": task, "seeds": len(args.seeds),
+    return runs
+
+
+def summarize(runs: list[dict]) -> list[dict]:
+    """A row of medians per task, async beside sync."""
+    rows = []
+    for task in dict.fromkeys(r["task"] for r in runs):
+        by = {p: [r for r in runs if r["task"] == task and r["pipeline"] == p] for p in ("sync", "async")}
+        med = {p: {k: statistics.median(r[k] for r in by[p]) for k in ("env_steps", "wall_s", "train_s", "policy_lag")}
+               for p in by}  # fmt: skip
+        solved = {p: sum(r["solved"] for r in by[p]) for p in by}
+        rows.append({"task": task, "seeds": len(by["sync"]),
                      "sync env steps": med["sync"]["env_steps"], "async env steps": med["async"]["env_steps"],
                      "steps async / sync": med["async"]["env_steps"] / med["sync"]["env_steps"],
                      "sync wall s": med["sync"]["wall_s"], "async wall s": med["async"]["wall_s"],
@@ -138,8 +147,8 @@ def run_all(args: argparse.Namespace, cluster: local_dev_cluster.DevCluster | No
                      "sync train s": med["sync"]["train_s"], "async train s": med["async"]["train_s"],
                      "train async / sync": med["async"]["train_s"] / med["sync"]["train_s"],
                      "async policy lag": med["async"]["policy_lag"],
-                     "solved sync/async": f"{solved['sync']}/{solved['async']} of {len(args.seeds)}"})  # fmt: skip
-    return runs, rows
+                     "solved sync/async": f"{solved['sync']}/{solved['async']} of {len(by['sync'])}"})  # fmt: skip
+    return rows
 
 
 def main() -> None:
@@ -159,17 +168,26 @@ def main() -> None:
     parser.add_argument("--layout", default="shared", choices=["shared", "nodes"],
                         help="shared: one private Ray, every process on both cores; nodes: a learner node and a rollout "
                              "node on 127.0.0.1, a core each")
+    parser.add_argument("--pool", nargs="+", type=Path, metavar="JSON",
+                        help="run nothing: the medians over the runs of these results files (invocations of one study "
+                             "with different seeds), written as their name + _pooled")
     args, machine = parse_task_arguments(parser)
-    cluster = None
-    if args.layout == "nodes":
+    cluster, pooled = None, []
+    for path in args.pool or []:  # data: JSON read, nothing imported
+        results = json.loads(path.read_text())
+        pooled += results["runs"]
+        machine = results["machine"]  # the runs' machine and commit, not this invocation's
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a killed benchmark still stops its cluster (finally)
+    if args.layout == "nodes" and not args.pool:
         cluster = local_dev_cluster.start(rollout_nodes=1, rollout_cpus=1, learner_cpus=1,
                                           temp_dir=os.path.join(tempfile.mkdtemp(prefix="ral_", dir="/tmp"), "ray"),
                                           learner_cores=NODE_CORES["learner"], rollout_cores=NODE_CORES["rollout"])
     try:
-        runs, rows = run_all(args, cluster)
+        runs = pooled if args.pool else run_all(args, cluster)
     finally:
         if cluster is not None:
             cluster.shutdown()
+    rows = summarize(runs)
     columns = [("task", "task"), ("sync env steps", "sync: env steps"), ("async env steps", "async: env steps"),
                ("steps async / sync", "async / sync steps (target <= 1.2)"), ("sync wall s", "sync: s from launch"),
                ("async wall s", "async: s from launch"), ("wall async / sync", "async / sync time (target < 1)"),
@@ -182,6 +200,8 @@ def main() -> None:
         name += f"_ahead{args.updates_ahead:g}"
     if args.layout != "shared":
         name += f"_{args.layout}"
+    if args.pool:
+        name += "_pooled"
     for flag, items in (("set", args.set), ("async-set", args.async_set)):
         for item in items:
             name += f"_{flag}_" + "".join(c if c.isalnum() else "-" for c in item)

@@ -137,3 +137,26 @@ def test_sample_weights_scale_each_samples_surrogate_by_hand():
     assert out["loss_policy"].item() == pytest.approx((2.0 * -1.2 + 0.5 * 0.8 + 0.0 * -2.2) / 3, abs=1e-6)
     for key in ("loss_value", "entropy", "approx_kl", "clip_frac"):
         assert out[key].item() == pytest.approx(unweighted[key].item(), abs=1e-7)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_a_constant_advantage_moves_a_lagged_batch_unweighted_but_not_weighted(weighted):
+    """Decoupled PPO on a batch the behaviour policy b sampled, the ratio measured from the learner's policy p != b:
+    a constant added to every advantage (a baseline's offset, nothing about the actions) must not move the policy.
+    Unweighted, the surrogate's gradient is c * sum_a b(a) grad log pi(a), which at pi = p is not 0: a negative c
+    pushes the policy away from b (the policy an update back), so a chance change is amplified, update after update.
+    Weighted by p / b (the decoupled objective's importance weight), it is c * sum_a grad p(a) = 0."""
+    b, p = t([0.5, 0.3, 0.2]), t([0.3, 0.4, 0.3])  # every p / b under 2: no cap takes effect
+    actions = torch.tensor([0] * 50 + [1] * 30 + [2] * 20)  # exactly b's frequencies
+    logits = p.log().clone().requires_grad_(True)
+    new_logp = torch.log_softmax(logits, 0)[actions]
+    zeros, ones = t([0.0] * 100), t([1.0] * 100)
+    weights = (p / b)[actions] if weighted else None
+    out = ppo_loss(new_logp, p.log()[actions], t([-1.0] * 100), zeros, zeros, zeros, zeros, ones, COEFS, weights)
+    out["loss_policy"].backward()
+    if weighted:
+        torch.testing.assert_close(logits.grad, torch.zeros(3), rtol=0, atol=1e-6)
+    else:
+        # loss = mean ratio = sum_a b(a) pi(a) / p(a), whose gradient in the logits at pi = p is b - p: descent lowers
+        # the logit of action 0, which b took more often than p would (0.5 against 0.3), away from b
+        torch.testing.assert_close(logits.grad, b - p, rtol=0, atol=1e-6)

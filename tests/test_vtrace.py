@@ -139,7 +139,8 @@ def test_a_lagged_batch_starts_the_update_at_ratio_1_with_the_learner_as_proxima
 @pytest.mark.parametrize("clip", [None, 1.0, 2.0])
 def test_the_behaviour_weight_is_the_learners_probability_over_the_behaviours_capped(clip, monkeypatch):
     """``ppo.behaviour_weight_clip`` (with ``proximal: learner``): each sample of a lagged batch is weighted by
-    pi_learner / pi_behaviour of its action, capped; on a fresh batch every weight is 1; unset, no weights."""
+    pi_learner / pi_behaviour of its action, capped, over the batch's mean of those (so they average 1); on a fresh
+    batch every weight is 1; null, no weights."""
     overrides = ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=64", "ppo.lr=0.01",
                  "rollout.compile.backend=eager", "ppo.proximal=learner", f"ppo.behaviour_weight_clip={'null' if clip is None else clip}"]  # fmt: skip
     config = load_config(None, overrides)
@@ -162,14 +163,18 @@ def test_the_behaviour_weight_is_the_learners_probability_over_the_behaviours_ca
         return
     (fresh_w, _, valid), (stale_w, ratio, stale_valid) = seen
     torch.testing.assert_close(fresh_w[valid], torch.ones_like(fresh_w[valid]), rtol=0, atol=1e-4)
-    torch.testing.assert_close(stale_w, ratio.clamp(max=clip))
+    capped = ratio.clamp(max=clip)
+    torch.testing.assert_close(stale_w, capped / capped[stale_valid].mean())
+    assert float(stale_w[stale_valid].mean()) == pytest.approx(1.0, abs=1e-5)
     assert float((ratio[stale_valid] - 1).abs().max()) > 1e-3  # the learner moved: the weights are not all 1
-    if clip == 1.0:
-        assert float(stale_w.max()) <= 1.0 and bool((ratio > 1.0).any())
+    if clip == 1.0:  # the cap takes effect: those samples share the largest weight
+        assert bool((ratio > 1.0).any()) and float(stale_w[ratio > 1.0].std()) < 1e-6
 
 
 def test_a_behaviour_weight_without_the_learner_as_proximal_policy_is_refused():
     from distrl.config import ConfigError
 
-    with pytest.raises(ConfigError, match="ppo.behaviour_weight_clip=2.0: .* needs ppo.proximal=learner"):
-        load_config(None, ["ppo.behaviour_weight_clip=2"])
+    with pytest.raises(ConfigError, match=r"ppo.behaviour_weight_clip=3.0: .* needs ppo.proximal=learner \(or leave it at 2\)"):
+        load_config(None, ["ppo.behaviour_weight_clip=3"])
+    load_config(None, [])  # the default, which proximal: behaviour does not read
+    load_config(None, ["ppo.behaviour_weight_clip=null"])

@@ -7,9 +7,13 @@ optimization"; RLlib's APPO does the same with its target network): a batch samp
 (``pipeline: overlap``, ``async``) then starts its update unclipped, where measured from the lagged behaviour
 policy many of its samples start outside the clip range and teach nothing. The learner's critic gives the values
 too (GAE's baseline, the value loss's clip centre), as IMPALA's learner does: the critic that sampled a batch is an
-update behind, and its values are what the advantages measure each action against. The decoupled objective's
-importance weight on each sample (pi_learner / pi_behaviour) is ``ppo.behaviour_weight_clip``'s, capped; off by
-default (docs/performance.md: one round, mixed).
+update behind, and its values are what the advantages measure each action against. Each sample's surrogate is
+weighted by the decoupled objective's importance weight, pi_learner / pi_behaviour, capped at
+``ppo.behaviour_weight_clip`` and divided by the batch's mean weight. Unweighted, the objective is not
+baseline-invariant: an offset in the advantages moves the policy away from the behaviour policy, an update back, so
+a chance change grows at each update (measured: async Acrobot's entropy fell with no reward signal yet, 3 runs of 15
+never solved it). Dividing by the mean keeps a lagged batch's step as large as a fresh one's (the capped weights'
+mean is under 1: measured, CartPole then needed 1.6x the env steps); a constant offset still cancels.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ class PPO(Algorithm):
             proximal_logp = self.proximal_logp(current)
             weights = None
             if proximal_logp is not None and cfg.behaviour_weight_clip is not None:
-                weights = (proximal_logp - data["logp"]).exp().clamp(max=cfg.behaviour_weight_clip)
+                weights = behaviour_weights(proximal_logp, data["logp"], data["valid"], cfg.behaviour_weight_clip)
             return Targets(advantages, returns, proximal_logp, values, weights)
 
     def proximal_logp(self, current) -> torch.Tensor | None:
@@ -74,6 +78,15 @@ class PPO(Algorithm):
         if not self.cfg.anneal_lr or self.total_env_steps is None:
             return self.cfg.lr
         return self.cfg.lr * max(0.0, 1.0 - trained_env_steps / self.total_env_steps)
+
+
+def behaviour_weights(proximal_logp: torch.Tensor, behaviour_logp: torch.Tensor, valid: torch.Tensor,
+                      cap: float) -> torch.Tensor:  # fmt: skip
+    """Each sample's pi_learner / pi_behaviour, capped at ``cap``, over their mean on the batch's valid steps (a batch's
+    weights average 1; a fresh batch's are all 1)."""
+    weights = (proximal_logp - behaviour_logp).exp().clamp(max=cap)
+    valid = valid.to(weights.dtype)
+    return weights / ((weights * valid).sum() / valid.sum()).clamp(min=1e-8)
 
 
 def build(config: Config) -> PPO:
