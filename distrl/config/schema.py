@@ -268,9 +268,6 @@ ALGORITHMS = {
     "the ppo section's settings, V-trace's clips in the appo section",
 }
 
-# ppo.behaviour_weight_clip's default: with proximal: behaviour it is not read, so it is not refused there
-BEHAVIOUR_WEIGHT_CLIP = 2.0
-
 
 class PPOConfig(Section):
     lr: PositiveFloat = 2.5e-4
@@ -296,11 +293,11 @@ class PPOConfig(Section):
         "does not start its update clipped (pipeline overlap, async)",
     )
     behaviour_weight_clip: PositiveFloat | None = Field(
-        BEHAVIOUR_WEIGHT_CLIP, description="with proximal: learner (algo: ppo), weight each sample's clipped surrogate "
-        "by pi_learner / pi_behaviour (the decoupled objective's importance weight, Hilton et al. 2022), capped at this "
-        "(RLlib's APPO caps its at 2) and divided by the batch's mean weight; null: unweighted, each lagged sample "
-        "counted as if the learner's policy had acted (not baseline-invariant: docs/configs.md). With proximal: "
-        "behaviour the policy that acted is the ratio's own and nothing is weighted",
+        None, description="with proximal: learner (algo: ppo), weight each sample's clipped surrogate by pi_learner / "
+        "pi_behaviour (the decoupled objective's importance weight, Hilton et al. 2022), capped at this (RLlib's APPO "
+        "caps its at 2) and divided by the batch's mean weight; None: unweighted, each lagged sample counted as if the "
+        "learner's policy had acted (not baseline-invariant; faster on CartPole, and async Acrobot's exploration can "
+        "collapse before any reward: docs/configs.md)",
     )
 
 
@@ -463,9 +460,9 @@ class Config(Section):
                 f"ppo.minibatch_size={self.ppo.minibatch_size}: must divide by learner.num_learners="
                 f"{self.learner.num_learners} (each learner takes an equal part of every minibatch)"
             )
-        if self.ppo.behaviour_weight_clip not in (None, BEHAVIOUR_WEIGHT_CLIP) and self.ppo.proximal != "learner":
+        if self.ppo.behaviour_weight_clip is not None and self.ppo.proximal != "learner":
             problems.append(f"ppo.behaviour_weight_clip={self.ppo.behaviour_weight_clip}: weights samples towards the "
-                            f"learner's policy; needs ppo.proximal=learner (or leave it at {BEHAVIOUR_WEIGHT_CLIP:g})")  # fmt: skip
+                            "learner's policy; needs ppo.proximal=learner (or leave it null)")  # fmt: skip
         if self.env.action_repeat > 1 and self.env.vectorization == "native":
             problems.append(
                 f"env.action_repeat={self.env.action_repeat}: needs env.vectorization auto, sync or async "
