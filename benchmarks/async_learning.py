@@ -21,6 +21,7 @@ that joins it (``--address``), so wall time from launch has no Ray start-up in i
 
     python benchmarks/async_learning.py                  # 3 tasks x 2 pipelines x 3 seeds
     python benchmarks/async_learning.py --layout nodes   # the same on two one-core nodes
+    python benchmarks/async_learning.py --layout nodes --pool A.json B.json   # medians over invocations' runs
     python benchmarks/async_learning.py --quick          # CartPole, seed 0
 """
 
@@ -29,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -187,6 +189,7 @@ def main() -> None:
     finally:
         if cluster is not None:
             cluster.shutdown()
+            shutil.rmtree(os.path.dirname(cluster.temp_dir), ignore_errors=True)  # its private temp dir, logs and all
     rows = summarize(runs)
     columns = [("task", "task"), ("sync env steps", "sync: env steps"), ("async env steps", "async: env steps"),
                ("steps async / sync", "async / sync steps (target <= 1.2)"), ("sync wall s", "sync: s from launch"),

@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -111,12 +112,15 @@ def test_scale_machine_quick_measures_distrl_beside_the_env_alone_ceiling(tmp_pa
 
 @pytest.mark.slow
 def test_async_learning_quick_on_two_nodes_with_a_core_each(tmp_path):
-    """``--layout nodes``: both pipelines run on the two-node cluster, whose processes are all gone afterwards."""
+    """``--layout nodes``: both pipelines run on the two-node cluster, whose processes and temp dir are all gone
+    afterwards."""
     import psutil
 
+    before = set(Path("/tmp").glob("ral_*"))
     result = run_script("async_learning", "--quick", "--layout", "nodes", "--results-dir", str(tmp_path))
     assert result.returncode == 0, result.stderr[-3000:]
     payload = json.loads((tmp_path / "async_learning_nodes_quick.json").read_text())
     assert payload["settings"]["layout"] == "nodes"
     assert sorted(r["pipeline"] for r in payload["runs"]) == ["async", "sync"] and payload["rows"]
     assert not [p for p in psutil.process_iter(["cmdline"]) if "/tmp/ral_" in " ".join(p.info["cmdline"] or [])]
+    assert set(Path("/tmp").glob("ral_*")) <= before
