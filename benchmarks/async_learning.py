@@ -64,7 +64,7 @@ def train_command(config: str, items: list[str], run_dir: Path,
     """``distrl train CONFIG --set ITEM...`` into ``run_dir``, and its environment: a private Ray of its own, or a
     driver on the learner node's core that joins ``cluster``."""
     cmd = [sys.executable, "-m", "distrl", "train", config, "--run-dir", str(run_dir)]
-    for item in items:
+    for item in [*items, *(ON_NODES if cluster is not None else [])]:
         cmd += ["--set", item]
     if cluster is None:
         return cmd, {**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"}
@@ -79,7 +79,7 @@ def run(task: str, pipeline: str, seed: int, algo: str, proximal: str, updates_a
              f"stop.env_steps={budget}", f"algo={algo}", f"ppo.proximal={proximal}"]  # fmt: skip
     if updates_ahead != 1.0:
         items.append(f"rollout.updates_ahead={updates_ahead:g}")
-    items += [*extra, *(ON_NODES if cluster is not None else [])]
+    items += extra
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
         cmd, env = train_command(config, items, run_dir, cluster)

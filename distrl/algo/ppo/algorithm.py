@@ -24,7 +24,7 @@ import torch
 
 from distrl.algo.base import Algorithm, EpochPlan, Targets
 from distrl.algo.ppo.gae import gae
-from distrl.algo.ppo.loss import PPOLossCoefs, ppo_loss
+from distrl.algo.ppo.loss import PPOLossCoefs, masked_mean, ppo_loss
 from distrl.config.schema import Config, PPOConfig
 
 
@@ -87,8 +87,7 @@ def behaviour_weights(proximal_logp: torch.Tensor, behaviour_logp: torch.Tensor,
     """Each sample's pi_learner / pi_behaviour, capped at ``cap``, over their mean on the batch's valid steps (a batch's
     weights average 1; a fresh batch's are all 1)."""
     weights = (proximal_logp - behaviour_logp).exp().clamp(max=cap)
-    valid = valid.to(weights.dtype)
-    return weights / ((weights * valid).sum() / valid.sum()).clamp(min=1e-8)
+    return weights / masked_mean(weights, valid.to(weights.dtype)).clamp(min=1e-8)
 
 
 def build(config: Config) -> PPO:
