@@ -66,3 +66,50 @@ def test_nodes_given_cores_run_every_process_on_them_only():
     finally:
         dev.shutdown()
     assert dev.processes() == []
+
+
+def test_free_ports_are_outside_the_ephemeral_range_and_not_repeated():
+    """The kernel may hand an ephemeral port to any outgoing connection before the daemon that was given it binds."""
+    from clusters import local_dev_cluster
+
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    ports = [local_dev_cluster.free_port() for _ in range(200)]
+    assert len(set(ports)) == len(ports)
+    assert all(local_dev_cluster.PORT_RANGE[0] <= port < low for port in ports)
+
+
+@pytest.mark.slow
+def test_a_head_whose_job_agent_never_listens_is_stopped_and_started_again(tmp_path, monkeypatch, capsys):
+    """The head's job agent given a port that something else holds never listens: that head is stopped (every
+    process of it) and a second one, on fresh ports, starts; the first's failure is printed with the agent's log."""
+    import socket
+
+    from clusters import local_dev_cluster
+
+    held = socket.socket()
+    held.bind(("127.0.0.1", local_dev_cluster.free_port()))
+    taken = held.getsockname()[1]
+    handed: list[int] = []
+    real = local_dev_cluster.free_port
+
+    def ports() -> int:  # the head's third port (its job agent's) the held one, the first time only
+        handed.append(taken if len(handed) == 2 else real())
+        return handed[-1]
+
+    monkeypatch.setattr(local_dev_cluster, "free_port", ports)
+    monkeypatch.setattr(local_dev_cluster, "AGENT_WAIT_S", 15)
+    base = tempfile.mkdtemp(prefix="rag_", dir="/tmp")  # short: Ray's socket paths must fit 107 chars
+    try:
+        dev = local_dev_cluster.start(rollout_nodes=1, rollout_cpus=1, temp_dir=os.path.join(base, "ray"))
+    finally:
+        held.close()
+    try:
+        first_gcs = handed[0]
+        assert dev.gcs_port not in (first_gcs, taken)
+        stale = local_dev_cluster.DevCluster("/nonexistent", first_gcs, 0, "", {})
+        assert stale.processes() == []  # the first head's processes are gone
+        printed = capsys.readouterr().err
+        assert f"nothing listening on 127.0.0.1:{taken}" in printed and "address already in use" in printed
+    finally:
+        dev.shutdown()
+    assert dev.processes() == []
