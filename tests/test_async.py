@@ -1,6 +1,7 @@
 """The asynchronous pipeline: the stream's stale-batch rule on real actors, and runs through the CLI that learn and ride
 out a killed worker or learner."""
 
+import dataclasses
 import time
 
 import numpy as np
@@ -11,7 +12,7 @@ from distrl.config import load_config
 from distrl.envs import probe_spaces
 from distrl.learner import Learner
 from distrl.models import build_model
-from distrl.rollout import SampleCoordinator, remote_worker_class
+from distrl.rollout import RolloutWorker, SampleCoordinator, remote_worker_class
 from distrl.rollout import stream as stream_module
 from distrl.rollout.stream import SampleStream
 from tests.conftest import run_cli
@@ -42,6 +43,34 @@ def test_a_stale_batch_is_dropped_and_counted_never_trained_on(ray_local):
     finally:
         for actor in [coordinator, *workers]:
             ray.kill(actor)
+
+
+def test_steps_older_than_the_lag_allows_are_left_out_of_the_update_and_the_rest_train():
+    """A batch that new weights reached on its way (a slow worker's long rollout): the learner leaves out the steps that
+    acted with weights more than ``rollout.max_policy_lag`` versions behind its update, and only those. Its update is
+    the one on the same batch with those steps marked invalid by hand, and not the one that trains on them too."""
+    settings = ["env.num_envs_per_worker=4", "rollout.rollout_length=16", "ppo.minibatch_size=32", "rollout.max_policy_lag=1"]
+    config = load_config(None, [*settings, "rollout.pipeline=async"])
+    info, batch = RolloutWorker(config).sample()
+    info.version_changes = [(0, 0), (6, 2)]  # steps 0-5 acted with version 0, steps 6-15 with version 2
+
+    def update(config, info, batch):
+        learner = Learner(config, *probe_spaces(config.env))
+        learner.version = 3  # as if it had updated three times: version 2 is the oldest a lag of 1 allows
+        metrics = learner.update((info, batch))
+        return metrics["stale_steps"], learner.get_weights().model
+
+    left_out, weights = update(config, info, batch)
+    assert left_out == int(batch.valid[:6].sum()) > 0
+    by_hand = dataclasses.replace(batch, valid=batch.valid.copy())
+    by_hand.valid[:6] = False
+    none_left_out, expected = update(config, dataclasses.replace(info, version_changes=[]), by_hand)
+    assert none_left_out == 0
+    for name in expected:
+        np.testing.assert_array_equal(weights[name], expected[name], err_msg=name)
+    # The sync pipeline trains every step it is given (its lag is at most 1 by construction)
+    trained_all, other = update(load_config(None, [*settings, "rollout.pipeline=sync"]), info, batch)
+    assert trained_all == 0 and any(not np.array_equal(other[n], expected[n]) for n in expected)
 
 
 def _stream(ray, overrides: list[str], count: int, max_queued: int):
@@ -282,19 +311,22 @@ def test_weights_sent_during_a_sample_act_from_its_next_step(ray_local):
         assert ray.get(worker.stage_weights.options(concurrency_group="weights").remote(new), timeout=5) == 1
         info, batch = ray.get(sample)
         assert info.policy_version == 0 and 0 < info.policy_version_mean < 1 and info.policy_backend == "onnxrt"
-        swap = round(32 * (1 - info.policy_version_mean))  # the first step with version 1
+        swap = info.version_changes[-1][0]  # the first step with version 1
+        assert info.version_changes == [(0, 0), (swap, 1)] and swap == round(32 * (1 - info.policy_version_mean))
+        assert info.newest_version == 1 and list(info.step_versions(32)) == [0] * swap + [1] * (32 - swap)
         for t in range(32):
             expected = _logp(config, old if t < swap else new, batch.obs[t], batch.actions[t])
             np.testing.assert_allclose(batch.logp[t], expected, atol=1e-4, err_msg=f"step {t}, swap at {swap}")
         assert (batch.actions[swap:] == 0).mean() > 0.9  # the new policy pushes left
         info, _ = ray.get(worker.sample_shards.remote(None, 1))
-        assert info.policy_version == 1 and info.policy_version_mean == 1.0
+        assert info.policy_version == 1 and info.policy_version_mean == 1.0 and info.version_changes == [(0, 1)]
     finally:
         ray.kill(worker)
 
 
 def test_the_stream_sends_new_weights_to_the_samples_running(ray_local):
-    """The coordinator's stream: weights set while a sample runs reach it, not only the samples sent after."""
+    """The coordinator's stream: weights set while a sample runs reach it, not only the samples sent after; a gather
+    that asks for the new version takes that sample (its newer steps train; the learner leaves out the older ones)."""
     ray = ray_local
     coordinator, workers = _stream(ray, [*SLEEPY, "rollout.rollout_length=40"], count=1, max_queued=1)  # 2 s a sample
     config = load_config(None, SLEEPY)
@@ -305,7 +337,8 @@ def test_the_stream_sends_new_weights_to_the_samples_running(ray_local):
             time.sleep(0.3)
             weights = [ray.put(_weights(config, version, True))]
             ray.get(coordinator.release.remote(version - 1, weights, None, 60.0))
-            report, _ = ray.get(coordinator.gather.options(num_returns=2).remote(1, 0, 60.0))
+            report, _ = ray.get(coordinator.gather.options(num_returns=2).remote(1, version, 60.0))
+            assert report.infos[0].newest_version == version
             seen.append((report.infos[0].policy_version, report.infos[0].policy_version_mean))
         # Swapped mid-sample: started with the previous version, a mean between (a loaded machine may miss once)
         assert any(start == v - 1 and v - 1 < mean < v for v, (start, mean) in enumerate(seen[1:], 1)), seen

@@ -143,8 +143,8 @@ class RolloutConfig(Section):
         "learner updates on whichever batches are in (no worker waits for another)",
     )
     max_policy_lag: NonNegativeInt = Field(
-        4, description="async: a batch whose policy is more than this many versions behind the learner at its update is "
-        "dropped (stale_batches), never trained on",
+        4, description="async: a step that acted with weights more than this many versions behind the learner at its "
+        "update is left out of it (stale_steps); a batch with no newer step is dropped (stale_batches)",
     )
     samples_per_update: PositiveInt | None = Field(
         None, description="async: transitions per update, from whichever workers delivered them (a multiple of one "

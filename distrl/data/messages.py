@@ -43,6 +43,20 @@ class SampleInfo:
     league_results: list[dict] = field(default_factory=list)  # a league run: games finished in this batch
     return_stats: tuple | None = None  # (count, mean, var) of each env's discounted return, with env.normalize_reward
     node_id: str = ""  # the Ray node the worker ran on ("" outside Ray): a lost node's workers are not waited for
+    # (first step, version) each time the acting weights changed, from (0, policy_version); [] reads as one version
+    version_changes: list[tuple[int, int]] = field(default_factory=list)
+
+    @property
+    def newest_version(self) -> int:
+        """The version of the weights that acted last."""
+        return self.version_changes[-1][1] if self.version_changes else self.policy_version
+
+    def step_versions(self, steps: int) -> np.ndarray:
+        """``[steps]``: the version of the weights that acted at each step."""
+        versions = np.full(steps, self.policy_version, dtype=np.int64)
+        for first, version in self.version_changes:
+            versions[first:] = version
+        return versions
 
 
 @dataclass

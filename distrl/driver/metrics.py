@@ -16,7 +16,7 @@ from distrl.config.schema import Config
 
 GROUPS = {
     "rollout": ("episode_return_mean", "episode_len_mean", "episodes", "env_steps", "policy_lag_mean", "stale_batches",
-                "workers_active", "workers_in_update"),
+                "stale_steps", "workers_active", "workers_in_update"),
     "train": ("loss_policy", "loss_value", "entropy", "approx_kl", "clip_frac", "grad_norm", "gradient_steps", "lr",
               "explained_variance", "kl_early_stop", "skipped_updates", "skipped_steps", "learner_version"),
     "perf": ("sps", "sps_avg", "sample_s", "learn_s", "policy_s", "env_s", "time_s", "iteration", "batch_bytes",

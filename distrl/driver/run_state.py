@@ -31,6 +31,7 @@ class RunState:
     gradient_steps: int = 0
     skipped_steps: int = 0  # gradient steps the learner's non-finite guard skipped
     stale_batches: int = 0  # async: batches older than rollout.max_policy_lag allows, dropped untrained
+    stale_steps: int = 0  # async: steps of batches trained on, left out as older than rollout.max_policy_lag allows
     batches_lost: int = 0  # batches whose node died before the learner fetched them (not trained on, not counted)
     workers_lost: int = 0  # async: times a worker stopped answering (its process or node gone) or was lost for good
     recent_returns: collections.deque = field(default_factory=lambda: collections.deque(maxlen=RETURN_WINDOW))
@@ -52,6 +53,7 @@ class RunState:
             "gradient_steps": self.gradient_steps,
             "skipped_steps": self.skipped_steps,
             "stale_batches": self.stale_batches,
+            "stale_steps": self.stale_steps,
             "workers_lost": self.workers_lost,
             "batches_lost": self.batches_lost,
             "recent_returns": list(self.recent_returns),
@@ -74,6 +76,7 @@ class RunState:
             gradient_steps=int(state.get("gradient_steps", 0)),
             skipped_steps=int(state.get("skipped_steps", 0)),
             stale_batches=int(state.get("stale_batches", 0)),  # absent before the async pipeline
+            stale_steps=int(state.get("stale_steps", 0)),  # absent before steps were left out one by one
             workers_lost=int(state.get("workers_lost", 0)),
             batches_lost=int(state.get("batches_lost", 0)),
         )

@@ -315,6 +315,7 @@ class Learner:
                 if info.obs_stats is not None:
                     self.obs_rms.merge(*info.obs_stats)
         data = self._to_tensors(Batch.concat(shards))
+        stale_steps = self._leave_out_stale_steps(data, infos, shards)
         if self.return_rms is not None:
             for info in infos:  # as the observation statistics: every rank merges every worker's
                 if info.return_stats is not None:
@@ -357,6 +358,7 @@ class Learner:
             "policy_lag_mean": float(np.mean([self.version - v for v in versions_used])),
             "learn_s": time.perf_counter() - start,
             "env_steps": env_steps,
+            "stale_steps": stale_steps,
             "learner_version": self.version + 1,
             "learner_recompiles": dynamo_counts()["compiled_graphs"] - self._compiled_after_warmup
             if self._compiled_after_warmup is not None
@@ -368,6 +370,24 @@ class Learner:
             self._compiled_after_warmup = dynamo_counts()["compiled_graphs"]
         self.version += 1
         return metrics
+
+    def _leave_out_stale_steps(self, data: dict[str, torch.Tensor], infos: list[SampleInfo], shards: list[Batch]) -> int:
+        """Async: the steps that acted with weights more than ``rollout.max_policy_lag`` versions behind this update
+        (the start of a rollout that new weights reached on its way: a slow worker's) are made invalid, so they take
+        no part in the targets or the loss, and the batch's newer steps train (Sample Factory masks per step too).
+        Returns how many transitions were left out. A stale prefix changes no kept step's GAE or V-trace target:
+        both run backwards from the batch's end."""
+        if self.config.rollout.pipeline != "async":
+            return 0
+        oldest = self.version - self.config.rollout.max_policy_lag
+        fresh = [info.step_versions(shard.rewards.shape[0]) >= oldest for info, shard in zip(infos, shards, strict=True)]
+        if all(f.all() for f in fresh):
+            return 0
+        columns = np.concatenate([np.repeat(f[:, None], shard.num_envs, axis=1) for f, shard in zip(fresh, shards)], axis=1)
+        keep = torch.from_numpy(columns).to(data["valid"].device)
+        left_out = int((data["valid"] & ~keep).sum())
+        data["valid"] = data["valid"] & keep  # a new tensor: the batch's own may be a read-only object-store view
+        return left_out
 
     def _num_minibatches(self, samples_per_rank: int) -> int:
         """Equal on every rank (shards are equal), so DDP ranks take the same number of steps."""

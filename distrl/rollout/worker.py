@@ -5,8 +5,8 @@ A plain class: tests drive it in-process, the driver wraps it with ``ray.remote`
 Newer weights reach a sample that is running (``stage_weights``, the async pipeline's stream sends them the
 moment the learner has them): the worker acts with them from its next step, so a rollout that spans a learner
 update is only partly one version old. Every step's log-probability is the acting policy's, which is all the
-off-policy corrections read; the batch reports the version it started with (the staleness bound) and the mean over
-its steps (the policy lag).
+off-policy corrections read; the batch reports the version each step acted with (``version_changes``: the
+staleness bound reads it per step) and their mean (the policy lag).
 
 NEXT_STEP autoreset: when step ``t`` ends an episode, the env ignores the action of step
 ``t + 1`` and returns the reset observation. That step is recorded with ``valid=False``
@@ -225,6 +225,7 @@ class RolloutWorker:
         no_error = np.zeros(n, dtype=bool)
         policy_s = env_s = 0.0
         acted_versions = 0  # summed over the steps: their mean is the batch's version for the policy lag
+        version_changes = [(0, start_version)]  # (first step, version): the learner leaves out steps too old to use
 
         for t in range(steps + 1):
             if self.staged is not None:  # read without the lock: a miss is taken at the next step
@@ -262,6 +263,8 @@ class RolloutWorker:
                 self.h, self.c = h, c
             batch.actions[t], batch.logp[t] = actions, logp
             acted_versions += self.policy_version
+            if self.policy_version != version_changes[-1][1]:
+                version_changes.append((t, self.policy_version))
 
             tick = time.perf_counter()
             self.raw_obs, reward, terminated, truncated, env_info = self.envs.step(self.dist.env_actions(actions, self.envs.single_action_space))
@@ -299,6 +302,7 @@ class RolloutWorker:
             seed=self.seed,
             policy_version=start_version,
             policy_version_mean=acted_versions / steps,
+            version_changes=version_changes,
             env_steps=steps * n * self.config.env.action_repeat,
             batch_bytes=batch.nbytes,
             episode_returns=episode_returns,

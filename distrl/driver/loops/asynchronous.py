@@ -5,10 +5,10 @@ starts the moment its last one is in, with the newest weights the coordinator ha
 whenever ``rollout.samples_per_update`` transitions are in, from whichever workers delivered them:
 while it updates, the workers sample the next update's batches and no more (policy lag at most 1; a fraction or a
 multiple with ``rollout.updates_ahead``), and its new weights reach the samples running at once. Every batch carries
-the policy version it started with; one older than
-``rollout.max_policy_lag`` versions behind the learner at its update is dropped and counted (``stale_batches``),
-never trained on. Off-policy batches inside the bound are trained by the algorithm: PPO with ``ppo.proximal:
-learner`` (the clipped ratio from the learner's policy) or ``algo: appo`` (V-trace targets).
+the policy version of each step; steps more than ``rollout.max_policy_lag`` versions behind the learner at its update
+are left out of it (``stale_steps``), and a batch with no newer step is dropped and counted (``stale_batches``), never
+trained on. Off-policy batches inside the bound are trained by the algorithm: PPO with ``ppo.proximal: learner`` (the
+clipped ratio from the learner's policy) or ``algo: appo`` (V-trace targets).
 """
 
 from __future__ import annotations

@@ -241,6 +241,7 @@ class TrainingLoop(ABC):
         elapsed = self.counters.time_s + (now - self.launch)
         self._count(infos, elapsed)
         self._count_update(learner_metrics)
+        self.counters.stale_steps += learner_metrics.pop("stale_steps", 0)
         sps_avg = (self.counters.env_steps - self.loop_steps_start) / max(now - self.loop_start, 1e-9)
         row = report.iteration_row(self.counters, infos, learner_metrics, now - iter_start, elapsed, sps_avg)
         for observer in self.observers:
