@@ -23,7 +23,8 @@ from tests.test_train_e2e import check_run_dir
 def test_a_stale_batch_is_dropped_and_counted_never_trained_on(ray_local):
     ray = ray_local
     config = load_config(None, ["env.num_envs_per_worker=4", "rollout.rollout_length=16", "rollout.num_workers=2",
-                                "rollout.pipeline=async", "rollout.compile.backend=eager", "ppo.minibatch_size=32"])  # fmt: skip
+                                "rollout.pipeline=async", "rollout.compile.backend=eager", "ppo.minibatch_size=32",
+                                "rollout.max_policy_lag=1"])  # fmt: skip
     workers = [remote_worker_class().options(num_cpus=0.1).remote(config, i) for i in range(2)]
     coordinator = ray.remote(SampleCoordinator).options(num_cpus=0, max_concurrency=4).remote(1, config.env.id)
     learner = Learner(config, *probe_spaces(config.env))
@@ -37,9 +38,12 @@ def test_a_stale_batch_is_dropped_and_counted_never_trained_on(ray_local):
         weights.version = learner.version = 1  # as if the learner had updated once
         ray.get(coordinator.release.remote(0, [ray.put(weights)], None, 60.0))  # update 0 over: its weights
         report, shards = ray.get(coordinator.gather.options(num_returns=2).remote(2, 1, 60.0))
-        assert [info.policy_version for info in report.infos] == [1, 1]  # version-0 batches in between: dropped
+        # Batches of version-0 steps only in between: dropped; a batch that version 1 reached on its way: taken
+        assert [info.newest_version for info in report.infos] == [1, 1]
+        old = sum(int(batch.valid[info.step_versions(16) < 1].sum()) for info, batch in zip(report.infos, ray.get(list(shards))))
+        learner.version = 2  # the update at version 2 that allows a lag of 1: its version-0 steps are left out
         metrics = learner.update_refs(report, shards)
-        assert metrics["policy_lag_mean"] == 0 and metrics["env_steps"] == 2 * 4 * 16
+        assert metrics["stale_steps"] == old and metrics["env_steps"] == 2 * 4 * 16
     finally:
         for actor in [coordinator, *workers]:
             ray.kill(actor)
@@ -64,7 +68,7 @@ def test_steps_older_than_the_lag_allows_are_left_out_of_the_update_and_the_rest
     assert left_out == int(batch.valid[:6].sum()) > 0
     by_hand = dataclasses.replace(batch, valid=batch.valid.copy())
     by_hand.valid[:6] = False
-    none_left_out, expected = update(config, dataclasses.replace(info, version_changes=[]), by_hand)
+    none_left_out, expected = update(config, dataclasses.replace(info, version_changes=[(0, 2)]), by_hand)
     assert none_left_out == 0
     for name in expected:
         np.testing.assert_array_equal(weights[name], expected[name], err_msg=name)

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -72,7 +73,7 @@ def test_free_ports_are_outside_the_ephemeral_range_and_not_repeated():
     """The kernel may hand an ephemeral port to any outgoing connection before the daemon that was given it binds."""
     from clusters import local_dev_cluster
 
-    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     ports = [local_dev_cluster.free_port() for _ in range(200)]
     assert len(set(ports)) == len(ports)
     assert all(local_dev_cluster.PORT_RANGE[0] <= port < low for port in ports)
