@@ -15,6 +15,7 @@ the throughput of three fast workers alone. Writes JSON, Markdown and a PNG.
 
     python benchmarks/straggler.py                # 3 pipelines x 3 cases, about 30 s each
     python benchmarks/straggler.py --quick        # async only, short runs
+    python benchmarks/straggler.py --pipelines async --repeats 3   # medians of three runs a case, in turns
 """
 
 from __future__ import annotations
@@ -77,12 +78,20 @@ def run(pipeline: str, workers: int, slow: int | None, args) -> dict:
             "stale_batches": last["stale_batches"], "stale_steps": last.get("stale_steps", 0)}  # fmt: skip
 
 
+def median_run(results: list[dict]) -> dict:
+    """The run whose trained env steps/s is the median (the lower middle one of an even count)."""
+    ordered = sorted(results, key=lambda r: r["sps"])
+    return ordered[(len(ordered) - 1) // 2]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pipelines", nargs="+", default=["sync", "overlap", "async"])
     parser.add_argument("--seconds", type=float, default=30.0, help="each run's stop.time_s")
     parser.add_argument("--step-s", type=float, default=0.0005, help="a fast env copy's sleep per step")
     parser.add_argument("--slow-factor", type=float, default=10.0)
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="runs of each case, in turns (case by case, then again): the table has their medians")
     parser.add_argument("--quick", action="store_true", help="async only, 8 s runs")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a config override for every run")
     add_results_dir_argument(parser)
@@ -92,13 +101,18 @@ def main() -> None:
     machine = machine_info()
     print_machine(machine)
     rows = []
+    runs = []
     for pipeline in args.pipelines:
-        figures = {}
-        for case, (workers, slow) in CASES.items():
-            figures[case] = run(pipeline, workers, slow, args)
-            print(f"{pipeline:8s} {case:12s} {figures[case]['sps']:8,.0f} env steps/s trained, "
-                  f"{figures[case]['sampled_sps']:,.0f} sampled  (policy lag {figures[case]['policy_lag_mean']:.1f}, "
-                  f"stale batches {figures[case]['stale_batches']}, steps {figures[case]['stale_steps']})", flush=True)
+        tries: dict[str, list[dict]] = {case: [] for case in CASES}
+        for _repeat in range(args.repeats):  # in turns, so that a drift of the machine reaches every case alike
+            for case, (workers, slow) in CASES.items():
+                result = run(pipeline, workers, slow, args)
+                tries[case].append(result)
+                runs.append({"pipeline": pipeline, "case": case, **result})
+                print(f"{pipeline:8s} {case:12s} {result['sps']:8,.0f} env steps/s trained, {result['sampled_sps']:,.0f} "
+                      f"sampled  (policy lag {result['policy_lag_mean']:.1f}, stale batches {result['stale_batches']}, "
+                      f"steps {result['stale_steps']})", flush=True)
+        figures = {case: median_run(results) for case, results in tries.items()}
         rows.append({"pipeline": pipeline, **{f"sps {case}": f["sps"] for case, f in figures.items()},
                      "one slow / 3 fast": figures["4, one slow"]["sps"] / figures["3 fast"]["sps"],
                      "one slow / 4 fast": figures["4, one slow"]["sps"] / figures["4 fast"]["sps"],
@@ -126,7 +140,7 @@ def main() -> None:
         fig.tight_layout()
         fig.savefig(path, dpi=120)
 
-    payload = {"machine": machine, "settings": vars(args), "rows": rows}
+    payload = {"machine": machine, "settings": vars(args), "rows": rows, "runs": runs}
     write_results("straggler", payload, markdown_table(rows, columns), chart=chart, quick=args.quick,
                   results_dir=args.results_dir)
 
