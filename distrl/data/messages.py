@@ -21,7 +21,7 @@ class SampleInfo:
     worker_index: int
     incarnation: str  # new on every (re)start of the worker: the driver counts restarts by it
     seed: int  # the worker's random stream (a restarted worker draws a new one)
-    policy_version: int  # the version of the weights that acted first (the staleness bound reads it)
+    policy_version: int  # the version of the weights that acted first
     policy_version_mean: float  # the mean over its steps (newer weights can arrive mid-sample): the policy lag reads it
     env_steps: int  # env steps in the batch (action repeats included)
     batch_bytes: int
