@@ -10,8 +10,9 @@ times longer. For each pipeline, in one run of this script:
 - three fast workers alone (what the slow worker's three neighbours produce without it).
 
 The figure is the run's steady env steps/s trained on: env steps over wall time between its third metrics
-row and its last (start-up and warm-up left out), less the steps async left out as too old (``stale_steps``); each run trains ``--seconds`` past its start-up. Target (DESIGN.md): with async, four workers with one slow one give at least
-the throughput of three fast workers alone. Writes JSON, Markdown and a PNG.
+row and its last (start-up and warm-up left out), less the steps async left out as too old (``stale_steps``);
+each run trains ``--seconds`` past its start-up. Target (DESIGN.md): with async, four workers with one slow one
+give at least the throughput of three fast workers alone. Writes JSON, Markdown and a PNG.
 
     python benchmarks/straggler.py                # 3 pipelines x 3 cases, about 30 s each
     python benchmarks/straggler.py --quick        # async only, short runs
@@ -71,11 +72,11 @@ def run(pipeline: str, workers: int, slow: int | None, args) -> dict:
     seconds = last["time_s"] - first["time_s"]
     # Async leaves out the steps of a batch that acted with weights older than rollout.max_policy_lag allows (the start
     # of the slow worker's long rollouts): counted as sampled, not as trained. The target reads the trained steps.
-    left_out = last.get("stale_steps", 0) - first.get("stale_steps", 0)
+    left_out = last["stale_steps"] - first["stale_steps"]
     return {"sps": (last["env_steps"] - first["env_steps"] - left_out) / seconds,
             "sampled_sps": (last["env_steps"] - first["env_steps"]) / seconds, "updates": len(rows),
             "policy_lag_mean": sum(r["policy_lag_mean"] for r in steady) / len(steady),
-            "stale_batches": last["stale_batches"], "stale_steps": last.get("stale_steps", 0)}  # fmt: skip
+            "stale_batches": last["stale_batches"], "stale_steps": last["stale_steps"]}  # fmt: skip
 
 
 def median_run(results: list[dict]) -> dict:

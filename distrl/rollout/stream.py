@@ -22,7 +22,8 @@ a slow worker while a fast one is parked.
 ``gather`` hands the learner the next ``count`` batches from the queue, oldest first, dropping those whose
 every step acted with weights older than the update can use (``rollout.max_policy_lag``; counted as stale, never
 trained on). A batch that got newer weights on the way (a slow worker's long rollout) goes to the learner, which
-leaves its too-old steps out of the loss (``stale_steps``), as Sample Factory does. No worker waits for another: a slow one contributes fewer batches, not a slower round.
+leaves its too-old steps out of the loss (``stale_steps``), as Sample Factory does. No worker waits for another: a
+slow one contributes fewer batches, not a slower round.
 The async loop sends each gather while the update before it runs, and queues the next update on the learner behind
 that one, so the learner goes from one update to the next with no round trip through the driver; the batches such a
 gather takes count against the bound until the driver says the running update is over (``release``, with its
@@ -141,7 +142,8 @@ class SampleStream:
 
     def gather(self, count: int, min_version: int, timeout_s: float, hold_until: int | None = None) -> tuple:
         """The next ``count`` batches whose newest steps acted with version >= ``min_version`` (older ones dropped as
-        stale), waiting at most ``timeout_s``; returns ``(SampleReport, shards of rank 0, ...)`` like ``SampleCoordinator.collect``.
+        stale), waiting at most ``timeout_s``; returns ``(SampleReport, shards of rank 0, ...)`` like
+        ``SampleCoordinator.collect``.
         ``hold_until``: the number of the update that runs while this gather waits (None: none runs); until ``release``
         says it is over, no more is sampled for this gather than the bound allows, and what it took counts against it."""
         taken: list[tuple[SampleInfo, tuple]] = []
