@@ -33,7 +33,7 @@ def test_a_stale_batch_is_dropped_and_counted_never_trained_on(ray_local):
         ray.get(coordinator.start_stream.remote([None], None, 60.0, 4))  # the workers' own weights: version 0
         # An update at version 2 that allows a lag of 1 takes version >= 1 only: every batch so far is stale.
         report, _ = ray.get(coordinator.gather.options(num_returns=2).remote(1, 1, 3.0))
-        assert report.infos == [] and report.stale_batches >= 1
+        assert report.infos == [] and report.stale_batches >= 1 and report.min_version == 1
         weights = learner.get_weights()
         weights.version = learner.version = 1  # as if the learner had updated once
         ray.get(coordinator.release.remote(0, [ray.put(weights)], None, 60.0))  # update 0 over: its weights
@@ -41,9 +41,9 @@ def test_a_stale_batch_is_dropped_and_counted_never_trained_on(ray_local):
         # Batches of version-0 steps only in between: dropped; a batch that version 1 reached on its way: taken
         assert [info.newest_version for info in report.infos] == [1, 1]
         old = sum(int(batch.valid[info.step_versions(16) < 1].sum()) for info, batch in zip(report.infos, ray.get(list(shards))))
-        learner.version = 2  # the update at version 2 that allows a lag of 1: its version-0 steps are left out
+        learner.version = 2  # the update at version 2 that allows a lag of 1 (the gather's bound, in the report)
         metrics = learner.update_refs(report, shards)
-        assert metrics["stale_steps"] == old and metrics["env_steps"] == 2 * 4 * 16
+        assert report.min_version == 1 and metrics["stale_steps"] == old and metrics["env_steps"] == 2 * 4 * 16
     finally:
         for actor in [coordinator, *workers]:
             ray.kill(actor)
@@ -51,30 +51,33 @@ def test_a_stale_batch_is_dropped_and_counted_never_trained_on(ray_local):
 
 def test_steps_older_than_the_lag_allows_are_left_out_of_the_update_and_the_rest_train():
     """A batch that new weights reached on its way (a slow worker's long rollout): the learner leaves out the steps that
-    acted with weights more than ``rollout.max_policy_lag`` versions behind its update, and only those. Its update is
-    the one on the same batch with those steps marked invalid by hand, and not the one that trains on them too."""
-    settings = ["env.num_envs_per_worker=4", "rollout.rollout_length=16", "ppo.minibatch_size=32", "rollout.max_policy_lag=1"]
-    config = load_config(None, [*settings, "rollout.pipeline=async"])
+    acted with a version older than the bound the stream gathered by (``SampleReport.min_version``), and only those.
+    Its update is the one on the same batch with those steps marked invalid by hand, and not the one that trains on
+    them too; the policy lag it reports is the trained steps'."""
+    config = load_config(None, ["env.num_envs_per_worker=4", "rollout.rollout_length=16", "ppo.minibatch_size=32",
+                                "rollout.pipeline=async"])  # fmt: skip
     info, batch = RolloutWorker(config).sample()
     info.version_changes = [(0, 0), (6, 2)]  # steps 0-5 acted with version 0, steps 6-15 with version 2
 
-    def update(config, info, batch):
+    def update(info, batch, min_version):
         learner = Learner(config, *probe_spaces(config.env))
-        learner.version = 3  # as if it had updated three times: version 2 is the oldest a lag of 1 allows
-        metrics = learner.update((info, batch))
-        return metrics["stale_steps"], learner.get_weights().model
+        learner.version = 3  # as if it had updated three times
+        metrics = learner.update((info, batch), min_version=min_version)
+        return metrics["stale_steps"], metrics["policy_lag_mean"], learner.get_weights().model
 
-    left_out, weights = update(config, info, batch)
-    assert left_out == int(batch.valid[:6].sum()) > 0
+    left_out, lag, weights = update(info, batch, 2)  # version 2 is the oldest a lag of 1 allows at version 3
+    assert left_out == int(batch.valid[:6].sum()) > 0 and lag == 1.0
     by_hand = dataclasses.replace(batch, valid=batch.valid.copy())
     by_hand.valid[:6] = False
-    none_left_out, expected = update(config, dataclasses.replace(info, version_changes=[(0, 2)]), by_hand)
+    none_left_out, _, expected = update(dataclasses.replace(info, version_changes=[(0, 2)]), by_hand, 2)
     assert none_left_out == 0
     for name in expected:
         np.testing.assert_array_equal(weights[name], expected[name], err_msg=name)
-    # The sync pipeline trains every step it is given (its lag is at most 1 by construction)
-    trained_all, other = update(load_config(None, [*settings, "rollout.pipeline=sync"]), info, batch)
+    # With no bound (the sync and overlap pipelines: their lag is at most 1 by construction) every step trains
+    trained_all, lag, other = update(info, batch, None)
     assert trained_all == 0 and any(not np.array_equal(other[n], expected[n]) for n in expected)
+    valid = batch.valid.astype(bool)
+    assert lag == pytest.approx((3 - info.step_versions(16)[:, None].repeat(4, axis=1))[valid].mean())
 
 
 def _stream(ray, overrides: list[str], count: int, max_queued: int):

@@ -68,6 +68,9 @@ class SampleReport:
     workers_lost: list[int] = field(default_factory=list)  # workers given up (Ray will not restart them), left out
     workers_down: list[int] = field(default_factory=list)  # workers that stopped answering since the last report
     workers_back: list[int] = field(default_factory=list)  # workers answering again (or at last) since then
+    # async: the oldest policy version the update trains on (rollout.max_policy_lag behind it): the stream dropped the
+    # batches with no newer step, and the learner leaves out the older steps of the rest; None: every step trains
+    min_version: int | None = None
 
 
 @dataclass

@@ -266,9 +266,11 @@ class Learner:
             out[key] = tensor.to(self.device, non_blocking=pin)
         return out
 
-    def update(self, *samples: tuple[SampleInfo, Batch]) -> dict:
-        """One update on this rank's shard of each worker's ``(info, batch)`` (``RolloutWorker.sample``)."""
-        return self._update([info for info, _ in samples], [batch.split(self.world_size)[self.rank] for _, batch in samples])
+    def update(self, *samples: tuple[SampleInfo, Batch], min_version: int | None = None) -> dict:
+        """One update on this rank's shard of each worker's ``(info, batch)`` (``RolloutWorker.sample``); steps that
+        acted with a policy version older than ``min_version`` are left out (None: every step trains)."""
+        return self._update([info for info, _ in samples], [batch.split(self.world_size)[self.rank] for _, batch in samples],
+                            min_version)  # fmt: skip
 
     def update_refs(self, sample_report: SampleReport, shard_refs: tuple) -> dict:
         """One update on the workers' infos (``sample_report.infos``, from the coordinator's ``collect``),
@@ -298,7 +300,7 @@ class Learner:
                     lost.append(index)
         if not shards:
             return {"lost_batches": lost, "learner_version": self.version}
-        metrics = self._update(infos, shards)
+        metrics = self._update(infos, shards, sample_report.min_version)
         metrics["lost_batches"] = lost
         return metrics
 
@@ -308,14 +310,15 @@ class Learner:
             metrics = self._fetch_and_update(sample_report, shard_refs)
             return metrics, self.get_weights(), self.state()
 
-    def _update(self, infos: list[SampleInfo], shards: list[Batch]) -> dict:
+    def _update(self, infos: list[SampleInfo], shards: list[Batch], min_version: int | None) -> dict:
         start = time.perf_counter()
         if self.obs_rms is not None:
             for info in infos:  # every rank merges every worker's stats, so all ranks agree
                 if info.obs_stats is not None:
                     self.obs_rms.merge(*info.obs_stats)
         data = self._to_tensors(Batch.concat(shards))
-        stale_steps = self._leave_out_stale_steps(data, infos, shards)
+        versions = self._step_versions(infos, shards)
+        stale_steps = self._leave_out_stale_steps(data, versions, min_version)
         if self.return_rms is not None:
             for info in infos:  # as the observation statistics: every rank merges every worker's
                 if info.return_stats is not None:
@@ -346,7 +349,7 @@ class Learner:
 
         env_steps = sum(info.env_steps for info in infos)
         self.trained_env_steps += env_steps
-        versions_used = [info.policy_version_mean for info in infos]
+        lags = self.version - versions[data["valid"].cpu()]  # of the steps trained on: left-out ones are no part of it
         values, valid = data["values"][:-1][data["valid"]], returns[data["valid"]]
         explained_var = float(1 - (valid - values).var() / valid.var().clamp(min=1e-8))
         metrics = {
@@ -355,7 +358,7 @@ class Learner:
             "lr": lr,
             "explained_variance": explained_var,
             "skipped_updates": self.skipped_updates,
-            "policy_lag_mean": float(np.mean([self.version - v for v in versions_used])),
+            "policy_lag_mean": float(lags.double().mean()) if lags.numel() else 0.0,
             "learn_s": time.perf_counter() - start,
             "env_steps": env_steps,
             "stale_steps": stale_steps,
@@ -371,20 +374,28 @@ class Learner:
         self.version += 1
         return metrics
 
-    def _leave_out_stale_steps(self, data: dict[str, torch.Tensor], infos: list[SampleInfo], shards: list[Batch]) -> int:
-        """Async: the steps that acted with weights more than ``rollout.max_policy_lag`` versions behind this update
-        (the start of a rollout that new weights reached on its way: a slow worker's) are made invalid, so they take
-        no part in the targets or the loss, and the batch's newer steps train (Sample Factory masks per step too).
-        Returns how many transitions were left out. A stale prefix changes no kept step's GAE or V-trace target:
-        both run backwards from the batch's end."""
-        if self.config.rollout.pipeline != "async":
+    @staticmethod
+    def _step_versions(infos: list[SampleInfo], shards: list[Batch]) -> torch.Tensor:
+        """``[T, N]`` on the CPU: the policy version that acted at each step of the update's batch (``data``'s layout:
+        each shard's envs side by side)."""
+        columns = [np.repeat(info.step_versions(shard.rewards.shape[0])[:, None], shard.num_envs, axis=1)
+                   for info, shard in zip(infos, shards, strict=True)]  # fmt: skip
+        return torch.from_numpy(np.concatenate(columns, axis=1))
+
+    @staticmethod
+    def _leave_out_stale_steps(data: dict[str, torch.Tensor], versions: torch.Tensor, min_version: int | None) -> int:
+        """Async: the steps that acted with a version older than ``min_version``, the bound the stream's gather took the
+        batches by (``SampleReport.min_version``: ``rollout.max_policy_lag`` behind this update), are made invalid, so
+        they take no part in the targets or the loss, and the batch's newer steps train (Sample Factory masks per step
+        too): the start of a rollout that new weights reached on its way, a slow worker's. Returns how many transitions
+        were left out. A stale prefix changes no kept step's GAE or V-trace target: both run backwards from the batch's
+        end."""
+        if min_version is None:
             return 0
-        oldest = self.version - self.config.rollout.max_policy_lag
-        fresh = [info.step_versions(shard.rewards.shape[0]) >= oldest for info, shard in zip(infos, shards, strict=True)]
-        if all(f.all() for f in fresh):
+        keep = versions >= min_version
+        if keep.all():
             return 0
-        columns = np.concatenate([np.repeat(f[:, None], shard.num_envs, axis=1) for f, shard in zip(fresh, shards)], axis=1)
-        keep = torch.from_numpy(columns).to(data["valid"].device)
+        keep = keep.to(data["valid"].device)
         left_out = int((data["valid"] & ~keep).sum())
         data["valid"] = data["valid"] & keep  # a new tensor: the batch's own may be a read-only object-store view
         return left_out

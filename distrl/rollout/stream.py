@@ -171,7 +171,7 @@ class SampleStream:
                     self.held[hold_until] = self.held.get(hold_until, 0) + len(taken)
                 self.needed = self.in_hand = 0
             report = SampleReport([info for info, _ in taken], self.timeouts, self.resubmitted, self.stale, list(self.lost),
-                                  self.went_down, self.came_back)  # fmt: skip
+                                  self.went_down, self.came_back, min_version)  # fmt: skip
             self.timeouts, self.resubmitted, self.stale, self.went_down, self.came_back = [], [], 0, [], []
         return (report, *(tuple(shards[rank] for _, shards in taken) for rank in range(self.num_shards)))
 
