@@ -25,9 +25,9 @@ from pathlib import Path
 import yaml
 
 try:  # imported as clusters.fake_autoscaling_cluster (tests) or run as a script
-    from clusters.local_dev_cluster import DevCluster, _wait_for_port, free_port, ray_command
+    from clusters.local_dev_cluster import DevCluster, free_port, ray_command, start_retrying, wait_for_agent
 except ImportError:
-    from local_dev_cluster import DevCluster, _wait_for_port, free_port, ray_command
+    from local_dev_cluster import DevCluster, free_port, ray_command, start_retrying, wait_for_agent
 
 # What Ray's fake provider expects of the head (ray.autoscaler._private.fake_multi_node.node_provider).
 FAKE_HEAD_NODE_ID = "fffffffffffffffffffffffffffffffffffffffffffffffffff00000"
@@ -62,7 +62,6 @@ def start(cluster_file: Path, cpu_scale: float = 1 / 8, max_workers: int | None 
 
     token = os.environ.get("RAY_AUTH_TOKEN") or secrets.token_hex(32)
     temp_dir = tempfile.mkdtemp(prefix="rfake_", dir="/tmp")  # short: Ray's socket paths must fit 107 chars
-    gcs_port, dashboard_port, agent_port = free_port(), free_port(), free_port()
     env = {
         **os.environ,
         "RAY_AUTH_MODE": "token",
@@ -79,6 +78,13 @@ def start(cluster_file: Path, cpu_scale: float = 1 / 8, max_workers: int | None 
     env.pop("RAY_ADDRESS", None)
     types = fake_node_types(cluster_file, cpu_scale, max_workers)
     types[FAKE_HEAD_NODE_TYPE] = {"resources": {"CPU": head_cpus}, "node_config": {}, "max_workers": 0}
+    cluster = start_retrying("fake autoscaling cluster", lambda: _start_once(env, token, temp_dir, types, head_cpus))
+    cluster.node_types = types
+    return cluster
+
+
+def _start_once(env: dict, token: str, temp_dir: str, types: dict, head_cpus: int) -> DevCluster:
+    gcs_port, dashboard_port, agent_port = free_port(), free_port(), free_port()
     autoscaling = {
         "cluster_name": "distrl-fake",
         "max_workers": sum(t["max_workers"] for t in types.values()),
@@ -115,12 +121,10 @@ def start(cluster_file: Path, cpu_scale: float = 1 / 8, max_workers: int | None 
             f"--dashboard-agent-listen-port={agent_port}", "--disable-usage-stats"]  # fmt: skip
     try:
         subprocess.run(head, env=env, check=True, capture_output=True, text=True)
-        _wait_for_port(agent_port, timeout_s=120)
-    except (subprocess.CalledProcessError, TimeoutError) as exc:
+    except subprocess.CalledProcessError as exc:
         cluster.shutdown()
-        detail = exc.stderr[-2000:] if isinstance(exc, subprocess.CalledProcessError) else str(exc)
-        raise RuntimeError(f"starting the fake autoscaling cluster failed: {detail}") from None
-    cluster.node_types = types
+        raise RuntimeError(f"starting the fake autoscaling cluster failed: {exc.stderr[-2000:]}") from None
+    wait_for_agent(cluster, agent_port)
     return cluster
 
 

@@ -131,24 +131,39 @@ def start(rollout_nodes: int = 1, rollout_cpus: int = 2, learner_cpus: int = 1, 
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env.pop("RAY_ADDRESS", None)
     temp_dir = temp_dir or tempfile.mkdtemp(prefix="rdev_", dir="/tmp")  # short: Ray's socket paths must fit 107 chars
-    # A head whose job agent never listened was seen once in CI, on a loaded 2-core machine (cause not known; the
-    # agent's log now comes with the error): a second head, on fresh ports, is started before giving up.
-    for attempt in (1, 2):
-        try:
-            return _start_once(env, token, temp_dir, rollout_nodes, rollout_cpus, learner_cpus, learner_gpus,
-                               learner_cores, rollout_cores)  # fmt: skip
-        except _AgentNeverListened as exc:
-            failure = exc
-            if attempt == 1:
-                print(f"starting the dev cluster again: {exc}", file=sys.stderr, flush=True)
-    raise RuntimeError(f"starting the dev cluster failed: {failure}") from None
+    return start_retrying("dev cluster", lambda: _start_once(env, token, temp_dir, rollout_nodes, rollout_cpus,
+                                                             learner_cpus, learner_gpus, learner_cores, rollout_cores))
 
 
 AGENT_WAIT_S = 120  # how long a head's job agent may take to listen
 
 
-class _AgentNeverListened(Exception):
+class AgentNeverListened(Exception):
     pass
+
+
+def start_retrying(what: str, start_once) -> DevCluster:
+    """``start_once()`` (a head on fresh ports, and its nodes), and once more where its job agent never listened.
+    Seen once in CI, on a loaded 2-core machine (cause not known; the agent's log comes with the error)."""
+    for attempt in (1, 2):
+        try:
+            return start_once()
+        except AgentNeverListened as exc:
+            failure = exc
+            if attempt == 1:
+                print(f"starting the {what} again: {exc}", file=sys.stderr, flush=True)
+    raise RuntimeError(f"starting the {what} failed: {failure}") from None
+
+
+def wait_for_agent(cluster: DevCluster, agent_port: int) -> None:
+    """Wait for the head's job agent (job submission goes through it); where it never listens, stop the cluster and
+    raise ``AgentNeverListened`` with the tail of the agent's log."""
+    try:
+        _wait_for_port(agent_port, timeout_s=AGENT_WAIT_S)
+    except TimeoutError as exc:
+        log = _log_tail(Path(cluster.temp_dir) / "session_latest" / "logs" / "dashboard_agent.log")
+        cluster.shutdown()
+        raise AgentNeverListened(f"{exc}; the head's dashboard_agent.log ends: {log}") from None
 
 
 def _start_once(env: dict, token: str, temp_dir: str, rollout_nodes: int, rollout_cpus: int, learner_cpus: int,
@@ -165,14 +180,10 @@ def _start_once(env: dict, token: str, temp_dir: str, rollout_nodes: int, rollou
         ray_start(on_cores(head, learner_cores), env, clean_up=cluster.shutdown)
         for index in range(1, rollout_nodes + 1):
             add_rollout_node(cluster, index, rollout_cpus, rollout_cores)
-        _wait_for_port(agent_port, timeout_s=AGENT_WAIT_S)  # the head's job agent: job submission goes through it
     except subprocess.CalledProcessError as exc:
         cluster.shutdown()
         raise RuntimeError(f"starting the dev cluster failed: {exc.stderr[-2000:]}") from None
-    except TimeoutError as exc:
-        log = _log_tail(Path(temp_dir) / "session_latest" / "logs" / "dashboard_agent.log")
-        cluster.shutdown()
-        raise _AgentNeverListened(f"{exc}; the head's dashboard_agent.log ends: {log}") from None
+    wait_for_agent(cluster, agent_port)
     return cluster
 
 

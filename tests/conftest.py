@@ -1,11 +1,36 @@
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+RAY_TMPDIR = pytest.StashKey[str]()
+
+
+def pytest_configure(config):
+    """Every Ray a test starts without a temp dir of its own (``ray_local`` below, the CLI runs' private Rays, which
+    inherit this environment) keeps its session files in a directory of this test session's, removed when it ends, not
+    in the machine's /tmp/ray: nothing is left behind, and no test finds another Ray's address file. Made here, once
+    per session (this module is imported a second time as ``tests.conftest``). Short: socket paths must fit 107 chars."""
+    config.stash[RAY_TMPDIR] = os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="rt_", dir="/tmp")
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own, which tears the session's fixtures down (ray_local's shutdown)
+def pytest_sessionfinish(session, exitstatus):
+    """Ray's last processes can still be writing as they exit, so a first removal can leave a directory behind: it is
+    removed again, for up to 10 s."""
+    path = session.config.stash[RAY_TMPDIR]
+    for _ in range(20):
+        shutil.rmtree(path, ignore_errors=True)
+        if not os.path.exists(path):
+            return
+        time.sleep(0.5)
 
 
 @pytest.fixture(scope="session")

@@ -80,12 +80,14 @@ def test_free_ports_are_outside_the_ephemeral_range_and_not_repeated():
 
 
 @pytest.mark.slow
-def test_a_head_whose_job_agent_never_listens_is_stopped_and_started_again(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("kind", ["dev", "fake autoscaling"])
+def test_a_head_whose_job_agent_never_listens_is_stopped_and_started_again(tmp_path, monkeypatch, capsys, kind):
     """The head's job agent given a port that something else holds never listens: that head is stopped (every
-    process of it) and a second one, on fresh ports, starts; the first's failure is printed with the agent's log."""
+    process of it) and a second one, on fresh ports, starts; the first's failure is printed with the agent's log.
+    The dev cluster and the fake autoscaling one share the retry."""
     import socket
 
-    from clusters import local_dev_cluster
+    from clusters import fake_autoscaling_cluster, local_dev_cluster
 
     held = socket.socket()
     held.bind(("127.0.0.1", local_dev_cluster.free_port()))
@@ -98,10 +100,14 @@ def test_a_head_whose_job_agent_never_listens_is_stopped_and_started_again(tmp_p
         return handed[-1]
 
     monkeypatch.setattr(local_dev_cluster, "free_port", ports)
+    monkeypatch.setattr(fake_autoscaling_cluster, "free_port", ports)
     monkeypatch.setattr(local_dev_cluster, "AGENT_WAIT_S", 15)
     base = tempfile.mkdtemp(prefix="rag_", dir="/tmp")  # short: Ray's socket paths must fit 107 chars
     try:
-        dev = local_dev_cluster.start(rollout_nodes=1, rollout_cpus=1, temp_dir=os.path.join(base, "ray"))
+        if kind == "dev":
+            dev = local_dev_cluster.start(rollout_nodes=1, rollout_cpus=1, temp_dir=os.path.join(base, "ray"))
+        else:
+            dev = fake_autoscaling_cluster.start(Path(fake_autoscaling_cluster.__file__).with_name("aws.yaml"))
     finally:
         held.close()
     try:
