@@ -162,8 +162,19 @@ def compile_check_table() -> str:
     return "\n".join(out)
 
 
+def straggler_table() -> str:
+    data = load("straggler")
+    out = ["| pipeline | 4 fast | 4, one 10x slower | 3 fast alone | one slow / 3 fast (target >= 1 with async) | "
+           "policy lag (one slow) | stale batches / steps left out (one slow) |",
+           "| --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    for r in data["rows"] if data else []:
+        out.append(f"| {r['pipeline']} | {r['sps 4 fast']:,.0f} | {r['sps 4, one slow']:,.0f} | {r['sps 3 fast']:,.0f} | "
+                   f"{r['one slow / 3 fast']:.2f} | {r['policy_lag_mean (one slow)']:.2g} | {r['stale (one slow)']} |")
+    return "\n".join(out)
+
+
 if __name__ == "__main__":
     for title, table in [("inference", inference_table()), ("inference_forward", inference_forward_table()), ("sampling", sampling_table()), ("learner", learner_table()), ("ppo", ppo_table()), ("ppo_breakout", breakout_table()),
                          ("ppo_breakout_gpu", breakout_gpu_table()), ("ppo_breakout_gpu_learner", gpu_learner_e2e_table()), ("peers", peers_table()),
-                         ("scale", scale_table()), ("compile_check", compile_check_table())]:  # fmt: skip
+                         ("scale", scale_table()), ("compile_check", compile_check_table()), ("straggler", straggler_table())]:  # fmt: skip
         print(f"<!-- {title} -->\n{table}\n")
