@@ -31,7 +31,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -41,7 +40,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine, write_results  # noqa: E402
+from benchmarks.common import (add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine,  # noqa: E402
+                               stop_cleanly_on_sigterm, write_results)
 from clusters import local_dev_cluster  # noqa: E402
 
 WORKERS = ["rollout.num_workers=4", "rollout.num_cpus_per_worker=0.25", "checkpoint.every_iterations=0",
@@ -179,7 +179,7 @@ def main() -> None:
         results = json.loads(path.read_text())
         pooled += results["runs"]
         machine = results["machine"]  # the runs' machine and commit, not this invocation's
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a killed benchmark still stops its cluster (finally)
+    stop_cleanly_on_sigterm()
     if args.layout == "nodes" and not args.pool:
         cluster = local_dev_cluster.start(rollout_nodes=1, rollout_cpus=1, learner_cpus=1,
                                           temp_dir=os.path.join(tempfile.mkdtemp(prefix="ral_", dir="/tmp"), "ray"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -54,6 +55,12 @@ def machine_info() -> dict:
     except Exception:
         info["commit"] = None
     return info
+
+
+def stop_cleanly_on_sigterm() -> None:
+    """A benchmark stopped with SIGTERM (a timeout, a cancelled job) still runs its ``finally`` blocks, so the cluster
+    it started is stopped and its temp dir removed."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
 
 def print_machine(info: dict) -> None:

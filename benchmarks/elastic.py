@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,7 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine, pyplot, write_results  # noqa: E402
+from benchmarks.common import (add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine,  # noqa: E402
+                               pyplot, stop_cleanly_on_sigterm, write_results)
 from clusters import local_dev_cluster  # noqa: E402
 
 
@@ -46,11 +48,13 @@ def main() -> None:
         args.lose_at, args.add_at, args.seconds = 10.0, 20.0, 35.0
     machine = machine_info()
     print_machine(machine)
+    stop_cleanly_on_sigterm()
     base = tempfile.mkdtemp(prefix="rel_", dir="/tmp")
     dev = local_dev_cluster.start(rollout_nodes=2, rollout_cpus=args.node_cpus, learner_cpus=2,
                                   temp_dir=os.path.join(base, "ray"))  # fmt: skip
     most = 2 * args.node_cpus
     events: dict[str, float] = {}
+    proc = None
     try:
         run_dir = Path(base) / "run"
         overrides = ["rollout.pipeline=async", f"rollout.num_workers={{min: 2, max: {most}}}",
@@ -82,7 +86,11 @@ def main() -> None:
         rows = metrics_rows(run_dir)
         summary = json.loads((run_dir / "summary.json").read_text())
     finally:
+        if proc is not None and proc.poll() is None:  # stopped early: the run goes with its cluster
+            proc.kill()
+            proc.communicate()
         dev.shutdown()
+        shutil.rmtree(base, ignore_errors=True)  # the cluster's temp dir and the run's (read above)
     series = [{"time_s": r["time_s"], "sps": r["sps"], "workers": r.get("workers_active"), "env_steps": r["env_steps"]}
               for r in rows]  # fmt: skip
 

@@ -18,6 +18,8 @@ from its metrics rows (warm-up iterations dropped):
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -28,7 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine, write_results  # noqa: E402
+from benchmarks.common import (add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine,  # noqa: E402
+                               stop_cleanly_on_sigterm, write_results)
 
 ENVS_PER_WORKER, ROLLOUT_LENGTH, LEARNERS, WARMUP = 16, 64, 2, 2
 
@@ -78,7 +81,10 @@ def main(argv=None) -> int:
     from clusters import local_dev_cluster
 
     # Two rollout nodes with 4 logical CPUs each hold up to 8 one-CPU workers; the head (label learner) the learners.
-    cluster = local_dev_cluster.start(rollout_nodes=2, rollout_cpus=4, learner_cpus=LEARNERS)
+    stop_cleanly_on_sigterm()
+    temp_base = tempfile.mkdtemp(prefix="rsc_", dir="/tmp")  # short: Ray's socket paths must fit 107 chars
+    cluster = local_dev_cluster.start(rollout_nodes=2, rollout_cpus=4, learner_cpus=LEARNERS,
+                                      temp_dir=os.path.join(temp_base, "ray"))  # fmt: skip
     rows, failures = [], []
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -92,6 +98,7 @@ def main(argv=None) -> int:
                       flush=True)  # fmt: skip
     finally:
         cluster.shutdown()
+        shutil.rmtree(temp_base, ignore_errors=True)  # the cluster's temp dir, logs and all
     base = rows[0]["worker_sample_sps"]
     for row in rows:
         row["sampling_efficiency"] = row["worker_sample_sps"] / base
