@@ -29,6 +29,7 @@ from distrl.algo import build_algorithm
 from distrl.algo.base import CurrentOutputs
 from distrl.common import affinity
 from distrl.common.errors import describe_error
+from distrl.common.ray_actor import in_ray_actor
 from distrl.common.running_mean_std import RunningMeanStd
 from distrl.common.spaces import image_part_mask
 from distrl.compile.dynamo_stats import dynamo_counts
@@ -77,19 +78,9 @@ def resolve_device(requested: str, assigned_gpus: list | None, num_gpus: float, 
     return torch.device("cuda" if given and cuda_available else "cpu")
 
 
-def _in_actor() -> bool:
-    """Whether this runs inside a Ray actor (not a test's own process)."""
-    try:
-        import ray
-
-        return ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None
-    except Exception:  # not inside Ray at all
-        return False
-
-
 def _ray_assigned_gpus() -> list | None:
     """The GPU ids Ray gave this actor; None outside a Ray actor."""
-    if not _in_actor():
+    if not in_ray_actor():
         return None
     import ray
 
@@ -112,7 +103,7 @@ class Learner:
         torch.set_num_threads(max(1, int(config.learner.num_cpus_per_learner)))
         # learner.reserve_cores: under Ray, this process runs on cores of its machine that the workers leave to it while
         # it updates (distrl/common/affinity.py).
-        reserved = math.ceil(config.learner.num_cpus_per_learner) if config.learner.reserve_cores and _in_actor() else 0
+        reserved = math.ceil(config.learner.num_cpus_per_learner) if config.learner.reserve_cores and in_ray_actor() else 0
         self.cores = affinity.LearnerCores(reserved)  # 0: claims nothing
         if reserved and not self.cores.cores:
             log.warning(f"learner.reserve_cores: rank {rank} found fewer than {reserved + 1} unclaimed cores on its "

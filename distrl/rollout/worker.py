@@ -25,6 +25,7 @@ import ray
 import torch
 
 from distrl.common import affinity, priority
+from distrl.common.ray_actor import in_ray_actor
 from distrl.common.running_mean_std import RunningMeanStd
 from distrl.common.threads import use_torch_threads
 from distrl.compile.build import CheckedPolicy
@@ -55,7 +56,7 @@ class RolloutWorker:
         self.incarnation = uuid.uuid4().hex[:8]  # new on every (re)start of this worker
         self.node_id = ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
         # Under Ray (not a test's own process): nicer than the learner, before the env and policy start their threads.
-        in_actor = ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None
+        in_actor = in_ray_actor()
         self.niceness = priority.raise_niceness(config.rollout.worker_niceness) if in_actor else None
         # learner.reserve_cores: a learner on this machine has its cores to itself while it updates (common/affinity.py).
         self.cores = affinity.WorkerCores() if in_actor and config.learner.reserve_cores else None
