@@ -54,6 +54,10 @@ TASKS = {  # name -> (config, overrides, target, env step budget)
 }  # fmt: skip
 
 
+# Each pipeline's ppo.proximal: sync the paper's ratio, async decoupled PPO (the async configs'); --async-proximal
+# changes the async runs'. At lag 0 the two are the same policy.
+PROXIMAL = {"sync": "behaviour", "async": "learner"}
+
 # --layout nodes: the head (the learner's node, and the driver's) on core 0, the rollout node on core 1
 NODE_CORES = {"learner": "0", "rollout": "1"}
 ON_NODES = ["learner.resources={learner: 1}", "rollout.resources={rollout: 0.25}"]
@@ -123,7 +127,7 @@ def run_all(args: argparse.Namespace, cluster: local_dev_cluster.DevCluster | No
             for pipeline in ("sync", "async") if seed % 2 == 0 else ("async", "sync"):
                 lagged = pipeline == "async"
                 r = run(task, pipeline, seed, args.async_algo if lagged else "ppo",
-                        args.async_proximal if lagged else "behaviour", args.updates_ahead if lagged else 1.0,
+                        args.async_proximal if lagged else PROXIMAL["sync"], args.updates_ahead if lagged else 1.0,
                         [*args.set, *(args.async_set if lagged else [])], cluster)  # fmt: skip
                 r["train_s"] = round(r["wall_s"] - r["first_update_s"], 3)
                 runs.append(r)
@@ -158,7 +162,7 @@ def main() -> None:
     add_task_arguments(parser)
     parser.add_argument("--async-algo", default="ppo", choices=["ppo", "appo"],
                         help="the async runs' algorithm (sync runs PPO): appo corrects the lag with V-trace")
-    parser.add_argument("--async-proximal", default="learner", choices=["behaviour", "learner"],
+    parser.add_argument("--async-proximal", default=PROXIMAL["async"], choices=["behaviour", "learner"],
                         help="the async runs' ppo.proximal (sync runs behaviour): learner is decoupled PPO")
     parser.add_argument("--updates-ahead", type=float, default=1.0,
                         help="the async runs' rollout.updates_ahead (0.5: half the next update's batches sampled during "

@@ -28,7 +28,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.async_learning import TASKS, WORKERS, train_command
+from benchmarks.async_learning import PROXIMAL, TASKS, WORKERS, train_command
 from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine, write_results
 
 
@@ -66,7 +66,7 @@ def cpu_by_role(driver: psutil.Process) -> dict[str, float]:
 
 def measure(task: str, pipeline: str, seed: int, skip: int, window_s: float) -> dict:
     config, overrides, _target, _budget = TASKS[task]
-    proximal = "learner" if pipeline == "async" else "behaviour"  # as async_learning.py's runs
+    proximal = PROXIMAL[pipeline]
     items = [*overrides, *WORKERS, f"rollout.pipeline={pipeline}", f"seed={seed}", "stop.episode_return_mean=null",
              "stop.env_steps=100000000", f"ppo.proximal={proximal}"]  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
