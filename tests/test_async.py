@@ -331,6 +331,25 @@ def test_weights_sent_during_a_sample_act_from_its_next_step(ray_local):
         ray.kill(worker)
 
 
+def test_weights_staged_as_a_sample_starts_are_the_version_that_acted_first():
+    """Weights that come in after a sample's own check for staged weights but before its first step act from step 0:
+    the batch names them as the version that acted first, and the older version, which never acted, not at all."""
+    config = load_config(None, ["env.num_envs_per_worker=2", "rollout.rollout_length=8", "rollout.compile.backend=eager",
+                                "ppo.minibatch_size=16"])  # fmt: skip
+    worker = RolloutWorker(config)
+    checks, take = [], worker._take_staged
+
+    def missed_once():  # the check before the first step misses them: they arrive just after it
+        checks.append(len(checks))
+        if len(checks) > 1:
+            take()
+
+    worker._take_staged = missed_once
+    worker.stage_weights(_weights(config, 1, False))
+    info, _ = worker.sample()
+    assert info.policy_version == 1 and info.version_changes == [(0, 1)] and info.policy_version_mean == 1.0
+
+
 def test_the_stream_sends_new_weights_to_the_samples_running(ray_local):
     """The coordinator's stream: weights set while a sample runs reach it, not only the samples sent after; a gather
     that asks for the new version takes that sample (its newer steps train; the learner leaves out the older ones)."""

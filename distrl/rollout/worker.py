@@ -265,7 +265,10 @@ class RolloutWorker:
             batch.actions[t], batch.logp[t] = actions, logp
             acted_versions += self.policy_version
             if self.policy_version != version_changes[-1][1]:
-                version_changes.append((t, self.policy_version))
+                if version_changes[-1][0] == t:  # weights staged before the first step: the older ones never acted
+                    version_changes[-1] = (t, self.policy_version)
+                else:
+                    version_changes.append((t, self.policy_version))
 
             tick = time.perf_counter()
             self.raw_obs, reward, terminated, truncated, env_info = self.envs.step(self.dist.env_actions(actions, self.envs.single_action_space))
@@ -301,7 +304,7 @@ class RolloutWorker:
             incarnation=self.incarnation,
             node_id=self.node_id,
             seed=self.seed,
-            policy_version=start_version,
+            policy_version=version_changes[0][1],
             policy_version_mean=acted_versions / steps,
             version_changes=version_changes,
             env_steps=steps * n * self.config.env.action_repeat,
