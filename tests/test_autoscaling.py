@@ -3,6 +3,7 @@
 configs/cartpole_cluster.yaml asks for them, and every actor lands on the node type its config names."""
 
 import json
+import shutil
 import subprocess
 import sys
 import threading
@@ -67,6 +68,7 @@ def test_autoscaler_launches_the_node_types_the_job_asks_for(tmp_path):
     finally:
         done.set()
         cluster.shutdown()
+        shutil.rmtree(cluster.temp_dir, ignore_errors=True)  # the temp dir start() made, logs and all
     assert cluster.processes() == []
     roles = {node_id: labels.get("distrl-role") for node_id, (_, labels) in launched.items()}
     assert sorted(r for r in roles.values() if r) == ["learner", "rollout"]  # one node of each type, on demand

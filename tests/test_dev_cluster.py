@@ -2,6 +2,7 @@
 is reported at once; nodes given cores of their own run on them only."""
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -66,6 +67,7 @@ def test_nodes_given_cores_run_every_process_on_them_only():
         assert result.stdout.strip().splitlines()[-1] == "[0] [1]"
     finally:
         dev.shutdown()
+        shutil.rmtree(base, ignore_errors=True)
     assert dev.processes() == []
 
 
@@ -119,4 +121,6 @@ def test_a_head_whose_job_agent_never_listens_is_stopped_and_started_again(tmp_p
         assert f"nothing listening on 127.0.0.1:{taken}" in printed and "address already in use" in printed
     finally:
         dev.shutdown()
+        shutil.rmtree(base, ignore_errors=True)
+        shutil.rmtree(dev.temp_dir, ignore_errors=True)  # the fake cluster's own (under base for the dev cluster)
     assert dev.processes() == []

@@ -1,6 +1,7 @@
 """`ray job submit` for real: a local multi-node cluster (head + a rollout raylet) with token auth."""
 
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -24,6 +25,7 @@ def dev():
     cluster.shutdown()
     # Exactly what this module started is stopped, and nothing of it is left.
     assert cluster.processes() == []
+    shutil.rmtree(cluster.temp_dir, ignore_errors=True)  # the temp dir start() made, logs and all
 
 
 def job(dev, *args, timeout=600):

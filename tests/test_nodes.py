@@ -4,6 +4,7 @@ spot preemption does. Only this cluster's processes are stopped."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -54,6 +55,7 @@ def finish(dev, proc, tmp_path) -> tuple[str, str]:
         if proc.poll() is None:
             proc.kill()
         dev.shutdown()
+        shutil.rmtree(os.path.dirname(dev.temp_dir), ignore_errors=True)  # start_run's base: logs and all
     (tmp_path / "stdout.txt").write_text(stdout)
     (tmp_path / "stderr.txt").write_text(stderr)  # the whole of it: the assertion shows only its end
     assert proc.returncode == 0, (stdout[-2000:], stderr[-3000:])
