@@ -158,6 +158,39 @@ def summarize(runs: list[dict]) -> list[dict]:
     return rows
 
 
+# What makes two invocations one study: the same machine (its commit aside) and the same settings of the runs.
+STUDY_SETTINGS = ("layout", "async_algo", "async_proximal", "updates_ahead", "set", "async_set")
+
+
+def pool_runs(paths: list[Path], settings: dict) -> tuple[list[dict], dict]:
+    """The runs of several results files (data: JSON read, nothing imported) and their machine, its ``commit`` every
+    commit they name; ``ValueError`` (one line) where a file was run on another machine or with other settings than
+    the first file (or than ``settings``, this invocation's), or repeats a task, pipeline and seed."""
+    runs: list[dict] = []
+    machine: dict | None = None
+    commits: list[str] = []
+    for path in paths:
+        results = json.loads(Path(path).read_text())
+        if machine is None:
+            machine = results["machine"]
+        for key in machine.keys() | results["machine"].keys():
+            if key != "commit" and results["machine"].get(key) != machine.get(key):
+                raise ValueError(f"{path} was run on machine.{key}={results['machine'].get(key)!r}, "
+                                 f"{paths[0]} on {machine.get(key)!r}: only runs of one machine are pooled")  # fmt: skip
+        for key in STUDY_SETTINGS:
+            if results["settings"].get(key) != settings.get(key):
+                raise ValueError(f"{path} has settings.{key}={results['settings'].get(key)!r}, this invocation "
+                                 f"{settings.get(key)!r}: only runs of one study are pooled")  # fmt: skip
+        seen = {(r["task"], r["pipeline"], r["seed"]) for r in runs}
+        for r in results["runs"]:
+            if (r["task"], r["pipeline"], r["seed"]) in seen:
+                raise ValueError(f"{path} repeats {r['task']} {r['pipeline']} seed {r['seed']}: pool invocations of "
+                                 "different seeds")  # fmt: skip
+        runs += results["runs"]
+        commits += [results["machine"]["commit"]] if results["machine"]["commit"] not in commits else []
+    return runs, {**machine, "commit": ", ".join(commits)}
+
+
 def seed_triples(runs: list[dict]) -> list[dict]:
     """How often target (c) holds at three seeds, the issue's measure: over every three of the seeds run (both
     pipelines of each), the share whose medians meet each task's steps bound (async <= 1.2x sync), its time bound
@@ -208,10 +241,12 @@ def main() -> None:
                              "with different seeds), written as their name + _pooled")
     args, machine = parse_task_arguments(parser)
     cluster, pooled = None, []
-    for path in args.pool or []:  # data: JSON read, nothing imported
-        results = json.loads(path.read_text())
-        pooled += results["runs"]
-        machine = results["machine"]  # the runs' machine and commit, not this invocation's
+    if args.pool:
+        try:
+            pooled, machine = pool_runs(args.pool, vars(args))  # the runs' machine and commits, not this invocation's
+        except ValueError as exc:
+            print(f"async_learning.py: error: --pool: {exc}", file=sys.stderr)
+            sys.exit(2)
     stop_cleanly_on_sigterm()
     if args.layout == "nodes" and not args.pool:
         cluster = local_dev_cluster.start(rollout_nodes=1, rollout_cpus=1, learner_cpus=1,
