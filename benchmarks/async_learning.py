@@ -248,16 +248,18 @@ def main() -> None:
             print(f"async_learning.py: error: --pool: {exc}", file=sys.stderr)
             sys.exit(2)
     stop_cleanly_on_sigterm()
-    if args.layout == "nodes" and not args.pool:
-        cluster = local_dev_cluster.start(rollout_nodes=1, rollout_cpus=1, learner_cpus=1,
-                                          temp_dir=os.path.join(tempfile.mkdtemp(prefix="ral_", dir="/tmp"), "ray"),
-                                          learner_cores=NODE_CORES["learner"], rollout_cores=NODE_CORES["rollout"])
+    base = tempfile.mkdtemp(prefix="ral_", dir="/tmp") if args.layout == "nodes" and not args.pool else None
     try:
+        if base is not None:
+            cluster = local_dev_cluster.start(rollout_nodes=1, rollout_cpus=1, learner_cpus=1,
+                                              temp_dir=os.path.join(base, "ray"), learner_cores=NODE_CORES["learner"],
+                                              rollout_cores=NODE_CORES["rollout"])  # fmt: skip
         runs = pooled if args.pool else run_all(args, cluster)
     finally:
         if cluster is not None:
             cluster.shutdown()
-            shutil.rmtree(os.path.dirname(cluster.temp_dir), ignore_errors=True)  # its private temp dir, logs and all
+        if base is not None:
+            shutil.rmtree(base, ignore_errors=True)  # the cluster's private temp dir, logs and all
     rows = summarize(runs)
     columns = [("task", "task"), ("sync env steps", "sync: env steps"), ("async env steps", "async: env steps"),
                ("steps async / sync", "async / sync steps (target <= 1.2)"), ("sync wall s", "sync: s from launch"),

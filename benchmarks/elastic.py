@@ -50,12 +50,12 @@ def main() -> None:
     print_machine(machine)
     stop_cleanly_on_sigterm()
     base = tempfile.mkdtemp(prefix="rel_", dir="/tmp")
-    dev = local_dev_cluster.start(rollout_nodes=2, rollout_cpus=args.node_cpus, learner_cpus=2,
-                                  temp_dir=os.path.join(base, "ray"))  # fmt: skip
     most = 2 * args.node_cpus
     events: dict[str, float] = {}
-    proc = None
+    dev = proc = None
     try:
+        dev = local_dev_cluster.start(rollout_nodes=2, rollout_cpus=args.node_cpus, learner_cpus=2,
+                                      temp_dir=os.path.join(base, "ray"))  # fmt: skip
         run_dir = Path(base) / "run"
         overrides = ["rollout.pipeline=async", f"rollout.num_workers={{min: 2, max: {most}}}",
                      "rollout.num_cpus_per_worker=1", "rollout.resources={rollout: 1}", "learner.resources={learner: 1}",
@@ -89,7 +89,8 @@ def main() -> None:
         if proc is not None and proc.poll() is None:  # stopped early: the run goes with its cluster
             proc.kill()
             proc.communicate()
-        dev.shutdown()
+        if dev is not None:
+            dev.shutdown()
         shutil.rmtree(base, ignore_errors=True)  # the cluster's temp dir and the run's (read above)
     series = [{"time_s": r["time_s"], "sps": r["sps"], "workers": r.get("workers_active"), "env_steps": r["env_steps"]}
               for r in rows]  # fmt: skip

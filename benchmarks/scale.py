@@ -83,10 +83,10 @@ def main(argv=None) -> int:
     # Two rollout nodes with 4 logical CPUs each hold up to 8 one-CPU workers; the head (label learner) the learners.
     stop_cleanly_on_sigterm()
     temp_base = tempfile.mkdtemp(prefix="rsc_", dir="/tmp")  # short: Ray's socket paths must fit 107 chars
-    cluster = local_dev_cluster.start(rollout_nodes=2, rollout_cpus=4, learner_cpus=LEARNERS,
-                                      temp_dir=os.path.join(temp_base, "ray"))  # fmt: skip
-    rows, failures = [], []
+    rows, failures, cluster = [], [], None
     try:
+        cluster = local_dev_cluster.start(rollout_nodes=2, rollout_cpus=4, learner_cpus=LEARNERS,
+                                          temp_dir=os.path.join(temp_base, "ray"))  # fmt: skip
         with tempfile.TemporaryDirectory() as tmp:
             for workers in args.workers:
                 started = time.perf_counter()
@@ -97,7 +97,8 @@ def main(argv=None) -> int:
                       f"{row['worker_sample_sps']:,.0f} env steps/s per worker; run {time.perf_counter() - started:.0f} s",
                       flush=True)  # fmt: skip
     finally:
-        cluster.shutdown()
+        if cluster is not None:
+            cluster.shutdown()
         shutil.rmtree(temp_base, ignore_errors=True)  # the cluster's temp dir, logs and all
     base = rows[0]["worker_sample_sps"]
     for row in rows:

@@ -25,9 +25,11 @@ from pathlib import Path
 import yaml
 
 try:  # imported as clusters.fake_autoscaling_cluster (tests) or run as a script
-    from clusters.local_dev_cluster import DevCluster, free_port, ray_command, start_retrying, wait_for_agent
+    from clusters.local_dev_cluster import (DevCluster, free_port, ray_command, start_retrying, stopped_on_failure,
+                                            wait_for_agent)
 except ImportError:
-    from local_dev_cluster import DevCluster, free_port, ray_command, start_retrying, wait_for_agent
+    from local_dev_cluster import (DevCluster, free_port, ray_command, start_retrying, stopped_on_failure,
+                                   wait_for_agent)
 
 # What Ray's fake provider expects of the head (ray.autoscaler._private.fake_multi_node.node_provider).
 FAKE_HEAD_NODE_ID = "fffffffffffffffffffffffffffffffffffffffffffffffffff00000"
@@ -119,12 +121,9 @@ def _start_once(env: dict, token: str, temp_dir: str, types: dict, head_cpus: in
             f"--autoscaling-config={config_path}", f"--num-cpus={head_cpus}", "--node-ip-address=127.0.0.1",
             "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard_port}",
             f"--dashboard-agent-listen-port={agent_port}", "--disable-usage-stats"]  # fmt: skip
-    try:
+    with stopped_on_failure(cluster, "fake autoscaling cluster"):
         subprocess.run(head, env=env, check=True, capture_output=True, text=True)
-    except subprocess.CalledProcessError as exc:
-        cluster.shutdown()
-        raise RuntimeError(f"starting the fake autoscaling cluster failed: {exc.stderr[-2000:]}") from None
-    wait_for_agent(cluster, agent_port)
+        wait_for_agent(cluster, agent_port)
     return cluster
 
 

@@ -14,6 +14,7 @@ temp dir, so stopping kills exactly this cluster's processes and no other Ray.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -156,13 +157,12 @@ def start_retrying(what: str, start_once) -> DevCluster:
 
 
 def wait_for_agent(cluster: DevCluster, agent_port: int) -> None:
-    """Wait for the head's job agent (job submission goes through it); where it never listens, stop the cluster and
-    raise ``AgentNeverListened`` with the tail of the agent's log."""
+    """Wait for the head's job agent (job submission goes through it); where it never listens, raise
+    ``AgentNeverListened`` with the tail of the agent's log (``stopped_on_failure`` then stops the cluster)."""
     try:
         _wait_for_port(agent_port, timeout_s=AGENT_WAIT_S)
     except TimeoutError as exc:
         log = _log_tail(Path(cluster.temp_dir) / "session_latest" / "logs" / "dashboard_agent.log")
-        cluster.shutdown()
         raise AgentNeverListened(f"{exc}; the head's dashboard_agent.log ends: {log}") from None
 
 
@@ -176,15 +176,26 @@ def _start_once(env: dict, token: str, temp_dir: str, rollout_nodes: int, rollou
             f"--dashboard-port={dashboard_port}", f"--dashboard-agent-listen-port={agent_port}",
             f"--num-cpus={learner_cpus}", f"--num-gpus={learner_gpus}",
             "--resources=" + json.dumps({"learner": 1}), "--labels=distrl-role=learner", *common]  # fmt: skip
-    try:
+    with stopped_on_failure(cluster, "dev cluster"):
         ray_start(on_cores(head, learner_cores), env, clean_up=cluster.shutdown)
         for index in range(1, rollout_nodes + 1):
             add_rollout_node(cluster, index, rollout_cpus, rollout_cores)
+        wait_for_agent(cluster, agent_port)
+    return cluster
+
+
+@contextlib.contextmanager
+def stopped_on_failure(cluster: DevCluster, what: str):
+    """Whatever stops a cluster's start (a failed `ray start`, its agent never listening, a SIGTERM or Ctrl-C while it
+    starts) stops every process of it that has started; a failed `ray start` is reported with its stderr's end."""
+    try:
+        yield
     except subprocess.CalledProcessError as exc:
         cluster.shutdown()
-        raise RuntimeError(f"starting the dev cluster failed: {exc.stderr[-2000:]}") from None
-    wait_for_agent(cluster, agent_port)
-    return cluster
+        raise RuntimeError(f"starting the {what} failed: {exc.stderr[-2000:]}") from None
+    except BaseException:
+        cluster.shutdown()
+        raise
 
 
 def _log_tail(path: Path, chars: int = 1500) -> str:

@@ -124,3 +124,68 @@ def test_async_learning_quick_on_two_nodes_with_a_core_each(tmp_path):
     assert sorted(r["pipeline"] for r in payload["runs"]) == ["async", "sync"] and payload["rows"]
     assert not [p for p in psutil.process_iter(["cmdline"]) if "/tmp/ral_" in " ".join(p.info["cmdline"] or [])]
     assert set(Path("/tmp").glob("ral_*")) <= before
+
+
+def _results_file(path: Path, seeds: list[int], async_steps: list[int], async_wall: list[float], **machine) -> Path:
+    """An async_learning results file of CartPole runs: sync 100 env steps in 10 s at every seed, async as given."""
+    runs = []
+    for seed, steps, wall in zip(seeds, async_steps, async_wall, strict=True):
+        for pipeline, (s, w) in (("sync", (100, 10.0)), ("async", (steps, wall))):
+            runs.append({"task": "CartPole-v1", "pipeline": pipeline, "seed": seed, "solved": True, "env_steps": s,
+                         "wall_s": w, "train_s": w - 5, "policy_lag": float(pipeline == "async")})  # fmt: skip
+    settings = {"layout": "shared", "async_algo": "ppo", "async_proximal": "learner", "updates_ahead": 1.0, "set": [],
+                "async_set": []}  # fmt: skip
+    payload = {"machine": {"cpu": "X", "cores": 2, "gpu": None, "torch": "t", "ray": "r", "onnxruntime": "o",
+                           "commit": path.stem, **machine}, "settings": settings, "runs": runs}  # fmt: skip
+    path.write_text(json.dumps(payload))
+    return path
+
+
+def test_async_learning_pools_one_study_and_tables_how_often_three_seeds_meet_the_target(tmp_path):
+    """``--pool``: the runs of invocations with different seeds, their medians, and the share of every three seeds
+    whose medians meet target (c); files of another machine, or a seed run twice, are refused in one line (exit 2)."""
+    first = _results_file(tmp_path / "a.json", [0, 1], [100, 100], [9.0, 9.0])
+    second = _results_file(tmp_path / "b.json", [2, 3], [130, 130], [11.0, 11.0])
+    result = run_script("async_learning", "--pool", str(first), str(second), "--results-dir", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    pooled = json.loads((tmp_path / "out" / "async_learning_pooled.json").read_text())
+    assert len(pooled["runs"]) == 8 and pooled["machine"]["commit"] == "a, b"
+    # Of the four triples, the two with seeds 0 and 1 have async medians of 100 steps in 9 s: both bounds met
+    cartpole, every = pooled["seed_triples"]
+    assert cartpole == {"task": "CartPole-v1", "triples": 4, "steps met": 0.5, "time met": 0.5, "both met": 0.5}
+    assert every["both met"] == 0.5
+    other = _results_file(tmp_path / "c.json", [4], [100], [9.0], cores=16)
+    for files, words in (([first, other], "machine.cores=16"), ([first, first], "repeats CartPole-v1 sync seed 0")):
+        refused = run_script("async_learning", "--pool", *map(str, files), "--results-dir", str(tmp_path / "no"))
+        assert refused.returncode == 2 and words in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+        assert "Traceback" not in refused.stderr and not (tmp_path / "no").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("when", ["its cluster starts", "its run trains"])
+def test_a_benchmark_stopped_with_sigterm_stops_its_cluster_and_removes_its_temp_dir(when):
+    """``elastic.py`` (its cluster, then its training run on it) stopped while its cluster starts or mid-run: no
+    process of either is left, nor its temp dir."""
+    import os
+    import signal
+    import time
+
+    import psutil
+
+    before = set(Path("/tmp").glob("rel_*"))
+    proc = subprocess.Popen([sys.executable, "benchmarks/elastic.py", "--quick", "--results-dir", "/nonexistent"],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+    def ours() -> list[str]:
+        lines = [" ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"])]
+        return [line for line in lines if "/tmp/rel_" in line and not any(str(b) in line for b in before)]
+
+    sign = "/tmp/rel_" if when == "its cluster starts" else "-m distrl train"  # the first process of the cluster, or the run
+    deadline = time.monotonic() + 300
+    while not any(sign in line for line in ours()):
+        assert proc.poll() is None, proc.stderr.read()[-3000:]
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGTERM)
+    assert proc.wait(timeout=120) == 143
+    assert ours() == [] and set(Path("/tmp").glob("rel_*")) <= before
