@@ -22,7 +22,7 @@ class SampleInfo:
     incarnation: str  # new on every (re)start of the worker: the driver counts restarts by it
     seed: int  # the worker's random stream (a restarted worker draws a new one)
     policy_version: int  # the version of the weights that acted first
-    policy_version_mean: float  # the mean over its steps (newer weights can arrive mid-sample): the policy lag reads it
+    policy_version_mean: float  # the mean over its steps (newer weights can arrive mid-sample)
     env_steps: int  # env steps in the batch (action repeats included)
     batch_bytes: int
     episode_returns: list[float]  # episodes that ended in this batch

@@ -205,7 +205,6 @@ class RolloutWorker:
         if weights is not None:
             self.set_weights(weights)
         self._take_staged()
-        start_version = self.policy_version
         if league is not None:
             self.league_env.set_plan(league)
         start = time.perf_counter()
@@ -225,8 +224,10 @@ class RolloutWorker:
         env_errors, error_messages, env_nonfinite, nonfinite_messages = 0, [], 0, []
         no_error = np.zeros(n, dtype=bool)
         policy_s = env_s = 0.0
-        acted_versions = 0  # summed over the steps: their mean is the batch's version for the policy lag
-        version_changes = [(0, start_version)]  # (first step, version): the learner leaves out steps too old to use
+        acted_versions = 0  # summed over the steps: their mean is the batch's mean version
+        # (first step, version) from the version that acts at step 0 (weights staged just before it included): the
+        # learner leaves out steps too old to use
+        version_changes: list[tuple[int, int]] = []
 
         for t in range(steps + 1):
             if self.staged is not None:  # read without the lock: a miss is taken at the next step
@@ -264,11 +265,8 @@ class RolloutWorker:
                 self.h, self.c = h, c
             batch.actions[t], batch.logp[t] = actions, logp
             acted_versions += self.policy_version
-            if self.policy_version != version_changes[-1][1]:
-                if version_changes[-1][0] == t:  # weights staged before the first step: the older ones never acted
-                    version_changes[-1] = (t, self.policy_version)
-                else:
-                    version_changes.append((t, self.policy_version))
+            if not version_changes or self.policy_version != version_changes[-1][1]:
+                version_changes.append((t, self.policy_version))
 
             tick = time.perf_counter()
             self.raw_obs, reward, terminated, truncated, env_info = self.envs.step(self.dist.env_actions(actions, self.envs.single_action_space))
