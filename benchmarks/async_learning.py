@@ -2,7 +2,7 @@
 
 CartPole-v1 to a mean return of 475, Acrobot-v1 to -100 and Pendulum-v1 to -250, each with four
 rollout workers (0.25 CPU each, so they fit a 2-core machine beside the learner) and the shipped
-settings, ``rollout.pipeline`` sync and async, PPO, seeds 0-2 (``--seeds``). The async runs measure PPO's clipped
+settings (Acrobot: CartPole's, with an entropy bonus), ``rollout.pipeline`` sync and async, PPO, seeds 0-2 (``--seeds``). The async runs measure PPO's clipped
 ratio from the learner's policy (``ppo.proximal: learner``, decoupled PPO, as the async configs do; the sync runs keep
 the behaviour policy's, which at lag 0 is the same policy). ``--async-algo appo`` (V-trace targets) and
 ``--async-proximal behaviour`` change the async runs, and ``--updates-ahead X`` their ``rollout.updates_ahead``; their
@@ -22,6 +22,7 @@ that joins it (``--address``), so wall time from launch has no Ray start-up in i
     python benchmarks/async_learning.py                  # 3 tasks x 2 pipelines x 3 seeds
     python benchmarks/async_learning.py --layout nodes   # the same on two one-core nodes
     python benchmarks/async_learning.py --layout nodes --pool A.json B.json   # medians over invocations' runs
+    python benchmarks/async_learning.py --tasks Acrobot-v1 --seeds 0 1 2 3   # some tasks: written apart
     python benchmarks/async_learning.py --quick          # CartPole, seed 0
 """
 
@@ -49,8 +50,11 @@ WORKERS = ["rollout.num_workers=4", "rollout.num_cpus_per_worker=0.25", "checkpo
            "logging.tensorboard=false", "logging.progress=lines"]  # fmt: skip
 TASKS = {  # name -> (config, overrides, target, env step budget)
     "CartPole-v1": ("configs/cartpole.yaml", ["env.num_envs_per_worker=16"], 475.0, 1_500_000),
+    # Acrobot's entropy bonus (CleanRL's for classic control): a policy that reaches the goal by chance first must
+    # keep exploring until it does. Without it 3 of 20 async runs' entropy fell before the first success, and they
+    # never solved (docs/performance.md).
     "Acrobot-v1": ("configs/cartpole.yaml", ["env.id=Acrobot-v1", "env.vectorization=sync", "env.num_envs_per_worker=16",
-                                             "ppo.lr=1e-3"], -100.0, 600_000),
+                                             "ppo.lr=1e-3", "ppo.ent_coef=0.01"], -100.0, 600_000),
     "Pendulum-v1": ("configs/pendulum.yaml", ["env.num_envs_per_worker=8"], -250.0, 600_000),
 }  # fmt: skip
 
@@ -96,7 +100,8 @@ def run(task: str, pipeline: str, seed: int, algo: str, proximal: str, updates_a
     first_update_s = metrics[0]["time_s"]
     lag = statistics.mean(row["policy_lag_mean"] for row in metrics[1:]) if len(metrics) > 1 else 0.0
     solved = summary["stop_reason"] == "episode_return_mean"
-    return {"task": task, "pipeline": pipeline, "algo": algo, "proximal": proximal, "updates_ahead": updates_ahead, "seed": seed, "solved": solved, "env_steps": summary["env_steps"],
+    return {"task": task, "overrides": overrides, "pipeline": pipeline, "algo": algo, "proximal": proximal,
+            "updates_ahead": updates_ahead, "seed": seed, "solved": solved, "env_steps": summary["env_steps"],
             "wall_s": summary["solved_at_s"] if solved else summary["wall_s"], "first_update_s": first_update_s,
             "return": summary["episode_return_mean"], "policy_lag": round(lag, 3),
             "stale_batches": summary.get("stale_batches", 0)}  # fmt: skip
@@ -163,9 +168,10 @@ STUDY_SETTINGS = ("layout", "async_algo", "async_proximal", "updates_ahead", "se
 
 
 def pool_runs(paths: list[Path], settings: dict) -> tuple[list[dict], dict]:
-    """The runs of several results files (data: JSON read, nothing imported) and their machine, its ``commit`` every
-    commit they name; ``ValueError`` (one line) where a file was run on another machine or with other settings than
-    the first file (or than ``settings``, this invocation's), or repeats a task, pipeline and seed."""
+    """The runs of several results files (data: JSON read, nothing imported) of the tasks ``settings["tasks"]`` names,
+    and their machine, its ``commit`` every commit they name; ``ValueError`` (one line) where a file was run on
+    another machine or with other settings than the first file (or than ``settings``, this invocation's), defines a
+    task otherwise, or repeats a task, pipeline and seed."""
     runs: list[dict] = []
     machine: dict | None = None
     commits: list[str] = []
@@ -181,12 +187,18 @@ def pool_runs(paths: list[Path], settings: dict) -> tuple[list[dict], dict]:
             if results["settings"].get(key) != settings.get(key):
                 raise ValueError(f"{path} has settings.{key}={results['settings'].get(key)!r}, this invocation "
                                  f"{settings.get(key)!r}: only runs of one study are pooled")  # fmt: skip
+        kept = [r for r in results["runs"] if r["task"] in settings["tasks"]]
+        overrides = {r["task"]: r.get("overrides") for r in runs}  # None: a file from before runs recorded them
+        for r in kept:
+            if r["task"] in overrides and r.get("overrides") != overrides[r["task"]]:
+                raise ValueError(f"{path} ran {r['task']} with {r.get('overrides')!r}, the files before it with "
+                                 f"{overrides[r['task']]!r}: only runs of one task definition are pooled")  # fmt: skip
         seen = {(r["task"], r["pipeline"], r["seed"]) for r in runs}
-        for r in results["runs"]:
+        for r in kept:
             if (r["task"], r["pipeline"], r["seed"]) in seen:
                 raise ValueError(f"{path} repeats {r['task']} {r['pipeline']} seed {r['seed']}: pool invocations of "
                                  "different seeds")  # fmt: skip
-        runs += results["runs"]
+        runs += kept
         commits += [results["machine"]["commit"]] if results["machine"]["commit"] not in commits else []
     return runs, {**machine, "commit": ", ".join(commits)}
 
@@ -238,7 +250,7 @@ def main() -> None:
                              "node on 127.0.0.1, a core each")
     parser.add_argument("--pool", nargs="+", type=Path, metavar="JSON",
                         help="run nothing: the medians over the runs of these results files (invocations of one study "
-                             "with different seeds), written as their name + _pooled")
+                             "with different seeds) of the tasks --tasks names, written as their name + _pooled")
     args, machine = parse_task_arguments(parser)
     cluster, pooled = None, []
     if args.pool:
@@ -275,6 +287,8 @@ def main() -> None:
         name += f"_{args.layout}"
     if args.pool:
         name += "_pooled"
+    if not args.quick and args.tasks != list(TASKS):  # a study of some tasks: apart from the whole one
+        name += "_" + "-".join(task.split("-")[0].lower() for task in args.tasks)
     for flag, items in (("set", args.set), ("async-set", args.async_set)):
         for item in items:
             name += f"_{flag}_" + "".join(c if c.isalnum() else "-" for c in item)

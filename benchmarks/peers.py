@@ -56,6 +56,7 @@ launch = time.perf_counter()
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.logger import Logger
 spec = json.loads(sys.argv[1])
 
 def linear(start):
@@ -74,6 +75,7 @@ class StopAtTarget(BaseCallback):
 env = make_vec_env("CartPole-v1", n_envs=8, seed=spec["seed"])
 model = PPO("MlpPolicy", env, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20, ent_coef=0.0,
             learning_rate=linear(1e-3), clip_range=linear(0.2), seed=spec["seed"], device="cpu", verbose=0)
+model.set_logger(Logger(folder=None, output_formats=[]))  # SB3's own would make an empty /tmp/SB3-* dir per run
 callback = StopAtTarget()
 model.learn(total_timesteps=min(100_000, spec["max_steps"]), callback=callback)
 returns = [info["r"] for info in model.ep_info_buffer]

@@ -70,6 +70,7 @@ def start(cluster_file: Path, cpu_scale: float = 1 / 8, max_workers: int | None 
         "RAY_AUTH_TOKEN": token,
         "RAY_USAGE_STATS_ENABLED": "0",
         "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+        "TMPDIR": temp_dir,  # its processes' own temp files (the dashboard's forkserver socket) go with it
         # Ray's fake multi-node provider, autoscaler v2 (as AutoscalingCluster sets them).
         "RAY_FAKE_CLUSTER": "1",
         "RAY_enable_autoscaler_v2": "1",

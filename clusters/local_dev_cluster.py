@@ -132,6 +132,7 @@ def start(rollout_nodes: int = 1, rollout_cpus: int = 2, learner_cpus: int = 1, 
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env.pop("RAY_ADDRESS", None)
     temp_dir = temp_dir or tempfile.mkdtemp(prefix="rdev_", dir="/tmp")  # short: Ray's socket paths must fit 107 chars
+    env["TMPDIR"] = temp_dir  # its processes' own temp files (the dashboard's forkserver socket) go with it
     return start_retrying("dev cluster", lambda: _start_once(env, token, temp_dir, rollout_nodes, rollout_cpus,
                                                              learner_cpus, learner_gpus, learner_cores, rollout_cores))
 

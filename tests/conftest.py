@@ -19,6 +19,11 @@ def pytest_configure(config):
     in the machine's /tmp/ray: nothing is left behind, and no test finds another Ray's address file. Made here, once
     per session (this module is imported a second time as ``tests.conftest``). Short: socket paths must fit 107 chars."""
     config.stash[RAY_TMPDIR] = os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="rt_", dir="/tmp")
+    # The temp files of the processes tests start (Ray dashboards' forkservers) go there too: a killed process leaves
+    # its own behind otherwise (a pymp-* dir per Ray dashboard). This process keeps /tmp (pytest's tmp_path included:
+    # Ray's socket paths under it must stay short).
+    tempfile.gettempdir()
+    os.environ["TMPDIR"] = config.stash[RAY_TMPDIR]
 
 
 @pytest.hookimpl(trylast=True)  # after pytest's own, which tears the session's fixtures down (ray_local's shutdown)

@@ -126,13 +126,15 @@ def test_async_learning_quick_on_two_nodes_with_a_core_each(tmp_path):
     assert set(Path("/tmp").glob("ral_*")) <= before
 
 
-def _results_file(path: Path, seeds: list[int], async_steps: list[int], async_wall: list[float], **machine) -> Path:
-    """An async_learning results file of CartPole runs: sync 100 env steps in 10 s at every seed, async as given."""
+def _results_file(path: Path, seeds: list[int], async_steps: list[int], async_wall: list[float],
+                  overrides: list[str] | None = None, task: str = "CartPole-v1", **machine) -> Path:
+    """An async_learning results file of ``task``'s runs: sync 100 env steps in 10 s at every seed, async as given."""
     runs = []
     for seed, steps, wall in zip(seeds, async_steps, async_wall, strict=True):
         for pipeline, (s, w) in (("sync", (100, 10.0)), ("async", (steps, wall))):
-            runs.append({"task": "CartPole-v1", "pipeline": pipeline, "seed": seed, "solved": True, "env_steps": s,
-                         "wall_s": w, "train_s": w - 5, "policy_lag": float(pipeline == "async")})  # fmt: skip
+            runs.append({"task": task, "overrides": overrides, "pipeline": pipeline, "seed": seed,
+                         "solved": True, "env_steps": s, "wall_s": w, "train_s": w - 5,
+                         "policy_lag": float(pipeline == "async")})  # fmt: skip
     settings = {"layout": "shared", "async_algo": "ppo", "async_proximal": "learner", "updates_ahead": 1.0, "set": [],
                 "async_set": []}  # fmt: skip
     payload = {"machine": {"cpu": "X", "cores": 2, "gpu": None, "torch": "t", "ray": "r", "onnxruntime": "o",
@@ -143,7 +145,8 @@ def _results_file(path: Path, seeds: list[int], async_steps: list[int], async_wa
 
 def test_async_learning_pools_one_study_and_tables_how_often_three_seeds_meet_the_target(tmp_path):
     """``--pool``: the runs of invocations with different seeds, their medians, and the share of every three seeds
-    whose medians meet target (c); files of another machine, or a seed run twice, are refused in one line (exit 2)."""
+    whose medians meet target (c); files of another machine, of another definition of a task, or a seed run twice,
+    are refused in one line (exit 2); ``--tasks`` pools those tasks' runs alone, written apart."""
     first = _results_file(tmp_path / "a.json", [0, 1], [100, 100], [9.0, 9.0])
     second = _results_file(tmp_path / "b.json", [2, 3], [130, 130], [11.0, 11.0])
     result = run_script("async_learning", "--pool", str(first), str(second), "--results-dir", str(tmp_path / "out"))
@@ -154,8 +157,17 @@ def test_async_learning_pools_one_study_and_tables_how_often_three_seeds_meet_th
     cartpole, every = pooled["seed_triples"]
     assert cartpole == {"task": "CartPole-v1", "triples": 4, "steps met": 0.5, "time met": 0.5, "both met": 0.5}
     assert every["both met"] == 0.5
+    acrobot = _results_file(tmp_path / "acrobot.json", [0, 1], [100, 100], [9.0, 9.0], ["ppo.ent_coef=0.01"],
+                            "Acrobot-v1")  # fmt: skip
+    result = run_script("async_learning", "--pool", str(first), str(acrobot), "--tasks", "Acrobot-v1", "--results-dir",
+                        str(tmp_path / "out"))  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    pooled = json.loads((tmp_path / "out" / "async_learning_pooled_acrobot.json").read_text())
+    assert {r["task"] for r in pooled["runs"]} == {"Acrobot-v1"} and len(pooled["runs"]) == 4
     other = _results_file(tmp_path / "c.json", [4], [100], [9.0], cores=16)
-    for files, words in (([first, other], "machine.cores=16"), ([first, first], "repeats CartPole-v1 sync seed 0")):
+    redefined = _results_file(tmp_path / "d.json", [5], [100], [9.0], overrides=["ppo.ent_coef=0.01"])
+    for files, words in (([first, other], "machine.cores=16"), ([first, first], "repeats CartPole-v1 sync seed 0"),
+                         ([first, redefined], "ran CartPole-v1 with ['ppo.ent_coef=0.01'], the files before it with None")):  # fmt: skip
         refused = run_script("async_learning", "--pool", *map(str, files), "--results-dir", str(tmp_path / "no"))
         assert refused.returncode == 2 and words in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
         assert "Traceback" not in refused.stderr and not (tmp_path / "no").exists()
