@@ -1,10 +1,10 @@
 """Learning with the asynchronous pipeline beside the lockstep one: env steps and wall time to each task's target.
 
-CartPole-v1 to a mean return of 475, Acrobot-v1 to -100 and Pendulum-v1 to -250, each with four
-rollout workers (0.25 CPU each, so they fit a 2-core machine beside the learner) and the shipped
-settings (Acrobot: CartPole's, with an entropy bonus), ``rollout.pipeline`` sync and async, PPO, seeds 0-2 (``--seeds``). The async runs measure PPO's clipped
-ratio from the learner's policy (``ppo.proximal: learner``, decoupled PPO, as the async configs do; the sync runs keep
-the behaviour policy's, which at lag 0 is the same policy). ``--async-algo appo`` (V-trace targets) and
+CartPole-v1 to a mean return of 475, Acrobot-v1 to -100 and Pendulum-v1 to -250, each with four rollout workers (0.25
+CPU each, so they fit a 2-core machine beside the learner) and the shipped settings (Acrobot: CartPole's, with an
+entropy bonus), ``rollout.pipeline`` sync and async, PPO, seeds 0-2 (``--seeds``). The async runs measure PPO's
+clipped ratio from the learner's policy (``ppo.proximal: learner``, decoupled PPO, as the async configs do; the sync
+runs keep the behaviour policy's, which at lag 0 is the same policy). ``--async-algo appo`` (V-trace targets) and
 ``--async-proximal behaviour`` change the async runs, and ``--updates-ahead X`` their ``rollout.updates_ahead``; their
 results are written apart (``async_learning_ALGO_PROXIMAL``, ``..._aheadX``). A run that misses its target within its budget counts at its budget. Wall time is
 given from launch and from the first update (start-up, 12-20 s here, is the same work in both pipelines and its

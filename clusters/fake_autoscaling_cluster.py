@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import signal
 import subprocess
 import sys
@@ -25,11 +24,11 @@ from pathlib import Path
 import yaml
 
 try:  # imported as clusters.fake_autoscaling_cluster (tests) or run as a script
-    from clusters.local_dev_cluster import (DevCluster, free_port, ray_command, start_retrying, stopped_on_failure,
-                                            wait_for_agent)
+    from clusters.local_dev_cluster import (DevCluster, cluster_env, free_port, ray_command, start_retrying,
+                                            stopped_on_failure, wait_for_agent)
 except ImportError:
-    from local_dev_cluster import (DevCluster, free_port, ray_command, start_retrying, stopped_on_failure,
-                                   wait_for_agent)
+    from local_dev_cluster import (DevCluster, cluster_env, free_port, ray_command, start_retrying,
+                                   stopped_on_failure, wait_for_agent)
 
 # What Ray's fake provider expects of the head (ray.autoscaler._private.fake_multi_node.node_provider).
 FAKE_HEAD_NODE_ID = "fffffffffffffffffffffffffffffffffffffffffffffffffff00000"
@@ -60,25 +59,15 @@ def fake_node_types(cluster_file: Path, cpu_scale: float, max_workers: int | Non
 
 def start(cluster_file: Path, cpu_scale: float = 1 / 8, max_workers: int | None = 2, head_cpus: int = 0) -> DevCluster:
     """Start the head with the autoscaler; nodes appear only when something asks for their resources."""
-    import secrets
-
-    token = os.environ.get("RAY_AUTH_TOKEN") or secrets.token_hex(32)
     temp_dir = tempfile.mkdtemp(prefix="rfake_", dir="/tmp")  # short: Ray's socket paths must fit 107 chars
-    env = {
-        **os.environ,
-        "RAY_AUTH_MODE": "token",
-        "RAY_AUTH_TOKEN": token,
-        "RAY_USAGE_STATS_ENABLED": "0",
-        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
-        "TMPDIR": temp_dir,  # its processes' own temp files (the dashboard's forkserver socket) go with it
-        # Ray's fake multi-node provider, autoscaler v2 (as AutoscalingCluster sets them).
+    env, token = cluster_env(temp_dir)
+    env.update({  # Ray's fake multi-node provider, autoscaler v2 (as AutoscalingCluster sets them).
         "RAY_FAKE_CLUSTER": "1",
         "RAY_enable_autoscaler_v2": "1",
         "RAY_CLOUD_INSTANCE_ID": FAKE_HEAD_NODE_ID,
         "RAY_OVERRIDE_NODE_ID_FOR_TESTING": FAKE_HEAD_NODE_ID,
         "AUTOSCALER_UPDATE_INTERVAL_S": "1",
-    }
-    env.pop("RAY_ADDRESS", None)
+    })
     types = fake_node_types(cluster_file, cpu_scale, max_workers)
     types[FAKE_HEAD_NODE_TYPE] = {"resources": {"CPU": head_cpus}, "node_config": {}, "max_workers": 0}
     cluster = start_retrying("fake autoscaling cluster", lambda: _start_once(env, token, temp_dir, types, head_cpus))

@@ -126,15 +126,21 @@ def start(rollout_nodes: int = 1, rollout_cpus: int = 2, learner_cpus: int = 1, 
     ``learner_cores`` / ``rollout_cores`` (``taskset`` lists, e.g. "0" and "1"): the cores the head's / the rollout
     nodes' processes run on (default: all), so that nodes on one machine do not share cores, as separate machines
     do not."""
+    temp_dir = temp_dir or tempfile.mkdtemp(prefix="rdev_", dir="/tmp")  # short: Ray's socket paths must fit 107 chars
+    env, token = cluster_env(temp_dir)
+    return start_retrying("dev cluster", lambda: _start_once(env, token, temp_dir, rollout_nodes, rollout_cpus,
+                                                             learner_cpus, learner_gpus, learner_cores, rollout_cores))
+
+
+def cluster_env(temp_dir: str) -> tuple[dict, str]:
+    """The environment a cluster's processes start with, and its token (``RAY_AUTH_TOKEN``'s, or a new one)."""
     token = os.environ.get("RAY_AUTH_TOKEN") or secrets.token_hex(32)
-    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token, "RAY_USAGE_STATS_ENABLED": "0"}
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token, "RAY_USAGE_STATS_ENABLED": "0",
+           "TMPDIR": temp_dir}  # its processes' own temp files (the dashboard's forkserver socket) go with it
     # This interpreter's bin first: job entrypoints that say `python` or `distrl` get the same environment.
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env.pop("RAY_ADDRESS", None)
-    temp_dir = temp_dir or tempfile.mkdtemp(prefix="rdev_", dir="/tmp")  # short: Ray's socket paths must fit 107 chars
-    env["TMPDIR"] = temp_dir  # its processes' own temp files (the dashboard's forkserver socket) go with it
-    return start_retrying("dev cluster", lambda: _start_once(env, token, temp_dir, rollout_nodes, rollout_cpus,
-                                                             learner_cpus, learner_gpus, learner_cores, rollout_cores))
+    return env, token
 
 
 AGENT_WAIT_S = 120  # how long a head's job agent may take to listen

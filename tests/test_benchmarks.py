@@ -167,7 +167,8 @@ def test_async_learning_pools_one_study_and_tables_how_often_three_seeds_meet_th
     other = _results_file(tmp_path / "c.json", [4], [100], [9.0], cores=16)
     redefined = _results_file(tmp_path / "d.json", [5], [100], [9.0], overrides=["ppo.ent_coef=0.01"])
     for files, words in (([first, other], "machine.cores=16"), ([first, first], "repeats CartPole-v1 sync seed 0"),
-                         ([first, redefined], "ran CartPole-v1 with ['ppo.ent_coef=0.01'], the files before it with None")):  # fmt: skip
+                         ([first, redefined],
+                          "ran CartPole-v1 with ['ppo.ent_coef=0.01'], the files before it with None")):  # fmt: skip
         refused = run_script("async_learning", "--pool", *map(str, files), "--results-dir", str(tmp_path / "no"))
         assert refused.returncode == 2 and words in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
         assert "Traceback" not in refused.stderr and not (tmp_path / "no").exists()
