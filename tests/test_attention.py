@@ -2,6 +2,7 @@
 matches eager before and after weight updates, export, and a short run that learns."""
 
 import json
+from types import SimpleNamespace
 
 import gymnasium as gym
 import numpy as np
@@ -15,7 +16,7 @@ from distrl.learner import Learner
 from distrl.data.window import windows
 from distrl.models import build_model
 from distrl.rollout import RolloutWorker
-from distrl.data.window import ObservationWindow
+from distrl.data.memory.window import WindowMemory
 from tests.conftest import run_cli
 from tests.test_train_e2e import check_run_dir
 
@@ -30,14 +31,23 @@ SMALL = ["model.type=attention", "model.window=4", "model.d_model=16", "model.he
 
 
 def test_window_zeroes_everything_before_an_episode_start():
-    window = ObservationWindow(2, 3, (1,), np.float32)
+    window = WindowMemory(SimpleNamespace(window=3, input_space=SimpleNamespace(shape=(1,))))
+    state = window.initial(2)
+
+    def push(value, starts):
+        nonlocal state
+        (out,), seen = window.inputs(state, np.full((2, 1), value, np.float32), np.array(starts))
+        state = window.after(seen, ())
+        return out
+
     for value in (1.0, 2.0, 3.0):
-        out = window.push(np.full((2, 1), value, np.float32), np.array([False, False]))
+        out = push(value, [False, False])
     assert out[:, :, 0].tolist() == [[1, 2, 3], [1, 2, 3]]
-    out = window.push(np.full((2, 1), 4.0, np.float32), np.array([False, True]))  # env 1's new episode
+    out = push(4.0, [False, True])  # env 1's new episode
     assert out[:, :, 0].tolist() == [[2, 3, 4], [0, 0, 4]]
-    assert window.peek(np.full((2, 1), 5.0, np.float32), np.array([True, False]))[:, :, 0].tolist() == [[0, 0, 5], [0, 4, 5]]
-    assert window.buffer[:, :, 0].tolist() == [[2, 3, 4], [0, 0, 4]]  # peek keeps nothing
+    (peeked,), _ = window.inputs(state, np.full((2, 1), 5.0, np.float32), np.array([True, False]))
+    assert peeked[:, :, 0].tolist() == [[0, 0, 5], [0, 4, 5]]
+    assert state[:, :, 0].tolist() == [[2, 3, 4], [0, 0, 4]]  # inputs alone keep nothing
 
 
 class _Recorder:
@@ -78,7 +88,7 @@ def test_learner_trains_on_windows_and_reproduces_the_behaviour_log_probs():
     learner = Learner(config, *probe_spaces(config.env))
     worker.set_weights(learner.get_weights())
     info, batch = worker.sample()
-    data = learner._to_tensors(batch)
+    data = learner.hardware.to_tensors(batch)
     obs = windows(data["context"], data["obs"][:-1], data["starts"], config.model.window)
     with torch.no_grad():
         pd, _ = learner.model(obs.reshape(-1, *obs.shape[2:]))

@@ -289,7 +289,7 @@ def test_training_games_never_see_an_illegal_move_and_cover_both_seats(monkeypat
     assert {r["opponent"] for r in results} == {"latest", "main@0", "random", "heuristic"}
     seats = [r["seat"] for r in results]
     assert abs(seats.count(0) - seats.count(1)) <= 16  # alternating, copy by copy
-    assert worker.league_env.learned.backends() == {worker.policy.backend}  # snapshots act on the worker's backend
+    assert worker.env_side.game_env.learned.backends() == {worker.policy.backend}  # snapshots act on the worker's backend
 
 
 def _checking_legality(monkeypatch) -> dict:
@@ -333,12 +333,12 @@ def test_a_snapshot_keeps_playing_its_games_after_a_plan_drops_it():
     worker = _worker(league_config())
     weights = {k: v.detach().numpy().copy() for k, v in worker.model.state_dict().items()}
     worker.sample(None, {"shares": {"main@0": 1.0}, "weights": {"main@0": weights}})
-    assert (worker.league_env.opponent[~worker.league_env.done] == "main@0").any()  # games against it go on
+    assert (worker.env_side.game_env.opponent[~worker.env_side.game_env.done] == "main@0").any()  # games against it go on
     info, _ = worker.sample(None, {"shares": {"random": 1.0}, "weights": {}})  # a plan without it
     assert {r["opponent"] for r in info.league_results} == {"main@0", "random"}
     for _ in range(3):
         worker.sample(None, {"shares": {"random": 1.0}, "weights": {}})
-    assert "main@0" not in worker.league_env.learned.policies and worker.league_env.learned.spare  # released once its games ended
+    assert "main@0" not in worker.env_side.game_env.learned.policies and worker.env_side.game_env.learned.spare  # released once its games ended
 
 
 def _failing_game_steps(monkeypatch, fail_at) -> dict:

@@ -8,7 +8,6 @@ from distrl.common.lazy import lazy_exports
 _EXPORTS = {
     "Batch": "distrl.data.batch",
     "TrainingSamples": "distrl.data.samples",
-    "ObservationWindow": "distrl.data.window",
     "SampleInfo": "distrl.data.messages",
     "SampleReport": "distrl.data.messages",
     "Weights": "distrl.data.messages",

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from distrl.common.spaces import obs_layout
+from distrl.data.memory import memory_for
 from distrl.deploy.policy import policy_from_checkpoint
 
 
@@ -113,25 +114,22 @@ def export_onnx(checkpoint: str | Path, out: str | Path, batch: int = 8, env_id:
     deployed = DeployedPolicy(model, None if rms is None else rms.mean, None if rms is None else rms.var,
                               config.env.obs_clip, None if rms is None else rms.skip).eval()  # fmt: skip
     rng = np.random.default_rng(0)
-    window = model.window  # an attention model's input: each env's last observations [batch, W, *obs]
-    if deployed.parts:  # a Dict or Tuple: one input per part, named by its key
+    memory = memory_for(model)  # its state (an LSTM's h, c) is an input and an output; a window is the input
+    if deployed.parts:  # a Dict or Tuple: one input per part, named by its key, then the memory's state
         feeds = _part_examples(obs_space, deployed.parts, batch, rng)
         inputs, input_names = [{k: torch.from_numpy(v) for k, v in feeds.items()}], list(feeds)
+        state = memory.example(np.empty((batch, 0), np.float32), rng)[1:] if len(memory.input_names) > 1 else ()
+        feeds.update(zip(memory.input_names[1:], state))
+        inputs += [torch.from_numpy(x) for x in state]
+        input_names += memory.input_names[1:]
     else:
-        obs = np.asarray([obs_space.sample() for _ in range(batch * max(1, window))], dtype=obs_space.dtype)
+        obs = np.asarray([obs_space.sample() for _ in range(batch * memory.rows_per_example())], dtype=obs_space.dtype)
         if obs.dtype != np.uint8:
             obs = rng.normal(size=obs.shape).astype(np.float32)
-        if window:
-            obs = obs.reshape(batch, window, *obs_space.shape)
-        inputs, input_names = [torch.from_numpy(obs)], ["obs_window" if window else "obs"]
-        feeds = {input_names[0]: obs}
-    output_names = ["pd_params", "value"]
-    if model.is_recurrent:
-        h = torch.from_numpy(rng.normal(size=(batch, model.lstm_size)).astype(np.float32))
-        inputs += [h, h.clone()]
-        input_names += ["h", "c"]
-        feeds.update(h=h.numpy(), c=h.numpy())
-        output_names += ["h_out", "c_out"]
+        example = memory.example(obs, rng)
+        inputs, input_names = [torch.from_numpy(x) for x in example], list(memory.input_names)
+        feeds = dict(zip(input_names, example))
+    output_names = ["pd_params", "value", *memory.output_names]
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")

@@ -13,7 +13,7 @@ from distrl.common.running_mean_std import RunningMeanStd
 from distrl.common.spaces import flatten_batch, is_structured
 from distrl.config import Config, checkpoint_config
 from distrl.data.batch import policy_observation
-from distrl.data.window import shifted
+from distrl.data.memory import memory_for
 from distrl.envs import check_env_trust, probe_run_spaces
 from distrl.models import ActorCritic, build_model
 
@@ -59,6 +59,7 @@ class Policy:
         self.action_space = action_space
         self._takes_dicts = is_structured(observation_space)  # a Dict or Tuple: given by parts, or flattened
         self._rng = np.random.default_rng()
+        self.memory = memory_for(self.model)
 
     @classmethod
     def from_checkpoint(cls, checkpoint: str | Path, env_id: str | None = None, trusted_envs: Collection[str] = ()) -> Policy:
@@ -70,11 +71,7 @@ class Policy:
 
     def initial_state(self, batch: int) -> tuple[np.ndarray, np.ndarray] | np.ndarray | None:
         """The LSTM's ``(h, c)``, an attention model's window ``[batch, W, *obs]`` of zeros, or None."""
-        if self.model.window:
-            return np.zeros((batch, self.model.window, *self.model.input_space.shape), dtype=np.float32)
-        if not self.is_recurrent:
-            return None
-        return tuple(np.asarray(t) for t in self.model.initial_state(batch))
+        return self.memory.initial(batch)
 
     def seed(self, seed: int) -> None:
         """Seed the sampling of stochastic actions."""
@@ -115,22 +112,11 @@ class Policy:
         if self.obs_rms is not None:
             obs = self.obs_rms.normalize(obs, self.config.env.obs_clip)
         obs = policy_observation(obs)
+        # The model memory's state (an LSTM's, an attention model's window) is the caller's, as in SB3.
+        inputs, seen = self.memory.inputs(state if state is not None else self.initial_state(len(obs)), obs, episode_start)
         with torch.inference_mode():
-            if self.is_recurrent:
-                h, c = state if state is not None else self.initial_state(len(obs))
-                h, c = torch.as_tensor(h), torch.as_tensor(c)
-                if episode_start is not None:
-                    keep = torch.from_numpy(1.0 - np.asarray(episode_start, dtype=np.float32).reshape(-1))[:, None]
-                    h, c = h * keep, c * keep
-                pd, _, h, c = self.model(torch.as_tensor(obs), h, c)
-                state = (h.numpy(), c.numpy())
-            elif self.model.window:  # the window of each row's last observations is the state
-                window = state if state is not None else self.initial_state(len(obs))
-                window = shifted(np.asarray(window, dtype=np.float32), obs, episode_start)
-                pd, _ = self.model(torch.from_numpy(window))
-                state = window
-            else:
-                pd, _ = self.model(torch.as_tensor(obs))
+            pd, _, *extra = self.model(*(torch.as_tensor(x) for x in inputs))
+        state = self.memory.after(seen, tuple(x.numpy() for x in extra))
         pd = pd.numpy()
         dist = self.model.dist
         mask = None if action_mask is None else np.asarray(action_mask, dtype=bool).reshape(len(obs), -1)

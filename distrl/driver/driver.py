@@ -132,19 +132,17 @@ class Driver:
         import torch
 
         from distrl.compile import prepare_artifacts
+        from distrl.data.memory import memory_for
         from distrl.models import build_model
 
         model = build_model(obs_space, action_space, self.config.model).eval()
         n = self.config.env.num_envs_per_worker
         obs_space = model.input_space  # a Dict or Tuple reaches the policy flattened
-        obs = np.stack([obs_space.sample() for _ in range(n * max(1, model.window))])
+        memory = memory_for(model)  # the inputs the workers' policy takes: a window, an LSTM's state
+        obs = np.stack([obs_space.sample() for _ in range(n * memory.rows_per_example())])
         if obs.dtype != np.uint8:
             obs = obs.astype(np.float32)
-        if model.window:  # an attention model acts on windows [N, W, *obs]
-            obs = obs.reshape(n, model.window, *obs_space.shape)
-        example = (obs,)
-        if model.is_recurrent:
-            example += model.initial_state(n)
+        example = memory.example(obs, None)
         torch.set_num_threads(1)
         try:
             artifacts = prepare_artifacts(model, cfg.backend, example, cfg.mode)

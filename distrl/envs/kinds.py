@@ -6,7 +6,8 @@
 
 Each module named here defines ``probe_run(config) -> (observation space, action space)`` (checking
 what it can before Ray starts) and ``make_run_vec_env(config, num_threads) -> VectorEnv`` (not yet
-reset). The table names modules, so ``distrl.envs`` imports no kind above it: adding a kind is a
+reset), and may define ``worker_side(envs, policies) -> WorkerSide``: what the kind adds to a rollout worker
+(the league: opponents that act with the worker's policies, the driver's plan in, finished games out). The table names modules, so ``distrl.envs`` imports no kind above it: adding a kind is a
 module and a row here.
 """
 
@@ -40,3 +41,20 @@ def probe_run_spaces(config) -> tuple[gym.Space, gym.Space]:
 def make_run_vec_env(config, num_threads: int | None = None) -> gym.vector.VectorEnv:
     """A worker's vector env for ``config`` (``num_threads``: the CPUs the worker was given)."""
     return _kind(config).make_run_vec_env(config, num_threads)
+
+
+class WorkerSide:
+    """What an env kind adds to a rollout worker; this one adds nothing (a gymnasium env)."""
+
+    def before_sample(self, plan) -> None:
+        """The plan the driver sent with this sample request (None: none)."""
+
+    def after_sample(self, info) -> None:
+        """Add what the kind reports of the batch to its ``SampleInfo``."""
+
+
+def worker_side(config, envs, policies) -> WorkerSide:
+    """The kind's ``WorkerSide`` for a worker's ``envs``; ``policies``: the worker's ``PolicyTools`` (its policy,
+    another on its backend, the inputs it acts on, the action distribution)."""
+    make = getattr(_kind(config), "worker_side", None)
+    return WorkerSide() if make is None else make(envs, policies)

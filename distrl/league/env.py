@@ -232,3 +232,27 @@ def probe_run(config) -> tuple[gym.Space, gym.Space]:
 def make_run_vec_env(config, num_threads: int | None = None) -> gym.vector.VectorEnv:
     """The ``league`` env kind's vector env: the learner's seat, behind the env guard (``LeagueVecEnv``'s docstring)."""
     return GuardedVectorEnv(LeagueVecEnv(config), config.env.max_consecutive_errors)
+
+
+class LeagueWorkerSide:
+    """The ``league`` env kind in a rollout worker: its opponents act with policies on the worker's backend, each
+    sample request's matchmaking plan reaches the game, and the games a batch finished go back with its report."""
+
+    def __init__(self, envs, policies):
+        from distrl.league.opponents import LearnedOpponents
+
+        self.game_env: LeagueVecEnv = envs.env  # inside the env guard
+        self.game_env.attach(LearnedOpponents(policies.policy, policies.new_policy, policies.inputs, policies.dist))
+
+    def before_sample(self, plan: dict | None) -> None:
+        if plan is not None:
+            self.game_env.set_plan(plan)
+
+    def after_sample(self, info) -> None:
+        info.league_results = self.game_env.pop_results()  # games finished in this batch, for the league's ratings
+        info.weight_sync_checks += self.game_env.learned.checks
+
+
+def worker_side(envs, policies) -> LeagueWorkerSide:
+    """The ``league`` env kind's part of a rollout worker (``distrl/envs/kinds.py``)."""
+    return LeagueWorkerSide(envs, policies)

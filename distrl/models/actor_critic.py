@@ -148,7 +148,7 @@ class ActorCritic(nn.Module):
         self.observation_space = obs_space
         self.input_space = flat_observation_space(obs_space)
         self.lstm_size = cfg.lstm_size
-        # Attention over a window: forward takes [B, window, *obs] (rollout.window.ObservationWindow builds it).
+        # Attention over a window: forward takes [B, window, *obs] (``distrl.data.memory.WindowMemory`` builds it).
         self.window = cfg.window if cfg.type == "attention" else 0
         self.shared_trunk = cfg.shared_trunk
         self.actor_encoder = _encoder(obs_space, cfg)
@@ -171,6 +171,11 @@ class ActorCritic(nn.Module):
     @property
     def is_recurrent(self) -> bool:
         return self.lstm_size > 0
+
+    @property
+    def memory(self) -> str:
+        """What the policy carries between steps, a row of ``distrl.data.memory.MEMORY_KINDS``."""
+        return "lstm" if self.is_recurrent else "window" if self.window else "none"
 
     def _pd_params(self, features: torch.Tensor) -> torch.Tensor:
         head = self.policy_head(features)

@@ -1,22 +1,21 @@
 """RolloutWorker: steps one vector env with the current policy and returns fixed-size batches.
 
-A plain class: tests drive it in-process, the driver wraps it with ``ray.remote``.
+A plain class: tests drive it in-process, the driver wraps it with ``ray.remote``. The worker owns the policy, its
+weights and the report on each batch (``SampleInfo``); the step loop itself is its ``EnvRunner``'s
+(``env_runner.py``), with the model memory's state (``distrl/data/memory``).
 
 Newer weights reach a sample that is running (``stage_weights``, the async pipeline's stream sends them the
 moment the learner has them): the worker acts with them from its next step, so a rollout that spans a learner
 update is only partly one version old. Every step's log-probability is the acting policy's, which is all the
 off-policy corrections read; the batch reports the version each step acted with (``version_changes``: the
 staleness bound reads it per step) and their mean (the policy lag).
-
-NEXT_STEP autoreset: when step ``t`` ends an episode, the env ignores the action of step
-``t + 1`` and returns the reset observation. That step is recorded with ``valid=False``
-and takes no part in the loss; observation ``t + 1`` (the final one) is kept so truncated
-episodes bootstrap from its value.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 import time
 import uuid
 
@@ -32,11 +31,12 @@ from distrl.compile.build import CheckedPolicy
 from distrl.compile.dynamo_stats import dynamo_counts
 from distrl.config.schema import Config
 from distrl.envs import make_run_vec_env
-from distrl.envs.episodes import EpisodeTracker
+from distrl.envs.kinds import worker_side
 from distrl.data.batch import Batch, policy_observation
+from distrl.data.memory import memory_for
 from distrl.data.messages import SampleInfo, Weights
 from distrl.models import build_model
-from distrl.data.window import ObservationWindow
+from distrl.rollout.env_runner import EnvRunner
 from distrl.rollout.stream import WEIGHTS_GROUP
 
 
@@ -45,6 +45,16 @@ def remote_worker_class():
     ``.options(concurrency_group=WEIGHTS_GROUP)``), beside the sample it updates; every other method runs one at a time
     as in a plain actor."""
     return ray.remote(concurrency_groups={WEIGHTS_GROUP: 1})(RolloutWorker)
+
+
+@dataclass(frozen=True)
+class PolicyTools:
+    """What an env kind's worker side may use of the worker's policy (``distrl.envs.kinds.worker_side``)."""
+
+    policy: CheckedPolicy  # the worker's own, acting with the newest weights
+    new_policy: Callable[[], CheckedPolicy]  # another policy of the same model on the same backend, checked likewise
+    inputs: Callable[[], tuple]  # the inputs the worker acts on next (for the checks)
+    dist: object  # the model's ActionDist
 
 
 class RolloutWorker:
@@ -64,8 +74,6 @@ class RolloutWorker:
         self.threads = threads = max(1, int(config.rollout.num_cpus_per_worker))
         use_torch_threads(threads)
         self.envs = make_run_vec_env(config, num_threads=threads)
-        # A two-player game: the league's opponents act inside this vector env (its guard's inner env).
-        self.league_env = self.envs.env if config.league is not None else None
         self.num_envs = config.env.num_envs_per_worker
         seed = config.seed * 1_000_003 + worker_index * 10_007 + seed_offset
         if _restarted_by_ray():  # Ray re-runs this constructor with the same arguments: draw a new stream
@@ -84,18 +92,8 @@ class RolloutWorker:
         self.staged: Weights | None = None  # newer weights sent while a sample runs (stage_weights), taken at its next step
         self.staged_lock = threading.Lock()
         self.obs_rms: RunningMeanStd | None = None
-        # env.normalize_reward: each env's discounted return so far (SB3's VecNormalize.returns), carried across batches.
-        self.discounted_returns = np.zeros(self.num_envs, np.float64) if config.env.normalize_reward else None
-        obs, reset_info = self.envs.reset(seed=seed)
-        self.raw_obs = obs
-        self.action_mask: np.ndarray | None = reset_info.get("action_mask")  # legal actions, for envs that report them
-        if self.model.is_recurrent:
-            self.h, self.c = self.model.initial_state(self.num_envs)
-        self.next_is_start = np.ones(self.num_envs, dtype=bool)
-        self.window: ObservationWindow | None = None
-        if self.model.window:  # an attention model acts on each env's last observations
-            obs_space = self.envs.single_observation_space
-            self.window = ObservationWindow(self.num_envs, self.model.window, obs_space.shape, np.float32)
+        self.memory = memory_for(self.model)
+        self.runner = EnvRunner(self.envs, self.memory, self._observe, self.dist, config, seed, self.rng)
         start = time.perf_counter()
         cfg = config.rollout.compile
         if isinstance(artifacts, str):  # large artifacts: the named coordinator hands out their object-store ref
@@ -105,22 +103,15 @@ class RolloutWorker:
         self.startup_s = time.perf_counter() - start
         self.shared_artifacts = bool(artifacts)
         self.artifacts = artifacts
-        if config.league is not None:
-            from distrl.league.opponents import LearnedOpponents
-
-            self.league_env.attach(LearnedOpponents(self.policy, self._new_policy, self._policy_inputs, self.dist))
+        # What the env kind adds to the worker (a league game: opponents that act with this worker's policies).
+        self.env_side = worker_side(config, self.envs, PolicyTools(self.policy, self._new_policy, self._policy_inputs,
+                                                                   self.dist))  # fmt: skip
         self.compile_counts = dynamo_counts()
-        self.episodes = EpisodeTracker(self.num_envs, config.env.action_repeat)
 
     # --- the policy --------------------------------------------------------------------
     def _policy_inputs(self) -> tuple[np.ndarray, ...]:
-        """A real batch as the policy sees it: the current observations (and LSTM state)."""
-        obs = self._observe(self.raw_obs)
-        if self.model.is_recurrent:
-            return obs, self.h, self.c
-        if self.window is not None:
-            return (self.window.peek(obs, self.next_is_start),)
-        return (obs,)
+        """A real batch as the policy sees it: the current observations with the model memory's state."""
+        return self.runner.policy_inputs()
 
     def _new_policy(self) -> CheckedPolicy:
         """Another policy of this model on this worker's backend, checked like its own (a league opponent's)."""
@@ -205,139 +196,49 @@ class RolloutWorker:
         if weights is not None:
             self.set_weights(weights)
         self._take_staged()
-        if league is not None:
-            self.league_env.set_plan(league)
+        self.env_side.before_sample(league)
         start = time.perf_counter()
-        steps, n = self.config.rollout.rollout_length, self.num_envs
-        obs_space = self.envs.single_observation_space
-        recurrent = self.model.is_recurrent
-        if recurrent:
-            seq_len = self.config.ppo.seq_len
-        batch = Batch.empty(steps, n, obs_space, self.dist.action_shape, self.dist.action_dtype,
-                            (seq_len, self.model.lstm_size) if recurrent else None, self.model.window,
-                            0 if self.action_mask is None else self.action_mask.shape[1])  # fmt: skip
-        if self.window is not None:
-            batch.context[:] = self.window.context()
-        obs_dtype = batch.obs.dtype
-        raw_obs_seen = np.empty((steps + 1, n, *obs_space.shape), dtype=obs_dtype) if self.config.env.normalize_obs else None
-        returns_seen = np.zeros((steps, n), np.float64) if self.discounted_returns is not None else None
-        env_errors, error_messages, env_nonfinite, nonfinite_messages = 0, [], 0, []
-        no_error = np.zeros(n, dtype=bool)
-        policy_s = env_s = 0.0
-        acted_versions = 0  # summed over the steps: their mean is the batch's mean version
-        # (first step, version) from the version that acts at step 0 (weights staged just before it included): the
-        # learner leaves out steps too old to use
-        version_changes: list[tuple[int, int]] = []
-
-        for t in range(steps + 1):
-            if self.staged is not None:  # read without the lock: a miss is taken at the next step
-                self._take_staged()
-            if self.cores is not None:  # off a learner's cores while it updates (learner.reserve_cores)
-                self.cores.follow()
-            obs = self._observe(self.raw_obs)
-            batch.obs[t] = obs
-            if raw_obs_seen is not None:
-                raw_obs_seen[t] = self.raw_obs
-            tick = time.perf_counter()
-            if recurrent:
-                if t < steps and t % seq_len == 0:
-                    batch.h0[t // seq_len], batch.c0[t // seq_len] = self.h, self.c
-                keep = (~self.next_is_start).astype(np.float32)[:, None]
-                pd_params, value, h, c = self.policy(obs, self.h * keep, self.c * keep)
-            elif self.window is not None:  # the bootstrap step (t == steps) leaves the window to the next batch
-                starts = self.next_is_start
-                window = self.window.peek(obs, starts) if t == steps else self.window.push(obs, starts)
-                if t < steps:
-                    batch.starts[t] = starts
-                pd_params, value = self.policy(window)
-            else:
-                pd_params, value = self.policy(obs)
-            batch.values[t] = value
-            if t == steps:  # bootstrap value only; the next batch starts from this observation
-                policy_s += time.perf_counter() - tick
-                break
-            actions, logp = self.dist.sample_numpy(pd_params, self.rng, self.action_mask)
-            policy_s += time.perf_counter() - tick
-            if self.action_mask is not None:
-                batch.action_mask[t] = self.action_mask
-            if recurrent:
-                batch.starts[t] = self.next_is_start
-                self.h, self.c = h, c
-            batch.actions[t], batch.logp[t] = actions, logp
-            acted_versions += self.policy_version
-            if not version_changes or self.policy_version != version_changes[-1][1]:
-                version_changes.append((t, self.policy_version))
-
-            tick = time.perf_counter()
-            self.raw_obs, reward, terminated, truncated, env_info = self.envs.step(self.dist.env_actions(actions, self.envs.single_action_space))
-            env_s += time.perf_counter() - tick
-            if self.action_mask is not None:
-                self.action_mask = env_info["action_mask"]
-            raw_error = env_info.get("_env_error", no_error)  # the env raised and was reset
-            raw_nonfinite = env_info.get("_env_nonfinite", no_error)  # NaN or inf in its observation or reward
-            reset = raw_error | raw_nonfinite | env_info.get("_env_reset", no_error)  # reset by the guard
-            valid = self.episodes.step(reward, terminated, truncated, reset)  # False on NEXT_STEP reset steps
-            error, nonfinite = raw_error & valid, raw_nonfinite & valid
-            if error.any():  # keep the step out of the loss and the statistics
-                env_errors += int(error.sum())
-                error_messages.extend(str(m) for m in env_info["env_error"][error][:3])
-            if nonfinite.any():
-                env_nonfinite += int(nonfinite.sum())
-                nonfinite_messages.extend(f"env {i}: {env_info['env_nonfinite'][i]}" for i in np.flatnonzero(nonfinite)[:3])
-            batch.rewards[t], batch.terminated[t], batch.truncated[t] = reward, terminated, truncated
-            batch.valid[t] = valid & ~reset
-            self.next_is_start = ~valid  # the observation after a reset step starts an episode
-            if returns_seen is not None:
-                self._track_returns(t, reward, batch.valid[t], terminated | truncated | reset, returns_seen)
-
-        episode_returns, episode_lengths = self.episodes.pop()
-        obs_stats = return_stats = None
-        if raw_obs_seen is not None:
-            feature_dims = len(obs_space.shape)
-            obs_stats = RunningMeanStd.batch_stats(raw_obs_seen[:steps], feature_dims)
-        if returns_seen is not None:
-            return_stats = RunningMeanStd.batch_stats(returns_seen[batch.valid], 0)
+        batch = self.runner.new_batch()
+        run = self.runner.run(batch, self.policy, self._before_step)
+        steps = self.config.rollout.rollout_length
         info = SampleInfo(
             worker_index=self.worker_index,
             incarnation=self.incarnation,
             node_id=self.node_id,
             seed=self.seed,
-            policy_version=version_changes[0][1],
-            policy_version_mean=acted_versions / steps,
-            version_changes=version_changes,
-            env_steps=steps * n * self.config.env.action_repeat,
+            policy_version=run.version_changes[0][1],
+            policy_version_mean=run.acted_versions / steps,
+            version_changes=run.version_changes,
+            env_steps=steps * self.num_envs * self.config.env.action_repeat,
             batch_bytes=batch.nbytes,
-            episode_returns=episode_returns,
-            episode_lengths=episode_lengths,
+            episode_returns=run.episode_returns,
+            episode_lengths=run.episode_lengths,
             sample_s=time.perf_counter() - start,
-            policy_s=policy_s,
-            env_s=env_s,
+            policy_s=run.policy_s,
+            env_s=run.env_s,
             finished_at=time.time(),
-            obs_stats=obs_stats,
-            return_stats=return_stats,
+            obs_stats=run.obs_stats,
+            return_stats=run.return_stats,
             policy_backend=self.policy.backend,
             recompiles=dynamo_counts()["compiled_graphs"] - self.compile_counts["compiled_graphs"],
             graph_breaks=dynamo_counts()["graph_breaks"],
             weight_sync_checks=self.policy.sync_checks,
-            env_errors=env_errors,
-            env_error_messages=error_messages[:3],
-            env_nonfinite=env_nonfinite,
-            env_nonfinite_messages=nonfinite_messages[:3],
+            env_errors=run.env_errors,
+            env_error_messages=run.error_messages[:3],
+            env_nonfinite=run.env_nonfinite,
+            env_nonfinite_messages=run.nonfinite_messages[:3],
         )
-        if self.config.league is not None:
-            info.league_results = self.league_env.pop_results()  # games finished in this batch, for the league's ratings
-            info.weight_sync_checks += self.league_env.learned.checks
+        self.env_side.after_sample(info)
         return info, batch
 
-    def _track_returns(self, t: int, reward: np.ndarray, valid: np.ndarray, ended: np.ndarray, seen: np.ndarray) -> None:
-        """env.normalize_reward: add step ``t``'s reward to each env's discounted return (valid steps only: a reset
-        step's reward is no reward), record it for the statistics, and start again where an episode ended
-        (SB3's VecNormalize: ``returns = returns * gamma + reward``, zeroed at done)."""
-        gamma = self.config.ppo.gamma
-        reward = np.where(valid, np.nan_to_num(np.asarray(reward, np.float64), nan=0.0, posinf=0.0, neginf=0.0), 0.0)
-        self.discounted_returns = np.where(valid, self.discounted_returns * gamma + reward, self.discounted_returns)
-        seen[t] = self.discounted_returns
-        self.discounted_returns[ended] = 0.0
+    def _before_step(self) -> int:
+        """Before each env step: newer weights staged meanwhile are taken, and the worker moves off a learner's cores
+        while it updates; returns the policy version that acts at this step."""
+        if self.staged is not None:  # read without the lock: a miss is taken at the next step
+            self._take_staged()
+        if self.cores is not None:  # off a learner's cores while it updates (learner.reserve_cores)
+            self.cores.follow()
+        return self.policy_version
 
     def sample_shards(self, weights: Weights | None = None, num_shards: int = 1, league: dict | None = None) -> tuple:
         """``sample``, returned as ``(info, shard_0, ..., shard_{n-1})`` for ``num_shards`` learners.
