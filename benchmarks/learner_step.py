@@ -5,11 +5,11 @@ Per model (the MLP at minibatch 1024, the Nature-CNN at minibatch 256, on real r
 - bare PyTorch: the same network, forward, clipped PPO loss, backward, global-norm clipping and
   fused Adam, written inline over a pre-gathered minibatch; on CUDA also that whole step
   captured as one CUDA graph (capturable fused Adam), the reference for the GPU target;
-- distrl: the learner's epoch loop (``Learner._run_epochs``: minibatch gathering, the
+- distrl: the learner's epoch loop (``Learner.epochs``: minibatch gathering, the
   non-finite guard, statistics) per gradient step, for each step kind that runs here
   (``loop``; ``device``, a CUDA graph on CUDA and uncaptured on CPU).
 
-Warm-up (and any capture) is kept out of the timed part; repeats are interleaved across the variants. Targets (DESIGN.md): on an H100 the
+Warm-up (and any capture) is kept out of the timed part; repeats are interleaved across the variants. Targets: on an H100 the
 CNN step <= 1.0 ms and the MLP step <= 0.35 ms, within 1.3x of the bare CUDA graph; on CPU
 distrl's step within 1.2x of the bare step.
 
@@ -159,7 +159,7 @@ def main() -> None:
         for kind in ("loop", "device"):
             def make(kind=kind):
                 learner = Learner(config.model_copy(update={"learner": config.learner.model_copy(update={"step": kind})}), *spaces)
-                return lambda: learner._run_epochs(samples)
+                return lambda: learner.epochs.run(samples, num_mb, learner.generator)
             variants.append((f"distrl {kind}", make, steps_per_update))
         built = [(name, build(), steps) for name, build, steps in variants]
         calls = {name: calls_for(fn, 0.3 if args.quick else 2.0, cuda) for name, fn, _ in built}

@@ -22,7 +22,7 @@ def test_batches_reach_the_gpu_through_pinned_memory():
     worker = RolloutWorker(config)
     learner = Learner(config, *probe_spaces(worker.config.env))
     _, batch = worker.sample()
-    tensors = learner._to_tensors(batch)
+    tensors = learner.hardware.to_tensors(batch)
     for key, value in batch.arrays().items():
         assert tensors[key].device.type == "cuda", key
         np.testing.assert_array_equal(tensors[key].cpu().numpy(), value)

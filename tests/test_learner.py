@@ -154,7 +154,7 @@ def test_capturing_the_cuda_graph_does_not_move_the_weights():
     samples = device.device_step  # noqa: F841 (built lazily at the first update)
     before = {k: v.clone() for k, v in device.model.state_dict().items()}
     info, batch = worker.sample()
-    data = device._to_tensors(batch)
+    data = device.hardware.to_tensors(batch)
     from distrl.data import TrainingSamples
     from distrl.algo.ppo import gae
 
@@ -199,8 +199,8 @@ def test_a_device_step_that_raises_on_its_first_update_falls_back_to_the_loop(mo
     assert not device.step_check.ok and device.step_kind == "loop" and device.device_step is None
     assert "raised RuntimeError: operation not permitted" in device.step_reason
     assert metrics["learner_step"]["step"] == "loop" and "the loop runs instead" in metrics["learner_step"]["step_reason"]
-    assert {k: v for k, v in metrics.items() if k in loop_metrics and k not in ("learn_s",)} == \
-        {k: v for k, v in loop_metrics.items() if k != "learn_s"}  # the loop's update is the one kept  # fmt: skip
+    assert {k: v for k, v in metrics.as_dict().items() if k in loop_metrics and k not in ("learn_s",)} == \
+        {k: v for k, v in loop_metrics.as_dict().items() if k != "learn_s"}  # the loop's update is the one kept  # fmt: skip
     for key, value in loop.model.state_dict().items():
         torch.testing.assert_close(device.model.state_dict()[key], value, rtol=0, atol=0)
     sample = worker.sample()  # later updates: the loop, exactly as a loop learner's

@@ -4,6 +4,9 @@
   every learner, which reads the env steps, the policy version and the observation statistics).
 - ``SampleReport``: what the coordinator's ``collect`` says of one round (the infos that came in, the
   samples given up on, the workers whose sample was sent again).
+- ``UpdateResult``: what a learner's update says to the loop: the metrics row's learner keys apart from what the
+  loop acts on (the new version, batches lost with their node, stale steps, the update's time, the device step's
+  first-update check).
 - ``Weights``: what a learner's update produces for the workers, one object per update.
 
 Plain dataclasses of numbers, strings and numpy arrays: they pickle through Ray as they are.
@@ -71,6 +74,35 @@ class SampleReport:
     # async: the oldest policy version the update trains on (rollout.max_policy_lag behind it): the stream dropped the
     # batches with no newer step, and the learner leaves out the older steps of the rest; None: every step trains
     min_version: int | None = None
+
+
+@dataclass
+class UpdateResult:
+    version: int  # the learner's policy version after the update (unchanged when there was none)
+    metrics: dict[str, float] = field(default_factory=dict)  # the update's keys of the metrics row ({}: no update)
+    learn_s: float | None = None  # the update's time; None: no update (every batch was lost)
+    env_steps: int = 0  # env steps trained on
+    stale_steps: int = 0  # async: steps left out, older than rollout.max_policy_lag allows
+    learner_batch_bytes: int = 0  # bytes this rank fetched (the row has the busiest rank's)
+    lost_batches: list[int] = field(default_factory=list)  # report indices of batches lost with their node
+    learner_step: dict | None = None  # the device step's first update: the step and how its check went (Learner.describe)
+
+    @property
+    def updated(self) -> bool:
+        return self.learn_s is not None
+
+    def __getitem__(self, key: str):
+        """A metric by name, or one of the typed fields (``env_steps``, ``stale_steps``, ...), for in-process callers."""
+        return self.metrics[key] if key in self.metrics else getattr(self, key)
+
+    def as_dict(self) -> dict:
+        """Every metric and every typed field that is set, by name."""
+        fields = {k: v for k, v in vars(self).items() if k != "metrics" and v is not None}
+        return {**self.metrics, **fields}
+
+    def __contains__(self, key: str) -> bool:
+        """Whether the update reported ``key``: a metric, or a typed field that is set (``learner_step`` once)."""
+        return key in self.metrics or getattr(self, key, None) is not None
 
 
 @dataclass

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from distrl.config import Config
-from distrl.data.messages import SampleInfo
+from distrl.data.messages import SampleInfo, UpdateResult
 from distrl.driver.connection import RayTarget
 from distrl.driver.run_state import RunState
 from distrl.envs import resolve_vectorization
@@ -20,7 +20,8 @@ def backends_in_use(names: list[str]) -> str:
     return "+".join(sorted(set(names)))
 
 
-def iteration_row(run: RunState, infos: list[SampleInfo], learner: dict, iter_s: float, elapsed_s: float, sps_avg: float) -> dict:
+def iteration_row(run: RunState, infos: list[SampleInfo], update: UpdateResult, iter_s: float, elapsed_s: float,
+                  sps_avg: float) -> dict:  # fmt: skip
     """The metrics row of the iteration ``run`` has just counted."""
     row = {
         "iteration": run.iteration,
@@ -29,7 +30,7 @@ def iteration_row(run: RunState, infos: list[SampleInfo], learner: dict, iter_s:
         "sps": sum(info.env_steps for info in infos) / max(iter_s, 1e-9),
         "sps_avg": sps_avg,
         "sample_s": float(np.mean([info.sample_s for info in infos])),
-        "learn_s": learner["learn_s"],
+        "learn_s": update.learn_s,
         "policy_s": float(np.mean([info.policy_s for info in infos])),
         "env_s": float(np.mean([info.env_s for info in infos])),
         "episode_return_mean": run.return_mean(),
@@ -53,9 +54,9 @@ def iteration_row(run: RunState, infos: list[SampleInfo], learner: dict, iter_s:
         "batch_bytes": sum(info.batch_bytes for info in infos),
         "workers_in_update": len({info.worker_index for info in infos}),
     }
-    for key, value in learner.items():
-        if key not in row and not isinstance(value, list):
-            row[key] = value
+    row.update(update.metrics)
+    row["learner_batch_bytes"] = update.learner_batch_bytes
+    row["learner_version"] = update.version
     return row
 
 

@@ -8,7 +8,7 @@ from distrl.common.lazy import lazy_exports
 
 _EXPORTS = {
     "Learner": "distrl.learner.learner",
-    "resolve_device": "distrl.learner.learner",
+    "resolve_device": "distrl.learner.hardware",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__ = lazy_exports(__name__, _EXPORTS)

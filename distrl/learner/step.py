@@ -1,11 +1,12 @@
 """The PPO update's minibatch steps without the host in the loop: the device step.
 
-The plain loop (``Learner._run_epochs``) launches every kernel of a step from Python and, with
+The plain loop (``epochs.LoopEpochs``) launches every kernel of a step from Python and, with
 the plan's ``target_kl``, reads the KL on the host after each minibatch. On a GPU that is bound by
 launches: an eager Nature-CNN step at minibatch 256 took 3.7 ms on an H100 where the same step
-captured as one CUDA graph took 0.78 ms (DESIGN.md, third round). The device step is one
-function over static buffers: forward, loss, backward, global-norm clipping, the non-finite
-guard and fused Adam, with every decision that the loop takes on the host taken on the device:
+captured as one CUDA graph took 0.78 ms (a bare PyTorch step on a 16-core Xeon + H100; docs/performance.md has
+``benchmarks/learner_step.py``'s figures). The device step is one function over static buffers: forward, loss,
+backward, global-norm clipping, the non-finite guard and fused Adam, with every decision that the loop takes on the
+host taken on the device:
 
 - a non-finite loss or gradient sets Adam's ``found_inf`` (the fused kernel then skips the
   step, step count included), as the loop does;
@@ -32,10 +33,10 @@ from distrl.algo.base import EpochPlan
 class DeviceStep:
     """The minibatch step as one function over static buffers; captured as a CUDA graph when ``capture``.
 
-    ``loss_fn(minibatch)``: the forward and the algorithm's loss (``Learner._loss_terms``), a dict with
+    ``loss_fn(minibatch)``: the forward and the algorithm's loss (``Update.loss_terms``), a dict with
     ``loss`` (and ``approx_kl`` with a ``target_kl``); ``optimizer``: fused Adam over ``model``'s
     parameters (capturable, with a tensor lr, when captured); ``plan``: the algorithm's ``EpochPlan``.
-    ``run`` replaces the loop of ``Learner._run_epochs``.
+    ``run`` replaces the loop of ``epochs.LoopEpochs``.
     """
 
     def __init__(self, loss_fn, model: nn.Module, optimizer: torch.optim.Optimizer, plan: EpochPlan,

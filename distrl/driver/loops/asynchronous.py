@@ -72,18 +72,17 @@ class AsyncLoop(TrainingLoop):
             # makes; a batch that is lost with its node instead only makes the check one version stricter this once.
             following = self._gather(version + (1 if report.infos else 0) - lag, hold_until=number)
             queued = self.launch_update(following)
-            learner_metrics, update, restarted = self.await_update(update, samples)  # the workers sample on meanwhile
+            result, update, restarted = self.await_update(update, samples)  # the workers sample on meanwhile
             if restarted:  # the queued update went to the learners that died
                 queued = self.launch_update(following)
-            version = learner_metrics["learner_version"]  # unchanged when every batch was lost with its node
+            version = result.version  # unchanged when every batch was lost with its node
             # The new weights for the samples sent from now on; the workers parked behind the next update's batches go.
             self.actors.coordinator.release.remote(number, [update[1]] if report.infos else None, self.worker_plans(),
                                                    self.bounds.sample_s())  # fmt: skip
             if report.infos:
                 weights_ref = update[1]
                 self.driver.snapshots.offer(update[2])
-                learner_metrics["workers_active"] = len(self.answering)
-                reason = self.record(report.infos, learner_metrics, weights_ref, iter_start, cpu_start)
+                reason = self.record(report.infos, result, weights_ref, iter_start, cpu_start)
                 if reason is not None:
                     return reason
             samples, update, number = following, queued, number + 1

@@ -20,7 +20,7 @@ import ray
 
 from distrl.common.errors import RunStalled
 from distrl.common.log import get_logger
-from distrl.data.messages import SampleInfo, SampleReport
+from distrl.data.messages import SampleInfo, SampleReport, UpdateResult
 from distrl.driver import report
 from distrl.driver.metrics import MetricsWriter
 from distrl.driver.progress import ProgressReporter
@@ -167,21 +167,19 @@ class TrainingLoop(ABC):
         others = [learner.update_refs.remote(samples[0], samples[1 + rank]) for rank, learner in enumerate(learners[1:], start=1)]
         return (*lead, others)
 
-    def await_update(self, update: tuple, samples: list) -> tuple[dict, tuple, bool]:
-        """The update's learner metrics; a learner that dies or passes the update bound is rebuilt and the update run again."""
+    def await_update(self, update: tuple, samples: list) -> tuple[UpdateResult, tuple, bool]:
+        """Rank 0's update result; a learner that dies or passes the update bound is rebuilt and the update run again."""
         restarted = False
         while True:
             bound = self.bounds.update_s()
             try:
-                metrics = ray.get(update[0], timeout=bound)
+                result: UpdateResult = ray.get(update[0], timeout=bound)
                 if update[3]:  # the bytes each rank fetched: its shards only
                     others = ray.get(update[3], timeout=bound)
-                    if "learner_batch_bytes" in metrics:  # absent when every batch was lost: no update
-                        metrics["learner_batch_bytes"] = max([metrics["learner_batch_bytes"]] +
-                                                             [m["learner_batch_bytes"] for m in others])  # fmt: skip
-                if "learn_s" in metrics:
-                    self.bounds.saw_update(metrics["learn_s"])
-                return metrics, update, restarted
+                    result.learner_batch_bytes = max([result.learner_batch_bytes] + [o.learner_batch_bytes for o in others])
+                if result.updated:
+                    self.bounds.saw_update(result.learn_s)
+                return result, update, restarted
             except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
                 limit = self.config.learner.max_restarts
                 timed_out = isinstance(exc, ray.exceptions.GetTimeoutError)
@@ -215,16 +213,16 @@ class TrainingLoop(ABC):
         return sample_report
 
     # --- one iteration's record -------------------------------------------------------------
-    def record(self, infos: list[SampleInfo], learner_metrics: dict, weights_ref, iter_start: float,
+    def record(self, infos: list[SampleInfo], update: UpdateResult, weights_ref, iter_start: float,
                cpu_start: float) -> str | None:  # fmt: skip
         """Count an update and the batches it trained on, write its metrics row, tell the observers, record a video
         and checkpoint when due; returns the stop reason once a stop rule fires (else None).
 
-        Batches the learner could not fetch (``lost_batches``: their node died with them) are counted as lost and
+        Batches the learner could not fetch (``update.lost_batches``: their node died with them) are counted as lost and
         nothing else: their env steps and episodes are not the run's. With none left there was no update and
         there is no row."""
         driver, cfg = self.driver, self.config
-        lost = set(learner_metrics.pop("lost_batches", []))
+        lost = set(update.lost_batches)
         if lost:
             self.counters.batches_lost += len(lost)
             log.warning(f"{len(lost)} of this update's batches were lost with their node before the learner fetched "
@@ -232,18 +230,18 @@ class TrainingLoop(ABC):
             infos = [info for i, info in enumerate(infos) if i not in lost]
         if not infos:
             return "interrupted" if driver.stop_signals.requested else None
-        checked = learner_metrics.pop("learner_step", None)  # the device step's first update, against the loop's
-        if checked is not None:
-            driver.note_learner_step(checked)
+        if update.learner_step is not None:  # the device step's first update, against the loop's
+            driver.note_learner_step(update.learner_step)
         if "first_batch" not in driver.timeline:  # when the last worker finished it (this machine's clock)
             driver.timeline["first_batch"] = max(i.finished_at for i in infos) - driver.launch_wall
         now = time.perf_counter()
         elapsed = self.counters.time_s + (now - self.launch)
         self._count(infos, elapsed)
-        self._count_update(learner_metrics)
-        self.counters.stale_steps += learner_metrics.pop("stale_steps", 0)
+        self._count_update(update.metrics)
+        self.counters.stale_steps += update.stale_steps
         sps_avg = (self.counters.env_steps - self.loop_steps_start) / max(now - self.loop_start, 1e-9)
-        row = report.iteration_row(self.counters, infos, learner_metrics, now - iter_start, elapsed, sps_avg)
+        row = report.iteration_row(self.counters, infos, update, now - iter_start, elapsed, sps_avg)
+        row["workers_active"] = len(self.answering)
         for observer in self.observers:
             row.update(observer.after_iteration(infos, self.counters.iteration, weights_ref))
         row["driver_cpu_s"] = time.process_time() - cpu_start  # this process only: its share of the loop

@@ -48,12 +48,11 @@ class LockstepLoop(TrainingLoop):
             update = self.launch_update(samples)
             if not overlap:  # queue the next batch on the new weights, so workers start the moment the update lands
                 round_ref = self.sample(update[1])
-            learner_metrics, update, restarted = self.await_update(update, samples)
+            result, update, restarted = self.await_update(update, samples)
             if restarted and not overlap:  # those samples waited on weights that never came
                 round_ref = self.sample(update[1])
             self.driver.snapshots.offer(update[2])
             weights_ref = update[1]
-            learner_metrics["workers_active"] = len(self.answering)
-            reason = self.record(sample_report.infos, learner_metrics, weights_ref, iter_start, cpu_start)
+            reason = self.record(sample_report.infos, result, weights_ref, iter_start, cpu_start)
             if reason is not None:
                 return reason

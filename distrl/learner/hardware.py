@@ -1,0 +1,77 @@
+"""Where a learner runs: its device, its CPU threads and cores, and its mixed precision.
+
+``learner.device: auto`` is CUDA only when the learner was given a GPU; ``learner.reserve_cores`` claims cores of its
+machine for the learner while it updates (``distrl/common/affinity.py``); ``learner.amp`` autocasts the forward
+(fp16 with a gradient scaler against underflow, bf16 without one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+
+import torch
+
+from distrl.common import affinity
+from distrl.common.ray_actor import in_ray_actor
+from distrl.config.schema import Config
+from distrl.data.batch import Batch
+
+log = logging.getLogger("distrl.learner")
+
+AMP_DTYPES = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def resolve_device(requested: str, assigned_gpus: list | None, num_gpus: float, cuda_available: bool) -> torch.device:
+    """The learner's device for ``learner.device``.
+
+    ``auto`` is CUDA only when the learner was given a GPU: by Ray (``assigned_gpus``, its accelerator
+    ids, when it runs as an actor: Ray does not hide GPUs from an actor that asked for none) or, run
+    in-process (``assigned_gpus`` None), by the config (``learner.num_gpus_per_learner`` > 0).
+    """
+    if requested != "auto":
+        return torch.device(requested)
+    given = bool(assigned_gpus) if assigned_gpus is not None else num_gpus > 0
+    return torch.device("cuda" if given and cuda_available else "cpu")
+
+
+def _ray_assigned_gpus() -> list | None:
+    """The GPU ids Ray gave this actor; None outside a Ray actor."""
+    if not in_ray_actor():
+        return None
+    import ray
+
+    return list(ray.get_runtime_context().get_accelerator_ids().get("GPU", []))
+
+
+class LearnerHardware:
+    def __init__(self, config: Config, rank: int):
+        cfg = config.learner
+        self.device = resolve_device(cfg.device, _ray_assigned_gpus(), cfg.num_gpus_per_learner, torch.cuda.is_available())
+        torch.set_num_threads(max(1, int(cfg.num_cpus_per_learner)))
+        # Under Ray, this process runs on cores of its machine that the workers leave to it while it updates.
+        reserved = math.ceil(cfg.num_cpus_per_learner) if cfg.reserve_cores and in_ray_actor() else 0
+        self.cores = affinity.LearnerCores(reserved)  # 0: claims nothing
+        if reserved and not self.cores.cores:
+            log.warning(f"learner.reserve_cores: rank {rank} found fewer than {reserved + 1} unclaimed cores on its "
+                        "machine (one is left for the workers); it shares them with the workers")
+        self.amp_dtype = AMP_DTYPES[cfg.amp]
+        # fp16 needs loss scaling against gradient underflow; bf16 and fp32 do not.
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=cfg.amp == "fp16")
+
+    def autocast(self):
+        if self.amp_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.amp_dtype)
+
+    def to_tensors(self, batch: Batch) -> dict[str, torch.Tensor]:
+        """A batch's arrays on the device (through pinned memory to a GPU)."""
+        pin = self.device.type == "cuda"
+        out = {}
+        for key, value in batch.arrays().items():
+            tensor = torch.from_numpy(value)
+            if pin:
+                tensor = tensor.pin_memory()
+            out[key] = tensor.to(self.device, non_blocking=pin)
+        return out
