@@ -9,7 +9,7 @@ runs keep the behaviour policy's, which at lag 0 is the same policy). ``--async-
 results are written apart (``async_learning_ALGO_PROXIMAL``, ``..._aheadX``). A run that misses its target within its budget counts at its budget. Wall time is
 given from launch and from the first update (start-up, 12-20 s here, is the same work in both pipelines and its
 spread on a shared 2-core machine is seconds). The pipelines of a seed run one after the other, in turns (sync first
-on even seeds). Target (DESIGN.md): async reaches each target in at most 1.2x the env steps of sync (median of 3
+on even seeds). Target: async reaches each target in at most 1.2x the env steps of sync (median of 3
 seeds) and in less wall time. Writes JSON and Markdown.
 
 ``--layout nodes`` runs the same on a two-node Ray cluster on 127.0.0.1 whose nodes have a core each (``taskset``):

@@ -3,7 +3,7 @@
 In one run: ``configs/cartpole_attention.yaml`` and ``configs/cartpole_lstm.yaml`` (both stopping at mean
 return 475), seeds interleaved, time from launch to mean return 475 and the env steps it took; then the
 attention model's forward at batch 64 in each worker backend, checked against eager, beside eager.
-Targets (DESIGN.md / the attention issue): attention within 1.5x of the LSTM's time (median of 3 seeds);
+Targets: attention within 1.5x of the LSTM's time (median of 3 seeds);
 onnxrt >= 2x eager at batch 64.
 
     python benchmarks/attention.py              # seeds 0 1 2

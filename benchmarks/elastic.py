@@ -5,7 +5,7 @@ and two rollout nodes of ``--node-cpus`` CPUs; ``distrl train`` with ``rollout.p
 worker range ``{min: 2, max: 2 x node CPUs}``, one CPU per worker. After ``--lose-at`` seconds of
 training, rollout node 1 is killed whole (every process of its raylet, as a spot preemption does);
 after ``--add-at`` seconds, a new rollout node joins (``ray start``). Recorded per update: time,
-env steps/s, workers answering. Targets (DESIGN.md): after the loss, throughput back to >= 90 % of the
+env steps/s, workers answering. Targets: after the loss, throughput back to >= 90 % of the
 surviving workers' share within 30 s with no round waiting on the lost workers; after the join,
 the full worker count within 60 s; nothing counted twice. Writes JSON, Markdown and a PNG.
 

@@ -9,7 +9,7 @@ another machine, not by this CPU), 8 sync envs per worker at a fraction of a CPU
 
 Steady: env steps over wall time between the first metrics row after warm-up (every worker answering, two more
 updates) and the last. An update takes one batch per worker (``rollout.samples_per_update``'s default, a round's
-worth), so a batch is about one policy version old when it lands. Target (DESIGN.md): at 48 workers, >= 90 % of
+worth), so a batch is about one policy version old when it lands. Target: at 48 workers, >= 90 % of
 the workers' summed solo throughput. The driver's CPU per update is recorded beside it (it must not grow with
 the worker count). Writes JSON, Markdown and a PNG.
 

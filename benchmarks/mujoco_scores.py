@@ -6,7 +6,7 @@ and the greedy mean; its time is the wall time from launch. Beside it, in the sa
 PPO with RL Zoo's settings for the env (VecNormalize included) at the same budget and the same two cores, on the
 env as distrl's config makes it (its ``env.kwargs``).
 Published PPO at 1M steps: CleanRL (ppo_continuous_action, v4 envs, 3 seeds) and SB3 RL Zoo (v3/v4 envs).
-Target (DESIGN.md): median of 3 seeds >= CleanRL's score, each run <= 10 minutes on the 2-core machine.
+Target: median of 3 seeds >= CleanRL's score, each run <= 10 minutes on the 2-core machine.
 
 Every run is written as it ends (``results/mujoco_runs/ENV-SYSTEM-sSEED.json``), so runs can be made over
 several invocations; the table, curves and summary come from all of them (``--report`` alone rewrites them).

@@ -11,7 +11,7 @@ times longer. For each pipeline, in one run of this script:
 
 The figure is the run's steady env steps/s trained on: env steps over wall time between its third metrics
 row and its last (start-up and warm-up left out), less the steps async left out as too old (``stale_steps``);
-each run trains ``--seconds`` past its start-up. Target (DESIGN.md): with async, four workers with one slow one
+each run trains ``--seconds`` past its start-up. Target: with async, four workers with one slow one
 give at least the throughput of three fast workers alone. Writes JSON, Markdown and a PNG.
 
     python benchmarks/straggler.py                # 3 pipelines x 3 cases, about 30 s each

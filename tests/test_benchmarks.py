@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-SCRIPTS = ["inference", "sampling", "learner", "ppo", "peers", "compile_check", "scale", "scale_machine", "soak",
+SCRIPTS = ["inference", "same_learning", "sampling", "learner", "ppo", "peers", "compile_check", "scale", "scale_machine", "soak",
            "learner_step", "attention", "league", "league_rllib", "straggler", "async_learning", "elastic", "mujoco_scores",
            "many_workers", "cpu_accounting", "reserve_cores"]
 
@@ -202,3 +202,21 @@ def test_a_benchmark_stopped_with_sigterm_stops_its_cluster_and_removes_its_temp
     os.kill(proc.pid, signal.SIGTERM)
     assert proc.wait(timeout=120) == 143
     assert ours() == [] and set(Path("/tmp").glob("rel_*")) <= before
+
+
+def test_same_learning_compares_rows_key_by_key_timings_aside(tmp_path):
+    from benchmarks.same_learning import TIMING_KEYS, first_difference
+
+    rows = [{"iteration": 1, "loss_value": 0.5, "learner_version": 1}, {"iteration": 2, "loss_value": 0.25}]
+    assert first_difference(rows, [dict(r) for r in rows]) is None
+    assert first_difference(rows, rows[:1]) == "2 rows against 1"
+    changed = [rows[0], {"iteration": 2, "loss_value": 0.26}]
+    assert first_difference(rows, changed) == "row 1 (2): loss_value 0.25 against 0.26"
+    assert {"learn_s", "sample_s", "time_s", "sps"} <= TIMING_KEYS and "loss_value" not in TIMING_KEYS
+    machine = {"commit": "abc"}
+    for name, case_rows in (("a", rows), ("b", rows), ("c", changed)):
+        (tmp_path / f"{name}.json").write_text(json.dumps({"machine": machine, "cases": {"case": [case_rows]}}))
+    same = run_script("same_learning", "--compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), timeout=120)
+    assert same.returncode == 0 and "case: identical (2 rows" in same.stdout, same.stdout + same.stderr
+    differ = run_script("same_learning", "--compare", str(tmp_path / "a.json"), str(tmp_path / "c.json"), timeout=120)
+    assert differ.returncode == 1 and "case: DIFFERENT: row 1 (2): loss_value" in differ.stdout
