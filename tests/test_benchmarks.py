@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-SCRIPTS = ["inference", "same_learning", "sampling", "learner", "ppo", "peers", "compile_check", "scale", "scale_machine", "soak",
+SCRIPTS = ["inference", "sampling", "learner", "ppo", "peers", "compile_check", "scale", "scale_machine", "soak",
            "learner_step", "attention", "league", "league_rllib", "straggler", "async_learning", "elastic", "mujoco_scores",
            "many_workers", "cpu_accounting", "reserve_cores"]
 
