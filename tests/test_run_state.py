@@ -62,11 +62,12 @@ def sample_info():
 def test_rows_report_every_workers_backend_not_worker_zeros():
     from dataclasses import replace
 
+    from distrl.data.messages import UpdateResult
     from distrl.driver.report import iteration_row
 
     info = sample_info()
     infos = [info, replace(info, worker_index=1, policy_backend="eager")]  # worker 1 fell back
-    row = iteration_row(RunState(iteration=1, env_steps=20), infos, {"learn_s": 0.2}, 0.3, 1.0, 66.0)
+    row = iteration_row(RunState(iteration=1, env_steps=20), infos, UpdateResult(version=1, learn_s=0.2), 0.3, 1.0, 66.0)
     assert row["policy_backend"] == "eager+onnxrt" and row["batch_bytes"] == 200 and row["weight_sync_checks"] == 2
     assert row["workers_in_update"] == 2
-    assert iteration_row(RunState(iteration=1, env_steps=20), [info, info], {"learn_s": 0.2}, 0.3, 1.0, 66.0)["workers_in_update"] == 1
+    assert iteration_row(RunState(iteration=1, env_steps=20), [info, info], UpdateResult(version=1, learn_s=0.2), 0.3, 1.0, 66.0)["workers_in_update"] == 1

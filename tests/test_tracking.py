@@ -73,11 +73,12 @@ def test_every_metrics_key_has_a_group():
 
 def test_every_key_of_a_metrics_row_has_a_group():
     """A key added to the rows (driver/report.py) without a group would land in TensorBoard's other/."""
+    from distrl.data.messages import UpdateResult
     from distrl.driver.report import iteration_row
     from distrl.driver.run_state import RunState
     from tests.test_run_state import sample_info
 
-    row = iteration_row(RunState(iteration=1, env_steps=10), [sample_info()], {"learn_s": 0.2}, 0.3, 1.0, 33.0)
+    row = iteration_row(RunState(iteration=1, env_steps=10), [sample_info()], UpdateResult(version=1, learn_s=0.2), 0.3, 1.0, 33.0)
     assert not [tag for tag in scalars(row) if tag.startswith("other/")], sorted(scalars(row))
 
 
