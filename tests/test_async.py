@@ -14,6 +14,7 @@ from distrl.learner import Learner
 from distrl.models import build_model
 from distrl.rollout import RolloutWorker, SampleCoordinator, remote_worker_class
 from distrl.rollout import stream as stream_module
+from distrl.rollout.membership import Membership
 from distrl.rollout.stream import SampleStream
 from tests.conftest import run_cli
 from tests.test_faults import kill_actor_mid_run
@@ -149,7 +150,7 @@ def test_a_request_a_gather_sends_is_followed_at_once_not_after_the_pumps_wait(r
     def submit(index, weights_ref, plan_ref):
         return workers[index].sample_shards.options(num_returns=2, max_task_retries=0).remote(weights_ref, 1, plan_ref)
 
-    stream = SampleStream(workers, 1, submit, lambda index, ref: None, 60.0, [None], None, max_queued=1)
+    stream = SampleStream(Membership(workers, 0), 1, submit, lambda index, ref: None, 60.0, [None], None, max_queued=1)
     try:
         first, _ = stream.gather(1, 0, 20.0)  # the first batch: worker 0 parks behind it, then is sent its next
         time.sleep(1.0)  # that sample is in by now and worker 0 parked again: the queue holds the bound
@@ -172,7 +173,7 @@ def _two_workers_streaming(ray, max_queued: int):
     def submit(index, weights_ref, plan_ref):
         return workers[index].sample_shards.options(num_returns=2, max_task_retries=0).remote(weights_ref, 1, plan_ref)
 
-    stream = SampleStream(workers, 1, submit, lambda index, ref: None, 60.0, [None], None, max_queued=max_queued)
+    stream = SampleStream(Membership(workers, 0), 1, submit, lambda index, ref: None, 60.0, [None], None, max_queued=max_queued)
     return workers, stream, Learner(config, *probe_spaces(config.env))
 
 
@@ -264,7 +265,7 @@ def test_weights_staged_while_the_pump_reads_its_abandoned_refs_never_break_the_
         staged.append(never.answer.remote())
         return staged[-1]
 
-    stream = SampleStream([worker], 1, submit, stage, 60.0, [None], None, max_queued=4)
+    stream = SampleStream(Membership([worker], 0), 1, submit, stage, 60.0, [None], None, max_queued=4)
     weights = [ray.put(_weights(config, 0, False))]  # version 0, as the worker holds
     try:
         deadline = time.monotonic() + 8.0
@@ -274,7 +275,7 @@ def test_weights_staged_while_the_pump_reads_its_abandoned_refs_never_break_the_
         assert stream.error is None, repr(stream.error)
         time.sleep(1.0)  # the worker parks behind a full queue: the pump's last read is over
         with stream.cond:
-            assert len(stream.abandoned) == len(staged) > 100  # none answered, and none was lost in the reads
+            assert len(stream.members.abandoned) == len(staged) > 100  # none answered, and none was lost in the reads
     finally:
         ray.kill(worker)
         ray.kill(never)

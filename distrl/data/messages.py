@@ -69,7 +69,8 @@ class SampleReport:
     resubmitted: list[int] = field(default_factory=list)  # workers that died mid-sample and were sent it again
     stale_batches: int = 0  # async: batches dropped since the last report, older than rollout.max_policy_lag allows
     workers_lost: list[int] = field(default_factory=list)  # workers given up (Ray will not restart them), left out
-    workers_down: list[int] = field(default_factory=list)  # workers that stopped answering since the last report
+    workers_down: list[int] = field(default_factory=list)  # workers that went down since the last report
+    workers_evicted: list[int] = field(default_factory=list)  # of those, the ones distrl stopped (for a learner's room)
     workers_back: list[int] = field(default_factory=list)  # workers answering again (or at last) since then
     # async: the oldest policy version the update trains on (rollout.max_policy_lag behind it): the stream dropped the
     # batches with no newer step, and the learner leaves out the older steps of the rest; None: every step trains

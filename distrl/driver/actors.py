@@ -55,7 +55,6 @@ class RunActors:
         self.backend_infos: list[dict] = []
         self.started: list[int] = []  # workers constructed when the run started (a range's others come later)
         self.placement: dict[str, dict] = {}
-        self.evicted: set[int] = set()  # workers evicted for the learners whose replacements have not answered yet
 
     @property
     def world_size(self) -> int:
@@ -212,7 +211,6 @@ class RunActors:
             for index in chosen:
                 ray.get(self.coordinator.evict.remote(index))
                 evicted.append(index)
-                self.evicted.add(index)
         return evicted
 
     def _workers_in_the_way(self, evicted: list[int]) -> list[int]:

@@ -28,15 +28,14 @@ for its timeout is not run again by Ray on the restarted worker.
 
 from __future__ import annotations
 
-import threading
 import time
 
 import ray
 
 from distrl.common.errors import EnvFailure
 from distrl.data.messages import SampleInfo, SampleReport
-from distrl.rollout.restarts import RestartBudget, node_usable
-from distrl.rollout.stream import WEIGHTS_GROUP, SampleStream, read_failed
+from distrl.rollout.membership import Membership
+from distrl.rollout.stream import WEIGHTS_GROUP, SampleStream
 
 NODE_CHECK_S = 1.0  # how often a wait for a restarting worker asks whether its node is still there
 
@@ -53,28 +52,21 @@ class SampleCoordinator:
         self.env_id = env_id
         self.max_restarts = max_restarts
         self._artifacts = artifacts
-        self.budget = RestartBudget([], max_restarts)
-        self.abandoned: list = []  # refs of killed samples: read once they fail, so Ray reports no unread errors
-        # Lockstep membership: the node each worker last sampled on; workers left out of rounds until they answer.
-        self.node_of: dict[int, str] = {}
-        self.down: set[int] = set()  # their node is gone; probed each round (Ray restarts them where there is room)
-        self.lost: set[int] = set()  # Ray gave them up with their node
-        self.probes: dict[int, ray.ObjectRef] = {}
-        self.went_down: list[int] = []  # since the last report, as the stream reports them
-        self.came_back: list[int] = []
-        self.lost_now: list[int] = []
-        self.evicted: set[int] = set()  # lockstep: stopped for good to make room for a learner, not replaced yet
+        self.members = Membership([], max_restarts)
+        self.probes: dict[int, ray.ObjectRef] = {}  # lockstep: the down workers' probes, read at each round's start
         self.stream: SampleStream | None = None
-        # The actor runs up to four calls at once: overlap's ``sample`` of the next round runs beside ``collect`` of
-        # this one, and ``evict``/``replace`` come from the driver at any time. The lockstep membership above is
-        # read and changed under this lock only; no wait for a worker happens while it is held.
-        self.lock = threading.RLock()
 
     def attach(self, workers: list) -> bool:
         """The workers to drive (created after the coordinator, which their constructors may ask for artifacts)."""
         self.workers = workers
-        self.budget = RestartBudget(workers, self.max_restarts)
+        self.members = Membership(workers, self.max_restarts)
         return True
+
+    @property
+    def lock(self):
+        """The membership's lock: the actor runs up to four calls at once (overlap's ``sample`` of the next round
+        beside ``collect`` of this one; ``evict``/``replace`` from the driver at any time)."""
+        return self.members.lock
 
     def artifacts(self) -> list | None:
         """``[ObjectRef]`` to the shared compile artifacts (a worker's constructor fetches them, after a restart too)."""
@@ -95,7 +87,7 @@ class SampleCoordinator:
         with self.lock:
             self._read_probes()
             round_ = {"weights": weights, "league": league}
-            round_["refs"] = [None if i in self.down or i in self.lost else self._submit(i, round_)
+            round_["refs"] = [self._submit(i, round_) if self.members.samples(i) else None
                               for i in range(len(self.workers))]  # fmt: skip
         return round_
 
@@ -105,7 +97,7 @@ class SampleCoordinator:
         ``report``: ``infos`` of the workers whose batch is in (by worker index), ``timeouts`` (one
         ``{"worker", "waited_s"}`` per sample given up on) and ``resubmitted`` (workers that died mid-sample).
         """
-        self._read_abandoned()
+        self.members.read_abandoned()
         refs = list(round_["refs"])
         start = time.monotonic()
         deadline = {i: start + timeout_s for i in range(len(refs))}
@@ -124,13 +116,13 @@ class SampleCoordinator:
                 try:
                     info = ray.get(ref)  # ready: no wait
                     with self.lock:
-                        if not self.budget.seen(index, info.incarnation, self.node_of.get(index)):
+                        if not self.members.seen(index, info.incarnation):
                             raise self._lost(index, None)
                         infos[index] = info
-                        self.node_of[index] = info.node_id
+                        self.members.sampled_on(index, info.node_id)
                 except ray.exceptions.ActorUnavailableError:  # it died, or was being restarted when the task came
                     try:
-                        answer = None if self._node_gone(index) else self._wait_until_alive(index, deadline[index])
+                        answer = None if self.members.node_gone(index) else self._wait_until_alive(index, deadline[index])
                     except ray.exceptions.ActorDiedError as exc:
                         with self.lock:
                             self._died(index, exc)
@@ -139,7 +131,7 @@ class SampleCoordinator:
                         if answer is None:  # its node is gone: not waited for
                             self._went_down(index)
                             continue
-                        if answer and not self.budget.seen(index, answer, self.node_of.get(index)):
+                        if answer and not self.members.seen(index, answer):
                             raise self._lost(index, None)
                         resubmitted.append(index)
                         refs[index] = self._submit(index, round_)
@@ -154,13 +146,11 @@ class SampleCoordinator:
                     if now >= deadline[index]:
                         del pending[ref]
                         timeouts.append({"worker": index, "waited_s": round(now - (deadline[index] - timeout_s), 1)})
-                        self.abandoned.extend(refs[index])
-                        self.budget.timed_out(index)  # killed for a restart, or for good once its restarts are spent
+                        self.members.abandon(refs[index])
+                        self.members.budget.timed_out(index)  # killed for a restart, or for good once its restarts are spent
         done = sorted(infos)
         with self.lock:
-            report = SampleReport([infos[i] for i in done], timeouts, resubmitted, workers_lost=self.lost_now,
-                                  workers_down=self.went_down, workers_back=self.came_back)  # fmt: skip
-            self.lost_now, self.went_down, self.came_back = [], [], []
+            report = SampleReport([infos[i] for i in done], timeouts, resubmitted, **self.members.events())
         return (report, *(tuple(refs[i][1 + rank] for i in done) for rank in range(self.num_shards)))
 
     # --- the asynchronous pipeline: a stream of samples (stream.py) ----------------------------------
@@ -175,8 +165,8 @@ class SampleCoordinator:
         def stage(index, weights_ref):
             return self.workers[index].stage_weights.options(concurrency_group=WEIGHTS_GROUP).remote(weights_ref)
 
-        self.stream = SampleStream(self.workers, self.num_shards, submit, stage, timeout_s, weights, plan, max_queued,
-                                   started, self.budget)  # fmt: skip
+        self.stream = SampleStream(self.members, self.num_shards, submit, stage, timeout_s, weights, plan, max_queued,
+                                   started)  # fmt: skip
         return True
 
     def gather(self, count: int, min_version: int, timeout_s: float, hold_until: int | None = None) -> tuple:
@@ -207,72 +197,55 @@ class SampleCoordinator:
                 ref = self.workers[index].ready.remote()
             except ray.exceptions.GetTimeoutError:
                 pass
-            if self._node_gone(index):
+            if self.members.node_gone(index):
                 return None
         return ""
-
-    def _node_gone(self, index: int) -> bool:
-        """Worker ``index``'s node is gone or draining: it is not waited for (Ray restarts it where there is room)."""
-        node = self.node_of.get(index)
-        return bool(node) and not node_usable(node)
 
     def move_workers(self, indices: list[int]) -> None:
         """Their node is draining: each is restarted now on a node with room, before the node goes; until it answers
         again no round waits for it (its node counts as gone), and the restart spends none of its budget."""
         with self.lock:
-            for index in indices:
-                self.budget.move(index)
+            self.members.move(indices)
 
     def evict(self, index: int) -> None:
         """Stop worker ``index`` for good (Ray does not restart it): its resources go to a learner that could not be
         placed. Left out of rounds (or the stream) until ``replace`` hands over its successor; spends no restart."""
-        if self.stream is not None:  # the stream keeps its own membership
+        if self.stream is not None:  # the stream also drops its request in flight
             self.stream.evict(index)
         else:
             with self.lock:
-                self.evicted.add(index)
+                self.members.evict(index)
                 self.probes.pop(index, None)
-                if index not in self.down and index not in self.lost:
-                    if index in self.came_back:  # not reported yet: its successor is reported once it answers
-                        self.came_back.remove(index)
-                    self.down.add(index)
-                    self.went_down.append(index)
         ray.kill(self.workers[index], no_restart=True)
 
     def replace(self, index: int, worker) -> None:
         """``worker``: a new actor in evicted worker ``index``'s place; it rejoins once it answers (placed when a node
         has room, as a worker range's are)."""
-        with self.lock:
-            self.workers[index] = worker  # the list the restart budget and the stream hold too
-            self.budget.incarnations.pop(index, None)  # a new actor: its first answer is not a restart
         if self.stream is not None:
-            self.stream.replace(index)
+            self.stream.replace(index, worker)
         else:
             with self.lock:
-                self.lost.discard(index)
-                self.down.add(index)
+                self.members.replace(index, worker)
                 self.probes[index] = worker.ready.remote()
 
     def _went_down(self, index: int) -> None:
         """Its node is gone: left out of rounds, probed each round until it answers (restarted elsewhere). Under
         ``self.lock``, as ``_died`` and ``_read_probes``."""
-        self.down.add(index)
-        self.went_down.append(index)
+        self.members.went_down(index)
         self.probes[index] = self.workers[index].ready.remote()
 
     def _died(self, index: int, exc: BaseException) -> None:
         """Ray will not restart it: with its node gone, the run goes on without it (while any worker is left); on a
         live node, its restarts are spent and the run stops."""
-        if index in self.evicted:  # stopped by ``evict`` (already left out) and not replaced yet
+        members = self.members
+        if index in members.evicted:  # stopped by ``evict`` (already left out) and not replaced yet
             return
-        if index in self.budget.killed:  # a task that ran as distrl killed it for a restart fails as died
+        if index in members.budget.killed:  # a task that ran as distrl killed it for a restart fails as died
             self._went_down(index)
             return
-        if not self._node_gone(index) or len(self.lost) + 1 == len(self.workers):
+        if not members.node_gone(index) or len(members.lost) + 1 == len(self.workers):
             raise self._lost(index, exc) from None
-        self.down.discard(index)
-        self.lost.add(index)
-        self.lost_now.append(index)
+        members.lose(index)
 
     def _read_probes(self) -> None:
         """The left-out workers that answer again rejoin the next round; those Ray gave up are lost for good."""
@@ -283,29 +256,20 @@ class SampleCoordinator:
         for ref in ready:
             index = index_of[ref]
             try:
-                self.budget.seen(index, ray.get(ref), self.node_of.get(index))  # its node is gone: spends nothing
+                self.members.seen(index, ray.get(ref))  # its node is gone: spends nothing
             except ray.exceptions.ActorUnavailableError:  # being restarted: asked again next round
                 self.probes[index] = self.workers[index].ready.remote()
                 continue
             except ray.exceptions.ActorDiedError:
                 del self.probes[index]
-                if index in self.evicted:  # stays down until its replacement answers
-                    continue
-                self.down.discard(index)
-                if index not in self.lost:
-                    self.lost.add(index)
-                    self.lost_now.append(index)
+                if index not in self.members.evicted:  # an evicted one stays down until its replacement answers
+                    self.members.lose(index)
                 continue
             del self.probes[index]
-            self.down.discard(index)
-            self.evicted.discard(index)  # a replacement answers: counted as any worker from now on
-            self.came_back.append(index)
+            self.members.back(index)  # a replacement answers: counted as any worker from now on
 
     def _lost(self, index: int, exc: BaseException | None) -> WorkerFailure:
-        spent = self.budget.describe(index)
+        spent = self.members.budget.describe(index)
         last = f"; last: {str(exc).strip().splitlines()[0][:120]}" if exc is not None else ""
         return WorkerFailure(f"worker-{index} ({self.env_id}) cannot go on: it is not restarted again (rollout.max_restarts="
                              f"{self.max_restarts}){'; ' + spent if spent else ''}{last}")  # fmt: skip
-
-    def _read_abandoned(self) -> None:
-        self.abandoned = read_failed(self.abandoned)

@@ -50,7 +50,7 @@ import time
 import ray
 
 from distrl.data.messages import SampleInfo, SampleReport
-from distrl.rollout.restarts import RestartBudget
+from distrl.rollout.membership import Membership
 
 PUMP_WAIT_S = 0.5  # the pump's longest sleep: how soon it notices a timeout
 # While a worker is parked, a gather may send it a request the pump's wait does not include yet: the pump looks again
@@ -61,23 +61,23 @@ WEIGHTS_GROUP = "weights"  # the workers' Ray concurrency group (a thread of its
 
 
 class SampleStream:
-    def __init__(self, workers: list, num_shards: int, submit, stage, timeout_s: float, weights: list,
-                 plan: list | None, max_queued: int, started: list[int] | None = None,
-                 budget: RestartBudget | None = None):  # fmt: skip
-        """``submit(index, weights_ref, plan) -> refs``: a worker's sample task (``(info, shard_0, ...)`` refs);
+    def __init__(self, membership: Membership, num_shards: int, submit, stage, timeout_s: float, weights: list,
+                 plan: list | None, max_queued: int, started: list[int] | None = None):  # fmt: skip
+        """``membership``: who samples (``membership.py``; its lock is this stream's);
+        ``submit(index, weights_ref, plan) -> refs``: a worker's sample task (``(info, shard_0, ...)`` refs);
         ``stage(index, weights_ref) -> ref``: newer weights for the sample worker ``index`` is running;
         ``weights``: ``[ObjectRef]``, or ``[None]`` for the weights the workers hold; ``plan``: ``[ObjectRef]`` or None;
         ``max_queued``: what the queue, the batches in copy and the samples in flight hold before a worker whose batch
         is in waits, while the learner updates (an update's batches x ``rollout.updates_ahead``); ``started``: the
         workers constructed already (default all): the others (a worker range's, waiting for a node with room) are
-        probed first, so that no sample times out while its worker does not exist yet; ``budget``: the workers' restart
-        budget (``rollout.max_restarts``), spent by crashes and timeouts."""
-        self.workers = workers
+        probed first, so that no sample times out while its worker does not exist yet."""
+        self.members = membership
+        self.workers = membership.workers
         self.num_shards = num_shards
         self.submit = submit
         self.stage = stage
         self.timeout_s = timeout_s
-        self.cond = threading.Condition()
+        self.cond = threading.Condition(membership.lock)
         self.weights, self.plan = weights, plan  # the newest: every sample sent from now on acts with them
         self.inflight: dict[int, tuple[str, tuple, float]] = {}  # index -> ("sample" | "probe", refs, submitted at)
         self.queue: collections.deque[tuple[SampleInfo, tuple]] = collections.deque()
@@ -95,23 +95,14 @@ class SampleStream:
         self.recent_s: collections.deque[float] = collections.deque(maxlen=32)  # the last samples' times, sent to in
         self.timeouts: list[dict] = []
         self.resubmitted: list[int] = []
-        self.lost: list[int] = []  # for good: Ray will not restart them
-        self.down: set[int] = set()  # not answering now (restarting, or waiting for a node with room)
-        self.went_down: list[int] = []  # since the last report
-        self.came_back: list[int] = []  # answering again, or for the first time (a range's worker that started)
-        self.answered: set[int] = set()
         self.retry_at: dict[int, float] = {}  # workers to probe again (Ray is restarting them), and when
-        self.evicted: set[int] = set()  # stopped to make room for a learner: left out until a replacement answers
         self.stale = 0
-        self.budget = budget if budget is not None else RestartBudget(workers, 0)
-        self.node_of: dict[int, str] = {}  # where each worker last sampled
-        self.abandoned: list = []
         self.error: BaseException | None = None
-        started = range(len(workers)) if started is None else started
+        started = range(len(self.workers)) if started is None else started
         with self.cond:
-            for index in range(len(workers)):
+            self.members.not_started([index for index in range(len(self.workers)) if index not in started])
+            for index in range(len(self.workers)):
                 if index in started:
-                    self.answered.add(index)
                     self._send(index)
                 else:
                     self._probe(index)
@@ -128,7 +119,7 @@ class SampleStream:
                 return
             for index, (kind, _, _) in self.inflight.items():
                 if kind == "sample":  # one call per running sample: the work per sample stays constant
-                    self.abandoned.append(self.stage(index, weights[0]))  # its reply is read (and dropped) by the pump
+                    self.members.abandon([self.stage(index, weights[0])])  # its reply is read (and dropped) by the pump
 
     def release(self, update: int) -> None:
         """Update number ``update`` is over (its weights set already, when it made any): the batches gathered for the
@@ -163,40 +154,33 @@ class SampleStream:
                     self.needed = 0 if self._holding(hold_until) else count
                     self._unpark()
                     if len(taken) < count:
-                        if len(self.lost) == len(self.workers) or time.monotonic() >= deadline:
+                        if self.members.all_lost() or time.monotonic() >= deadline:
                             break
                         self.cond.wait(timeout=min(PUMP_WAIT_S, max(0.0, deadline - time.monotonic())))
             finally:
                 if taken and self._holding(hold_until):
                     self.held[hold_until] = self.held.get(hold_until, 0) + len(taken)
                 self.needed = self.in_hand = 0
-            report = SampleReport([info for info, _ in taken], self.timeouts, self.resubmitted, self.stale, list(self.lost),
-                                  self.went_down, self.came_back, min_version)  # fmt: skip
-            self.timeouts, self.resubmitted, self.stale, self.went_down, self.came_back = [], [], 0, [], []
+            report = SampleReport([info for info, _ in taken], self.timeouts, self.resubmitted, self.stale,
+                                  min_version=min_version, **self.members.events())  # fmt: skip
+            self.timeouts, self.resubmitted, self.stale = [], [], 0
         return (report, *(tuple(shards[rank] for _, shards in taken) for rank in range(self.num_shards)))
 
     def evict(self, index: int) -> None:
         """Worker ``index`` is being stopped for good (``SampleCoordinator.evict``): left out until ``replace``."""
         with self.cond:
-            self.evicted.add(index)
+            self.members.evict(index)
             entry = self.inflight.pop(index, None)
             if entry is not None:
-                self.abandoned.extend(entry[1])
+                self.members.abandon(entry[1])
             self.retry_at.pop(index, None)
             if index in self.parked:
                 self.parked.remove(index)
-            if index in self.came_back:  # not reported yet: its successor is reported once it answers
-                self.came_back.remove(index)
-            if index not in self.down and index not in self.lost:
-                self.down.add(index)
-                self.went_down.append(index)
 
-    def replace(self, index: int) -> None:
-        """A new actor is in evicted worker ``index``'s place (``self.workers``): probed until it answers."""
+    def replace(self, index: int, worker) -> None:
+        """``worker``: a new actor in evicted worker ``index``'s place: probed until it answers."""
         with self.cond:
-            if index in self.lost:
-                self.lost.remove(index)
-            self.down.add(index)
+            self.members.replace(index, worker)
             self._probe(index)
 
     def _holding(self, hold_until: int | None) -> bool:
@@ -241,7 +225,7 @@ class SampleStream:
                             self._pulled(ref)
                     self._time_out()
                     self.cond.notify_all()
-                self._read_abandoned()
+                self.members.read_abandoned()
         except BaseException as exc:  # ours: the driver's next gather raises it
             with self.cond:
                 self.error = exc
@@ -249,36 +233,29 @@ class SampleStream:
 
     def _arrived(self, index: int) -> None:
         kind, refs, since = self.inflight.pop(index)
+        members = self.members
         try:
             result = ray.get(refs[0])
         except (ray.exceptions.ActorUnavailableError, ray.exceptions.ActorDiedError) as exc:
-            if index in self.evicted:  # its replacement is probed once it exists
+            if index in members.evicted:  # its replacement is probed once it exists
                 return
-            if isinstance(exc, ray.exceptions.ActorDiedError) and index not in self.budget.killed:
-                self.lost.append(index)  # Ray will not restart it: given up (its restarts spent), or created never
-                self.down.discard(index)
+            if isinstance(exc, ray.exceptions.ActorDiedError) and index not in members.budget.killed:
+                members.lose(index)  # Ray will not restart it: given up (its restarts spent), or created never
                 return
             # It died and Ray is restarting it (a task that ran as distrl killed it for a restart fails as died)
             if kind == "sample":
                 self.resubmitted.append(index)
-            if index not in self.down:
-                self.down.add(index)
-                self.went_down.append(index)
+            members.went_down(index)
             self.retry_at[index] = time.monotonic() + RETRY_S  # asked again shortly, not in a tight loop
             return
         incarnation = result.incarnation if kind == "sample" else result
-        if not self.budget.seen(index, incarnation, self.node_of.get(index)):
-            self.lost.append(index)  # its restarts are spent: killed for good
-            self.down.discard(index)
+        if not members.seen(index, incarnation):
+            members.lose(index)  # its restarts are spent: killed for good
             return
-        self.evicted.discard(index)
-        if index in self.down or index not in self.answered:
-            self.down.discard(index)
-            self.answered.add(index)
-            self.came_back.append(index)
+        members.back(index)
         if kind == "sample":
             self.recent_s.append(time.monotonic() - since)
-            self.node_of[index] = result.node_id
+            members.sampled_on(index, result.node_id)
             batch = (result, refs[1:])
             self.copying[id(batch)] = [len(batch[1]), batch]
             for ref in batch[1]:
@@ -316,29 +293,6 @@ class SampleStream:
         for index, (kind, refs, since) in list(self.inflight.items()):
             if kind == "sample" and now - since > self.timeout_s:
                 self.timeouts.append({"worker": index, "waited_s": round(now - since, 1)})
-                self.abandoned.extend(refs)
-                self.budget.timed_out(index)  # killed for a restart, or for good once its restarts are spent
+                self.members.abandon(refs)
+                self.members.budget.timed_out(index)  # killed for a restart, or for good once its restarts are spent
                 self._probe(index)
-
-    def _read_abandoned(self) -> None:
-        # Taken under the lock and read outside it: ray.wait over a list another thread grows (set_weights, evict)
-        # raises a bare AssertionError.
-        with self.cond:
-            refs, self.abandoned = self.abandoned, []
-        pending = read_failed(refs)
-        with self.cond:
-            self.abandoned = pending + self.abandoned
-
-
-def read_failed(refs: list) -> list:
-    """Read the refs of killed samples that have failed by now (an unread error is logged by Ray as one); returns
-    those still pending."""
-    if not refs:
-        return refs
-    ready, pending = ray.wait(refs, num_returns=len(refs), timeout=0)
-    for ref in ready:
-        try:
-            ray.get(ref)
-        except Exception:  # the kill's own error: expected
-            pass
-    return pending

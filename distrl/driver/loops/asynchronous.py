@@ -28,7 +28,7 @@ class AsyncLoop(TrainingLoop):
     def begin(self, new_run: bool) -> None:
         # A new run's workers hold the learner's initial weights: they start sampling while the learners start.
         self.stream_started = new_run
-        self.answering = set(self.actors.started)
+        self.start_roster()
         if new_run:
             self._start_stream([None])
 
@@ -63,7 +63,7 @@ class AsyncLoop(TrainingLoop):
             iter_start, cpu_start = time.perf_counter(), time.process_time()
             report = self.await_report(samples[0])
             self.counters.stale_batches += report.stale_batches
-            stop = self.follow_membership(report)
+            stop = self.roster.follow(report)
             if stop is not None:
                 return stop
             # The next update's batches are taken as they come in while this update runs, and the next update is queued

@@ -24,6 +24,7 @@ from distrl.data.messages import SampleInfo, SampleReport, UpdateResult
 from distrl.driver import report
 from distrl.driver.metrics import MetricsWriter
 from distrl.driver.progress import ProgressReporter
+from distrl.driver.roster import Roster
 from distrl.driver.run_state import stop_reason
 
 if TYPE_CHECKING:
@@ -66,9 +67,7 @@ class TrainingLoop(ABC):
         self.observers: list[LoopObserver] = driver.observers
         self.incarnations: dict[int, tuple[str, int]] = {}  # worker index -> (incarnation, seed)
         self._warned_all_skipped = False
-        self.answering: set[int] = set()  # workers that answer now, as the driver last heard (set by ``begin``)
-        self.lost_for_good: set[int] = set()
-        self.below_min_since: float | None = None
+        self.roster: Roster | None = None  # the workers answering, as the driver last heard (``begin`` starts it)
 
     # --- what a loop implements ---------------------------------------------------------
     @abstractmethod
@@ -113,51 +112,20 @@ class TrainingLoop(ABC):
         return plans[:1] or None
 
     # --- who is in the run -----------------------------------------------------------------
+    def start_roster(self) -> None:
+        """Follow the workers answering from the run's start (``begin``): ``driver/roster.py``."""
+        self.roster = Roster(self.config.rollout, self.counters, self.actors.started, self._where, self._placed)
+
     def _where(self, index: int) -> str:
         spot = self.actors.placement.get(f"worker-{index}", {})
         return f"node {spot.get('node_ip', '?')} ({str(spot.get('node_id', '?'))[:8]})"
 
-    def follow_membership(self, report) -> str | None:
-        """Say once when a worker stops answering, comes back, joins or is lost for good; the stop reason when fewer
-        than the range's min have answered for longer than ``rollout.min_workers_wait_s``."""
-        for index in report.workers_down:
-            self.answering.discard(index)
-            self.counters.workers_lost += 1
-            if index in self.actors.evicted:  # said when evicted (actors.py)
-                log.warning(f"worker-{index} is out (evicted for the learners); the run goes on with "
-                            f"{len(self.answering)} workers, and takes its replacement once a node has room")  # fmt: skip
-                continue
-            log.warning(f"worker-{index} on {self._where(index)} stopped answering (its process or node is gone); the "
-                        f"run goes on with {len(self.answering)} workers, and takes it back once Ray restarts it")  # fmt: skip
-        for index in report.workers_back:
-            self.actors.evicted.discard(index)  # its replacement answers
-            joined = f"worker-{index}" not in self.actors.placement  # a range's worker, started on a node that joined
-            self.actors.worker_joined(index)  # where it runs now (Ray may have restarted it on another node)
-            self.driver.write_placement()
-            self.answering.add(index)
-            log.info(f"worker-{index} {'joined' if joined else 'is back'} on {self._where(index)} "
-                     f"({len(self.answering)} workers)")  # fmt: skip
-        for index in report.workers_lost:
-            if index in self.lost_for_good:
-                continue
-            self.lost_for_good.add(index)
-            if index in self.answering:  # not counted yet: it had not stopped answering before
-                self.counters.workers_lost += 1
-            self.answering.discard(index)
-            log.warning(f"worker-{index} on {self._where(index)} is lost for good (Ray will not restart it); the run "
-                        f"goes on with {len(self.answering)} workers")  # fmt: skip
-        rollout = self.config.rollout
-        if len(self.answering) >= rollout.min_workers:
-            self.below_min_since = None
-            return None
-        now = time.monotonic()
-        self.below_min_since = self.below_min_since or now
-        if len(self.lost_for_good) == rollout.max_workers or now - self.below_min_since > rollout.min_workers_wait_s:
-            log.error(f"only {len(self.answering)} of the {rollout.min_workers} rollout workers the run needs answer, "
-                      f"for {now - self.below_min_since:.0f} s (rollout.min_workers_wait_s={rollout.min_workers_wait_s:g}); "
-                      "stopping with a final checkpoint")  # fmt: skip
-            return "too_few_workers"
-        return None
+    def _placed(self, index: int) -> bool:
+        """Record where worker ``index`` runs now (Ray may have restarted it on another node); True: new to the run."""
+        joined = f"worker-{index}" not in self.actors.placement  # a range's worker, started on a node that joined
+        self.actors.worker_joined(index)
+        self.driver.write_placement()
+        return joined
 
     # --- the learners' update -------------------------------------------------------------
     def launch_update(self, samples: list) -> tuple:
@@ -241,7 +209,7 @@ class TrainingLoop(ABC):
         self.counters.stale_steps += update.stale_steps
         sps_avg = (self.counters.env_steps - self.loop_steps_start) / max(now - self.loop_start, 1e-9)
         row = report.iteration_row(self.counters, infos, update, now - iter_start, elapsed, sps_avg)
-        row["workers_active"] = len(self.answering)
+        row["workers_active"] = len(self.roster.answering)
         for observer in self.observers:
             row.update(observer.after_iteration(infos, self.counters.iteration, weights_ref))
         row["driver_cpu_s"] = time.process_time() - cpu_start  # this process only: its share of the loop

@@ -18,7 +18,7 @@ from distrl.driver.loops.base import TrainingLoop
 
 class LockstepLoop(TrainingLoop):
     def begin(self, new_run: bool) -> None:
-        self.answering = set(self.actors.started)
+        self.start_roster()
         self.first_round = self.sample(None) if new_run else None
 
     def _collect(self, round_ref) -> list:
@@ -38,7 +38,7 @@ class LockstepLoop(TrainingLoop):
             if overlap:  # sample the next batch with the weights the learner is updating away from (lag 1)
                 round_ref = self.sample(weights_ref)
             sample_report = self.await_report(samples[0])
-            stop = self.follow_membership(sample_report)
+            stop = self.roster.follow(sample_report)
             if stop is not None:
                 return stop
             if not sample_report.infos:  # every worker timed out: nothing to learn from this time
