@@ -1,5 +1,6 @@
 """What moves between the parts of a run: the batch a worker fills, the samples an update draws minibatches
-from, observation windows, and the typed messages (``messages.py``). Names are loaded on first use."""
+from, observation windows, the typed messages (``messages.py``), model memory kinds (``memory/``) and the async
+staleness bound (``staleness.py``). Names are loaded on first use."""
 
 from __future__ import annotations
 

@@ -285,6 +285,33 @@ class Driver:
             self.storage.put(self.run_dir / "summary.json", "summary.json")
         return summary
 
+    # --- what a loop tells the run (driver/loops/base.py: RunHost) ------------------------------------
+    @property
+    def stop_requested(self) -> bool:
+        """A stop signal came (its KeyboardInterrupt may have been swallowed where it landed: driver/signals.py)."""
+        return self.stop_signals.requested
+
+    def first_batch_done(self, finished_at: float) -> None:
+        """The first batch was in at wall time ``finished_at`` (when its last worker finished it): a start-up mark."""
+        if "first_batch" not in self.timeline:
+            self.timeline["first_batch"] = finished_at - self.launch_wall
+
+    def first_update_done(self) -> str | None:
+        """The start-up line, once: after the run's first update (None after that)."""
+        if "first_update" in self.timeline:
+            return None
+        self.mark("first_update")
+        return report.startup_line(self.timeline)
+
+    def iteration_done(self, row: dict) -> None:
+        """An iteration's metrics row is written: the caller's hook sees it (Ray Tune reports from it)."""
+        if self.on_iteration is not None:
+            self.on_iteration(row, self)
+
+    def workers_act_with(self, backends: list[str]) -> None:
+        """The policy backend each worker acted with in the newest batches (by worker index): for the summary."""
+        self.worker_backends = backends
+
     def note_learner_step(self, step: dict) -> None:
         """The learner's step after its first device-step update was checked against the loop (``Learner.describe``)."""
         self.learner_step = step

@@ -30,7 +30,7 @@ from distrl.learner.hardware import LearnerHardware, resolve_device
 from distrl.learner.state import LearnerCounters, Normalisers, learner_state, load_learner_state
 from distrl.learner.step import DeviceStep
 from distrl.learner.step_rules import choose_step
-from distrl.learner.update import Update
+from distrl.learner.update import MinibatchLoss, Update
 from distrl.models import build_model
 
 __all__ = ["Learner", "resolve_device"]
@@ -68,16 +68,15 @@ class Learner:
         self.normalisers = Normalisers(config, self.model, obs_space)
         self.counters = LearnerCounters()
         self.generator = torch.Generator().manual_seed(config.seed + rank)
-        self.updates = Update(config, self.model, _TrainForward(self.model), self.algorithm, self.optimizer, None,
-                              self.hardware, world_size, self.normalisers)  # fmt: skip
-        loss_fn = self._compile(self.updates.loss_terms)
-        loop = LoopEpochs(loss_fn, self.model, self.optimizer, self.hardware.scaler, self.algorithm.plan, device, world_size,
-                          step_reason)  # fmt: skip
+        self.loss = MinibatchLoss(self.model, _TrainForward(self.model), self.algorithm, self.hardware)
+        loop = LoopEpochs(self._compile(self.loss.terms), self.model, self.optimizer, self.hardware.scaler,
+                          self.algorithm.plan, device, world_size, step_reason)  # fmt: skip
         self.epochs = loop
         if step_kind == "device":
-            step = DeviceStep(self.updates.loss_terms, self.model, self.optimizer, self.algorithm.plan, device, captured)
+            step = DeviceStep(self.loss.terms, self.model, self.optimizer, self.algorithm.plan, device, captured)
             self.epochs = DeviceEpochs(loop, step, config.learner.step_strict, step_reason)
-        self.updates.epochs = self.epochs
+        self.updates = Update(config, self.model, self.loss, self.algorithm, self.optimizer, self.epochs, self.hardware,
+                              world_size, self.normalisers)  # fmt: skip
 
     def _compile(self, loss_terms):
         """The minibatch loss the loop runs: compiled (forward + loss; AOTAutograd compiles its backward too) unless
@@ -122,8 +121,8 @@ class Learner:
         return distributed.rendezvous_address()
 
     def init_distributed(self, address: str, port: int) -> None:
-        self.updates.set_forward(distributed.join(self.updates.train_forward, self.device, address, port, self.rank,
-                                                  self.world_size))  # fmt: skip
+        self.loss.set_forward(distributed.join(self.loss.train_forward, self.device, address, port, self.rank,
+                                               self.world_size))  # fmt: skip
 
     def policy_version(self) -> int:
         """Updates done so far: the version of the weights ``get_weights`` returns."""

@@ -33,7 +33,7 @@ from distrl.algo.base import EpochPlan
 class DeviceStep:
     """The minibatch step as one function over static buffers; captured as a CUDA graph when ``capture``.
 
-    ``loss_fn(minibatch)``: the forward and the algorithm's loss (``Update.loss_terms``), a dict with
+    ``loss_fn(minibatch)``: the forward and the algorithm's loss (``MinibatchLoss.terms``, ``update.py``), a dict with
     ``loss`` (and ``approx_kl`` with a ``target_kl``); ``optimizer``: fused Adam over ``model``'s
     parameters (capturable, with a tensor lr, when captured); ``plan``: the algorithm's ``EpochPlan``.
     ``run`` replaces the loop of ``epochs.LoopEpochs``.

@@ -19,23 +19,56 @@ from distrl.compile.dynamo_stats import dynamo_counts
 from distrl.data.batch import Batch
 from distrl.data.messages import SampleInfo, UpdateResult
 from distrl.data.samples import TrainingSamples
+from distrl.data.staleness import steps_inside
 from distrl.learner.state import LearnerCounters
 
 _NOT_PER_STEP = ("obs", "starts", "h0", "c0")  # what the forward reads, not the loss
 
 
-class Update:
-    def __init__(self, config, model, train_forward, algorithm: Algorithm, optimizer, epochs, hardware, world_size: int,
-                 normalisers):  # fmt: skip
-        """``train_forward``: the module the loss calls (DDP's wrapper with several ranks: ``set_forward``);
-        ``normalisers``: the learner's ``Normalisers`` (observations, returns)."""
-        self.config, self.model, self.train_forward = config, model, train_forward
-        self.algorithm, self.optimizer, self.epochs, self.hardware = algorithm, optimizer, epochs, hardware
-        self.world_size, self.normalisers = world_size, normalisers
-        self._compiled_after_warmup: int | None = None  # graphs compiled by the end of the first update
+class MinibatchLoss:
+    """The model's forward and the algorithm's loss on one minibatch: what the epochs run (compiled, or inside the device
+    step) and what the algorithm's targets read the current policy from."""
+
+    def __init__(self, model, train_forward, algorithm: Algorithm, hardware):
+        """``train_forward``: the module the loss calls (DDP's wrapper with several ranks: ``set_forward``)."""
+        self.model, self.train_forward, self.algorithm, self.hardware = model, train_forward, algorithm, hardware
 
     def set_forward(self, train_forward) -> None:
         self.train_forward = train_forward
+
+    def terms(self, mb: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Forward and the algorithm's loss for one minibatch (the part torch.compile compiles)."""
+        pd_params, new_values, steps = self.forward(mb)
+        return self.algorithm.loss(self.model.dist, pd_params, new_values, steps)
+
+    def forward(self, mb: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """The model on a minibatch: ``pd_params [B, P]`` and values ``[B]`` in fp32, and the per-step tensors flat."""
+        with self.hardware.autocast():
+            if self.model.is_recurrent:
+                seq = {k: mb[k].transpose(0, 1) for k in ("obs", "starts")}  # back to time-major [L, S, ...]
+                pd_params, new_values = self.train_forward(seq["obs"], mb["h0"], mb["c0"], seq["starts"])
+                pd_params, new_values = pd_params.transpose(0, 1), new_values.transpose(0, 1)
+            else:
+                pd_params, new_values = self.train_forward(mb["obs"])
+        # The distribution and loss math runs in fp32 whatever the autocast dtype.
+        pd_params = pd_params.float().reshape(-1, pd_params.shape[-1])
+        new_values = new_values.float().reshape(-1)
+
+        # The per-step tensors, flat [B, ...] (a recurrent minibatch's are [S, L, ...]).
+        steps = {k: v.reshape(-1, *v.shape[2:]) if self.model.is_recurrent else v
+                 for k, v in mb.items() if k not in _NOT_PER_STEP}  # fmt: skip
+        return pd_params, new_values, steps
+
+
+class Update:
+    def __init__(self, config, model, loss: MinibatchLoss, algorithm: Algorithm, optimizer, epochs, hardware,
+                 world_size: int, normalisers):  # fmt: skip
+        """``loss``: the minibatch loss ``epochs`` runs (``epochs.py``); ``normalisers``: the learner's ``Normalisers``
+        (observations, returns)."""
+        self.config, self.model, self.loss = config, model, loss
+        self.algorithm, self.optimizer, self.epochs, self.hardware = algorithm, optimizer, epochs, hardware
+        self.world_size, self.normalisers = world_size, normalisers
+        self._compiled_after_warmup: int | None = None  # graphs compiled by the end of the first update
 
     def __call__(self, infos: list[SampleInfo], shards: list[Batch], min_version: int | None,
                  counters: LearnerCounters, generator: torch.Generator) -> UpdateResult:  # fmt: skip
@@ -97,29 +130,6 @@ class Update:
         per_rank = max(1, self.algorithm.plan.minibatch_size // self.world_size)
         return max(1, samples_per_rank // per_rank)
 
-    def loss_terms(self, mb: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Forward and the algorithm's loss for one minibatch (the part torch.compile compiles)."""
-        pd_params, new_values, steps = self._forward(mb)
-        return self.algorithm.loss(self.model.dist, pd_params, new_values, steps)
-
-    def _forward(self, mb: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
-        """The model on a minibatch: ``pd_params [B, P]`` and values ``[B]`` in fp32, and the per-step tensors flat."""
-        with self.hardware.autocast():
-            if self.model.is_recurrent:
-                seq = {k: mb[k].transpose(0, 1) for k in ("obs", "starts")}  # back to time-major [L, S, ...]
-                pd_params, new_values = self.train_forward(seq["obs"], mb["h0"], mb["c0"], seq["starts"])
-                pd_params, new_values = pd_params.transpose(0, 1), new_values.transpose(0, 1)
-            else:
-                pd_params, new_values = self.train_forward(mb["obs"])
-        # The distribution and loss math runs in fp32 whatever the autocast dtype.
-        pd_params = pd_params.float().reshape(-1, pd_params.shape[-1])
-        new_values = new_values.float().reshape(-1)
-
-        # The per-step tensors, flat [B, ...] (a recurrent minibatch's are [S, L, ...]).
-        steps = {k: v.reshape(-1, *v.shape[2:]) if self.model.is_recurrent else v
-                 for k, v in mb.items() if k not in _NOT_PER_STEP}  # fmt: skip
-        return pd_params, new_values, steps
-
     @torch.no_grad()
     def _current_outputs(self, samples: TrainingSamples, shape: tuple[int, int], seq_len: int | None) -> CurrentOutputs:
         """The current model on the batch: its policy's log-probabilities of the batch's actions and its values, each
@@ -128,7 +138,7 @@ class Update:
         logps, values = [], []
         for start in range(0, len(samples), size):
             mb = {k: v[start : start + size] for k, v in samples.tensors.items()}
-            pd_params, new_values, steps = self._forward(mb)
+            pd_params, new_values, steps = self.loss.forward(mb)
             mask = steps["action_mask"] if "action_mask" in steps else None
             logps.append(self.model.dist.log_prob_entropy(pd_params, steps["actions"], mask)[0])
             values.append(new_values)
@@ -159,7 +169,7 @@ def leave_out_stale_steps(data: dict[str, torch.Tensor], versions: torch.Tensor,
     out. A stale prefix changes no kept step's GAE or V-trace target: both run backwards from the batch's end."""
     if min_version is None:
         return 0
-    keep = versions >= min_version
+    keep = steps_inside(versions, min_version)
     if keep.all():
         return 0
     keep = keep.to(data["valid"].device)

@@ -50,6 +50,7 @@ import time
 import ray
 
 from distrl.data.messages import SampleInfo, SampleReport
+from distrl.data.staleness import batch_too_old
 from distrl.rollout.membership import Membership
 
 PUMP_WAIT_S = 0.5  # the pump's longest sleep: how soon it notices a timeout
@@ -146,7 +147,7 @@ class SampleStream:
                         raise self.error
                     while self.queue and len(taken) < count:
                         info, shards = self.queue.popleft()
-                        if info.newest_version < min_version:  # every step too old (some: the learner masks them)
+                        if batch_too_old(info, min_version):  # every step too old (some: the learner masks them)
                             self.stale += 1
                         else:
                             taken.append((info, shards))

@@ -14,10 +14,10 @@ staleness bound reads it per step) and their mean (the policy lag).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import ray
@@ -30,11 +30,11 @@ from distrl.common.threads import use_torch_threads
 from distrl.compile.build import CheckedPolicy
 from distrl.compile.dynamo_stats import dynamo_counts
 from distrl.config.schema import Config
-from distrl.envs import make_run_vec_env
-from distrl.envs.kinds import worker_side
 from distrl.data.batch import Batch, policy_observation
 from distrl.data.memory import memory_for
 from distrl.data.messages import SampleInfo, Weights
+from distrl.envs import make_run_vec_env
+from distrl.envs.kinds import worker_side
 from distrl.models import build_model
 from distrl.rollout.env_runner import EnvRunner
 from distrl.rollout.stream import WEIGHTS_GROUP

@@ -19,6 +19,7 @@ import time
 import ray
 
 from distrl.common.log import get_logger
+from distrl.data import staleness
 from distrl.driver.loops.base import TrainingLoop
 
 log = get_logger("driver")
@@ -56,7 +57,7 @@ class AsyncLoop(TrainingLoop):
         if not self.stream_started:  # a resumed run: the workers start on the learner's restored weights
             self._start_stream([weights_ref])
         lag = cfg.rollout.max_policy_lag
-        samples = self._gather(version - lag)
+        samples = self._gather(staleness.min_version(version, lag))
         update = self.launch_update(samples)  # a gather that gets none makes no update (the learner returns at once)
         number = 0  # the update running: each one's batches are gathered while the one before it runs
         while True:
@@ -70,7 +71,8 @@ class AsyncLoop(TrainingLoop):
             # on the learner behind it: it starts the moment this one ends, with no round trip through the driver
             # (measured: 14 ms of a 140 ms update on Pendulum). Their versions are checked against the version this update
             # makes; a batch that is lost with its node instead only makes the check one version stricter this once.
-            following = self._gather(version + (1 if report.infos else 0) - lag, hold_until=number)
+            made = version + (1 if report.infos else 0)  # the version this update makes
+            following = self._gather(staleness.min_version(made, lag), hold_until=number)
             queued = self.launch_update(following)
             result, update, restarted = self.await_update(update, samples)  # the workers sample on meanwhile
             if restarted:  # the queued update went to the learners that died

@@ -28,7 +28,13 @@ from distrl.driver.roster import Roster
 from distrl.driver.run_state import stop_reason
 
 if TYPE_CHECKING:
-    from distrl.driver.driver import Driver
+    from pathlib import Path
+
+    from distrl.config import Config
+    from distrl.driver.actors import RunActors
+    from distrl.driver.run_state import RunState
+    from distrl.driver.snapshots import SnapshotKeeper
+    from distrl.driver.timeouts import WaitBounds
 
 log = get_logger("driver")
 
@@ -57,8 +63,39 @@ class LoopObserver(Protocol):
         """What ``summary.json`` says of it."""
 
 
+class RunHost(Protocol):
+    """What a loop needs of the run around it (the ``Driver``), and all it may touch: the run's parts, and the few
+    things a loop tells the run."""
+
+    config: Config
+    actors: RunActors  # the learners, the workers and their coordinator, with their placement
+    counters: RunState  # the run's counters, kept across a resume
+    bounds: WaitBounds  # how long a sample and an update may take
+    observers: list[LoopObserver]
+    snapshots: SnapshotKeeper  # each update's learner state is offered; a rebuilt learner starts from the newest
+    run_dir: Path
+    console: Any  # the live progress bar's rich Console, or None
+
+    @property
+    def stop_requested(self) -> bool: ...
+
+    def write_placement(self) -> None: ...  # a worker joined or moved
+
+    def note_learner_step(self, step: dict) -> None: ...  # the device step's first update was checked
+
+    def first_batch_done(self, finished_at: float) -> None: ...
+
+    def first_update_done(self) -> str | None: ...  # the start-up line, once
+
+    def iteration_done(self, row: dict) -> None: ...
+
+    def workers_act_with(self, backends: list[str]) -> None: ...
+
+    def checkpoint_at(self, elapsed: float) -> Path: ...
+
+
 class TrainingLoop(ABC):
-    def __init__(self, driver: Driver):
+    def __init__(self, driver: RunHost):
         self.driver = driver
         self.config = driver.config
         self.actors = driver.actors
@@ -197,11 +234,10 @@ class TrainingLoop(ABC):
                         f"them: not trained on, not counted (batches_lost {self.counters.batches_lost})")  # fmt: skip
             infos = [info for i, info in enumerate(infos) if i not in lost]
         if not infos:
-            return "interrupted" if driver.stop_signals.requested else None
+            return "interrupted" if driver.stop_requested else None
         if update.learner_step is not None:  # the device step's first update, against the loop's
             driver.note_learner_step(update.learner_step)
-        if "first_batch" not in driver.timeline:  # when the last worker finished it (this machine's clock)
-            driver.timeline["first_batch"] = max(i.finished_at for i in infos) - driver.launch_wall
+        driver.first_batch_done(max(i.finished_at for i in infos))
         now = time.perf_counter()
         elapsed = self.counters.time_s + (now - self.launch)
         self._count(infos, elapsed)
@@ -213,16 +249,15 @@ class TrainingLoop(ABC):
         for observer in self.observers:
             row.update(observer.after_iteration(infos, self.counters.iteration, weights_ref))
         row["driver_cpu_s"] = time.process_time() - cpu_start  # this process only: its share of the loop
-        if "first_update" not in driver.timeline:
-            driver.mark("first_update")
-            log.info(report.startup_line(driver.timeline))
+        startup = driver.first_update_done()
+        if startup is not None:
+            log.info(startup)
         self.metrics_writer.write(row)
         self.progress.update(row)
-        if driver.on_iteration is not None:
-            driver.on_iteration(row, driver)
+        driver.iteration_done(row)
         if self.videos is not None and self.counters.iteration % cfg.logging.video_every_iterations == 0:
             self.videos.maybe_record(self.counters.iteration, ray.get(weights_ref))
-        if driver.stop_signals.requested:  # a signal whose KeyboardInterrupt was swallowed (driver/signals.py)
+        if driver.stop_requested:  # a signal whose KeyboardInterrupt was swallowed (driver/signals.py)
             return "interrupted"
         reason = stop_reason(cfg.stop, self.counters, elapsed)
         if reason is not None:
@@ -253,7 +288,7 @@ class TrainingLoop(ABC):
                                 "the step was reset and masked, and is counted as env_nonfinite (further ones "
                                 "are counted without a warning)")  # fmt: skip
                 self.counters.env_nonfinite += info.env_nonfinite
-        self.driver.worker_backends = [info.policy_backend for info in sorted(infos, key=lambda i: i.worker_index)]
+        self.driver.workers_act_with([info.policy_backend for info in sorted(infos, key=lambda i: i.worker_index)])
         self.counters.add_iteration(
             sum(info.env_steps for info in infos),
             [r for info in infos for r in info.episode_returns],
