@@ -93,8 +93,8 @@ def measure(config, seconds: float = 0.5) -> dict:
     torch.set_num_threads(1)
     rng = np.random.default_rng(0)
     if config.league is not None:  # the learner's seat of a two-player game, against the random player
-        from distrl.league.env import LeagueVecEnv
-        from distrl.league.games import random_actions
+        from distrl.envs.games.seat import LeagueVecEnv
+        from distrl.envs.games import random_actions
 
         envs = LeagueVecEnv(config)
         envs.set_plan({"shares": {"random": 1.0}})

@@ -38,3 +38,19 @@ def test_no_module_of_distrl_imports_itself_back():
 def test_the_imports_that_once_ran_against_the_layers_are_gone(importer, imported):
     graph = grimp.build_graph("distrl")
     assert not graph.chain_exists(importer=importer, imported=imported, as_packages=True)
+
+
+def test_every_env_kind_is_an_import_the_linter_sees():
+    """The env-kind table holds its modules, so each kind is an edge in the import graph, and no env kind reaches
+    up into the league (the games and the learner's seat live in ``distrl/envs/games/``)."""
+    import inspect
+
+    from distrl.envs import kinds
+    from distrl.envs.kinds import ENV_KINDS
+
+    graph = grimp.build_graph("distrl")
+    for name, module in ENV_KINDS.items():
+        assert graph.direct_import_exists(importer="distrl.envs.kinds", imported=module.__name__), name
+        assert callable(module.probe_run) and callable(module.make_run_vec_env), name
+    assert "import_module" not in inspect.getsource(kinds)  # no kind loaded by a name the linter cannot follow
+    assert not graph.chain_exists(importer="distrl.envs", imported="distrl.league", as_packages=True)

@@ -12,10 +12,10 @@ import torch
 from distrl.config import ConfigError, load_config
 from distrl.league import elo
 from distrl.config.league import LeagueConfig, MatchmakingConfig
-from distrl.league.games import GameError, make_game, probe_game
-from distrl.league.games.connect_four import heuristic as connect_four_heuristic
+from distrl.envs.games import GameError, make_game, probe_game
+from distrl.envs.games.connect_four import heuristic as connect_four_heuristic
 from distrl.league.league import League
-from distrl.league.matchmaking import WinRates, opponent_shares, pfsp_weight
+from distrl.envs.games.matchmaking import WinRates, opponent_shares, pfsp_weight
 from distrl.models.distributions import ActionDist
 
 CONNECT4 = "pettingzoo/classic/connect_four-v3"
@@ -294,7 +294,7 @@ def test_training_games_never_see_an_illegal_move_and_cover_both_seats(monkeypat
 
 def _checking_legality(monkeypatch) -> dict:
     """Make every PettingZoo game step assert that each acting seat's move is legal; returns the move count."""
-    from distrl.league.games.pettingzoo_game import PettingZooGame
+    from distrl.envs.games.pettingzoo_game import PettingZooGame
 
     real_step = PettingZooGame.step
     checked = {"moves": 0}
@@ -343,7 +343,7 @@ def test_a_snapshot_keeps_playing_its_games_after_a_plan_drops_it():
 
 def _failing_game_steps(monkeypatch, fail_at) -> dict:
     """PettingZoo game steps raise at the step calls in ``fail_at`` (counted across the process)."""
-    from distrl.league.games.pettingzoo_game import PettingZooGame
+    from distrl.envs.games.pettingzoo_game import PettingZooGame
 
     real_step, calls = PettingZooGame.step, {"n": 0}
 
@@ -383,7 +383,7 @@ def test_a_game_that_keeps_raising_stops_the_run_with_its_message(monkeypatch):
 
 def test_an_opponent_that_cannot_move_stops_the_run_rather_than_counting_as_env_errors(monkeypatch):
     from distrl.common.errors import OwnCodeError
-    from distrl.league.opponents import LearnedOpponents
+    from distrl.envs.games.opponents import LearnedOpponents
 
     worker = _worker(league_config())
     weights = {k: v.detach().numpy().copy() for k, v in worker.model.state_dict().items()}

@@ -1,25 +1,29 @@
-"""Env kinds: how a run's env is probed and built, by name, as the worker backends are (``distrl/compile/backends``).
+"""Env kinds: how a run's env is probed and built, one module each and a row in ``ENV_KINDS``.
 
 - ``gymnasium``: a gymnasium id or a ``package.module:factory`` (``distrl/envs/factory.py``);
 - ``league``: a two-player game seen from the learner's seat, its opponents acting inside the vector
-  env (``distrl/league/env.py``).
+  env (``distrl/envs/games/seat.py``).
 
-Each module named here defines ``probe_run(config) -> (observation space, action space)`` (checking
-what it can before Ray starts) and ``make_run_vec_env(config, num_threads) -> VectorEnv`` (not yet
-reset), and may define ``worker_side(envs, policies) -> WorkerSide``: what the kind adds to a rollout worker
-(the league: opponents that act with the worker's policies, the driver's plan in, finished games out). The table names modules, so ``distrl.envs`` imports no kind above it: adding a kind is a
-module and a row here.
+A kind's module defines ``probe_run(config) -> (observation space, action space)`` (checking what it
+can before Ray starts) and ``make_run_vec_env(config, num_threads) -> VectorEnv`` (not yet reset), and
+may define ``worker_side(envs, policies) -> WorkerSide``: what the kind adds to a rollout worker (the
+league: opponents that act with the worker's policies, the driver's plan in, finished games out).
+The table holds the modules themselves, so import-linter sees every kind: adding one is a module in
+``distrl/envs/`` and a row here.
 """
 
 from __future__ import annotations
 
-import importlib
+from types import ModuleType
 
 import gymnasium as gym
 
-ENV_KINDS = {
-    "gymnasium": "distrl.envs.factory",
-    "league": "distrl.league.env",
+from distrl.envs import factory
+from distrl.envs.games import seat
+
+ENV_KINDS: dict[str, ModuleType] = {
+    "gymnasium": factory,
+    "league": seat,
 }
 
 
@@ -28,8 +32,8 @@ def env_kind(config) -> str:
     return "league" if config.league is not None else "gymnasium"
 
 
-def _kind(config):
-    return importlib.import_module(ENV_KINDS[env_kind(config)])
+def _kind(config) -> ModuleType:
+    return ENV_KINDS[env_kind(config)]
 
 
 def probe_run_spaces(config) -> tuple[gym.Space, gym.Space]:

@@ -1,5 +1,6 @@
-"""Self-play: two-player games, a league of snapshots and baselines rated by Elo, matchmaking, a curriculum,
-tournaments. Names are loaded on first use (the config imports ``distrl.config.league`` without torch)."""
+"""Self-play: a league of snapshots and baselines rated by Elo, its matchmaking plan, a curriculum, tournaments
+(the games, and the learner's seat in them: ``distrl/envs/games/``). Names are loaded on first use (the config
+imports ``distrl.config.league`` without torch)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,6 @@ _EXPORTS = {
     "League": "distrl.league.league",
     "LeagueConfig": "distrl.config.league",
     "LeagueRun": "distrl.league.run",
-    "LeagueVecEnv": "distrl.league.env",
-    "make_game": "distrl.league.games",
     "run_tournament": "distrl.league.tournament",
 }
 

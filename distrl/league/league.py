@@ -18,7 +18,7 @@ import numpy as np
 
 from distrl.league import elo
 from distrl.config.league import BASELINES, LeagueConfig
-from distrl.league.matchmaking import WinRates, opponent_shares
+from distrl.envs.games.matchmaking import WinRates, opponent_shares
 
 ANCHOR = "random"
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from distrl.league.games import Game, baseline_actions, make_game
+from distrl.envs.games import Game, baseline_actions, make_game
 
 Player = Callable[[np.ndarray, np.ndarray | None, np.random.Generator], np.ndarray]
 

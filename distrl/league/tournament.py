@@ -22,7 +22,7 @@ import numpy as np
 from distrl.common.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
 from distrl.config import checkpoint_config
 from distrl.league import elo
-from distrl.league.games import make_game, probe_game
+from distrl.envs.games import make_game, probe_game
 from distrl.league.league import ANCHOR, League
 from distrl.league.matches import Match, baseline_player, model_player, play
 

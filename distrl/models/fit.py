@@ -7,19 +7,12 @@ from __future__ import annotations
 
 import gymnasium as gym
 
-from distrl.common.spaces import is_structured, obs_layout
+from distrl.common.spaces import action_space_problem, is_structured, obs_layout
 from distrl.config.schema import ModelConfig
 
 # The Nature-CNN's convolutions: (kernel, stride), as in distrl/models/actor_critic.py.
 NATURE_CNN_CONVS = ((8, 4), (4, 2), (3, 1))
 SMALL_CNN_MIN = 7  # the small CNN of a Dict's image parts (3x3 stride 2, then 3x3): the smallest side it takes
-
-
-def action_space_problem(space: gym.Space) -> str | None:
-    if isinstance(space, gym.spaces.Discrete) or (isinstance(space, (gym.spaces.Box, gym.spaces.MultiDiscrete))
-                                                  and len(space.shape) == 1):  # fmt: skip
-        return None
-    return f"action space {space} is not supported (Discrete, 1-d MultiDiscrete or 1-d Box)"
 
 
 def _structured_problem(obs_space: gym.Space, cfg: ModelConfig) -> str | None:

@@ -14,10 +14,11 @@ import warnings
 import gymnasium as gym
 import numpy as np
 
-from distrl.league.games.base import GameError, StepResult
+from distrl.envs.games.connect_four import heuristic as connect_four_heuristic
+from distrl.envs.games.base import GameError, StepResult
 
 PREFIX = "pettingzoo/"
-HEURISTICS = {"classic/connect_four-v3": "distrl.league.games.connect_four:heuristic"}
+HEURISTICS = {"classic/connect_four-v3": connect_four_heuristic}  # scripted players, by registry id
 
 
 def _make(name: str, kwargs: dict):
@@ -79,13 +80,7 @@ class PettingZooGame:
                                                 space.shape, np.float32)  # fmt: skip
         self.action_space = first.action_space(self.agents[0])
         self.shaping_terms: tuple[str, ...] = ()
-        target = HEURISTICS.get(name)
-        self._heuristic = None
-        if target is not None:
-            import importlib
-
-            module, _, attr = target.partition(":")
-            self._heuristic = getattr(importlib.import_module(module), attr)
+        self._heuristic = HEURISTICS.get(name)
         self.obs = [dict() for _ in range(num_envs)]
         self.moving = np.zeros((num_envs, 2), dtype=bool)
         self.returns = np.zeros((num_envs, 2))

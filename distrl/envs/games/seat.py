@@ -25,9 +25,11 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from distrl.common.errors import OwnCodeError, describe_error
+from distrl.envs.games import baseline_actions, make_game, probe_game
+from distrl.envs.games.base import StepResult
+from distrl.envs.games.matchmaking import WinRates, opponent_shares
+from distrl.envs.games.opponents import LearnedOpponents
 from distrl.envs.guard import GuardedVectorEnv
-from distrl.league.games import baseline_actions, make_game, probe_game
-from distrl.league.games.base import StepResult
 
 
 def available_shares(shares: dict[str, float], has_heuristic: bool) -> dict[str, float]:
@@ -41,8 +43,6 @@ class LeagueVecEnv(gym.vector.VectorEnv):
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP}
 
     def __init__(self, config):
-        from distrl.league.league import League
-
         self.config = config
         self.league_cfg = config.league
         self.num_envs = config.env.num_envs_per_worker
@@ -57,7 +57,10 @@ class LeagueVecEnv(gym.vector.VectorEnv):
         self.seat = np.zeros(self.num_envs, dtype=np.int64)
         self.opponent = np.full(self.num_envs, "random", dtype=object)
         self.done = np.zeros(self.num_envs, dtype=bool)
-        self.shares = available_shares(League(self.league_cfg).shares(), self.game.has_heuristic)
+        # Until the driver's first plan: the shares of a league with no games yet (what its first plan holds).
+        matchmaking = self.league_cfg.matchmaking
+        first = opponent_shares([], list(stage.opponents), WinRates(matchmaking.win_rate_decay), matchmaking)
+        self.shares = available_shares(first, self.game.has_heuristic)
         self.heuristic_kwargs = dict(stage.heuristic)
         self.learned = None  # LearnedOpponents, attached by the worker once its policy exists
         self.results: list[dict] = []
@@ -65,7 +68,7 @@ class LeagueVecEnv(gym.vector.VectorEnv):
 
     # --- the seam to the worker and the driver ---------------------------------------------------
     def attach(self, learned) -> None:
-        """Who plays the learned opponents (``distrl.league.opponents.LearnedOpponents``)."""
+        """Who plays the learned opponents (``LearnedOpponents``)."""
         self.learned = learned
 
     def set_plan(self, plan: dict) -> None:
@@ -239,8 +242,6 @@ class LeagueWorkerSide:
     sample request's matchmaking plan reaches the game, and the games a batch finished go back with its report."""
 
     def __init__(self, envs, policies):
-        from distrl.league.opponents import LearnedOpponents
-
         self.game_env: LeagueVecEnv = envs.env  # inside the env guard
         self.game_env.attach(LearnedOpponents(policies.policy, policies.new_policy, policies.inputs, policies.dist))
 

@@ -1,23 +1,27 @@
-"""League games: two-player games distrl can train a league on, by ``env.id``.
+"""League games: two-player games distrl can train a league on, by ``env.id``, and the ``league`` env kind.
 
 - ``pettingzoo/ID``: a two-player game in PettingZoo's registry (``pettingzoo/classic/connect_four-v3``),
   parallel or turn-based (``pettingzoo_game.py``);
 - ``distrl/Duel-v0``: distrl's own simultaneous-move game (``duel.py``).
 
 Both are names, not code paths: building one imports only PettingZoo or distrl. Adding a game of
-distrl's own: a file here and a row in ``OWN_GAMES``.
+distrl's own: a file here and a row in ``OWN_GAMES``. The rest of this folder plays them: ``seat.py``
+(the learner's seat as a vector env: the ``league`` env kind), ``opponents.py`` (learned opponents
+acting inside it), ``matchmaking.py`` (whom the learner plays: the league's plan, and the seat's
+first games before one arrives). The league itself (snapshots, ratings, curriculum, tournaments)
+is ``distrl/league/``, above this.
 """
 
 from __future__ import annotations
 
-import importlib
-
 import numpy as np
 
+from distrl.common.spaces import action_space_problem
 from distrl.config.league import is_game_id
-from distrl.league.games.base import Game, GameError, StepResult, baseline_actions, random_actions
+from distrl.envs.games.base import Game, GameError, StepResult, baseline_actions, random_actions
+from distrl.envs.games.duel import DuelGame
 
-OWN_GAMES = {"distrl/Duel-v0": "distrl.league.games.duel:DuelGame"}
+OWN_GAMES = {"distrl/Duel-v0": DuelGame}
 PETTINGZOO = "pettingzoo/"
 
 
@@ -25,7 +29,7 @@ def make_game(env_id: str, num_envs: int, kwargs: dict | None = None) -> Game:
     """``num_envs`` copies of the game ``env_id``; ``GameError`` (one line) when it cannot be a league game."""
     kwargs = dict(kwargs or {})
     if env_id.startswith(PETTINGZOO):
-        from distrl.league.games.pettingzoo_game import PettingZooGame
+        from distrl.envs.games.pettingzoo_game import PettingZooGame
 
         try:
             import pettingzoo  # noqa: F401
@@ -33,9 +37,8 @@ def make_game(env_id: str, num_envs: int, kwargs: dict | None = None) -> Game:
             raise GameError(f"env.id={env_id!r}: needs PettingZoo; pip install 'distrl[league]'") from None
         return PettingZooGame(env_id[len(PETTINGZOO):], num_envs, kwargs)
     if env_id in OWN_GAMES:
-        module, _, attr = OWN_GAMES[env_id].partition(":")
         try:
-            return getattr(importlib.import_module(module), attr)(num_envs, **kwargs)
+            return OWN_GAMES[env_id](num_envs, **kwargs)
         except TypeError as exc:
             raise GameError(f"env.id={env_id!r} with env.kwargs={kwargs}: {exc}") from None
     raise GameError(f"env.id={env_id!r}: not a league game (use pettingzoo/REGISTRY_ID, e.g. "
@@ -46,7 +49,6 @@ def probe_game(config) -> tuple:
     """The learner's observation and action spaces in ``config``'s game, after checking that every curriculum
     stage's game builds and that the league's settings fit it (shaping terms, a scripted player where named)."""
     from distrl.common.errors import describe_error
-    from distrl.models.fit import action_space_problem
 
     league = config.league
     game = None

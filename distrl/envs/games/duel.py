@@ -16,7 +16,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
-from distrl.league.games.base import StepResult
+from distrl.envs.games.base import StepResult
 
 DIRECTIONS = np.array([[0, 0]] + [[np.cos(a), np.sin(a)] for a in np.arange(8) * np.pi / 4], dtype=np.float64)
 
