@@ -14,7 +14,7 @@ the workers' summed solo throughput. The driver's CPU per update is recorded bes
 the worker count). Writes JSON, Markdown and a PNG.
 
     python benchmarks/many_workers.py                 # 1 and 48 workers
-    python benchmarks/many_workers.py --quick         # 1 and 8 workers, short runs of a faster env
+    python benchmarks/many_workers.py --quick         # 1 and 4 workers, short runs of a faster env
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def run(workers: int, args) -> dict:
         f"rollout.num_cpus_per_worker={args.cpus_per_worker}", "rollout.pipeline=async",
         f"rollout.samples_per_update={per_batch * min(workers, args.batches_per_update or workers)}",
         "ppo.minibatch_size=512", "ppo.epochs=2", "rollout.compile.backend=eager",
-        f"stop.time_s={(args.startup_s if workers > 1 else 40.0) + args.seconds}",
+        f"stop.time_s={(args.startup_s if workers > 1 else min(40.0, args.startup_s)) + args.seconds}",
         "stop.env_steps=null", "stop.episode_return_mean=null", "checkpoint.every_iterations=0",
         "logging.tensorboard=false", "logging.progress=lines",
     ]  # fmt: skip
@@ -88,11 +88,11 @@ def main() -> None:
                         help="samples_per_update in workers' batches (0: one per worker, the default's round)")
     parser.add_argument("--seconds", type=float, default=120.0, help="training time past --startup-s")
     parser.add_argument("--startup-s", type=float, default=150.0, help="launch to every worker answering, allowed")
-    parser.add_argument("--quick", action="store_true", help="8 workers, short runs, a 2 ms step")
+    parser.add_argument("--quick", action="store_true", help="4 workers, short runs, a 2 ms step")
     add_results_dir_argument(parser)
     args = parser.parse_args()
     if args.quick:
-        args.workers, args.seconds, args.startup_s, args.step_s = 8, 20.0, 40.0, 0.002
+        args.workers, args.seconds, args.startup_s, args.step_s = 4, 12.0, 30.0, 0.002
     machine = machine_info()
     print_machine(machine)
     solo = run(1, args)

@@ -94,7 +94,8 @@ class DevCluster:
 
     def shutdown(self) -> None:
         """SIGTERM, then SIGKILL, every process of this cluster; again until none is left (a busy machine can
-        let one slip past a single listing, or a daemon spawn a child meanwhile)."""
+        let one slip past a single listing, or a daemon spawn a child meanwhile). The grace is short: the GCS
+        and the raylets wait out their own drain on SIGTERM (9-20 s here), and this cluster is thrown away whole."""
         for _round in range(5):
             procs = self.processes()
             if not procs:
@@ -104,7 +105,7 @@ class DevCluster:
                     proc.terminate()
                 except psutil.Error:
                     pass
-            _, alive = psutil.wait_procs(procs, timeout=15)
+            _, alive = psutil.wait_procs(procs, timeout=SHUTDOWN_GRACE_S)
             for proc in alive:
                 try:
                     proc.kill()
@@ -137,6 +138,10 @@ def cluster_env(temp_dir: str) -> tuple[dict, str]:
     token = os.environ.get("RAY_AUTH_TOKEN") or secrets.token_hex(32)
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token, "RAY_USAGE_STATS_ENABLED": "0",
            "TMPDIR": temp_dir}  # its processes' own temp files (the dashboard's forkserver socket) go with it
+    # A node lost on loopback is refused at once, so the GCS may call it dead after 3 missed checks a second apart
+    # (~3 s; Ray's defaults, 5 at 3 s, take ~15 s). A node that is merely slow still has each check's 10 s timeout.
+    env.setdefault("RAY_health_check_period_ms", "1000")
+    env.setdefault("RAY_health_check_failure_threshold", "3")
     # This interpreter's bin first: job entrypoints that say `python` or `distrl` get the same environment.
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env.pop("RAY_ADDRESS", None)
@@ -144,6 +149,7 @@ def cluster_env(temp_dir: str) -> tuple[dict, str]:
 
 
 AGENT_WAIT_S = 120  # how long a head's job agent may take to listen
+SHUTDOWN_GRACE_S = 2  # SIGTERM to SIGKILL when the cluster is stopped
 
 
 class AgentNeverListened(Exception):

@@ -47,8 +47,8 @@ def start_run(tmp_path, rollout_nodes: int, rollout_cpus: int, overrides: list[s
     return dev, proc, run_dir
 
 
-def finish(dev, proc, tmp_path) -> tuple[str, str]:
-    """The run's output once it ends; the cluster stopped (only its own processes)."""
+def finish(dev, proc, tmp_path, returncode: int = 0) -> tuple[str, str]:
+    """The run's output once it ends (with ``returncode``); the cluster stopped (only its own processes)."""
     try:
         stdout, stderr = proc.communicate(timeout=600)
     finally:
@@ -58,7 +58,7 @@ def finish(dev, proc, tmp_path) -> tuple[str, str]:
         shutil.rmtree(os.path.dirname(dev.temp_dir), ignore_errors=True)  # start_run's base: logs and all
     (tmp_path / "stdout.txt").write_text(stdout)
     (tmp_path / "stderr.txt").write_text(stderr)  # the whole of it: the assertion shows only its end
-    assert proc.returncode == 0, (stdout[-2000:], stderr[-3000:])
+    assert proc.returncode == returncode, (stdout[-2000:], stderr[-3000:])
     return stdout, stderr
 
 
@@ -151,10 +151,13 @@ def test_a_worker_range_grows_onto_a_node_that_joins_mid_run(tmp_path):
 def test_a_drain_notice_on_the_learners_node_checkpoints_at_once(tmp_path):
     """``ray drain-node`` (what the autoscaler and KubeRay send before a preemption) on the node the learner runs on:
     a checkpoint within 5 s of the notice; that node's workers restarted at once on the other node (spending none of
-    their restarts: max_restarts 0), before the node goes; the run goes on."""
+    their restarts: max_restarts 0), before the node goes; the run goes on, with every worker, until Ctrl-C."""
+    import signal
+
     from clusters import local_dev_cluster
 
-    # A budget the run cannot finish before the moved workers answer on the other node (at 50k env steps/s, 30 s).
+    # A budget the run cannot finish before the moved workers answer on the other node (at 50k env steps/s, 30 s);
+    # it is stopped with Ctrl-C once they do.
     dev, proc, run_dir = start_run(tmp_path, 2, 3, ["rollout.num_workers=3", "stop.env_steps=1500000",
                                                     "learner.node_labels={distrl-role: rollout}",
                                                     "rollout.max_restarts=0"])  # fmt: skip
@@ -173,8 +176,10 @@ def test_a_drain_notice_on_the_learners_node_checkpoints_at_once(tmp_path):
         while not list((run_dir / "checkpoints").glob("ckpt_*.pt")) and time.monotonic() - noticed < 30:
             time.sleep(0.1)
         checkpoint_s = time.monotonic() - noticed
+        wait_for_workers_off(run_dir, moved, node_id, proc)
+        proc.send_signal(signal.SIGINT)
     finally:
-        stdout, _ = finish(dev, proc, tmp_path)
+        stdout, _ = finish(dev, proc, tmp_path, returncode=130)
     assert checkpoint_s <= 5.0, f"the checkpoint came {checkpoint_s:.1f} s after the drain notice"
     assert f"the learners' node {node_id[:8]} is draining" in stdout and "checkpoint written at once" in stdout
     if moved:
@@ -183,5 +188,22 @@ def test_a_drain_notice_on_the_learners_node_checkpoints_at_once(tmp_path):
         assert all(after[name]["node_id"] != node_id for name in moved), (moved, after)
         assert all(f"{name} is back on node" in stdout for name in moved), stdout[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["stop_reason"] == "env_steps"
+    assert summary["stop_reason"] == "interrupted" and summary["env_steps"] < 1500000
     print(f"drain notice to checkpoint: {checkpoint_s:.2f} s")
+
+
+def wait_for_workers_off(run_dir, moved: list[str], node_id: str, proc, timeout: float = 120) -> None:
+    """Until ``moved`` are placed off ``node_id`` and a metrics row written after that counts every worker active."""
+    deadline, rows_then = time.time() + timeout, None
+    while time.time() < deadline:
+        text = (run_dir / "metrics.jsonl").read_text()
+        rows = [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines()]  # whole lines only
+        if rows_then is None:
+            placement = json.loads((run_dir / "placement.json").read_text())
+            if all(placement[name]["node_id"] != node_id for name in moved):
+                rows_then = len(rows)
+        elif len(rows) > rows_then and rows[-1]["workers_active"] == 3:
+            return
+        assert proc.poll() is None, "the run ended before the moved workers answered on the other node"
+        time.sleep(0.5)
+    raise AssertionError(f"{moved} not back off node {node_id[:8]} within {timeout} s")
