@@ -23,6 +23,7 @@ that joins it (``--address``), so wall time from launch has no Ray start-up in i
     python benchmarks/async_learning.py --layout nodes   # the same on two one-core nodes
     python benchmarks/async_learning.py --layout nodes --pool A.json B.json   # medians over invocations' runs
     python benchmarks/async_learning.py --tasks Acrobot-v1 --seeds 0 1 2 3   # some tasks: written apart
+    python benchmarks/async_learning.py --shipped        # the shipped configs as a user runs them, async beside sync
     python benchmarks/async_learning.py --quick          # CartPole, seed 0
 """
 
@@ -59,8 +60,17 @@ TASKS = {  # name -> (config, overrides, target, env step budget)
 }  # fmt: skip
 
 
+# --shipped: the shipped configs as a user runs them with four workers (CartPole at the 16 envs per worker the async
+# study measured, Pendulum as shipped), nothing else set: ppo.proximal stays at its default in both pipelines.
+# Acrobot has no shipped config: the task above, its proximal left at the default too.
+SHIPPED = {
+    "CartPole-v1": ("configs/cartpole.yaml", ["env.num_envs_per_worker=16"], 475.0, 1_500_000),
+    "Acrobot-v1": TASKS["Acrobot-v1"],
+    "Pendulum-v1": ("configs/pendulum.yaml", [], -250.0, 600_000),
+}
+
 # Each pipeline's ppo.proximal: sync the paper's ratio, async decoupled PPO (the async configs'); --async-proximal
-# changes the async runs'. At lag 0 the two are the same policy.
+# changes the async runs'. At lag 0 the two are the same policy. (auto, the default, chooses the same.)
 PROXIMAL = {"sync": "behaviour", "async": "learner"}
 
 # --layout nodes: the head (the learner's node, and the driver's) on core 0, the rollout node on core 1
@@ -81,11 +91,12 @@ def train_command(config: str, items: list[str], run_dir: Path,
     return cmd, {**cluster.env, "PYTHONUNBUFFERED": "1"}
 
 
-def run(task: str, pipeline: str, seed: int, algo: str, proximal: str, updates_ahead: float = 1.0,
-        extra: list[str] = (), cluster: local_dev_cluster.DevCluster | None = None) -> dict:
-    config, overrides, target, budget = TASKS[task]
+def run(task: str, pipeline: str, seed: int, algo: str, proximal: str | None, updates_ahead: float = 1.0,
+        extra: list[str] = (), cluster: local_dev_cluster.DevCluster | None = None, shipped: bool = False) -> dict:
+    """One run; ``proximal`` None leaves ``ppo.proximal`` at its default; ``shipped``: the task as ``SHIPPED`` has it."""
+    config, overrides, target, budget = (SHIPPED if shipped else TASKS)[task]
     items = [*overrides, *WORKERS, f"rollout.pipeline={pipeline}", f"seed={seed}", f"stop.episode_return_mean={target}",
-             f"stop.env_steps={budget}", f"algo={algo}", f"ppo.proximal={proximal}"]  # fmt: skip
+             f"stop.env_steps={budget}", f"algo={algo}", *([f"ppo.proximal={proximal}"] if proximal else [])]  # fmt: skip
     if updates_ahead != 1.0:
         items.append(f"rollout.updates_ahead={updates_ahead:g}")
     items += extra
@@ -132,9 +143,10 @@ def run_all(args: argparse.Namespace, cluster: local_dev_cluster.DevCluster | No
         for seed in args.seeds:  # the pipelines of one seed side by side: the machine's speed drifts within a run
             for pipeline in ("sync", "async") if seed % 2 == 0 else ("async", "sync"):
                 lagged = pipeline == "async"
-                r = run(task, pipeline, seed, args.async_algo if lagged else "ppo",
-                        args.async_proximal if lagged else PROXIMAL["sync"], args.updates_ahead if lagged else 1.0,
-                        [*args.set, *(args.async_set if lagged else [])], cluster)  # fmt: skip
+                proximal = None if args.shipped else args.async_proximal if lagged else PROXIMAL["sync"]
+                r = run(task, pipeline, seed, args.async_algo if lagged else "ppo", proximal,
+                        args.updates_ahead if lagged else 1.0, [*args.set, *(args.async_set if lagged else [])], cluster,
+                        args.shipped)  # fmt: skip
                 r["train_s"] = round(r["wall_s"] - r["first_update_s"], 3)
                 runs.append(r)
                 print(f"{task:12s} {pipeline:5s} seed {seed}: {'solved' if r['solved'] else 'NOT solved'} at "
@@ -164,7 +176,8 @@ def summarize(runs: list[dict]) -> list[dict]:
 
 
 # What makes two invocations one study: the same machine (its commit aside) and the same settings of the runs.
-STUDY_SETTINGS = ("layout", "async_algo", "async_proximal", "updates_ahead", "set", "async_set")
+STUDY_SETTINGS = ("layout", "async_algo", "async_proximal", "updates_ahead", "set", "async_set", "shipped")
+UNRECORDED = {"shipped": False}  # settings files from before they existed ran with
 
 
 def pool_runs(paths: list[Path], settings: dict) -> tuple[list[dict], dict]:
@@ -184,7 +197,7 @@ def pool_runs(paths: list[Path], settings: dict) -> tuple[list[dict], dict]:
                 raise ValueError(f"{path} was run on machine.{key}={results['machine'].get(key)!r}, "
                                  f"{paths[0]} on {machine.get(key)!r}: only runs of one machine are pooled")  # fmt: skip
         for key in STUDY_SETTINGS:
-            if results["settings"].get(key) != settings.get(key):
+            if results["settings"].get(key, UNRECORDED.get(key)) != settings.get(key):
                 raise ValueError(f"{path} has settings.{key}={results['settings'].get(key)!r}, this invocation "
                                  f"{settings.get(key)!r}: only runs of one study are pooled")  # fmt: skip
         kept = [r for r in results["runs"] if r["task"] in settings["tasks"]]
@@ -248,6 +261,9 @@ def main() -> None:
     parser.add_argument("--layout", default="shared", choices=["shared", "nodes"],
                         help="shared: one private Ray, every process on both cores; nodes: a learner node and a rollout "
                              "node on 127.0.0.1, a core each")
+    parser.add_argument("--shipped", action="store_true",
+                        help="the shipped configs as a user runs them (SHIPPED): no task settings, ppo.proximal at its "
+                             "default in both pipelines (written as async_learning_shipped)")
     parser.add_argument("--pool", nargs="+", type=Path, metavar="JSON",
                         help="run nothing: the medians over the runs of these results files (invocations of one study "
                              "with different seeds) of the tasks --tasks names, written as their name + _pooled")
@@ -283,6 +299,8 @@ def main() -> None:
         f"async_learning_{args.async_algo}_{args.async_proximal}"
     if args.updates_ahead != 1.0:
         name += f"_ahead{args.updates_ahead:g}"
+    if args.shipped:
+        name = "async_learning_shipped" + (f"_{args.async_algo}" if args.async_algo != "ppo" else "")
     if args.layout != "shared":
         name += f"_{args.layout}"
     if args.pool:

@@ -104,15 +104,24 @@ def test_on_its_own_fresh_batch_the_learner_proximal_trains_on_gae_targets(name,
     torch.testing.assert_close(seen["targets"].returns, seen["gae"][1], rtol=1e-4, atol=1e-4)
 
 
+# ppo.proximal as set, the pipeline, and the policy the ratio is then measured from (auto: learner under async only)
+PROXIMAL_CASES = {"behaviour": ("behaviour", "sync", "behaviour"), "learner": ("learner", "sync", "learner"),
+                  "auto, async": ("auto", "async", "learner"), "auto, overlap": ("auto", "overlap", "behaviour")}
+
+
 @pytest.mark.parametrize("algo", ["ppo", "appo"])
-@pytest.mark.parametrize("proximal", ["behaviour", "learner"])
-def test_a_lagged_batch_starts_the_update_at_ratio_1_with_the_learner_as_proximal_policy(algo, proximal, monkeypatch):
+@pytest.mark.parametrize("case", list(PROXIMAL_CASES))
+def test_a_lagged_batch_starts_the_update_at_ratio_1_with_the_learner_as_proximal_policy(algo, case, monkeypatch):
     """With ``ppo.proximal: learner`` the surrogate's ratio is measured from the learner's policy at the update's start
     (decoupled PPO), so a batch sampled one version back starts unclipped, and the values (the targets' baseline, the
-    value clip's centre) are the learner's critic's; from the behaviour policy neither holds."""
+    value clip's centre) are the learner's critic's; from the behaviour policy neither holds. ``auto`` (the default)
+    is the learner's under pipeline async, the behaviour policy's otherwise."""
+    setting, pipeline, proximal = PROXIMAL_CASES[case]
     overrides = ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=64", f"algo={algo}",
-                 "rollout.compile.backend=eager", "ppo.lr=0.01", f"ppo.proximal={proximal}"]  # fmt: skip
+                 "rollout.compile.backend=eager", "ppo.lr=0.01", f"ppo.proximal={setting}",
+                 f"rollout.pipeline={pipeline}"]  # fmt: skip
     config = load_config(None, overrides)
+    assert config.proximal == proximal
     worker, learner = RolloutWorker(config), Learner(config, *probe_spaces(config.env))
     worker.set_weights(learner.get_weights())
     stale = worker.sample()
@@ -175,4 +184,8 @@ def test_a_behaviour_weight_without_the_learner_as_proximal_policy_is_refused():
     from distrl.config import ConfigError
 
     with pytest.raises(ConfigError, match="ppo.behaviour_weight_clip=2.0: .* needs ppo.proximal=learner"):
-        load_config(None, ["ppo.behaviour_weight_clip=2"])
+        load_config(None, ["ppo.behaviour_weight_clip=2", "ppo.proximal=behaviour"])
+    with pytest.raises(ConfigError, match=r"needs ppo.proximal=learner \(it is auto here: behaviour without pipeline "
+                                          "async\)"):  # fmt: skip
+        load_config(None, ["ppo.behaviour_weight_clip=2", "rollout.pipeline=overlap"])
+    assert load_config(None, ["ppo.behaviour_weight_clip=2", "rollout.pipeline=async"]).proximal == "learner"

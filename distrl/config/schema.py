@@ -286,11 +286,12 @@ class PPOConfig(Section):
     reward_scale: PositiveFloat = 1.0
     reward_clip: PositiveFloat | None = None
     seq_len: PositiveInt = Field(16, description="BPTT chunk length for LSTM models")
-    proximal: Literal["behaviour", "learner"] = Field(
-        "behaviour", description="the policy the clipped ratio is measured from: behaviour (the one that acted; "
+    proximal: Literal["auto", "behaviour", "learner"] = Field(
+        "auto", description="the policy the clipped ratio is measured from: behaviour (the one that acted; "
         "Schulman et al.) or learner (the learner's at the update's start: decoupled PPO, Hilton et al. 2022, one "
         "forward pass over the batch per update, which gives the values too), so a batch sampled a few versions back "
-        "does not start its update clipped (pipeline overlap, async)",
+        "does not start its update clipped (pipeline overlap, async); auto: learner under pipeline async, where "
+        "every batch is lagged (measured: docs/performance.md), behaviour otherwise",
     )
     behaviour_weight_clip: PositiveFloat | None = Field(
         None, description="with proximal: learner (algo: ppo), weight each sample's clipped surrogate by pi_learner / "
@@ -408,6 +409,13 @@ class Config(Section):
         return self.rollout.min_workers * self.env.num_envs_per_worker * self.rollout.rollout_length
 
     @property
+    def proximal(self) -> Literal["behaviour", "learner"]:
+        """``ppo.proximal`` as the run uses it: ``auto`` is ``learner`` under pipeline async, ``behaviour`` otherwise."""
+        if self.ppo.proximal != "auto":
+            return self.ppo.proximal
+        return "learner" if self.rollout.pipeline == "async" else "behaviour"
+
+    @property
     def update_size(self) -> int:
         """Transitions in one update: a round's (sync, overlap), or ``rollout.samples_per_update`` (async)."""
         return self.rollout.samples_per_update or self.batch_size
@@ -460,9 +468,11 @@ class Config(Section):
                 f"ppo.minibatch_size={self.ppo.minibatch_size}: must divide by learner.num_learners="
                 f"{self.learner.num_learners} (each learner takes an equal part of every minibatch)"
             )
-        if self.ppo.behaviour_weight_clip is not None and self.ppo.proximal != "learner":
+        if self.ppo.behaviour_weight_clip is not None and self.proximal != "learner":
             problems.append(f"ppo.behaviour_weight_clip={self.ppo.behaviour_weight_clip}: weights samples towards the "
-                            "learner's policy; needs ppo.proximal=learner (or leave it null)")  # fmt: skip
+                            f"learner's policy; needs ppo.proximal=learner (it is {self.ppo.proximal}"
+                            f"{' here: behaviour without pipeline async' if self.ppo.proximal == 'auto' else ''}), "
+                            "or leave it null")  # fmt: skip
         if self.env.action_repeat > 1 and self.env.vectorization == "native":
             problems.append(
                 f"env.action_repeat={self.env.action_repeat}: needs env.vectorization auto, sync or async "

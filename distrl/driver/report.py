@@ -93,7 +93,8 @@ def print_start(say, config: Config, run_dir: str, joined: RayTarget, actors, re
     say(
         f"  learner  {cfg.learner.num_learners} x {actors.learner_device}, {cfg.learner.num_gpus_per_learner:g} GPU/learner, "
         f"{compiled}, AMP {cfg.learner.amp}, batch {cfg.batch_size}, minibatch {cfg.ppo.minibatch_size}, "
-        f"epochs {cfg.ppo.epochs}"
+        f"epochs {cfg.ppo.epochs}, ratio from the {cfg.proximal} policy"
+        + (" (ppo.proximal auto, pipeline async)" if cfg.ppo.proximal == "auto" and cfg.proximal == "learner" else "")
     )
     if actors.learner_info:
         say(f"           step {actors.learner_info['step']}: {actors.learner_info['step_reason']}")

@@ -23,8 +23,8 @@ from distrl.config.schema import APPOConfig, Config, PPOConfig
 
 
 class APPO(PPO):
-    def __init__(self, cfg: PPOConfig, appo: APPOConfig, total_env_steps: int | None):
-        super().__init__(cfg, total_env_steps)
+    def __init__(self, cfg: PPOConfig, appo: APPOConfig, total_env_steps: int | None, proximal: str = "behaviour"):
+        super().__init__(cfg, total_env_steps, proximal)
         self.appo = appo
 
     def targets(self, data: dict[str, torch.Tensor], current) -> Targets:
@@ -35,8 +35,8 @@ class APPO(PPO):
             advantages, returns = vtrace(rewards, data["values"] if values is None else values, data["terminated"],
                                          data["truncated"], data["valid"], logp - data["logp"], cfg.gamma, cfg.gae_lambda,
                                          self.appo.rho_bar, self.appo.c_bar)  # fmt: skip
-            return Targets(advantages, returns, logp if self.cfg.proximal == "learner" else None, values)
+            return Targets(advantages, returns, logp if self.proximal == "learner" else None, values)
 
 
 def build(config: Config) -> APPO:
-    return APPO(config.ppo, config.appo, config.stop.env_steps)
+    return APPO(config.ppo, config.appo, config.stop.env_steps, config.proximal)

@@ -1,7 +1,7 @@
 """PPO as the learner runs it: GAE targets once per update (rewards scaled and clipped first), the clipped loss per
 minibatch, CleanRL's epoch plan (``ppo.epochs`` passes, KL early stop) and a linearly annealed learning rate.
 
-``ppo.proximal: learner`` measures the clipped ratio from the learner's policy at the update's start instead of
+``ppo.proximal: learner`` (``auto``'s choice under pipeline async) measures the clipped ratio from the learner's policy at the update's start instead of
 the behaviour policy (the decoupled objective of Hilton et al. 2022, "Batch size-invariance for policy
 optimization"; RLlib's APPO does the same with its target network): a batch sampled a few versions back
 (``pipeline: overlap``, ``async``) then starts its update unclipped, where measured from the lagged behaviour
@@ -29,8 +29,10 @@ from distrl.config.schema import Config, PPOConfig
 
 
 class PPO(Algorithm):
-    def __init__(self, cfg: PPOConfig, total_env_steps: int | None):
+    def __init__(self, cfg: PPOConfig, total_env_steps: int | None, proximal: str = "behaviour"):
+        """``proximal``: ``ppo.proximal`` resolved for the run (``Config.proximal``: ``auto`` is decided there)."""
         self.cfg = cfg
+        self.proximal = proximal
         self.total_env_steps = total_env_steps  # stop.env_steps: where an annealed learning rate reaches 0
         self.plan = EpochPlan(cfg.epochs, cfg.minibatch_size, cfg.target_kl, cfg.max_grad_norm)
         self.coefs = PPOLossCoefs(clip_coef=cfg.clip_coef, vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef,
@@ -59,14 +61,14 @@ class PPO(Algorithm):
     def proximal_logp(self, current) -> torch.Tensor | None:
         """The log-probs the clipped ratio is measured from, where ``ppo.proximal`` is the learner's policy (None: the
         behaviour policy's, recorded at sampling)."""
-        return current().logp if self.cfg.proximal == "learner" else None
+        return current().logp if self.proximal == "learner" else None
 
     def proximal_values(self, data: dict[str, torch.Tensor], current) -> torch.Tensor | None:
         """The values ``[T + 1, N]`` the targets are computed from, where ``ppo.proximal`` is the learner's model: its
         critic's on every valid step (None: those recorded at sampling). A reset step's row (the previous episode's
         final observation, a truncation's bootstrap) and the batch's bootstrap row T keep the recorded ones: the
         learner's forward starts a recurrent state afresh there, where the worker's carried the episode's."""
-        if self.cfg.proximal != "learner":
+        if self.proximal != "learner":
             return None
         recorded = data["values"]
         return torch.cat([torch.where(data["valid"], current().values, recorded[:-1]), recorded[-1:]])
@@ -91,4 +93,4 @@ def behaviour_weights(proximal_logp: torch.Tensor, behaviour_logp: torch.Tensor,
 
 
 def build(config: Config) -> PPO:
-    return PPO(config.ppo, config.stop.env_steps)
+    return PPO(config.ppo, config.stop.env_steps, config.proximal)
