@@ -38,6 +38,8 @@ CASES = {
                                                          "stop.env_steps=163840", "seed=0"]),
     "cartpole_lstm": ("configs/cartpole_lstm.yaml", ["stop.env_steps=65536", "seed=0"]),
     "cartpole_async_1worker": ("configs/cartpole.yaml", ["rollout.pipeline=async", "stop.env_steps=163840", "seed=0"]),
+    # A league run: matchmaking, snapshots (at iterations 10 and 20) and learned opponents in the workers' games.
+    "league_duel": ("configs/league_duel.yaml", ["stop.env_steps=196608", "seed=0"]),
 }
 
 

@@ -22,20 +22,27 @@ EXIT_INTERRUPTED = 130
 def _cmd_train(args) -> int:
     from distrl.api import train
 
-    console = None
-    if sys.stdout.isatty():  # the live progress bar draws on the terminal
-        from rich.console import Console
+    from distrl.common.log import cli_console
 
-        console = Console(soft_wrap=True)
+    # The live progress bar draws on the terminal, on the console the log lines go to (so they print above it).
+    console = cli_console() if sys.stdout.isatty() else None
     result = train(args.config, overrides=args.set, run_dir=args.run_dir, storage=args.storage, resume=args.resume,
                    address=args.address, trusted_envs=args.trust_env, console=console, launch=args.launch)  # fmt: skip
-    ret = result.episode_return_mean
-    print(
-        f"done: {result.stop_reason} | {result.env_steps:,} env steps in {result.wall_s:.1f} s "
-        f"({result.sps:,.0f} steps/s) | return {'-' if ret is None else f'{ret:.1f}'} | "
-        f"solved at {result.solved_at_s} s | {result.run_dir}"
-    )
+    print(final_line(result))
     return EXIT_INTERRUPTED if result.stop_reason == "interrupted" else 0
+
+
+def final_line(result) -> str:
+    """The line a run ends with: why it stopped, its steps and time (the rate over the whole run, start-up included,
+    where the live bar shows the current one), its return, when it met its return target (only where it did), and
+    where it is."""
+    ret = result.episode_return_mean
+    parts = [f"done: {result.stop_reason}",
+             f"{result.env_steps:,} env steps in {result.wall_s:.1f} s ({result.sps:,.0f} steps/s from launch)",
+             f"return {'-' if ret is None else f'{ret:.1f}'}"]  # fmt: skip
+    if result.solved_at_s is not None:
+        parts.append(f"return target met at {result.solved_at_s:.1f} s")
+    return " | ".join([*parts, str(result.run_dir)])
 
 
 def _cmd_tune(args) -> int:
@@ -99,7 +106,7 @@ def _cmd_league(args) -> int:
 def _eval_league(args) -> int:
     from distrl.league.tournament import evaluate_against
 
-    matches = evaluate_against(args.checkpoint, args.opponent, args.episodes, not args.stochastic, args.seed)
+    matches = evaluate_against(args.checkpoint, args.opponent, args.episodes, not args.stochastic, args.seed, say=print)
     for seat in (0, 1):
         scores = [m.score for m in matches if m.seat == seat]
         if scores:
@@ -124,7 +131,7 @@ def _cmd_eval(args) -> int:
             raise _UsageError(f"--video={args.video!r}: {missing}")
         _check_writable(Path(args.video), "--video")
     returns = evaluate(args.checkpoint, episodes=args.episodes, deterministic=not args.stochastic, seed=args.seed,
-                       env_id=args.env, trusted_envs=args.trust_env, video_dir=args.video)  # fmt: skip
+                       env_id=args.env, trusted_envs=args.trust_env, video_dir=args.video, say=print)  # fmt: skip
     if args.video is not None:
         print(f"videos: {', '.join(sorted(p.name for p in Path(args.video).glob('*.mp4')))} in {args.video}")
     print(f"{len(returns)} episodes: return mean {returns.mean():.2f} std {returns.std():.2f} (min {returns.min():.1f}, max {returns.max():.1f})")
@@ -138,7 +145,10 @@ def _cmd_export(args) -> int:
     if out.is_dir():
         raise _UsageError(f"out={args.out!r}: is a directory; give a file path such as {out / 'policy.onnx'}")
     _check_writable(out.parent if str(out.parent) else Path("."), "out")
+    created = not out.absolute().parent.exists()
     info = export_onnx(args.checkpoint, out, env_id=args.env, trusted_envs=args.trust_env, exporter=args.exporter)
+    if created:  # as train does for a --run-dir that is not there yet: made, and said
+        print(f"created the directory {out.parent}")
     print(f"wrote {info['path']} ({info['exporter']} exporter): inputs {info['inputs']}, outputs {info['outputs']}; "
           f"max |onnx - torch| = {info['max_abs_diff']:.2e}")  # fmt: skip
     return 0

@@ -51,6 +51,7 @@ def test_every_env_kind_is_an_import_the_linter_sees():
     graph = grimp.build_graph("distrl")
     for name, module in ENV_KINDS.items():
         assert graph.direct_import_exists(importer="distrl.envs.kinds", imported=module.__name__), name
-        assert callable(module.probe_run) and callable(module.make_run_vec_env), name
+        assert callable(module.runs) and callable(module.probe_run) and callable(module.make_run_vec_env), name
+    assert list(ENV_KINDS)[-1] == "gymnasium"  # it runs every config: the last row asked
     assert "import_module" not in inspect.getsource(kinds)  # no kind loaded by a name the linter cannot follow
     assert not graph.chain_exists(importer="distrl.envs", imported="distrl.league", as_packages=True)

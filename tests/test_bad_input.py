@@ -217,6 +217,16 @@ def test_corrupt_newest_checkpoint_falls_back_to_the_newest_intact_with_a_warnin
     result = run_cli("eval", str(tmp_path / "run"), "--episodes", "1", timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert f"distrl: warning: '{newest}' is not a loadable checkpoint; using the newest intact one, '{older}'" in result.stderr
+    assert f"checkpoint {older}\n" in result.stdout  # eval says which checkpoint played
+
+
+def test_export_into_a_directory_not_there_yet_makes_it_and_says_so(tmp_path):
+    fake_run(tmp_path / "run")
+    out = tmp_path / "new" / "sub" / "policy.onnx"
+    result = run_cli("export", str(tmp_path / "run"), str(out), timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.startswith(f"created the directory {out.parent}\n") and out.is_file()
+    assert [p.name for p in out.parent.iterdir()] == ["policy.onnx"]  # nothing half-written beside it
 
 
 def test_native_vector_env_that_cannot_reset_is_one_line_not_a_traceback():

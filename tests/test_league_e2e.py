@@ -85,6 +85,7 @@ def test_tournament_and_eval(league_run, tmp_path):
     done = run_cli("eval", str(league_run), "--opponent", "random", "--episodes", "40")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "seat 0 (first): 20 games against random" in done.stdout and "seat 1 (second)" in done.stdout
+    assert done.stdout.startswith(f"checkpoint {sorted((league_run / 'checkpoints').glob('ckpt_*.pt'))[-1]} (iteration ")
     done = run_cli("eval", str(league_run))
     assert done.returncode == 2 and "give --opponent" in done.stderr
 

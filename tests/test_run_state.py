@@ -71,3 +71,17 @@ def test_rows_report_every_workers_backend_not_worker_zeros():
     assert row["policy_backend"] == "eager+onnxrt" and row["batch_bytes"] == 200 and row["weight_sync_checks"] == 2
     assert row["workers_in_update"] == 2
     assert iteration_row(RunState(iteration=1, env_steps=20), [info, info], UpdateResult(version=1, learn_s=0.2), 0.3, 1.0, 66.0)["workers_in_update"] == 1
+
+
+def test_the_final_line_names_its_rate_and_says_a_met_target_only_where_there_was_one():
+    from types import SimpleNamespace
+
+    from distrl.cli import final_line
+
+    run = dict(stop_reason="env_steps", env_steps=253952, wall_s=43.0, sps=5906.0, episode_return_mean=500.0,
+               run_dir="runs/x")  # fmt: skip
+    line = final_line(SimpleNamespace(**run, solved_at_s=None))
+    assert line == "done: env_steps | 253,952 env steps in 43.0 s (5,906 steps/s from launch) | return 500.0 | runs/x"
+    assert "None" not in final_line(SimpleNamespace(**{**run, "episode_return_mean": None}, solved_at_s=None))
+    met = final_line(SimpleNamespace(**{**run, "stop_reason": "episode_return_mean"}, solved_at_s=14.42))
+    assert met.endswith("| return 500.0 | return target met at 14.4 s | runs/x")

@@ -66,7 +66,7 @@ def test_cartpole_solves_then_eval_and_export(tmp_path):
     from distrl.compile import Float64Reference
     from distrl.deploy import policy_from_checkpoint
 
-    _, model, _, _, _ = policy_from_checkpoint(run_dir)
+    _, model, _, _, _, _ = policy_from_checkpoint(run_dir)
     obs = np.random.default_rng(1).normal(size=(16, 4)).astype(np.float32)
     exported = tuple(ort.InferenceSession(str(onnx_path)).run(None, {"obs": obs}))
     problem = Float64Reference(model).mismatch(exported, obs)
@@ -192,3 +192,39 @@ def test_the_device_steps_first_update_is_checked_and_reported(tmp_path):
     assert "learner step device: its first update matched the loop's" in result.stdout
     step = json.loads((run_dir / "summary.json").read_text())["learner_step"]
     assert step["step"] == "device" and step["step_check"]["ok"] is True
+
+
+@pytest.mark.slow
+def test_on_a_terminal_log_lines_print_above_the_live_bar_and_the_final_line_has_no_none(tmp_path):
+    """``distrl train`` under a pseudo-terminal: the rich bar is live while the banner's last lines and the start-up
+    line are logged; each of them starts a line of its own (once drawn, not glued onto the bar's text), and a run with
+    no return target never says when it met one."""
+    import os
+    import pty
+    import re
+
+    main, child = pty.openpty()
+    args = [sys.executable, "-m", "distrl", "train", "configs/cartpole.yaml", "--run-dir", str(tmp_path / "run"),
+            "--set", "stop.env_steps=40000", "--set", "stop.episode_return_mean=null", "--set", "checkpoint.every_iterations=0",
+            "--set", "logging.tensorboard=false", "--set", "rollout.compile.backend=eager"]  # fmt: skip
+    proc = subprocess.Popen(args, cwd=ROOT, stdin=child, stdout=child, stderr=subprocess.PIPE,
+                            env={**os.environ, "COLUMNS": "160", "TERM": "xterm"})  # fmt: skip
+    os.close(child)
+    chunks = []
+    while True:
+        try:
+            data = os.read(main, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=300)
+    os.close(main)
+    assert proc.returncode == 0, proc.stderr.read()[-3000:]
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode(errors="replace"))  # ANSI codes out
+    lines = re.split(r"[\r\n]+", text)
+    assert any(line.startswith("start-up (s from launch): ") for line in lines), text[-3000:]
+    assert not re.search(r"\S(start-up \(s from launch\)|done: )", text), text[-3000:]  # nothing glued before them
+    (final,) = [line for line in lines if line.startswith("done: ")]
+    assert "None" not in final and "target met" not in final and "steps/s from launch" in final, final

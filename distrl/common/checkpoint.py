@@ -75,6 +75,11 @@ def load_checkpoint(path: str | Path) -> dict:
     For a run directory whose newest checkpoint is corrupt (a disk fault, a copy cut short),
     the newest intact one is used, with a warning on stderr naming both files.
     """
+    return load_checkpoint_file(path)[0]
+
+
+def load_checkpoint_file(path: str | Path) -> tuple[dict, Path]:
+    """``load_checkpoint``, and the file it read (a run directory's newest intact checkpoint)."""
     path = Path(path)
     newest = resolve_checkpoint(path)
     if path.is_dir():
@@ -86,8 +91,8 @@ def load_checkpoint(path: str | Path) -> dict:
             if candidate != newest:
                 print(f"distrl: warning: {str(newest)!r} is not a loadable checkpoint; using the newest intact one, "
                       f"{str(candidate)!r}", file=sys.stderr)  # fmt: skip
-            return payload
-    return _load_file(newest)
+            return payload, candidate
+    return _load_file(newest), newest
 
 
 def _load_file(file: Path) -> dict:

@@ -18,15 +18,26 @@ def get_logger(name: str) -> logging.Logger:
     return logger.getChild(name)
 
 
+_console = None  # the command line's rich Console on a terminal: log lines and the live bar share it
+
+
+def cli_console():
+    """The rich Console the command line's handler writes to (None: not on a terminal, or no handler). The live
+    progress bar draws on this one, so that a log line printed while it runs goes above it, not onto it."""
+    return _console
+
+
 def install_cli_handler(stream=None, level: int = logging.INFO) -> logging.Handler:
     """The command line's handler: messages as they are (no level or time prefix), rich on a terminal."""
+    global _console
     stream = stream or sys.stdout
     if stream.isatty():
         from rich.console import Console
         from rich.logging import RichHandler
 
-        handler: logging.Handler = RichHandler(console=Console(file=stream, soft_wrap=True), show_time=False,
-                                               show_path=False, show_level=False, markup=False, rich_tracebacks=False)  # fmt: skip
+        _console = Console(file=stream, soft_wrap=True)
+        handler: logging.Handler = RichHandler(console=_console, show_time=False, show_path=False, show_level=False,
+                                               markup=False, rich_tracebacks=False)  # fmt: skip
     else:
         handler = logging.StreamHandler(stream)
         handler.setFormatter(logging.Formatter("%(message)s"))

@@ -94,7 +94,7 @@ class RolloutCompileConfig(Section):
         "onnxrt",
         description="policy backend of rollout workers: "
         + "; ".join(f"{spec.name}: {spec.summary}" for spec in BACKENDS.values())
-        + ". Default onnxrt: the fastest, or within 15 % of the fastest, in every measurement in the README (MLP, "
+        + ". Default onnxrt: the fastest, or within 15 % of the fastest, in every measurement in docs/performance.md (MLP, "
         "LSTM, CNN; 2-core AMD and 16-core Xeon) and ready in under a second; auto measures each backend on this "
         "machine at start-up, paying inductor's compile (tens of seconds on a many-core machine)",
     )
@@ -380,8 +380,8 @@ class Config(Section):
     cluster: ClusterConfig = ClusterConfig()
     storage: StorageConfig = StorageConfig()
     league: LeagueConfig | None = Field(
-        None, description="self-play: train on a two-player game against a league of snapshots and baselines (see "
-        "the README's self-play section); env.id then names the game",
+        None, description="self-play: train on a two-player game against a league of snapshots and baselines "
+        "(docs/league.md); env.id then names the game",
     )
     seed: NonNegativeInt = 0
 

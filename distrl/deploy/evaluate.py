@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 import numpy as np
@@ -14,13 +14,15 @@ from distrl.envs.episodes import EpisodeTracker
 
 
 def evaluate(path: str | Path, episodes: int = 10, deterministic: bool = True, seed: int = 12345,
-             env_id: str | None = None, trusted_envs: Collection[str] = (), video_dir: str | Path | None = None
-             ) -> np.ndarray:  # fmt: skip
+             env_id: str | None = None, trusted_envs: Collection[str] = (), video_dir: str | Path | None = None,
+             say: Callable[[str], object] = lambda line: None) -> np.ndarray:  # fmt: skip
     """Returns of ``episodes`` complete episodes (raw env reward); env as in ``policy_from_checkpoint``.
 
-    ``video_dir``: record every episode there as MP4 (gymnasium's ``RecordVideo``), one env at a time.
+    ``video_dir``: record every episode there as MP4 (gymnasium's ``RecordVideo``), one env at a time. ``say`` is
+    told which checkpoint plays (a run directory's newest intact one).
     """
     policy = Policy.from_checkpoint(path, env_id, trusted_envs)
+    say(f"checkpoint {policy.checkpoint}")
     if policy.config.league is not None:
         raise CheckpointError(f"checkpoint={str(path)!r}: a league run plays against an opponent; give --opponent "
                               "random, heuristic or a snapshot's name (main@ITERATION)")  # fmt: skip

@@ -110,7 +110,7 @@ def export_onnx(checkpoint: str | Path, out: str | Path, batch: int = 8, env_id:
     """Write ``out`` and return the largest absolute difference from torch on random observations."""
     import onnxruntime as ort
 
-    config, model, rms, obs_space, _ = policy_from_checkpoint(checkpoint, env_id, trusted_envs)
+    config, model, rms, obs_space, _, _ = policy_from_checkpoint(checkpoint, env_id, trusted_envs)
     deployed = DeployedPolicy(model, None if rms is None else rms.mean, None if rms is None else rms.var,
                               config.env.obs_clip, None if rms is None else rms.skip).eval()  # fmt: skip
     rng = np.random.default_rng(0)

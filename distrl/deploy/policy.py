@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from distrl.common.checkpoint import CheckpointError, load_checkpoint
+from distrl.common.checkpoint import CheckpointError, load_checkpoint_file
 from distrl.common.running_mean_std import RunningMeanStd
 from distrl.common.spaces import flatten_batch, is_structured
 from distrl.config import Config, checkpoint_config
@@ -19,14 +19,15 @@ from distrl.models import ActorCritic, build_model
 
 
 def policy_from_checkpoint(path: str | Path, env_id: str | None = None, trusted_envs: Collection[str] = ()
-                           ) -> tuple[Config, ActorCritic, RunningMeanStd | None, object, object]:  # fmt: skip
-    """The config, the trained model (eval mode), its observation normaliser and the env spaces.
+                           ) -> tuple[Config, ActorCritic, RunningMeanStd | None, object, object, Path]:  # fmt: skip
+    """The config, the trained model (eval mode), its observation normaliser, the env spaces and the checkpoint file
+    they came from (a run directory's newest intact one).
 
     The env is the checkpoint's own, or ``env_id`` (named by the caller, so trusted). An env
     factory read from the checkpoint is imported only when named in ``trusted_envs``
     (``distrl/envs/trust.py``): a checkpoint is data.
     """
-    payload = load_checkpoint(path)
+    payload, file = load_checkpoint_file(path)
     config = checkpoint_config(payload, path)
     if env_id is not None:  # the checkpoint's env kwargs belonged to its own env: not carried over
         config = config.model_copy(update={"env": config.env.model_copy(update={"id": env_id, "kwargs": {}})})
@@ -41,7 +42,7 @@ def policy_from_checkpoint(path: str | Path, env_id: str | None = None, trusted_
         raise CheckpointError(f"checkpoint={str(path)!r}: does not match its own config ({exc})") from None
     obs_norm = payload["learner"].get("obs_norm")
     rms = RunningMeanStd.from_state(obs_norm) if obs_norm else None
-    return config, model.eval(), rms, obs_space, action_space
+    return config, model.eval(), rms, obs_space, action_space, file
 
 
 class Policy:
@@ -51,8 +52,10 @@ class Policy:
     recurrent state, for an LSTM) out.
     """
 
-    def __init__(self, config, model, obs_rms, observation_space, action_space):
+    def __init__(self, config, model, obs_rms, observation_space, action_space, checkpoint: Path | None = None):
+        """``checkpoint``: the file the policy was loaded from (None: built in memory)."""
         self.config = config
+        self.checkpoint = checkpoint
         self.model = model.eval()
         self.obs_rms = obs_rms
         self.observation_space = observation_space

@@ -226,6 +226,11 @@ def _supported_actions(space: gym.Space) -> bool:
     return False
 
 
+def runs(config) -> bool:
+    """The ``gymnasium`` env kind runs every config no other kind takes (the table's last row)."""
+    return True
+
+
 def probe_run(config) -> tuple[gym.Space, gym.Space]:
     """The ``gymnasium`` env kind's probe (``distrl/envs/kinds.py``)."""
     return probe_spaces(config.env)

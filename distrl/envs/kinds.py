@@ -4,9 +4,10 @@
 - ``league``: a two-player game seen from the learner's seat, its opponents acting inside the vector
   env (``distrl/envs/games/seat.py``).
 
-A kind's module defines ``probe_run(config) -> (observation space, action space)`` (checking what it
-can before Ray starts) and ``make_run_vec_env(config, num_threads) -> VectorEnv`` (not yet reset), and
-may define ``worker_side(envs, policies) -> WorkerSide``: what the kind adds to a rollout worker (the
+A kind's module defines ``runs(config) -> bool`` (whether the config's env is of this kind: the first
+row whose ``runs`` says so is the run's kind, so ``gymnasium``, which takes every config, is the last),
+``probe_run(config) -> (observation space, action space)`` (checking what it can before Ray starts) and
+``make_run_vec_env(config, num_threads) -> VectorEnv`` (not yet reset), and may define ``worker_side(envs, policies) -> WorkerSide``: what the kind adds to a rollout worker (the
 league: opponents that act with the worker's policies, the driver's plan in, finished games out).
 The table holds the modules themselves, so import-linter sees every kind: adding one is a module in
 ``distrl/envs/`` and a row here.
@@ -21,15 +22,15 @@ import gymnasium as gym
 from distrl.envs import factory
 from distrl.envs.games import seat
 
-ENV_KINDS: dict[str, ModuleType] = {
-    "gymnasium": factory,
+ENV_KINDS: dict[str, ModuleType] = {  # in the order asked: the first whose runs(config) is true
     "league": seat,
+    "gymnasium": factory,
 }
 
 
 def env_kind(config) -> str:
-    """The kind of ``config``'s env: a league run trains on a game, any other on a gymnasium env."""
-    return "league" if config.league is not None else "gymnasium"
+    """The kind of ``config``'s env: the first row of ``ENV_KINDS`` that runs it."""
+    return next(name for name, kind in ENV_KINDS.items() if kind.runs(config))
 
 
 def _kind(config) -> ModuleType:

@@ -14,27 +14,28 @@ from __future__ import annotations
 import itertools
 import json
 import os
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 import numpy as np
 
-from distrl.common.checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
+from distrl.common.checkpoint import CheckpointError, load_checkpoint_file, resolve_checkpoint
 from distrl.config import checkpoint_config
-from distrl.league import elo
 from distrl.envs.games import make_game, probe_game
+from distrl.league import elo
 from distrl.league.league import ANCHOR, League
 from distrl.league.matches import Match, baseline_player, model_player, play
 
 
 def load_league(path: str | Path) -> tuple:
-    """``(config, league, learner model state, iteration)`` of a league run's newest checkpoint (or a file)."""
-    payload = load_checkpoint(path)
+    """``(config, league, learner model state, iteration, file)`` of a league run's newest intact checkpoint (or a
+    file)."""
+    payload, file = load_checkpoint_file(path)
     config = checkpoint_config(payload, path)
     if config.league is None or "league" not in payload:
         raise CheckpointError(f"checkpoint={str(path)!r}: not a league run (its config has no league section)")
     league = League.from_state(config.league, payload["league"])
-    return config, league, payload["learner"]["model"], int(payload["counters"]["iteration"])
+    return config, league, payload["learner"]["model"], int(payload["counters"]["iteration"]), file
 
 
 def build_players(config, league: League, learner_state: dict, iteration: int, greedy: Collection[str] = ()) -> dict[str, tuple]:
@@ -72,7 +73,7 @@ def run_tournament(run: str | Path, games: int = 20, out: str | Path | None = No
     ``RUN/league``); returns the table."""
     run = Path(run)
     checkpoint = resolve_checkpoint(run)
-    config, league, learner_state, iteration = load_league(run)
+    config, league, learner_state, iteration, _ = load_league(run)
     players = build_players(config, league, learner_state, iteration)
     rng = np.random.default_rng(seed)
     names = list(players)
@@ -188,10 +189,12 @@ def _video(frames: list[np.ndarray], path: Path) -> str | None:
     return str(path)
 
 
-def evaluate_against(path: str | Path, opponent: str, episodes: int, deterministic: bool, seed: int) -> list[Match]:
+def evaluate_against(path: str | Path, opponent: str, episodes: int, deterministic: bool, seed: int,
+                     say: Callable[[str], object] = lambda line: None) -> list[Match]:  # fmt: skip
     """``distrl eval`` of a league run: its learner against ``opponent`` (random, heuristic or a snapshot's
-    name), ``episodes`` games, half in each seat."""
-    config, league, learner_state, iteration = load_league(path)
+    name), ``episodes`` games, half in each seat; ``say`` is told which checkpoint plays."""
+    config, league, learner_state, iteration, file = load_league(path)
+    say(f"checkpoint {file} (iteration {iteration})")
     # A snapshot opponent samples its moves: two greedy players would replay one game.
     players = build_players(config, league, learner_state, iteration, greedy=("main",) if deterministic else ())
     if opponent not in players or opponent == "main":

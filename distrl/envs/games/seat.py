@@ -227,6 +227,11 @@ def _info(mask: np.ndarray | None) -> dict:
     return {} if mask is None else {"action_mask": mask}
 
 
+def runs(config) -> bool:
+    """The ``league`` env kind runs a config with a ``league`` section (its env a two-player game)."""
+    return config.league is not None
+
+
 def probe_run(config) -> tuple[gym.Space, gym.Space]:
     """The ``league`` env kind's probe (``distrl/envs/kinds.py``): the game's spaces from the learner's seat."""
     return probe_game(config)
