@@ -25,6 +25,18 @@ def test_a_worker_that_died_then_was_evicted_is_reported_both_ways():
     assert not members.samples(2) and not members.samples(3) and members.samples(0)
 
 
+def test_a_worker_lost_with_its_node_unseen_then_evicted_is_reported_both_ways(ray_local):
+    """Its node died while the loop rebuilt the learner (no sampler saw it go down), Ray restarted it on another node,
+    into the room the learner was to take, and distrl evicted it: it stopped answering, then it was evicted."""
+    members = Membership([None] * 4, 0)
+    members.sampled_on(2, "ff" * 28)  # a node this Ray does not have: gone
+    members.sampled_on(3, ray_local.get_runtime_context().get_node_id())  # alive
+    members.evict(3)
+    members.evict(2)
+    assert members.events() == {"workers_down": [3, 2, 2], "workers_evicted": [3, 2], "workers_back": [],
+                                "workers_lost": []}  # fmt: skip
+
+
 def test_an_eviction_of_a_worker_already_down_is_not_a_second_loss():
     members = Membership([None] * 2, 0)
     members.went_down(1)

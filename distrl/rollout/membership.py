@@ -99,7 +99,11 @@ class Membership:
     # --- what the driver does --------------------------------------------------------------------
     def evict(self, index: int) -> None:
         """Worker ``index`` is stopped for good to make room for a learner (the caller kills it): down until
-        ``replace``; its failing calls are not counted (it is no loss)."""
+        ``replace``; its failing calls are not counted (it is no loss). A worker whose node is gone though no sampler
+        saw it go down (Ray restarted it elsewhere, into the room the learner was to take, while the loop rebuilt the
+        learner) went down with its node first: that is reported too, before the eviction."""
+        if index not in self.down and index not in self.lost and self.node_gone(index):
+            self._down.append(index)
         self.evicted.add(index)
         if index in self._back:  # not reported yet: its successor is reported once it answers
             self._back.remove(index)
