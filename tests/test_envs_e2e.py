@@ -30,12 +30,13 @@ def test_short_hopper_run_learns(tmp_path):
 @pytest.mark.slow
 def test_dict_image_and_vector_observations_train_on_onnxrt(tmp_path):
     run_dir = tmp_path / "dict"
+    # A mean of 200 over 100 episodes (a random policy's is about 20) shows learning in half the steps of 475.
     result = run_cli("train", "configs/dict_image_cartpole.yaml", "--run-dir", str(run_dir),
-                     "--set", "logging.tensorboard=false")  # fmt: skip
+                     "--set", "logging.tensorboard=false", "--set", "stop.episode_return_mean=200")  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["policy_backend"] == "onnxrt"
-    assert summary["stop_reason"] == "episode_return_mean" and summary["episode_return_mean"] >= 475, summary
+    assert summary["stop_reason"] == "episode_return_mean" and summary["episode_return_mean"] >= 200, summary
     exported = run_cli("export", str(run_dir), str(tmp_path / "dict.onnx"))
     assert exported.returncode == 0, exported.stderr[-3000:]
     assert "inputs ['image', 'state']" in exported.stdout

@@ -32,6 +32,13 @@ def wait_for_rows(run_dir, count, proc, timeout=180):
     raise AssertionError(f"no {count} metrics rows within {timeout} s")
 
 
+def _name(proc: psutil.Process) -> str:
+    try:
+        return proc.name()
+    except psutil.Error:  # gone already
+        return ""
+
+
 def actor_processes(root_pid, title):
     return [p for p in psutil.Process(root_pid).children(recursive=True) if title in " ".join(p.cmdline())]
 
@@ -103,14 +110,16 @@ def test_killed_driver_resumes_from_last_checkpoint(tmp_path):
     proc = start_train(run_dir, "stop.episode_return_mean=null", "stop.env_steps=150000", "checkpoint.every_iterations=1")
     wait_for_rows(run_dir, 6, proc)
     descendants = psutil.Process(proc.pid).children(recursive=True)
+    core = [p for p in descendants if _name(p) in ("gcs_server", "raylet") or _name(p).startswith(("ray::RolloutWorker", "ray::Learner"))]
+    assert core, [_name(p) for p in descendants]
     proc.send_signal(signal.SIGKILL)  # possibly mid-checkpoint
     proc.wait(timeout=30)
-    _, alive = psutil.wait_procs(descendants, timeout=60)
-    lingering = [p.name() for p in alive]
-    for p in alive:  # Ray's side agents notice a dead raylet only slowly; stop what this test started
+    _, alive = psutil.wait_procs(core, timeout=60)  # Ray's core goes with its driver by itself
+    lingering = [_name(p) for p in alive]
+    _, others = psutil.wait_procs(descendants, timeout=1)
+    for p in others:  # Ray's side agents notice a dead raylet only slowly; stop what this test started
         p.kill()
-    core = [n for n in lingering if n in ("gcs_server", "raylet") or n.startswith(("ray::RolloutWorker", "ray::Learner"))]
-    assert not core, f"Ray processes of the killed run still running: {core}"
+    assert not lingering, f"Ray processes of the killed run still running: {lingering}"
     written = len(read_metrics(run_dir))
     result = run_cli("train", "--resume", str(run_dir))
     assert result.returncode == 0, result.stderr[-3000:]
