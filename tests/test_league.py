@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import io
 import math
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import torch
 
 from distrl.config import ConfigError, load_config
+from tests.conftest import ROOT
 from distrl.league import elo
 from distrl.config.league import LeagueConfig, MatchmakingConfig
 from distrl.envs.games import GameError, make_game, probe_game
@@ -442,3 +446,21 @@ def test_diagnose_measures_a_league_config():
     measured = report["measured"]
     assert measured["env_steps_per_s"] > 0 and measured["learner_update_s"] > 0
     assert measured["policy_latency"]["onnxrt"]["available"]
+
+
+def test_a_league_workers_games_are_the_same_in_every_process():
+    """Opponents act in a fixed order (each draws from the env's seeded generator), not in a set's order, which
+    Python's string hashing makes differ from process to process: the same seed plays the same games."""
+    code = ("import hashlib; from distrl.config import load_config; from distrl.rollout.worker import RolloutWorker\n"
+            "w = RolloutWorker(load_config('configs/league_duel.yaml', ['rollout.compile.backend=eager',"
+            " 'env.num_envs_per_worker=16', 'rollout.rollout_length=64', 'ppo.minibatch_size=256']))\n"
+            "info, b = w.sample(None, {'shares': {'latest': 0.4, 'random': 0.3, 'heuristic': 0.3}, 'weights': {}})\n"
+            "print(hashlib.sha256(b.obs.tobytes() + b.actions.tobytes() + b.rewards.tobytes()).hexdigest(),"
+            " [r['opponent'] for r in info.league_results])")  # fmt: skip
+    outputs = set()
+    for hash_seed in ("1", "2", "3"):
+        done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "PYTHONHASHSEED": hash_seed})  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        outputs.add(done.stdout.strip().splitlines()[-1])
+    assert len(outputs) == 1, outputs

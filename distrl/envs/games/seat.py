@@ -175,7 +175,7 @@ class LeagueVecEnv(gym.vector.VectorEnv):
     def _opponents_act(self, copies: np.ndarray, joint: np.ndarray, acting: np.ndarray) -> None:
         """Fill the opponents' actions in ``copies``, one batched call per opponent and seat."""
         opp_seat = 1 - self.seat
-        for name in set(self.opponent[copies]):
+        for name in sorted(set(self.opponent[copies])):  # a set of str iterates in a per-process order
             for seat in (0, 1):
                 chosen = copies & (self.opponent == name) & (opp_seat == seat)
                 if not chosen.any():
