@@ -295,12 +295,13 @@ def main() -> None:
                ("sync train s", "sync: s from first update"), ("async train s", "async: s from first update"),
                ("train async / sync", "async / sync, from first update"),
                ("async policy lag", "async: policy lag (mean of its updates)"), ("solved sync/async", "solved")]  # fmt: skip
-    name = "async_learning" if (args.async_algo, args.async_proximal) == ("ppo", "learner") else \
-        f"async_learning_{args.async_algo}_{args.async_proximal}"
+    if args.shipped:  # no proximal is set: the name says the algorithm only
+        name = "async_learning_shipped" + (f"_{args.async_algo}" if args.async_algo != "ppo" else "")
+    else:
+        name = "async_learning" if (args.async_algo, args.async_proximal) == ("ppo", "learner") else \
+            f"async_learning_{args.async_algo}_{args.async_proximal}"
     if args.updates_ahead != 1.0:
         name += f"_ahead{args.updates_ahead:g}"
-    if args.shipped:
-        name = "async_learning_shipped" + (f"_{args.async_algo}" if args.async_algo != "ppo" else "")
     if args.layout != "shared":
         name += f"_{args.layout}"
     if args.pool:

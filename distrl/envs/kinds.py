@@ -7,8 +7,9 @@
 A kind's module defines ``runs(config) -> bool`` (whether the config's env is of this kind: the first
 row whose ``runs`` says so is the run's kind, so ``gymnasium``, which takes every config, is the last),
 ``probe_run(config) -> (observation space, action space)`` (checking what it can before Ray starts) and
-``make_run_vec_env(config, num_threads) -> VectorEnv`` (not yet reset), and may define ``worker_side(envs, policies) -> WorkerSide``: what the kind adds to a rollout worker (the
-league: opponents that act with the worker's policies, the driver's plan in, finished games out).
+``make_run_vec_env(config, num_threads) -> VectorEnv`` (not yet reset), and may define
+``worker_side(envs, policies) -> WorkerSide``: what the kind adds to a rollout worker (the league:
+opponents that act with the worker's policies, the driver's plan in, finished games out).
 The table holds the modules themselves, so import-linter sees every kind: adding one is a module in
 ``distrl/envs/`` and a row here.
 """

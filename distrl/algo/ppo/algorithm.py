@@ -1,8 +1,8 @@
 """PPO as the learner runs it: GAE targets once per update (rewards scaled and clipped first), the clipped loss per
 minibatch, CleanRL's epoch plan (``ppo.epochs`` passes, KL early stop) and a linearly annealed learning rate.
 
-``ppo.proximal: learner`` (``auto``'s choice under pipeline async) measures the clipped ratio from the learner's policy at the update's start instead of
-the behaviour policy (the decoupled objective of Hilton et al. 2022, "Batch size-invariance for policy
+``ppo.proximal: learner`` (``auto``'s choice under pipeline async) measures the clipped ratio from the learner's
+policy at the update's start instead of the behaviour policy (the decoupled objective of Hilton et al. 2022, "Batch size-invariance for policy
 optimization"; RLlib's APPO does the same with its target network): a batch sampled a few versions back
 (``pipeline: overlap``, ``async``) then starts its update unclipped, where measured from the lagged behaviour
 policy many of its samples start outside the clip range and teach nothing. The learner's critic gives the values
