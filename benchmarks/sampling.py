@@ -1,5 +1,6 @@
 """Sampling per worker core: the env alone (random actions, the physical ceiling) against a full
-``RolloutWorker.sample`` with each policy backend, one thread, in one process.
+``RolloutWorker.sample`` with each policy backend, one thread, in one process, with the env copies in one group
+and in two (``rollout.env_groups``: one group's envs step while the policy acts for the other's).
 
 For each case it reports env steps/s per core and where a worker's time goes: the vector env's
 step, the policy (forward and action sampling) and the rest (bookkeeping: writing the batch,
@@ -42,17 +43,18 @@ CASES = {
 }  # fmt: skip
 
 
-def case_config(name: str, backend: str):
+def case_config(name: str, backend: str, env_groups: int = 1):
     overrides, length = CASES[name]
     num_envs = int(next(o for o in overrides if o.startswith("env.num_envs_per_worker=")).split("=")[1])
     return load_config(None, [*overrides, f"rollout.rollout_length={length}", f"ppo.minibatch_size={num_envs * length}",
                               f"rollout.compile.backend={backend}", f"rollout.compile.strict={backend != 'auto'}",
-                              "rollout.compile.verify_every_sync=false"])  # fmt: skip
+                              "rollout.compile.verify_every_sync=false", f"rollout.env_groups={env_groups}"])  # fmt: skip
 
 
 def env_alone(config, min_seconds: float) -> float:
-    """Env steps/s of the vector env stepped with pre-drawn random actions: the ceiling for this core."""
-    envs = make_vec_env(config.env)
+    """Env steps/s of the worker's vector env (its thread count: ale-py's pool otherwise spans every core) stepped
+    with pre-drawn random actions: the ceiling for this core."""
+    envs = make_vec_env(config.env, num_threads=max(1, int(config.rollout.num_cpus_per_worker)))
     envs.reset(seed=0)
     rng = np.random.default_rng(0)
     space = envs.action_space
@@ -75,7 +77,7 @@ def worker_rate(config, min_seconds: float) -> dict:
         info, _ = worker.sample()
         for key in totals:
             totals[key] += getattr(info, key)
-    worker.envs.close()
+    worker.close()
     other = totals["sample_s"] - totals["policy_s"] - totals["env_s"]
     return {
         "backend_used": worker.policy.backend,
@@ -92,6 +94,9 @@ def main(argv=None) -> int:
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     parser.add_argument("--backends", nargs="+", help="default: every available one (auto included)")
     parser.add_argument("--min-seconds", type=float, default=3.0, help="time per measurement")
+    parser.add_argument("--env-groups", nargs="+", type=int, default=[1, 2],
+                        help="rollout.env_groups to compare (1: step, act, step; 2: one group steps while the policy "
+                             "acts for the other)")
     parser.add_argument("--quick", action="store_true", help="seconds: CartPole MLP, eager and onnxrt")
     add_results_dir_argument(parser)
     args = parser.parse_args(argv)
@@ -106,19 +111,20 @@ def main(argv=None) -> int:
     for case in args.cases:
         ceiling = env_alone(case_config(case, "eager"), args.min_seconds)
         print(f"{case:18s} env alone       : {ceiling:12,.0f} env steps/s", flush=True)
-        for backend in backends:
-            config = case_config(case, backend)
+        for backend, groups in [(b, g) for b in backends for g in args.env_groups]:
+            config = case_config(case, backend, groups)
             try:
                 row = worker_rate(config, args.min_seconds)
             except Exception as exc:  # strict: a backend that fails its check against eager fails the run
-                failures.append(f"{case} {backend}: {type(exc).__name__}: {exc}")
+                failures.append(f"{case} {backend} env_groups={groups}: {type(exc).__name__}: {exc}")
                 continue
-            row.update(case=case, backend=backend, env_alone_sps=ceiling, share_of_ceiling=row["worker_sps"] / ceiling)
+            row.update(case=case, backend=backend, env_groups=groups, env_alone_sps=ceiling,
+                       share_of_ceiling=row["worker_sps"] / ceiling)  # fmt: skip
             rows.append(row)
-            print(f"{case:18s} {backend:8s} -> {row['backend_used']:8s}: {row['worker_sps']:12,.0f} env steps/s "
+            print(f"{case:18s} {backend:8s} -> {row['backend_used']:8s} groups {groups}: {row['worker_sps']:12,.0f} env steps/s "
                   f"({row['share_of_ceiling']:.0%} of env alone); env {row['env_share']:.0%}, policy {row['policy_share']:.0%} "
                   f"({row['policy_us_per_step']:.0f} us/step), bookkeeping {row['bookkeeping_share']:.0%}", flush=True)  # fmt: skip
-    columns = [("case", "case"), ("backend_used", "backend"), ("env_alone_sps", "env alone steps/s"),
+    columns = [("case", "case"), ("backend_used", "backend"), ("env_groups", "env groups"), ("env_alone_sps", "env alone steps/s"),
                ("worker_sps", "worker steps/s"), ("share_of_ceiling", "of env alone"), ("env_share", "env"),
                ("policy_share", "policy"), ("bookkeeping_share", "bookkeeping"), ("policy_us_per_step", "policy us/step")]  # fmt: skip
     ok = write_results("sampling", {"machine": info, "args": vars(args) | {"results_dir": str(args.results_dir)}, "rows": rows},

@@ -22,6 +22,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -151,18 +152,25 @@ def main() -> None:
         cpus = min(1.0, spare / count)
         alone = env_alone_aggregate(args.config, args.overrides, count, args.env_seconds)
         run = run_distrl(args.config, args.overrides, count, round(cpus, 3), args.iterations)
+        # A worker's own sampling rate: its batch over its sample_s, against one process of the env alone.
+        per_worker = base.env.num_envs_per_worker * base.rollout.rollout_length * base.env.action_repeat
+        sampling = per_worker / max(run["sample_s"], 1e-9)
         row = {"workers": count, "cpus_per_worker": round(cpus, 3), "env_alone_sps": alone, **run,
-               "share_of_env_alone": run["sps"] / alone, "learn_over_sample": run["learn_s"] / max(run["sample_s"], 1e-9)}  # fmt: skip
+               "share_of_env_alone": run["sps"] / alone, "learn_over_sample": run["learn_s"] / max(run["sample_s"], 1e-9),
+               "worker_sampling_sps": sampling, "sampling_share": sampling / (alone / count)}  # fmt: skip
         rows.append(row)
         print(f"{count:3d} workers x {cpus:.2f} CPU: distrl {run['sps']:10,.0f} env steps/s "
               f"({row['share_of_env_alone']:.0%} of env alone {alone:,.0f}); learner {run['learn_s']:.3f} s/update, "
-              f"sample {run['sample_s']:.3f} s/iteration; worker threads {run['worker_threads']}", flush=True)
+              f"sample {run['sample_s']:.3f} s/iteration ({sampling:,.0f} env steps/s a worker while it samples, "
+              f"{row['sampling_share']:.2f} of one env-alone process); worker threads {run['worker_threads']}",
+              flush=True)  # fmt: skip
     print(rows[0]["learner_line"])
     print(rows[0]["step_line"])
     columns = [("workers", "workers"), ("cpus_per_worker", "CPU/worker"), ("sps", "distrl env steps/s"),
                ("env_alone_sps", "env alone, same processes"), ("share_of_env_alone", "share"),
                ("learn_s", "learner s/update"), ("sample_s", "sample s/iteration"),
-               ("learn_over_sample", "learn / sample")]  # fmt: skip
+               ("learn_over_sample", "learn / sample"), ("worker_sampling_sps", "a worker's env steps/s while sampling"),
+               ("sampling_share", "of one env-alone process")]  # fmt: skip
 
     def chart(path: Path) -> None:
         plt = pyplot()
@@ -180,6 +188,8 @@ def main() -> None:
 
     payload = {"machine": machine, "config": args.config, "overrides": args.overrides, "rows": rows}
     name = "scale_machine_" + Path(args.config).stem
+    if args.overrides:  # a study: written apart
+        name += "_set_" + "_".join(re.sub(r"[^A-Za-z0-9]+", "-", item).strip("-") for item in args.overrides)
     write_results(name, payload, markdown_table(rows, columns), chart=chart, quick=args.quick, results_dir=args.results_dir)
 
 

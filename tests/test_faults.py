@@ -185,10 +185,12 @@ def test_nonfinite_steps_are_caught_in_the_worker_counted_and_warned(tmp_path, f
 @pytest.mark.slow
 def test_stuck_env_worker_is_killed_restarted_and_the_run_finishes(tmp_path):
     """A step that blocks forever (a deadlocked simulator) once: the worker is killed and restarted at the timeout,
-    the iteration goes on without its batch, the run finishes its budget."""
+    the iteration goes on without its batch, the run finishes its budget. The envs step in two groups, each on a
+    thread of its own (rollout.env_groups), so the step that blocks is not the worker's own thread's."""
     run_dir = tmp_path / "run"
     result = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(run_dir),
                      "--set", "env.id=distrl.envs.testing:stuck_cartpole", "--set", "env.vectorization=sync",
+                     "--set", "rollout.env_groups=2",
                      "--set", f"env.kwargs={{stuck_at: 300, once_marker: {tmp_path / 'stuck'}}}",
                      "--set", "rollout.num_workers=2", "--set", "rollout.num_cpus_per_worker=0.5",
                      "--set", "env.num_envs_per_worker=16", "--set", "rollout.sample_timeout_s=5",

@@ -142,6 +142,12 @@ class RolloutConfig(Section):
         "round k+1 while the learner updates on k (policy lag 1); async: every worker samples continuously and the "
         "learner updates on whichever batches are in (no worker waits for another)",
     )
+    env_groups: PositiveInt | Literal["auto"] = Field(
+        "auto", description="a worker's env copies in this many groups, each a vector env of its own (Sample Factory's "
+        "worker_num_splits): while one group's envs step, the policy acts for another's, so the env's time and the "
+        "policy's overlap instead of adding up; must divide env.num_envs_per_worker; 1: step, act, step; auto: 2 where "
+        "the env steps outside Python's lock (ale-py's native vector env, env.vectorization async), else 1",
+    )
     max_policy_lag: NonNegativeInt = Field(
         4, description="async: a step that acted with weights more than this many versions behind the learner at its "
         "update is left out of it (stale_steps); a batch with no newer step is dropped (stale_batches)",
@@ -177,6 +183,14 @@ class RolloutConfig(Section):
     @classmethod
     def _compile_short_form(cls, value: Any) -> Any:
         return compile_short_form(value, WORKER_BACKENDS)
+
+    @field_validator("env_groups", mode="before")
+    @classmethod
+    def _groups_or_auto(cls, value: Any) -> Any:
+        """One line for either form (a plain union would report the number's failure and the literal's both)."""
+        if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+            return value
+        raise ValueError(f"rollout.env_groups={value!r}: must be a whole number of groups, 1 or more, or auto")
 
     @field_validator("num_workers", mode="before")
     @classmethod
@@ -503,6 +517,12 @@ class Config(Section):
                 problems.append(
                     f"ppo.minibatch_size={self.ppo.minibatch_size}: must be a multiple of ppo.seq_len={self.ppo.seq_len}"
                 )
+        groups = self.rollout.env_groups if self.rollout.env_groups != "auto" else 1
+        if groups > 1 and self.env.num_envs_per_worker % groups:
+            problems.append(f"rollout.env_groups={groups}: must divide env.num_envs_per_worker="
+                            f"{self.env.num_envs_per_worker} (each group is an equal vector env of the worker's copies)")
+        if groups > 1 and self.league is not None:
+            problems.append(f"rollout.env_groups={groups}: a league run's seats step as one game table; use 1")
         if self.env.num_envs_per_worker % self.learner.num_learners:
             problems.append(
                 f"learner.num_learners={self.learner.num_learners}: must divide env.num_envs_per_worker="

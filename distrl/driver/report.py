@@ -86,6 +86,11 @@ def print_start(say, config: Config, run_dir: str, joined: RayTarget, actors, re
         f"{cfg.rollout.num_cpus_per_worker:g} CPU/worker, policy backend {backend} "
         f"(ready in {info['startup_s']:.2f} s{shared})"
     )
+    groups = f"{info['env_groups']} groups of {cfg.env.num_envs_per_worker // info['env_groups']} envs" if info[
+        "env_groups"] > 1 else "1 group (step, act, step)"
+    chosen = f", chosen by auto: {info['env_groups_reason']}" if info["env_groups_reason"] else ""
+    say(f"           env groups: {groups}" + (f", stepped by {info['env_stepping']}" if info["env_groups"] > 1 else "")
+        + chosen)
     for reason in sorted({i["reason"] for i in actors.backend_infos if i["reason"]}):
         say(f"           {reason}")
     lc = cfg.learner.compile

@@ -24,7 +24,7 @@ from distrl.envs.guard import GuardedEnv, GuardedVectorEnv
 from distrl.envs.wrappers import ActionRepeat
 
 
-def _is_atari(env_id: str) -> bool:
+def is_atari(env_id: str) -> bool:
     return env_id.startswith("ALE/")
 
 
@@ -59,7 +59,7 @@ def resolve_env_id(env_id: str) -> str | Callable[..., gym.Env]:
             return attr
         raise EnvSpecError(f"env.id={env_id!r}: module {module_name!r} has no callable {attr!r}, and importing it "
                            f"registered no gymnasium id {attr!r}")  # fmt: skip
-    if _is_atari(env_id):
+    if is_atari(env_id):
         import ale_py  # noqa: PLC0415  (optional dependency, registers ALE/ ids)
 
         gym.register_envs(ale_py)
@@ -111,7 +111,7 @@ def make_env(cfg: EnvConfig, **kwargs) -> gym.Env:
     """One env built as a worker's copies are (same preprocessing), with extra constructor ``kwargs``
     (e.g. ``render_mode="rgb_array"`` for videos)."""
     target = resolve_env_id(cfg.id)
-    atari = _is_atari(cfg.id)
+    atari = is_atari(cfg.id)
     # ale-py's vector env takes its own kwargs (reward_clipping, ...); the single Atari env is built with its defaults.
     base = {} if atari and resolve_vectorization(cfg)[0] == "native" else dict(cfg.kwargs)
     return _single_env_thunk(target, {**base, **kwargs}, cfg.action_repeat, atari, cfg.max_consecutive_errors)
@@ -136,7 +136,7 @@ def make_vec_env(cfg: EnvConfig, num_threads: int | None = None) -> gym.vector.V
                 f"env.vectorization=native: {cfg.id} has no vector_entry_point; use env.vectorization auto, sync or async"
             )
         kwargs = dict(cfg.kwargs)
-        if _is_atari(cfg.id):
+        if is_atari(cfg.id):
             # ale-py's vector env clips rewards by default; distrl clips in the learner (ppo.reward_clip), so episode
             # returns are the game's score, as SB3 and CleanRL report them.
             kwargs.setdefault("reward_clipping", False)
@@ -151,7 +151,7 @@ def make_vec_env(cfg: EnvConfig, num_threads: int | None = None) -> gym.vector.V
         envs.structured_observation_space = None
     else:
         thunk = partial(
-            _single_env_thunk, target, dict(cfg.kwargs), cfg.action_repeat, _is_atari(cfg.id), cfg.max_consecutive_errors
+            _single_env_thunk, target, dict(cfg.kwargs), cfg.action_repeat, is_atari(cfg.id), cfg.max_consecutive_errors
         )
         vector_cls = gym.vector.SyncVectorEnv if vectorization == "sync" else gym.vector.AsyncVectorEnv
         envs = vector_cls([thunk] * n, autoreset_mode=AutoresetMode.NEXT_STEP)

@@ -95,6 +95,7 @@ class GuardedVectorEnv(gym.vector.VectorWrapper):
     def __init__(self, env: gym.vector.VectorEnv, max_consecutive_errors: int):
         super().__init__(env)
         self.errors = _ErrorBudget(max_consecutive_errors, "vector env step")
+        self._send_error: BaseException | None = None  # a send that raised, reported by the recv after it
 
     def reset(self, **kwargs):
         try:
@@ -102,10 +103,36 @@ class GuardedVectorEnv(gym.vector.VectorWrapper):
         except Exception as exc:  # a native vector env that cannot even start: one line, like a failing step
             raise EnvFailure(f"vector env reset raised {_describe(exc)}", 1) from None
 
+    @property
+    def can_send(self) -> bool:
+        """Whether the env underneath steps between ``send`` and ``recv`` by itself (ale-py's: its thread pool)."""
+        return callable(getattr(self.env, "send", None)) and callable(getattr(self.env, "recv", None))
+
+    def send(self, actions) -> None:
+        """Begin a step (``can_send`` envs); ``recv`` returns it as ``step`` would, errors handled the same way."""
+        self._send_error = None
+        try:
+            self.env.send(actions)
+        except (EnvFailure, OwnCodeError):
+            raise
+        except Exception as exc:  # reported by recv, as step reports it
+            self._send_error = exc
+
+    def recv(self):
+        error, self._send_error = self._send_error, None
+        return self._guarded(self.env.recv, error)
+
     def step(self, actions):
+        return self._guarded(lambda: self.env.step(actions))
+
+    def _guarded(self, step, error: BaseException | None = None):
+        """``step()``'s result, or where it (or the send before it: ``error``) raised or returned non-finite numbers,
+        the reset copies as a truncated step with the error in its info."""
         nonfinite = None
         try:
-            result = self.env.step(actions)
+            if error is not None:
+                raise error
+            result = step()
             nonfinite = self._nonfinite(result[0], result[1])
             if nonfinite is not None:
                 raise _NonFinite(f"{int(nonfinite.sum())} of {self.num_envs} copies returned non-finite numbers")

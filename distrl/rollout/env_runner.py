@@ -22,6 +22,7 @@ import numpy as np
 from distrl.common.running_mean_std import RunningMeanStd
 from distrl.data.batch import Batch
 from distrl.envs.episodes import EpisodeTracker
+from distrl.envs.stepping import SerialStepper
 
 
 @dataclass
@@ -41,15 +42,29 @@ class RunStats:
     return_stats: tuple | None = None
     episode_returns: list[float] = field(default_factory=list)
     episode_lengths: list[int] = field(default_factory=list)
+    raw_obs_seen: list[np.ndarray] = field(default_factory=list, repr=False)  # per group, for obs_stats
+    returns_seen: list[np.ndarray] = field(default_factory=list, repr=False)  # per group, for return_stats
+
+
+@dataclass
+class _Progress:
+    """One runner's batch while it fills."""
+
+    batch: Batch
+    raw_obs_seen: np.ndarray | None  # [T+1, n, *obs] raw observations (env.normalize_obs)
+    returns_seen: np.ndarray | None  # [T, n] discounted returns (env.normalize_reward)
+    no_error: np.ndarray  # [n] False: the info of a step no guard touched
 
 
 class EnvRunner:
     def __init__(self, envs, memory, observe: Callable[[np.ndarray], np.ndarray], dist, config, seed: int,
-                 rng: np.random.Generator):  # fmt: skip
+                 rng: np.random.Generator, stepper: SerialStepper | None = None):  # fmt: skip
         """``envs``: the group's vector env (not reset yet); ``memory``: the model's ``Memory``; ``observe(raw)``: the
         observation as the policy takes it (normalised, cast); ``dist``: the model's ``ActionDist``; ``rng``: the
-        worker's random stream for actions."""
+        worker's random stream for actions; ``stepper``: how the group's steps run (``distrl/envs/stepping.py``; serial
+        by default)."""
         self.envs = envs
+        self.stepper = stepper or SerialStepper(envs)
         self.memory = memory
         self.observe = observe
         self.dist = dist
@@ -68,9 +83,10 @@ class EnvRunner:
         """A real batch as the policy sees it: the current observations with the memory's state (keeps nothing)."""
         return self.memory.inputs(self.state, self.observe(self.raw_obs), self.next_is_start)[0]
 
-    def new_batch(self) -> Batch:
+    def new_batch(self, num_envs: int | None = None) -> Batch:
+        """An empty batch of this group's copies, or ``num_envs`` (a worker's, across its groups)."""
         steps = self.config.rollout.rollout_length
-        return Batch.empty(steps, self.num_envs, self.envs.single_observation_space, self.dist.action_shape,
+        return Batch.empty(steps, num_envs or self.num_envs, self.envs.single_observation_space, self.dist.action_shape,
                            self.dist.action_dtype, num_actions=0 if self.action_mask is None else self.action_mask.shape[1],
                            **self.memory.batch_layout(self.config.ppo.seq_len))  # fmt: skip
 
@@ -78,70 +94,80 @@ class EnvRunner:
         """Fill ``batch`` with ``rollout_length`` steps of every env copy and the bootstrap observation after them.
         ``before_step()`` runs before each step and returns the policy version that acts at it (newer weights staged
         meanwhile are taken there)."""
-        cfg = self.config
-        steps, n = cfg.rollout.rollout_length, self.num_envs
-        seq_len = cfg.ppo.seq_len
-        obs_shape = self.envs.single_observation_space.shape
+        return run_groups([self], batch, policy, before_step)
+
+    # --- one batch, step by step (``run_groups`` interleaves several runners' steps) -----------------------------
+    def begin(self, batch: Batch) -> _Progress:
+        """Start filling ``batch`` (this runner's columns of the worker's batch)."""
+        cfg, steps, n = self.config, self.config.rollout.rollout_length, self.num_envs
         self.memory.record_start(batch, self.state)
-        raw_obs_seen = np.empty((steps + 1, n, *obs_shape), dtype=batch.obs.dtype) if cfg.env.normalize_obs else None
-        returns_seen = np.zeros((steps, n), np.float64) if self.discounted_returns is not None else None
-        stats = RunStats()
-        no_error = np.zeros(n, dtype=bool)
-        for t in range(steps + 1):
-            version = before_step()
-            obs = self.observe(self.raw_obs)
-            batch.obs[t] = obs
-            if raw_obs_seen is not None:
-                raw_obs_seen[t] = self.raw_obs
-            tick = time.perf_counter()
-            starts = self.next_is_start
-            inputs, seen = self.memory.inputs(self.state, obs, starts)
-            pd_params, value, *extra = policy(*inputs)
-            batch.values[t] = value
-            if t == steps:  # bootstrap value only; the next batch starts from this observation with this state
-                stats.policy_s += time.perf_counter() - tick
-                break
-            actions, logp = self.dist.sample_numpy(pd_params, self.rng, self.action_mask)
+        obs_shape = self.envs.single_observation_space.shape
+        return _Progress(
+            batch=batch,
+            raw_obs_seen=np.empty((steps + 1, n, *obs_shape), dtype=batch.obs.dtype) if cfg.env.normalize_obs else None,
+            returns_seen=np.zeros((steps, n), np.float64) if self.discounted_returns is not None else None,
+            no_error=np.zeros(n, dtype=bool),
+        )
+
+    def act(self, progress: _Progress, t: int, policy, stats: RunStats) -> np.ndarray | None:
+        """The policy on observation ``t``: its value into the batch and, before the last (bootstrap) observation, the
+        actions sampled for step ``t`` as the env takes them (None at the bootstrap)."""
+        batch = progress.batch
+        obs = self.observe(self.raw_obs)
+        batch.obs[t] = obs
+        if progress.raw_obs_seen is not None:
+            progress.raw_obs_seen[t] = self.raw_obs
+        tick = time.perf_counter()
+        starts = self.next_is_start
+        inputs, seen = self.memory.inputs(self.state, obs, starts)
+        pd_params, value, *extra = policy(*inputs)
+        batch.values[t] = value
+        if t == self.config.rollout.rollout_length:  # bootstrap value only; the next batch starts from here
             stats.policy_s += time.perf_counter() - tick
-            if self.action_mask is not None:
-                batch.action_mask[t] = self.action_mask
-            self.memory.record_step(batch, t, self.state, starts, seq_len)
-            self.state = self.memory.after(seen, tuple(extra))
-            batch.actions[t], batch.logp[t] = actions, logp
-            stats.acted_versions += version
-            if not stats.version_changes or version != stats.version_changes[-1][1]:
-                stats.version_changes.append((t, version))
+            return None
+        actions, logp = self.dist.sample_numpy(pd_params, self.rng, self.action_mask)
+        stats.policy_s += time.perf_counter() - tick
+        if self.action_mask is not None:
+            batch.action_mask[t] = self.action_mask
+        self.memory.record_step(batch, t, self.state, starts, self.config.ppo.seq_len)
+        self.state = self.memory.after(seen, tuple(extra))
+        batch.actions[t], batch.logp[t] = actions, logp
+        return self.dist.env_actions(actions, self.envs.single_action_space)
 
-            tick = time.perf_counter()
-            self.raw_obs, reward, terminated, truncated, env_info = self.envs.step(
-                self.dist.env_actions(actions, self.envs.single_action_space))
-            stats.env_s += time.perf_counter() - tick
-            if self.action_mask is not None:
-                self.action_mask = env_info["action_mask"]
-            raw_error = env_info.get("_env_error", no_error)  # the env raised and was reset
-            raw_nonfinite = env_info.get("_env_nonfinite", no_error)  # NaN or inf in its observation or reward
-            reset = raw_error | raw_nonfinite | env_info.get("_env_reset", no_error)  # reset by the guard
-            valid = self.episodes.step(reward, terminated, truncated, reset)  # False on NEXT_STEP reset steps
-            error, nonfinite = raw_error & valid, raw_nonfinite & valid
-            if error.any():  # keep the step out of the loss and the statistics
-                stats.env_errors += int(error.sum())
-                stats.error_messages.extend(str(m) for m in env_info["env_error"][error][:3])
-            if nonfinite.any():
-                stats.env_nonfinite += int(nonfinite.sum())
-                stats.nonfinite_messages.extend(f"env {i}: {env_info['env_nonfinite'][i]}"
-                                                for i in np.flatnonzero(nonfinite)[:3])  # fmt: skip
-            batch.rewards[t], batch.terminated[t], batch.truncated[t] = reward, terminated, truncated
-            batch.valid[t] = valid & ~reset
-            self.next_is_start = ~valid  # the observation after a reset step starts an episode
-            if returns_seen is not None:
-                self._track_returns(t, reward, batch.valid[t], terminated | truncated | reset, returns_seen)
+    def record(self, progress: _Progress, t: int, result: tuple, stats: RunStats) -> None:
+        """Step ``t``'s result (what the vector env's step returned) into the batch and the episode statistics."""
+        batch, no_error = progress.batch, progress.no_error
+        self.raw_obs, reward, terminated, truncated, env_info = result
+        if self.action_mask is not None:
+            self.action_mask = env_info["action_mask"]
+        raw_error = env_info.get("_env_error", no_error)  # the env raised and was reset
+        raw_nonfinite = env_info.get("_env_nonfinite", no_error)  # NaN or inf in its observation or reward
+        reset = raw_error | raw_nonfinite | env_info.get("_env_reset", no_error)  # reset by the guard
+        valid = self.episodes.step(reward, terminated, truncated, reset)  # False on NEXT_STEP reset steps
+        error, nonfinite = raw_error & valid, raw_nonfinite & valid
+        if error.any():  # keep the step out of the loss and the statistics
+            stats.env_errors += int(error.sum())
+            stats.error_messages.extend(str(m) for m in env_info["env_error"][error][:3])
+        if nonfinite.any():
+            stats.env_nonfinite += int(nonfinite.sum())
+            stats.nonfinite_messages.extend(f"env {i}: {env_info['env_nonfinite'][i]}"
+                                            for i in np.flatnonzero(nonfinite)[:3])  # fmt: skip
+        batch.rewards[t], batch.terminated[t], batch.truncated[t] = reward, terminated, truncated
+        batch.valid[t] = valid & ~reset
+        self.next_is_start = ~valid  # the observation after a reset step starts an episode
+        if progress.returns_seen is not None:
+            self._track_returns(t, reward, batch.valid[t], terminated | truncated | reset, progress.returns_seen)
 
-        stats.episode_returns, stats.episode_lengths = self.episodes.pop()
-        if raw_obs_seen is not None:
-            stats.obs_stats = RunningMeanStd.batch_stats(raw_obs_seen[:steps], len(obs_shape))
-        if returns_seen is not None:
-            stats.return_stats = RunningMeanStd.batch_stats(returns_seen[batch.valid], 0)
-        return stats
+    def end(self, progress: _Progress, stats: RunStats) -> None:
+        """The batch is full: its episodes and the raw observations and returns it saw, into ``stats``."""
+        returns, lengths = self.episodes.pop()
+        stats.episode_returns.extend(returns)
+        stats.episode_lengths.extend(lengths)
+        steps = self.config.rollout.rollout_length
+        if progress.raw_obs_seen is not None:
+            stats.raw_obs_seen.append(progress.raw_obs_seen[:steps])
+        if progress.returns_seen is not None:
+            stats.returns_seen.append(progress.returns_seen[progress.batch.valid])
 
     def _track_returns(self, t: int, reward: np.ndarray, valid: np.ndarray, ended: np.ndarray, seen: np.ndarray) -> None:
         """env.normalize_reward: add step ``t``'s reward to each env's discounted return (valid steps only: a reset
@@ -152,3 +178,44 @@ class EnvRunner:
         self.discounted_returns = np.where(valid, self.discounted_returns * gamma + reward, self.discounted_returns)
         seen[t] = self.discounted_returns
         self.discounted_returns[ended] = 0.0
+
+
+def run_groups(runners: list[EnvRunner], batch: Batch, policy, before_step: Callable[[], int]) -> RunStats:
+    """Fill ``batch`` with ``rollout_length`` steps of every runner's env copies (runner ``g`` into the ``g``-th equal
+    column block) and the bootstrap observation after them.
+
+    Each step the runners take turns: one waits for its envs' previous step, records it, acts on the observations and
+    starts its next step, so with a background stepper the policy acts for one group while the others' envs step
+    (Sample Factory's double buffering). ``before_step()`` runs before each step and returns the policy version that
+    acts at it (newer weights staged meanwhile are taken there): every group acts with the same version at a step.
+    One runner with a serial stepper is the plain loop: step, act, step."""
+    steps = runners[0].config.rollout.rollout_length
+    parts = [batch] if len(runners) == 1 else batch.split(len(runners))
+    stats = RunStats()
+    progress = [runner.begin(part) for runner, part in zip(runners, parts)]
+    version = 0
+    for t in range(steps + 1):
+        for g, (runner, run) in enumerate(zip(runners, progress)):
+            if t > 0:
+                tick = time.perf_counter()
+                result = runner.stepper.finish()
+                stats.env_s += time.perf_counter() - tick
+                runner.record(run, t - 1, result, stats)
+            if g == 0:
+                version = before_step()
+            actions = runner.act(run, t, policy, stats)
+            if actions is not None:
+                runner.stepper.start(actions)
+        if t < steps:
+            stats.acted_versions += version
+            if not stats.version_changes or version != stats.version_changes[-1][1]:
+                stats.version_changes.append((t, version))
+    for runner, run in zip(runners, progress):
+        runner.end(run, stats)
+    obs_shape = runners[0].envs.single_observation_space.shape
+    if stats.raw_obs_seen:
+        stats.obs_stats = RunningMeanStd.batch_stats(np.concatenate(stats.raw_obs_seen, axis=1), len(obs_shape))
+    if stats.returns_seen:
+        stats.return_stats = RunningMeanStd.batch_stats(np.concatenate(stats.returns_seen), 0)
+    stats.raw_obs_seen, stats.returns_seen = [], []
+    return stats

@@ -35,8 +35,9 @@ from distrl.data.memory import memory_for
 from distrl.data.messages import SampleInfo, Weights
 from distrl.envs import make_run_vec_env
 from distrl.envs.kinds import worker_side
+from distrl.envs.stepping import SerialStepper, background_stepper, env_groups
 from distrl.models import build_model
-from distrl.rollout.env_runner import EnvRunner
+from distrl.rollout.env_runner import EnvRunner, run_groups
 from distrl.rollout.stream import WEIGHTS_GROUP
 
 
@@ -73,8 +74,13 @@ class RolloutWorker:
         # Torch, ONNX Runtime (it follows torch's count) and the env's own threads all use the CPUs Ray gave this worker.
         self.threads = threads = max(1, int(config.rollout.num_cpus_per_worker))
         use_torch_threads(threads)
-        self.envs = make_run_vec_env(config, num_threads=threads)
+        # rollout.env_groups: the env copies in groups of their own vector env each, stepped in turns (env_runner.py)
         self.num_envs = config.env.num_envs_per_worker
+        self.groups, self.groups_reason = groups, _ = env_groups(config)
+        group_config = config if groups == 1 else config.model_copy(
+            update={"env": config.env.model_copy(update={"num_envs_per_worker": self.num_envs // groups})})
+        self.env_groups = [make_run_vec_env(group_config, num_threads=threads) for _ in range(groups)]
+        self.envs = self.env_groups[0]
         seed = config.seed * 1_000_003 + worker_index * 10_007 + seed_offset
         if _restarted_by_ray():  # Ray re-runs this constructor with the same arguments: draw a new stream
             seed = int(np.random.SeedSequence().generate_state(1)[0] >> 1)  # < 2**31: ale-py takes an int32 seed
@@ -93,7 +99,12 @@ class RolloutWorker:
         self.staged_lock = threading.Lock()
         self.obs_rms: RunningMeanStd | None = None
         self.memory = memory_for(self.model)
-        self.runner = EnvRunner(self.envs, self.memory, self._observe, self.dist, config, seed, self.rng)
+        # Group g's copies take the seeds a single vector env would give them (seed + their index among all copies).
+        per_group = self.num_envs // groups
+        self.runners = [EnvRunner(envs, self.memory, self._observe, self.dist, config, seed + g * per_group, self.rng,
+                                  SerialStepper(envs) if groups == 1 else background_stepper(envs))
+                        for g, envs in enumerate(self.env_groups)]  # fmt: skip
+        self.runner = self.runners[0]
         start = time.perf_counter()
         cfg = config.rollout.compile
         if isinstance(artifacts, str):  # large artifacts: the named coordinator hands out their object-store ref
@@ -127,7 +138,8 @@ class RolloutWorker:
         report = self.policy.report
         return {"requested": report.requested, "backend": report.backend, "reason": report.reason,
                 "startup_s": self.startup_s, "shared_artifacts": self.shared_artifacts,
-                "timings_us": report.timings_us}  # fmt: skip
+                "timings_us": report.timings_us, "env_groups": self.groups,
+                "env_stepping": self.runner.stepper.kind, "env_groups_reason": self.groups_reason}  # fmt: skip
 
     def placement(self) -> dict:
         """Where this actor runs (only meaningful inside a Ray actor)."""
@@ -198,8 +210,8 @@ class RolloutWorker:
         self._take_staged()
         self.env_side.before_sample(league)
         start = time.perf_counter()
-        batch = self.runner.new_batch()
-        run = self.runner.run(batch, self.policy, self._before_step)
+        batch = self.runner.new_batch(self.num_envs)
+        run = run_groups(self.runners, batch, self.policy, self._before_step)
         steps = self.config.rollout.rollout_length
         info = SampleInfo(
             worker_index=self.worker_index,
@@ -239,6 +251,12 @@ class RolloutWorker:
         if self.cores is not None:  # off a learner's cores while it updates (learner.reserve_cores)
             self.cores.follow()
         return self.policy_version
+
+    def close(self) -> None:
+        """Stop the env groups' steppers and close their envs."""
+        for runner in self.runners:
+            runner.stepper.close()
+            runner.envs.close()
 
     def sample_shards(self, weights: Weights | None = None, num_shards: int = 1, league: dict | None = None) -> tuple:
         """``sample``, returned as ``(info, shard_0, ..., shard_{n-1})`` for ``num_shards`` learners.

@@ -1,0 +1,160 @@
+"""Double-buffered workers (``rollout.env_groups``) in a real ``distrl train`` run: a worker's sampling rate against
+the env alone, and the learning itself, with the env copies in one group and in two.
+
+For each pipeline asked (``--pipelines``), the config runs twice, one after the other: ``rollout.env_groups=1``
+(step, act, step) and ``=2`` (one group's envs step while the policy acts for the other's). Reported per run:
+
+- a worker's sampling rate: its batch (``num_envs_per_worker x rollout_length`` env steps) over its ``sample_s``,
+  median of the iterations after the first two, with the learner beside it as the pipeline has it (sync: idle while
+  the workers sample; overlap and async: updating meanwhile);
+- that rate's share of one process stepping the same vector env alone (random actions, one thread, the worker's
+  own env: ``scale_machine.env_alone_aggregate``), and of the env at its own best (ale-py's thread pool over every
+  core, where the env has one);
+- whether the two runs learned the same: every metric of every row that is not a time is compared. The groups fill
+  the batch one vector env fills (``tests/test_env_groups.py``), so in sync and overlap the rows are identical; in
+  async which batch lands first varies, so there only the returns are reported.
+
+    python benchmarks/env_groups.py                                   # Breakout as shipped, sync and overlap
+    python benchmarks/env_groups.py --quick                           # Breakout, sync, 4 iterations
+    python benchmarks/env_groups.py --config configs/cartpole.yaml --set env.vectorization=async
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine, write_results  # noqa: E402
+from benchmarks.scale_machine import env_alone_aggregate  # noqa: E402
+
+WARMUP_ITERATIONS = 2
+TIMES = re.compile(r"(_s|^sps.*|^time.*|_per_s|_bytes)$")  # what differs from run to run without the learning differing
+
+
+def env_best(config_path: str, overrides: list[str], seconds: float) -> float | None:
+    """The env at its own best on this machine: ale-py's vector env with its thread pool over every core (None for
+    an env without one)."""
+    import time
+
+    from distrl.config import load_config
+    from distrl.envs import make_vec_env
+    from distrl.envs.factory import is_atari
+
+    cfg = load_config(config_path, overrides).env
+    if not is_atari(cfg.id):
+        return None
+    envs = make_vec_env(cfg, num_threads=os.cpu_count() or 1)
+    envs.reset(seed=0)
+    actions = envs.action_space.sample()
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        envs.step(actions)
+        steps += envs.num_envs
+    envs.close()
+    return steps * cfg.action_repeat / (time.perf_counter() - start)
+
+
+def run(config_path: str, overrides: list[str], pipeline: str, groups: int, iterations: int) -> dict:
+    from distrl.config import load_config
+
+    items = [*overrides, f"rollout.pipeline={pipeline}", f"rollout.env_groups={groups}"]
+    base = load_config(config_path, items)
+    per_worker = base.env.num_envs_per_worker * base.rollout.rollout_length * base.env.action_repeat
+    steps = base.rollout.num_workers.max if hasattr(base.rollout.num_workers, "max") else base.rollout.num_workers
+    steps *= per_worker * iterations
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = Path(tmp) / "run"
+        cmd = [sys.executable, "-m", "distrl", "train", config_path, "--run-dir", str(run_dir),
+               "--set", f"stop.env_steps={steps}", "--set", "stop.episode_return_mean=null",
+               "--set", "checkpoint.every_iterations=0", "--set", "logging.tensorboard=false"]  # fmt: skip
+        for item in items:
+            cmd += ["--set", item]
+        env = {**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"}
+        result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=3600, check=False)
+        if result.returncode != 0:
+            raise RuntimeError(f"{pipeline} env_groups={groups} failed:\n{result.stderr[-3000:]}")
+        rows = metrics_rows(run_dir)
+        summary = json.loads((run_dir / "summary.json").read_text())
+    steady = rows[WARMUP_ITERATIONS:] or rows[-1:]
+    sample_s = statistics.median(r["sample_s"] for r in steady)
+    line = next((s.strip() for s in result.stdout.splitlines() if s.strip().startswith("env groups")), "")
+    return {"pipeline": pipeline, "env_groups": groups, "sample_s": sample_s, "worker_sampling_sps": per_worker / sample_s,
+            "policy_s": statistics.median(r["policy_s"] for r in steady), "env_s": statistics.median(r["env_s"] for r in steady),
+            "learn_s": statistics.median(r["learn_s"] for r in steady), "sps": statistics.median(r["sps"] for r in steady),
+            "return": summary.get("episode_return_mean"), "rows": rows, "start_line": line}  # fmt: skip
+
+
+def learned_alike(rows_1: list[dict], rows_2: list[dict]) -> tuple[bool, list[str]]:
+    """Whether two runs' rows agree on every metric that is not a time; the keys that differ."""
+    differ = sorted({key for a, b in zip(rows_1, rows_2) for key in a.keys() | b.keys()
+                     if not TIMES.search(key) and a.get(key) != b.get(key)})  # fmt: skip
+    return len(rows_1) == len(rows_2) and not differ, differ
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default="configs/breakout.yaml")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--pipelines", nargs="+", default=["sync", "overlap"], choices=["sync", "overlap", "async"])
+    parser.add_argument("--iterations", type=int, default=10)
+    parser.add_argument("--env-seconds", type=float, default=8.0, help="seconds of each env-alone measurement")
+    parser.add_argument("--quick", action="store_true", help="sync only, 4 iterations, 3 s env-alone")
+    add_results_dir_argument(parser)
+    args = parser.parse_args()
+    if args.quick:
+        args.pipelines, args.iterations, args.env_seconds = ["sync"], 4, 3.0
+    machine = machine_info()
+    print_machine(machine)
+    alone = env_alone_aggregate(args.config, args.overrides, 1, args.env_seconds)
+    best = env_best(args.config, args.overrides, args.env_seconds)
+    print(f"env alone, one process, one thread: {alone:,.0f} env steps/s"
+          + (f"; at its best (ale-py, {os.cpu_count()} threads): {best:,.0f}" if best else ""), flush=True)
+    rows, failures = [], []
+    for pipeline in args.pipelines:
+        pair = {}
+        for groups in (1, 2):
+            result = run(args.config, args.overrides, pipeline, groups, args.iterations)
+            pair[groups] = result
+            result.update(env_alone_sps=alone, share_of_env_alone=result["worker_sampling_sps"] / alone,
+                          share_of_env_best=result["worker_sampling_sps"] / best if best else None)  # fmt: skip
+            print(f"{pipeline:8s} env_groups={groups}: a worker samples {result['worker_sampling_sps']:,.0f} env steps/s "
+                  f"({result['share_of_env_alone']:.2f} of the env alone), sample {result['sample_s']:.3f} s "
+                  f"(policy {result['policy_s']:.3f}, waiting on the env {result['env_s']:.3f}), learner "
+                  f"{result['learn_s']:.3f} s/update, run {result['sps']:,.0f} env steps/s; {result['start_line']}",
+                  flush=True)  # fmt: skip
+        same, differ = learned_alike(pair[1]["rows"], pair[2]["rows"])
+        for groups in (1, 2):
+            pair[groups]["speedup"] = pair[1]["sample_s"] / pair[groups]["sample_s"]
+            pair[groups]["rows_identical"] = same if pipeline != "async" else None
+            rows.append({k: v for k, v in pair[groups].items() if k != "rows"})
+        print(f"{pipeline:8s} sampling 2 groups / 1: {pair[2]['speedup']:.2f}x faster; rows of the two runs "
+              + ("not compared (async)" if pipeline == "async" else "identical" if same else f"DIFFER in {differ[:6]}"),
+              flush=True)  # fmt: skip
+        if pipeline != "async" and not same:
+            failures.append(f"{pipeline}: the runs with 1 and 2 env groups learned differently ({differ[:6]})")
+    columns = [("pipeline", "pipeline"), ("env_groups", "env groups"), ("worker_sampling_sps", "a worker's env steps/s while sampling"),
+               ("share_of_env_alone", "of the env alone (1 thread)"), ("share_of_env_best", "of the env at its best"),
+               ("sample_s", "sample s"), ("policy_s", "policy s"), ("env_s", "waiting on the env s"),
+               ("speedup", "sampling speed-up"), ("learn_s", "learner s/update"), ("sps", "run env steps/s"),
+               ("rows_identical", "rows identical to 1 group")]  # fmt: skip
+    payload = {"machine": machine, "config": args.config, "overrides": args.overrides, "env_alone_sps": alone,
+               "env_best_sps": best, "rows": rows}  # fmt: skip
+    name = "env_groups_" + Path(args.config).stem
+    if args.overrides:
+        name += "_set_" + "_".join(re.sub(r"[^A-Za-z0-9]+", "-", item).strip("-") for item in args.overrides)
+    ok = write_results(name, payload, markdown_table(rows, columns), None, failures, args.quick, args.results_dir)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
