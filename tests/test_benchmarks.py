@@ -11,7 +11,7 @@ from tests.conftest import ROOT
 
 SCRIPTS = ["inference", "sampling", "learner", "ppo", "peers", "compile_check", "scale", "scale_machine", "soak",
            "learner_step", "attention", "league", "league_rllib", "straggler", "async_learning", "elastic", "mujoco_scores",
-           "many_workers", "cpu_accounting", "reserve_cores"]
+           "many_workers", "cpu_accounting", "reserve_cores", "env_groups"]
 
 
 def run_script(name, *args, timeout=900):
