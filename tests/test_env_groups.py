@@ -132,6 +132,9 @@ def test_auto_chooses_by_how_the_env_steps():
     assert env_groups(config("env.id=ALE/Breakout-v5", "env.vectorization=native")) == (
         2, "ale-py steps one group (send/recv) while the policy acts for the other")
     assert env_groups(config("env.vectorization=async", "env.num_envs_per_worker=7"))[0] == 1
+    for pipeline in ("overlap", "async"):  # the learner's update beside the workers takes the core the overlap needs
+        groups, why = env_groups(config("env.vectorization=async", f"rollout.pipeline={pipeline}"))
+        assert groups == 1 and why.startswith(f"the learner updates while the workers sample ({pipeline})")
     assert env_groups(config("env.vectorization=async", "rollout.env_groups=1")) == (1, "")
     assert env_groups(config("rollout.env_groups=4")) == (4, "")
 

@@ -146,7 +146,8 @@ class RolloutConfig(Section):
         "auto", description="a worker's env copies in this many groups, each a vector env of its own (Sample Factory's "
         "worker_num_splits): while one group's envs step, the policy acts for another's, so the env's time and the "
         "policy's overlap instead of adding up; must divide env.num_envs_per_worker; 1: step, act, step; auto: 2 where "
-        "the env steps outside Python's lock (ale-py's native vector env, env.vectorization async), else 1",
+        "the env steps outside Python's lock (ale-py's native vector env, env.vectorization async) and the pipeline is "
+        "sync (its learner idles while workers sample), else 1",
     )
     max_policy_lag: NonNegativeInt = Field(
         4, description="async: a step that acted with weights more than this many versions behind the learner at its "

@@ -100,10 +100,13 @@ def background_stepper(envs: gym.vector.VectorEnv) -> SerialStepper:
 def env_groups(config) -> tuple[int, str]:
     """``rollout.env_groups`` for ``config``'s workers, and why where ``auto`` chose it.
 
-    ``auto`` splits a worker's copies in two where their step runs outside Python's lock: ale-py's native vector
-    env (its thread pool, through send/recv) and ``env.vectorization: async`` (a process per copy). Elsewhere the
-    step holds the lock while it runs, and a stepping thread measured slower than stepping in turn (CartPole's
-    numpy vector env: 0.3x; ``benchmarks/results/sampling.md``)."""
+    ``auto`` splits a worker's copies in two where their step runs outside Python's lock (ale-py's native vector
+    env, its thread pool through send/recv; ``env.vectorization: async``, a process per copy) and the pipeline is
+    ``sync``, whose learner leaves its cores to the workers while they sample. Measured on 2 cores
+    (``benchmarks/results/env_groups_breakout.md``): Breakout sampled 1.31x faster in sync, 0.85x under overlap,
+    where the CPU learner's update took the core the overlap needs. Elsewhere the step holds the lock while it
+    runs, and a stepping thread measured slower than stepping in turn (CartPole's numpy vector env: 0.3x,
+    ``benchmarks/results/sampling.md``)."""
     chosen = config.rollout.env_groups
     if chosen != "auto":
         return chosen, ""
@@ -113,8 +116,11 @@ def env_groups(config) -> tuple[int, str]:
     if copies < 2 or copies % 2:
         return 1, f"{copies} env copies do not split into two equal groups"
     mode = resolve_vectorization(config.env)[0]
-    if mode == "native" and is_atari(config.env.id):
-        return 2, "ale-py steps one group (send/recv) while the policy acts for the other"
+    if not ((mode == "native" and is_atari(config.env.id)) or mode == "async"):
+        return 1, f"a {mode} vector env's step holds Python's lock, so it cannot overlap the policy"
+    if config.rollout.pipeline != "sync":
+        return 1, (f"the learner updates while the workers sample ({config.rollout.pipeline}), so the overlap would "
+                   "need a core it uses; set 2 where the workers have cores to spare (a GPU learner, a node of its own)")
     if mode == "async":
         return 2, "one group's copies step in their processes while the policy acts for the other"
-    return 1, f"a {mode} vector env's step holds Python's lock, so it cannot overlap the policy"
+    return 2, "ale-py steps one group (send/recv) while the policy acts for the other"
