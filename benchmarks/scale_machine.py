@@ -123,7 +123,7 @@ def run_distrl(config_path: str, overrides: list[str], workers: int, cpus_per_wo
         "policy_backend": rows[-1]["policy_backend"],
         "startup": summary["startup"],
         "learner_line": next((line.strip() for line in stdout.splitlines() if line.strip().startswith("learner ")), ""),
-        "step_line": next((line.strip() for line in stdout.splitlines() if line.strip().startswith("step ")), ""),
+        "step_line": next((line.strip() for line in stdout.splitlines() if line.strip().startswith("minibatch step")), ""),
     }
 
 

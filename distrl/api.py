@@ -55,6 +55,19 @@ class TrainResult:
                    summary=summary)  # fmt: skip
 
 
+def final_line(result) -> str:
+    """The line a run ends with: why it stopped, its steps and time (the rate over the whole run, start-up included,
+    where the live bar shows the current one), its return, when it met its return target (only where it did), and
+    where it is."""
+    ret = result.episode_return_mean
+    parts = [f"done: {result.stop_reason}",
+             f"{result.env_steps:,} env steps in {result.wall_s:.1f} s ({result.sps:,.0f} steps/s from launch)",
+             f"return {'-' if ret is None else f'{ret:.1f}'}"]  # fmt: skip
+    if result.solved_at_s is not None:
+        parts.append(f"return target met at {result.solved_at_s:.1f} s")
+    return " | ".join([*parts, str(result.run_dir)])
+
+
 def default_run_dir(env_id: str) -> Path:
     name = env_id.replace("/", "_").replace(":", "_")
     return Path("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -71,6 +84,7 @@ def train(
     trusted_envs: Collection[str] = (),
     console=None,
     launch: float | None = None,
+    progress: bool | None = None,
 ) -> TrainResult:
     """Train until the config's stop rule; returns the run's summary and its checkpoints' paths.
 
@@ -82,6 +96,9 @@ def train(
     initialised, else ``RAY_ADDRESS``, else a private one). ``trusted_envs``: env factories
     (``module:callable``) a config file may name and distrl may import. A YAML file's env factory
     must be named there; a dict or ``Config`` built by the caller is the caller's own.
+    ``progress``: print the start-up summary and the live progress as ``distrl train`` does (a bar on a
+    terminal or in a notebook, lines elsewhere); default: where a person watches (a terminal, a notebook).
+    False: print nothing. A caller who configured the ``distrl`` logger keeps their own handlers.
     Errors a user can fix raise ``ConfigError``, ``UsageError``, ``EnvSpecError`` or ``PlacementError``
     before Ray starts, with nothing written.
     """
@@ -127,14 +144,27 @@ def train(
         run_storage.check_writable()  # before Ray starts: a bad URI or missing permission is one line now
     import ray
 
+    from distrl.common import log
+
     started_ray = not ray.is_initialized()
+    handler = None
+    if progress is False:
+        cfg = cfg.model_copy(update={"logging": cfg.logging.model_copy(update={"progress": "off"})})
+    elif console is None and not log.logger.handlers and (progress or log.interactive()):
+        handler = log.install_cli_handler()  # the CLI's output, for this call
+        console = log.cli_console()
     try:
         driver = Driver(cfg, run_dir, console=console, resume=resume is not None, storage=run_storage)
         summary = driver.run(target, launch=launch)
     finally:
         if started_ray and ray.is_initialized():  # a Ray this call started goes with it; the caller's stays
             ray.shutdown()
-    return TrainResult.from_summary(run_dir, cfg, summary)
+        if handler is not None:
+            log.remove_cli_handler(handler)
+    result = TrainResult.from_summary(run_dir, cfg, summary)
+    if handler is not None:  # as distrl train ends
+        print(final_line(result))
+    return result
 
 
 def _target(address: str | None):

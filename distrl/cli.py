@@ -20,7 +20,7 @@ EXIT_INTERRUPTED = 130
 
 
 def _cmd_train(args) -> int:
-    from distrl.api import train
+    from distrl.api import final_line, train
 
     from distrl.common.log import cli_console
 
@@ -30,19 +30,6 @@ def _cmd_train(args) -> int:
                    address=args.address, trusted_envs=args.trust_env, console=console, launch=args.launch)  # fmt: skip
     print(final_line(result))
     return EXIT_INTERRUPTED if result.stop_reason == "interrupted" else 0
-
-
-def final_line(result) -> str:
-    """The line a run ends with: why it stopped, its steps and time (the rate over the whole run, start-up included,
-    where the live bar shows the current one), its return, when it met its return target (only where it did), and
-    where it is."""
-    ret = result.episode_return_mean
-    parts = [f"done: {result.stop_reason}",
-             f"{result.env_steps:,} env steps in {result.wall_s:.1f} s ({result.sps:,.0f} steps/s from launch)",
-             f"return {'-' if ret is None else f'{ret:.1f}'}"]  # fmt: skip
-    if result.solved_at_s is not None:
-        parts.append(f"return target met at {result.solved_at_s:.1f} s")
-    return " | ".join([*parts, str(result.run_dir)])
 
 
 def _cmd_tune(args) -> int:

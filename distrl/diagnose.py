@@ -154,6 +154,13 @@ def measure(config, seconds: float = 0.5) -> dict:
     }
 
 
+def _vectorization(config) -> str:
+    """The vector env, in the start-up summary's words."""
+    from distrl.envs.factory import describe_vectorization
+
+    return describe_vectorization(config.env) if config.league is None else config.env.vectorization
+
+
 def run(config, quick: bool = False) -> dict:
     report = {"versions": _versions(), "cpu": _cpu(), "memory": _memory(), "gpu": _gpu()}
     report["measured"] = measure(config, seconds=0.1 if quick else 0.5)
@@ -163,8 +170,8 @@ def run(config, quick: bool = False) -> dict:
         "learner compile": "eager" if lc.backend == "eager" else f"{lc.backend} {lc.mode}",
         "learner AMP": config.learner.amp,
         "pipeline": config.rollout.pipeline,
-        "vectorization": config.env.vectorization,
-        "observation normalisation": config.env.normalize_obs,
+        "vectorization": _vectorization(config),
+        "normalize": config.env.describe_normalize(),
     }
     return report
 

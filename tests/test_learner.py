@@ -118,7 +118,7 @@ def test_auto_step_is_the_device_step_only_where_it_applies():
     config = load_config(None, [])
     assert choose_step(config, "cuda", 1) == ("device", "on CUDA: the whole minibatch step as one CUDA graph")
     kind, why = choose_step(config, "cpu", 1)
-    assert kind == "loop" and why.startswith("not on CUDA")
+    assert kind == "loop" and why.startswith("the learner is on CPU")
     for overrides, reason in ((["model.lstm_size=16", "model.shared_trunk=true"], "recurrent"),
                               (["learner.amp=fp16"], "gradient scaler"), (["learner.compile=true"], "torch.compile")):  # fmt: skip
         kind, why = choose_step(load_config(None, overrides), "cuda", 1)

@@ -76,7 +76,7 @@ def test_rows_report_every_workers_backend_not_worker_zeros():
 def test_the_final_line_names_its_rate_and_says_a_met_target_only_where_there_was_one():
     from types import SimpleNamespace
 
-    from distrl.cli import final_line
+    from distrl.api import final_line
 
     run = dict(stop_reason="env_steps", env_steps=253952, wall_s=43.0, sps=5906.0, episode_return_mean=500.0,
                run_dir="runs/x")  # fmt: skip

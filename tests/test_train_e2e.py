@@ -194,19 +194,13 @@ def test_the_device_steps_first_update_is_checked_and_reported(tmp_path):
     assert step["step"] == "device" and step["step_check"]["ok"] is True
 
 
-@pytest.mark.slow
-def test_on_a_terminal_log_lines_print_above_the_live_bar_and_the_final_line_has_no_none(tmp_path):
-    """``distrl train`` under a pseudo-terminal: the rich bar is live while the banner's last lines and the start-up
-    line are logged; each of them starts a line of its own (once drawn, not glued onto the bar's text), and a run with
-    no return target never says when it met one."""
+def _under_a_terminal(args: list[str]) -> str:
+    """Run ``args`` with a pseudo-terminal as its stdin and stdout; what it wrote there, ANSI codes out."""
     import os
     import pty
     import re
 
     main, child = pty.openpty()
-    args = [sys.executable, "-m", "distrl", "train", "configs/cartpole.yaml", "--run-dir", str(tmp_path / "run"),
-            "--set", "stop.env_steps=40000", "--set", "stop.episode_return_mean=null", "--set", "checkpoint.every_iterations=0",
-            "--set", "logging.tensorboard=false", "--set", "rollout.compile.backend=eager"]  # fmt: skip
     proc = subprocess.Popen(args, cwd=ROOT, stdin=child, stdout=child, stderr=subprocess.PIPE,
                             env={**os.environ, "COLUMNS": "160", "TERM": "xterm"})  # fmt: skip
     os.close(child)
@@ -222,9 +216,41 @@ def test_on_a_terminal_log_lines_print_above_the_live_bar_and_the_final_line_has
     proc.wait(timeout=300)
     os.close(main)
     assert proc.returncode == 0, proc.stderr.read()[-3000:]
-    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode(errors="replace"))  # ANSI codes out
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode(errors="replace"))
+
+
+SHORT_RUN = ["--set", "stop.env_steps=40000", "--set", "stop.episode_return_mean=null", "--set",
+             "checkpoint.every_iterations=0", "--set", "logging.tensorboard=false", "--set", "rollout.compile.backend=eager"]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_on_a_terminal_log_lines_print_above_the_live_bar_and_the_final_line_has_no_none(tmp_path):
+    """``distrl train`` under a pseudo-terminal: the rich bar is live from the start and names each start-up phase;
+    the banner's last lines and the start-up line are logged while it runs, each on a line of its own (once drawn,
+    not glued onto the bar's text), and a run with no return target never says when it met one."""
+    import re
+
+    text = _under_a_terminal([sys.executable, "-m", "distrl", "train", "configs/cartpole.yaml", "--run-dir",
+                              str(tmp_path / "run"), *SHORT_RUN])  # fmt: skip
     lines = re.split(r"[\r\n]+", text)
     assert any(line.startswith("start-up (s from launch): ") for line in lines), text[-3000:]
     assert not re.search(r"\S(start-up \(s from launch\)|done: )", text), text[-3000:]  # nothing glued before them
     (final,) = [line for line in lines if line.startswith("done: ")]
     assert "None" not in final and "target met" not in final and "steps/s from launch" in final, final
+    for phase in ("starting Ray; building the workers' eager policy meanwhile", "starting 1 worker and the learner",
+                  "the first batch and update"):  # fmt: skip
+        assert any(line.startswith("train ") and phase in line for line in lines), (phase, text[-3000:])
+
+
+@pytest.mark.slow
+def test_the_python_api_shows_progress_where_a_person_watches_and_nothing_when_told_not_to(tmp_path):
+    """``distrl.train`` in a terminal prints what ``distrl train`` prints (the banner, the bar, the final line) with
+    no argument, and nothing at all with ``progress=False``."""
+    code = ("import sys, distrl; distrl.train('configs/cartpole.yaml', run_dir=sys.argv[1], progress=eval(sys.argv[2]), "
+            f"overrides={SHORT_RUN[1::2]!r})")  # fmt: skip
+    shown = _under_a_terminal([sys.executable, "-c", code, str(tmp_path / "shown"), "None"])
+    assert "distrl run " in shown and "start-up (s from launch): " in shown, shown[-3000:]
+    assert "the first batch and update" in shown and "done: env_steps" in shown, shown[-3000:]
+    silent = _under_a_terminal([sys.executable, "-c", code, str(tmp_path / "silent"), "False"])
+    assert "distrl" not in silent and "train " not in silent and "done:" not in silent, silent[-3000:]
+    assert (tmp_path / "silent" / "summary.json").exists()

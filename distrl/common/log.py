@@ -1,8 +1,8 @@
 """distrl's log: the standard ``logging`` module, logger ``distrl``.
 
-A library call leaves handlers and levels to the caller (``logging.basicConfig(level="INFO")``
-shows the start-up summary and progress lines); the command line installs one handler that
-writes to stdout, through rich on a terminal.
+The command line installs one handler that writes to stdout, through rich on a terminal. ``distrl.train``
+installs the same for the length of its call where a person watches (a terminal, a notebook) and the caller set
+no handler of their own (``progress=False``: none; a caller's own handlers and levels are left as they are).
 """
 
 from __future__ import annotations
@@ -41,7 +41,27 @@ def install_cli_handler(stream=None, level: int = logging.INFO) -> logging.Handl
     else:
         handler = logging.StreamHandler(stream)
         handler.setFormatter(logging.Formatter("%(message)s"))
+    handler.distrl_saved = (logger.level, logger.propagate, _console)  # what remove_cli_handler puts back
     logger.addHandler(handler)
     logger.setLevel(level)
     logger.propagate = False  # the CLI owns the output; a root handler would print every line twice
     return handler
+
+
+def remove_cli_handler(handler: logging.Handler) -> None:
+    """Take back ``install_cli_handler`` (``distrl.train``'s progress, for the length of one call)."""
+    global _console
+    level, propagate, previous = getattr(handler, "distrl_saved", (logging.NOTSET, True, None))
+    logger.removeHandler(handler)
+    logger.setLevel(level)
+    logger.propagate = propagate
+    _console = previous
+
+
+def interactive() -> bool:
+    """Whether a person watches this process's output: stdout is a terminal, or it runs in a Jupyter kernel."""
+    if sys.stdout.isatty():
+        return True
+    shell = sys.modules.get("IPython")
+    ipython = getattr(shell, "get_ipython", lambda: None)() if shell is not None else None
+    return ipython is not None and type(ipython).__name__ == "ZMQInteractiveShell"

@@ -47,6 +47,10 @@ class EnvConfig(Section):
     )
     obs_clip: PositiveFloat = Field(10.0, description="clip normalised observations to [-obs_clip, obs_clip]")
 
+    def describe_normalize(self) -> str:
+        """What is normalised, in the words the start-up summary and ``distrl diagnose`` both use."""
+        return " + ".join(name for name, on in (("obs", self.normalize_obs), ("reward", self.normalize_reward)) if on) or "off"
+
 
 class ModelConfig(Section):
     type: Literal["mlp", "cnn", "attention"] = Field(

@@ -39,7 +39,7 @@ class RayTarget:
 
     def describe(self) -> str:
         if self.private:
-            return "a private Ray started by this run (requests it cannot hold fail at once)"
+            return "a new Ray on this machine, started for this run and stopped with it (asking it for more than it has fails at once)"
         return f"the cluster at {self.address} ({self.source}; requests wait for its autoscaler)"
 
 

@@ -41,6 +41,7 @@ from distrl.driver.signals import StopSignals
 from distrl.driver.placement import PlacementError, impossible_requests
 from distrl.driver.preflight import check_before_ray
 from distrl.driver.run_state import RunState
+from distrl.driver.progress import ProgressReporter
 from distrl.driver.snapshots import SnapshotKeeper
 from distrl.driver.storage import RunStorage
 from distrl.driver.timeouts import WaitBounds
@@ -87,6 +88,7 @@ class Driver:
         self.run_dir = Path(run_dir)
         self.storage = storage  # the run's mirror under a storage URI, if any
         self.console = console  # a rich Console for the live progress bar (the CLI on a terminal), else None
+        self.progress: ProgressReporter | None = None  # started by run, after the checks before Ray
         self.resume = resume or resume_payload is not None
         self.on_iteration = on_iteration
         self.placement_group = placement_group
@@ -175,11 +177,21 @@ class Driver:
         self.mark("imports")
         spaces = check_before_ray(self.config)
         self.mark("env_probe")
+        # The bar names each start-up phase until the first update (after the checks: bad input is one line, no bar).
+        self.progress = ProgressReporter(self.config, self.console)
+        try:
+            return self._run(target, launch, spaces)
+        finally:
+            self.progress.close()
+
+    def _run(self, target, launch: float, spaces) -> dict:
         if not isinstance(target, RayTarget):  # a Ray this process already joined is used as it is (connect_ray)
             target = RayTarget(None, "private") if ray.is_initialized() else resolve_target(target)
         if target.warning:
             log.warning(target.warning)
         # The policy's export or compile overlaps Ray's start-up (ray.init waits on its processes).
+        self.progress.phase(("starting Ray" if target.private and not ray.is_initialized() else "joining Ray")
+                            + f"; building the workers' {self.config.rollout.compile.backend} policy meanwhile")
         with ThreadPoolExecutor(1, thread_name_prefix="distrl-artifacts") as pool:
             export_start = time.perf_counter()
             building = pool.submit(self._build_artifacts, *spaces)
@@ -204,12 +216,16 @@ class Driver:
         reason, failure, error, started = None, None, None, False
         loop_start, loop_steps_start = time.perf_counter(), self.counters.env_steps
         try:
+            workers = self.config.rollout.describe_workers()
+            self.progress.phase(f"starting {workers} worker{'' if workers == '1' else 's'} and the learner")
             self.actors.start(self.counters.iteration)
             self.mark("workers_ready")
             resumed = self.resumed_learner_state is not None
             loop.begin(new_run=not resumed)
+            self.progress.phase("workers sampling the first batch; the learner starting")
             self.actors.learners_ready(self.snapshots.newest_ref() if resumed else None)
             self.mark("actors_ready")
+            self.progress.phase("the first batch and update")
             started = True
             self._write_run_files(joined)
             self.drain_watch = DrainWatcher(self.actors, self._checkpoint_now)
@@ -225,6 +241,7 @@ class Driver:
         except BaseException as exc:  # ours: still keep the work done so far, then re-raise
             error, reason = exc, "error"
         finally:
+            self.progress.close()  # the lines from here on (final checkpoint, summary) go below the bar
             if self.drain_watch is not None:  # before the final checkpoint: never two at once
                 self.drain_watch.close()
             try:

@@ -12,7 +12,7 @@ from distrl.config import Config
 from distrl.data.messages import SampleInfo, UpdateResult
 from distrl.driver.connection import RayTarget
 from distrl.driver.run_state import RunState
-from distrl.envs import resolve_vectorization
+from distrl.envs.factory import describe_vectorization
 
 
 def backends_in_use(names: list[str]) -> str:
@@ -66,14 +66,11 @@ def print_start(say, config: Config, run_dir: str, joined: RayTarget, actors, re
     cfg = config
     say(f"distrl run {run_dir}" + (f", mirrored to {storage}" if storage else ""))
     say(f"  ray      {joined.describe()}")
-    vectorization = cfg.env.vectorization
-    if vectorization == "auto" and cfg.league is None:  # said once, here: what auto chose and why
-        mode, why = resolve_vectorization(cfg.env)
-        vectorization = f"{mode}, chosen by auto" + (f": {why}" if why else "")
-    normalized = [name for name, on in (("obs", cfg.env.normalize_obs), ("reward", cfg.env.normalize_reward)) if on]
+    # said once, here: what auto chose and why (a league's game table is its own vector env)
+    vectorization = describe_vectorization(cfg.env) if cfg.league is None else cfg.env.vectorization
     say(
         f"  env      {cfg.env.id}: {cfg.rollout.describe_workers()} workers x {cfg.env.num_envs_per_worker} envs "
-        f"({vectorization}), action_repeat {cfg.env.action_repeat}, normalize {' + '.join(normalized) or 'off'}"
+        f"({vectorization}), action_repeat {cfg.env.action_repeat}, normalize {cfg.env.describe_normalize()}"
     )
     lstm = f", lstm {cfg.model.lstm_size}" if cfg.model.lstm_size else ""
     say(f"  model    {cfg.model.type} {cfg.model.hidden} {cfg.model.activation}, shared_trunk {cfg.model.shared_trunk}{lstm}")
@@ -102,7 +99,9 @@ def print_start(say, config: Config, run_dir: str, joined: RayTarget, actors, re
         + (" (ppo.proximal auto, pipeline async)" if cfg.ppo.proximal == "auto" and cfg.proximal == "learner" else "")
     )
     if actors.learner_info:
-        say(f"           step {actors.learner_info['step']}: {actors.learner_info['step_reason']}")
+        how = {"device": "the whole step at once (learner.step device)", "loop": "op by op (learner.step loop)"}
+        step = actors.learner_info["step"]
+        say(f"           minibatch step: {how.get(step, step)}: {actors.learner_info['step_reason']}")
     stops = [f"{k}={v}" for k, v in cfg.stop.model_dump().items() if v is not None]
     say(f"  stop     {', '.join(stops)}; seed {cfg.seed}")
     where = "; ".join(

@@ -86,6 +86,15 @@ def resolve_vectorization(cfg: EnvConfig) -> tuple[str, str | None]:
     return "native", None
 
 
+def describe_vectorization(cfg: EnvConfig) -> str:
+    """The vector env a worker builds, in the words the start-up summary and ``distrl diagnose`` both use (what
+    ``auto`` chose, and why)."""
+    if cfg.vectorization != "auto":
+        return cfg.vectorization
+    mode, why = resolve_vectorization(cfg)
+    return f"{mode}, chosen by auto" + (f": {why}" if why else "")
+
+
 def _single_env_thunk(target, kwargs: dict, action_repeat: int, atari: bool, max_errors: int) -> gym.Env:
     if callable(target):
         env = target(**kwargs)

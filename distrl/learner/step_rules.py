@@ -17,7 +17,8 @@ def choose_step(config: Config, device_type: str, world_size: int) -> tuple[str,
     if device_type != "cuda":
         # benchmarks/learner_step.py and an interleaved A/B on a 2-core AMD EPYC: MLP mb 1024 loop 4.03-4.13 ms vs
         # device 3.69-4.27 ms a step, Nature-CNN mb 256 265 vs 287 ms: no difference beyond the machine's noise.
-        blockers.insert(0, "not on CUDA (on CPU the loop is as fast: each op's own cost dominates, not its launch)")
+        blockers.insert(0, "the learner is on CPU, where op by op is as fast as a captured graph (each op's own work is "
+                           "the time, not its launch)")
     if blockers:
         return "loop", "; ".join(blockers)
     return "device", "on CUDA: the whole minibatch step as one CUDA graph"

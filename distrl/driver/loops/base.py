@@ -74,7 +74,7 @@ class RunHost(Protocol):
     observers: list[LoopObserver]
     snapshots: SnapshotKeeper  # each update's learner state is offered; a rebuilt learner starts from the newest
     run_dir: Path
-    console: Any  # the live progress bar's rich Console, or None
+    progress: ProgressReporter  # the live bar (or progress lines), started with the run
 
     @property
     def stop_requested(self) -> bool: ...
@@ -118,11 +118,11 @@ class TrainingLoop(ABC):
 
     # --- the run around it ----------------------------------------------------------------
     def train(self, launch: float, loop_start: float, loop_steps_start: int) -> str:
-        """``iterate`` with the run's metrics files, progress and videos open."""
+        """``iterate`` with the run's metrics files and videos open (the driver's progress shows each row)."""
         cfg = self.config
         self.launch, self.loop_start, self.loop_steps_start = launch, loop_start, loop_steps_start
         self.metrics_writer = MetricsWriter(self.driver.run_dir, cfg)
-        self.progress = ProgressReporter(cfg, self.driver.console)
+        self.progress = self.driver.progress
         self.videos = None
         if cfg.logging.video_every_iterations:
             from distrl.deploy.video import TrainingVideos
@@ -131,7 +131,6 @@ class TrainingLoop(ABC):
         try:
             return self.iterate()
         finally:
-            self.progress.close()
             self.metrics_writer.close()
             if self.videos is not None:
                 self.videos.close()

@@ -1,0 +1,40 @@
+"""The live progress's time left: to whichever stop comes first, a return target included."""
+
+import pytest
+
+from distrl.config import load_config
+from distrl.driver.progress import ProgressReporter, eta_seconds, return_eta
+
+
+def test_return_eta_follows_the_returns_trend():
+    # +1 return per 1,000 steps; at 100 steps/s the 50 return left take 50,000 steps, 500 s.
+    trend = [(1000 * i, 100.0 + i) for i in range(5)]
+    assert return_eta(154.0, trend, 100.0) == pytest.approx(500.0)
+    assert return_eta(100.0, trend, 100.0) == 0.0  # met already
+    assert return_eta(200.0, trend[:2], 100.0) is None  # too few points for a trend
+    assert return_eta(200.0, [(1000 * i, 100.0 - i) for i in range(5)], 100.0) is None  # falling: no ETA
+
+
+def test_eta_counts_toward_the_nearest_stop():
+    config = load_config(None, ["stop.env_steps=1000000", "stop.time_s=3600", "stop.episode_return_mean=154"])
+    trend = [(1000 * i, 100.0 + i) for i in range(5)]
+    assert eta_seconds(config, 4000, 10.0, 100.0, trend) == (pytest.approx(500.0), "return")
+    assert eta_seconds(config, 4000, 3500.0, 100.0, trend) == (100.0, "time")
+    assert eta_seconds(config, 990_000, 10.0, 100.0, trend) == (100.0, "steps")
+    assert eta_seconds(config, 4000, 10.0, 100.0) == (3590.0, "time")  # no trend yet: the return has no ETA
+    only_return = load_config(None, ["stop.env_steps=null", "stop.episode_return_mean=154"])
+    assert eta_seconds(only_return, 4000, 10.0, 100.0) == (None, "")
+
+
+def test_progress_lines_name_the_stop_they_count_toward(caplog):
+    config = load_config(None, ["stop.env_steps=1000000", "stop.episode_return_mean=154", "logging.log_every_s=0.001"])
+    reporter = ProgressReporter(config)
+    assert reporter.mode == "lines"
+    with caplog.at_level("INFO", logger="distrl.progress"):
+        for i in range(5):
+            reporter.last_line = 0.0  # a line every row
+            reporter.update({"iteration": i + 1, "env_steps": 1000 * i, "sps": 100.0, "sps_avg": 100.0,
+                             "episode_return_mean": 100.0 + i, "time_s": 10.0 * i})  # fmt: skip
+    assert caplog.messages[-1].endswith("ETA 8:20 (return)"), caplog.messages[-1]
+    reporter.phase("starting Ray")  # no bar: nothing to name it on
+    reporter.close()
