@@ -1,4 +1,5 @@
-"""PPO update speed: eager vs inductor modes (and AMP), on MLP, CNN and LSTM, on real rollout batches.
+"""PPO update speed: eager vs inductor modes (and AMP, and for the CNN its memory format), on MLP, CNN and LSTM, on
+real rollout batches.
 
 The first update (which compiles) is reported apart from the steady state. A compiled
 variant whose first update disagrees with eager's (same weights, same batch) fails the run.
@@ -41,21 +42,27 @@ MODELS = {
 }
 
 
-def variants(cuda: bool, quick: bool, recurrent: bool) -> list[tuple[str, list[str]]]:
+def variants(cuda: bool, quick: bool, recurrent: bool, conv: bool) -> list[tuple[str, list[str]]]:
+    """Each variant's settings. Every one runs contiguous (NCHW) but those named channels_last, so that the layout
+    is compared apart from the rest (``learner.memory_format: auto`` picks channels_last for a CNN on CPU)."""
     out = [("eager", []), ("inductor default", ["learner.compile=true"])]
-    if quick:
-        return out
-    out += [
-        ("inductor max-autotune-no-cudagraphs", ["learner.compile=max-autotune-no-cudagraphs"]),
-        ("eager bf16", ["learner.amp=bf16"]),
-        ("inductor default bf16", ["learner.compile=true", "learner.amp=bf16"]),
-    ]
-    if cuda:
-        if not recurrent:  # the config refuses CUDA-graph modes for LSTMs (see distrl/config/schema.py)
-            out += [("inductor reduce-overhead", ["learner.compile=reduce-overhead"]),
-                    ("inductor max-autotune", ["learner.compile=max-autotune"])]  # fmt: skip
-        out.append(("eager fp16", ["learner.amp=fp16"]))
-    return out
+    if conv:
+        out += [("eager channels_last", ["learner.memory_format=channels_last"])]
+    if not quick:
+        out += [
+            ("inductor max-autotune-no-cudagraphs", ["learner.compile=max-autotune-no-cudagraphs"]),
+            ("eager bf16", ["learner.amp=bf16"]),
+            ("inductor default bf16", ["learner.compile=true", "learner.amp=bf16"]),
+        ]
+        if conv:
+            out += [("inductor default channels_last", ["learner.compile=true", "learner.memory_format=channels_last"]),
+                    ("eager bf16 channels_last", ["learner.amp=bf16", "learner.memory_format=channels_last"])]  # fmt: skip
+        if cuda:
+            if not recurrent:  # the config refuses CUDA-graph modes for LSTMs (see distrl/config/schema.py)
+                out += [("inductor reduce-overhead", ["learner.compile=reduce-overhead"]),
+                        ("inductor max-autotune", ["learner.compile=max-autotune"])]  # fmt: skip
+            out.append(("eager fp16", ["learner.amp=fp16"]))
+    return [(name, extra if "channels_last" in name else [*extra, "learner.memory_format=contiguous"]) for name, extra in out]
 
 
 def transfer_rows(model: str, batch) -> list[dict]:
@@ -109,7 +116,9 @@ def main(argv=None) -> int:
             transfers += transfer_rows(model, sample[1])
         eager_first_loss = None
         eager_rate = None
-        chosen = [(n, e) for n, e in variants(cuda, args.quick, base.model.lstm_size > 0) if not args.variants or n in args.variants]
+        conv = base.model.type == "cnn"
+        chosen = [(n, e) for n, e in variants(cuda, args.quick, base.model.lstm_size > 0, conv)
+                  if not args.variants or n in args.variants]  # fmt: skip
         for name, extra in chosen:
             config = load_config(path, overrides + device_overrides + extra)
             # Each variant compiles from scratch: one process compiling many variants would otherwise hit

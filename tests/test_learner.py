@@ -251,3 +251,30 @@ def test_the_check_runs_once_per_learner():
     first = device.update(worker.sample())
     second = device.update(worker.sample())
     assert "learner_step" in first and "learner_step" not in second and device.describe()["step_check"]["ok"]
+
+
+def test_channels_last_learner_takes_the_steps_a_contiguous_one_takes():
+    """learner.memory_format auto lays a CNN out channels-last on a CPU learner: same batches, same seed, the same
+    updates within float tolerance (other oneDNN kernels, summing in another order); the workers still get plain
+    C-ordered arrays, and a state moves between the two layouts."""
+    base = STEP_CONFIGS["cnn"]
+    plain_config, auto_config = (load_config(None, base + [f"learner.memory_format={f}"]) for f in ("contiguous", "auto"))
+    worker = RolloutWorker(plain_config)
+    spaces = probe_spaces(plain_config.env)
+    plain, nhwc = Learner(plain_config, *spaces), Learner(auto_config, *spaces)
+    assert plain.memory_format == torch.contiguous_format
+    assert nhwc.memory_format == torch.channels_last and nhwc.memory_format_reason.startswith("auto: convolutions on a CPU")
+    convs = [m for m in nhwc.model.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert convs and all(c.weight.is_contiguous(memory_format=torch.channels_last) for c in convs)
+    samples = []
+    for _ in range(3):
+        worker.set_weights(plain.get_weights())
+        samples.append(worker.sample())
+    _assert_same_steps(plain, nhwc, samples, rtol=1e-4, atol=1e-5)
+    assert all(array.flags.c_contiguous for array in nhwc.get_weights().model.values())
+    assert nhwc.describe()["memory_format"] == "channels_last"
+    plain.load_state(nhwc.state())
+    for key, value in nhwc.model.state_dict().items():
+        torch.testing.assert_close(plain.model.state_dict()[key], value, rtol=0, atol=0)
+    mlp = Learner(load_config(None, STEP_CONFIGS["mlp"]), *probe_spaces(load_config(None, STEP_CONFIGS["mlp"]).env))
+    assert (mlp.memory_format, mlp.memory_format_reason) == (torch.contiguous_format, "auto: the model has no convolutions")

@@ -102,6 +102,8 @@ def print_start(say, config: Config, run_dir: str, joined: RayTarget, actors, re
         how = {"device": "the whole step at once (learner.step device)", "loop": "op by op (learner.step loop)"}
         step = actors.learner_info["step"]
         say(f"           minibatch step: {how.get(step, step)}: {actors.learner_info['step_reason']}")
+        if "memory_format" in actors.learner_info:
+            say(f"           memory format: {actors.learner_info['memory_format']} ({actors.learner_info['memory_format_reason']})")
     stops = [f"{k}={v}" for k, v in cfg.stop.model_dump().items() if v is not None]
     say(f"  stop     {', '.join(stops)}; seed {cfg.seed}")
     where = "; ".join(

@@ -75,3 +75,22 @@ class LearnerHardware:
                 tensor = tensor.pin_memory()
             out[key] = tensor.to(self.device, non_blocking=pin)
         return out
+
+
+def choose_memory_format(setting: str, model: torch.nn.Module, device: torch.device) -> tuple[torch.memory_format, str]:
+    """The learner model's memory format for ``learner.memory_format``, and why.
+
+    ``auto`` lays a model with convolutions out channels-last on a CPU learner: oneDNN's convolutions work in NHWC,
+    so in NCHW each one converts its input, output and gradients. A Nature-CNN minibatch step (256 frames, Adam, one
+    thread) took half the time (``benchmarks/results/learner.md``). On CUDA it stays contiguous until
+    measured there."""
+    has_conv = any(isinstance(m, torch.nn.Conv2d) for m in model.modules())
+    if setting == "channels_last":
+        return torch.channels_last, "learner.memory_format=channels_last"
+    if setting == "contiguous":
+        return torch.contiguous_format, "learner.memory_format=contiguous"
+    if not has_conv:
+        return torch.contiguous_format, "auto: the model has no convolutions"
+    if device.type != "cpu":
+        return torch.contiguous_format, f"auto: not measured on {device.type} yet"
+    return torch.channels_last, "auto: convolutions on a CPU learner (oneDNN's own layout)"

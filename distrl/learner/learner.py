@@ -26,7 +26,7 @@ from distrl.data.batch import Batch
 from distrl.data.messages import SampleInfo, SampleReport, UpdateResult, Weights
 from distrl.learner import distributed
 from distrl.learner.epochs import DeviceEpochs, LoopEpochs
-from distrl.learner.hardware import LearnerHardware, resolve_device
+from distrl.learner.hardware import LearnerHardware, choose_memory_format, resolve_device
 from distrl.learner.state import LearnerCounters, Normalisers, learner_state, load_learner_state
 from distrl.learner.step import DeviceStep
 from distrl.learner.step_rules import choose_step
@@ -57,6 +57,11 @@ class Learner:
         device = self.hardware.device
         torch.manual_seed(config.seed)
         self.model = build_model(obs_space, action_space, config.model).to(device)
+        # Before the optimiser: Adam's moments take each parameter's layout (a convolution's input follows its weight).
+        self.memory_format, self.memory_format_reason = choose_memory_format(config.learner.memory_format, self.model,
+                                                                             device)  # fmt: skip
+        if self.memory_format == torch.channels_last:
+            self.model.to(memory_format=torch.channels_last)
         self.algorithm = build_algorithm(config)
         step_kind, step_reason = choose_step(config, device.type, world_size)
         captured = step_kind == "device" and device.type == "cuda"
@@ -135,8 +140,10 @@ class Learner:
         """The device and the step in use, with why (for the start-up summary and ``summary.json``); ``step_check``:
         how the device step's first update compared with the loop's (None before it, or without the device step)."""
         check = self.epochs.check
+        layout = "channels_last" if self.memory_format == torch.channels_last else "contiguous"
         return {"device": str(self.device), "step": self.epochs.kind, "step_reason": self.epochs.reason,
-                "step_check": check.as_dict() if check is not None else None}  # fmt: skip
+                "step_check": check.as_dict() if check is not None else None, "memory_format": layout,
+                "memory_format_reason": self.memory_format_reason}  # fmt: skip
 
     def placement(self) -> dict:
         """Where this actor runs (only meaningful inside a Ray actor)."""
@@ -151,7 +158,8 @@ class Learner:
     def get_weights(self) -> Weights:
         return Weights(
             version=self.counters.version,
-            model={k: v.detach().cpu().numpy() for k, v in self.model.state_dict().items()},
+            # contiguous: the workers' policies take plain C-ordered arrays (a channels-last weight is not one)
+            model={k: v.detach().cpu().contiguous().numpy() for k, v in self.model.state_dict().items()},
             obs_norm=self.obs_rms.state() if self.obs_rms is not None else None,
         )
 

@@ -1,0 +1,103 @@
+"""Start-up, phase by phase: where the seconds from launch to the first update go on this machine, beside Ray's
+own start (import ray, ``ray.init``, one task's round trip, in a fresh process: the floor no Ray program is under).
+
+Each run is ``distrl train CONFIG`` in a fresh process with a private Ray, stopped after two updates; its
+``summary.json`` ``startup`` holds the seconds from launch at which each milestone was reached (imports, env probe,
+Ray, the shared policy export or compile, workers, learners, first batch, first update) and how long the export took
+while Ray started. The runs and Ray's floor alternate, so a drift of the machine reaches both. Medians.
+
+Target (2-core machine, idle): launch to first update <= Ray's floor + 2 s.
+
+    python benchmarks/startup.py                                  # CartPole as shipped, 5 runs
+    python benchmarks/startup.py --config configs/breakout.yaml --set rollout.num_workers=14
+    python benchmarks/startup.py --quick                          # one run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results  # noqa: E402
+from benchmarks.peers import RAY_FLOOR_CHILD, child  # noqa: E402
+from distrl.driver.report import STARTUP_MILESTONES  # noqa: E402
+
+
+def distrl_startup(config: str, overrides: list[str]) -> dict:
+    """One ``distrl train`` to its second update: its start-up milestones (s from launch) and its process's wall."""
+    from distrl.config import load_config
+
+    base = load_config(config, overrides)
+    steps = 2 * base.update_size * base.env.action_repeat
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = Path(tmp) / "run"
+        cmd = [sys.executable, "-m", "distrl", "train", config, "--run-dir", str(run_dir), "--address", "local",
+               "--set", f"stop.env_steps={steps}", "--set", "stop.episode_return_mean=null", "--set", "stop.time_s=null",
+               "--set", "checkpoint.every_iterations=0", "--set", "logging.tensorboard=false"]  # fmt: skip
+        for item in overrides:
+            cmd += ["--set", item]
+        start = time.perf_counter()
+        result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, check=False,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
+        wall = time.perf_counter() - start
+        if result.returncode != 0:
+            raise RuntimeError(f"distrl train failed:\n{result.stderr[-3000:]}")
+        startup = json.loads((run_dir / "summary.json").read_text())["startup"]
+    return {**startup, "process_s": wall}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default="configs/cartpole.yaml")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="one run")
+    add_results_dir_argument(parser)
+    args = parser.parse_args()
+    if args.quick:
+        args.runs = 1
+    machine = machine_info()
+    print_machine(machine)
+    floors, runs = [], []
+    for i in range(args.runs):  # in turns
+        floors.append(child(RAY_FLOOR_CHILD))
+        runs.append(distrl_startup(args.config, args.overrides))
+        line = ", ".join(f"{STARTUP_MILESTONES[k]} {runs[-1][k]:.2f}" for k in STARTUP_MILESTONES if k in runs[-1])
+        print(f"run {i}: Ray's floor {floors[-1]['floor_s']:.2f} s; distrl (s from launch): {line}; export took "
+              f"{runs[-1].get('export_s', 0):.2f} s while Ray started", flush=True)  # fmt: skip
+    floor = statistics.median(f["floor_s"] for f in floors)
+    keys = [k for k in [*STARTUP_MILESTONES, "export_s", "process_s"] if all(k in r for r in runs)]
+    medians = {k: statistics.median(r[k] for r in runs) for k in keys}
+    over = medians.get("first_update", float("nan")) - floor
+    print(f"medians: Ray's floor {floor:.2f} s (import {statistics.median(f['import_s'] for f in floors):.2f}, "
+          f"ray.init {statistics.median(f['init_s'] for f in floors):.2f}); first update {medians.get('first_update', 0):.2f} "
+          f"s from launch: {over:+.2f} s past the floor (target <= +2 s on 2 idle cores)")  # fmt: skip
+    rows = [{"phase": STARTUP_MILESTONES.get(k, {"export_s": "export/compile took (overlapped)",
+                                                 "process_s": "process, launch to exit"}.get(k, k)),
+             "s": medians[k], "min": min(r[k] for r in runs), "max": max(r[k] for r in runs)} for k in keys]  # fmt: skip
+    rows.append({"phase": "Ray's floor (import ray, ray.init, one task)", "s": floor,
+                 "min": min(f["floor_s"] for f in floors), "max": max(f["floor_s"] for f in floors)})  # fmt: skip
+    rows.append({"phase": "first update past Ray's floor", "s": over, "min": None, "max": None})
+    columns = [("phase", "milestone (s from launch)"), ("s", "median"), ("min", "min"), ("max", "max")]
+    payload = {"machine": machine, "config": args.config, "overrides": args.overrides, "floors": floors, "runs": runs,
+               "medians": medians, "ray_floor_s": floor, "first_update_over_floor_s": over, "rows": rows}  # fmt: skip
+    name = "startup_" + Path(args.config).stem
+    if args.overrides:
+        name += "_set_" + "_".join(re.sub(r"[^A-Za-z0-9]+", "-", item).strip("-") for item in args.overrides)
+    ok = write_results(name, payload, markdown_table(rows, columns), None, None, args.quick, args.results_dir)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
