@@ -110,12 +110,22 @@ def run(task: str, pipeline: str, seed: int, algo: str, proximal: str | None, up
         metrics = metrics_rows(run_dir)
     first_update_s = metrics[0]["time_s"]
     lag = statistics.mean(row["policy_lag_mean"] for row in metrics[1:]) if len(metrics) > 1 else 0.0
+    # Why a pipeline needs the steps it needs: how far each update's batches lagged (the spread over updates), how much
+    # of the batch PPO's clip held back, how far each update moved the policy, and the learner's share of the time
+    # past the first update (1: the workers waited for it throughout).
+    later = metrics[1:] or metrics
+    past_first = max(metrics[-1]["time_s"] - metrics[0]["time_s"], 1e-9)
+    why = {"lag_max": round(max(row["policy_lag_mean"] for row in later), 3),
+           "clip_frac": round(statistics.mean(row["clip_frac"] for row in metrics), 4),
+           "approx_kl": round(statistics.mean(row["approx_kl"] for row in metrics), 5),
+           "learner_busy": round(sum(row["learn_s"] for row in metrics[1:]) / past_first, 3),
+           "updates": len(metrics)}  # fmt: skip
     solved = summary["stop_reason"] == "episode_return_mean"
     return {"task": task, "overrides": overrides, "pipeline": pipeline, "algo": algo, "proximal": proximal,
             "updates_ahead": updates_ahead, "seed": seed, "solved": solved, "env_steps": summary["env_steps"],
             "wall_s": summary["solved_at_s"] if solved else summary["wall_s"], "first_update_s": first_update_s,
             "return": summary["episode_return_mean"], "policy_lag": round(lag, 3),
-            "stale_batches": summary.get("stale_batches", 0)}  # fmt: skip
+            "stale_batches": summary.get("stale_batches", 0), **why}  # fmt: skip
 
 
 def add_task_arguments(parser: argparse.ArgumentParser, quick: str = "CartPole, seed 0") -> None:
@@ -151,8 +161,17 @@ def run_all(args: argparse.Namespace, cluster: local_dev_cluster.DevCluster | No
                 runs.append(r)
                 print(f"{task:12s} {pipeline:5s} seed {seed}: {'solved' if r['solved'] else 'NOT solved'} at "
                       f"{r['env_steps']:,} env steps, {r['wall_s']:.1f} s (return {r['return']:.1f}, "
-                      f"policy lag {r['policy_lag']:.2f})", flush=True)
+                      f"policy lag {r['policy_lag']:.2f}, at most {r['lag_max']:.2f}; {r['updates']} updates, clip "
+                      f"fraction {r['clip_frac']:.3f}, KL {r['approx_kl']:.4f}, learner busy {r['learner_busy']:.0%})",
+                      flush=True)  # fmt: skip
     return runs
+
+
+def _pair(med: dict, key: str, digits: int) -> str | None:
+    """``sync/async`` medians of ``key`` (None where runs from before it existed lack it)."""
+    if med["sync"][key] is None or med["async"][key] is None:
+        return None
+    return f"{med['sync'][key]:.{digits}f}/{med['async'][key]:.{digits}f}"
 
 
 def summarize(runs: list[dict]) -> list[dict]:
@@ -160,8 +179,9 @@ def summarize(runs: list[dict]) -> list[dict]:
     rows = []
     for task in dict.fromkeys(r["task"] for r in runs):
         by = {p: [r for r in runs if r["task"] == task and r["pipeline"] == p] for p in ("sync", "async")}
-        med = {p: {k: statistics.median(r[k] for r in by[p]) for k in ("env_steps", "wall_s", "train_s", "policy_lag")}
-               for p in by}  # fmt: skip
+        keys = ("env_steps", "wall_s", "train_s", "policy_lag", "clip_frac", "approx_kl", "learner_busy", "updates")
+        med = {p: {k: statistics.median(r[k] for r in by[p] if k in r) if any(k in r for r in by[p]) else None
+                   for k in keys} for p in by}  # fmt: skip (runs from before a key existed lack it: --pool)
         solved = {p: sum(r["solved"] for r in by[p]) for p in by}
         rows.append({"task": task, "seeds": len(by["sync"]),
                      "sync env steps": med["sync"]["env_steps"], "async env steps": med["async"]["env_steps"],
@@ -171,6 +191,10 @@ def summarize(runs: list[dict]) -> list[dict]:
                      "sync train s": med["sync"]["train_s"], "async train s": med["async"]["train_s"],
                      "train async / sync": med["async"]["train_s"] / med["sync"]["train_s"],
                      "async policy lag": med["async"]["policy_lag"],
+                     "updates sync/async": _pair(med, "updates", 0),
+                     "clip frac sync/async": _pair(med, "clip_frac", 3),
+                     "KL sync/async": _pair(med, "approx_kl", 4),
+                     "learner busy sync/async": _pair(med, "learner_busy", 2),
                      "solved sync/async": f"{solved['sync']}/{solved['async']} of {len(by['sync'])}"})  # fmt: skip
     return rows
 
@@ -294,7 +318,9 @@ def main() -> None:
                ("async wall s", "async: s from launch"), ("wall async / sync", "async / sync time (target < 1)"),
                ("sync train s", "sync: s from first update"), ("async train s", "async: s from first update"),
                ("train async / sync", "async / sync, from first update"),
-               ("async policy lag", "async: policy lag (mean of its updates)"), ("solved sync/async", "solved")]  # fmt: skip
+               ("async policy lag", "async: policy lag (mean of its updates)"), ("updates sync/async", "updates"),
+               ("clip frac sync/async", "clip fraction"), ("KL sync/async", "KL an update"),
+               ("learner busy sync/async", "learner busy past the first update"), ("solved sync/async", "solved")]  # fmt: skip
     if args.shipped:  # no proximal is set: the name says the algorithm only
         name = "async_learning_shipped" + (f"_{args.async_algo}" if args.async_algo != "ppo" else "")
     else:
