@@ -1,6 +1,7 @@
 """The newest learner state, held by the driver: what a dead learner is rebuilt from and a checkpoint is written from.
 
-Rank 0 returns a snapshot of its full state with every update. That object is stored where the
+Rank 0 returns a snapshot of its full state with every update, its tensors as numpy arrays (``Learner.snapshot``:
+Ray stores those out of band, so the copy costs a memcpy, not a pickle). That object is stored where the
 learner runs: a learner lost with its node would take its newest snapshot with it, and the run would
 have nothing to rebuild from. So the driver copies each snapshot into its own process as soon as it
 exists (in a thread, off the loop's path: a Nature-CNN's state with Adam's is tens of MB) and rebuilds
@@ -15,6 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import ray
 
 from distrl.common.log import get_logger
+from distrl.common.wire import from_wire
 
 log = get_logger("driver")
 
@@ -42,14 +44,15 @@ class SnapshotKeeper:
                         "are rebuilt from the one before (one update is trained again)")  # fmt: skip
 
     def newest(self) -> dict | None:
-        """The newest state the driver holds (waiting for a copy under way)."""
+        """The newest state the driver holds, as tensors (waiting for a copy under way): what a checkpoint holds."""
         self._settle(wait=True)
-        return self.held
+        return from_wire(self.held)
 
     def newest_ref(self) -> ray.ObjectRef | None:
-        """``newest`` in the object store, owned and stored by this process: for rebuilding learners."""
-        state = self.newest()
-        return ray.put(state) if state is not None else None
+        """The newest state in the object store, owned and stored by this process: for rebuilding learners (as it
+        came, arrays out of band)."""
+        self._settle(wait=True)
+        return ray.put(self.held) if self.held is not None else None
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)

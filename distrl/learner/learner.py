@@ -26,6 +26,7 @@ from distrl.data.batch import Batch
 from distrl.data.messages import SampleInfo, SampleReport, UpdateResult, Weights
 from distrl.learner import distributed
 from distrl.learner.epochs import DeviceEpochs, LoopEpochs
+from distrl.common.wire import from_wire, to_wire
 from distrl.learner.hardware import LearnerHardware, choose_memory_format, resolve_device
 from distrl.learner.state import LearnerCounters, Normalisers, learner_state, load_learner_state
 from distrl.learner.step import DeviceStep
@@ -167,8 +168,15 @@ class Learner:
         """Everything a checkpoint needs to resume learning exactly (tensors and plain types only)."""
         return learner_state(self.model, self.optimizer, self.normalisers, self.generator, self.counters)
 
+    def snapshot(self) -> dict:
+        """``state`` as it crosses to the driver after each update: its tensors as numpy arrays, which Ray stores out
+        of band (``distrl/common/wire.py``)."""
+        return to_wire(self.state())
+
     def load_state(self, state: dict) -> None:
-        load_learner_state(state, self.model, self.optimizer, self.normalisers, self.generator, self.counters, self.device)
+        """Take ``state`` (``state`` or ``snapshot``'s)."""
+        load_learner_state(from_wire(state), self.model, self.optimizer, self.normalisers, self.generator, self.counters,
+                           self.device)  # fmt: skip
 
     # --- the update ----------------------------------------------------------------------
     def update(self, *samples: tuple[SampleInfo, Batch], min_version: int | None = None) -> UpdateResult:
@@ -193,7 +201,7 @@ class Learner:
         """``update_refs``, then the new weights (for workers) and full state (kept by the driver, for restarts)."""
         with self.hardware.cores.updating():
             result = self._fetch_and_update(sample_report, shard_refs)
-            return result, self.get_weights(), self.state()
+            return result, self.get_weights(), self.snapshot()
 
     def _fetch_and_update(self, sample_report: SampleReport, shard_refs: tuple) -> UpdateResult:
         import ray
