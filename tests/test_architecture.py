@@ -55,3 +55,12 @@ def test_every_env_kind_is_an_import_the_linter_sees():
     assert list(ENV_KINDS)[-1] == "gymnasium"  # it runs every config: the last row asked
     assert "import_module" not in inspect.getsource(kinds)  # no kind loaded by a name the linter cannot follow
     assert not graph.chain_exists(importer="distrl.envs", imported="distrl.league", as_packages=True)
+
+
+def test_the_driver_starts_without_torch():
+    """``distrl train`` imports torch in a thread while Ray starts (driver.py): nothing on the way to Ray may import it
+    first (the command line, the API, the driver and everything they import at module level)."""
+    code = ("import sys, distrl.cli, distrl.api, distrl.driver.driver, distrl.driver.preflight; "
+            "print(sorted(m for m in ('torch', 'onnxruntime') if m in sys.modules))")  # fmt: skip
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]", result.stdout

@@ -11,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import torch
+
+# torch is imported where a tensor is met, not here: the driver imports this before Ray starts, and torch's import
+# (seconds) runs in a thread meanwhile (driver.py).
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,8 @@ class TensorArray:
 def to_wire(tree):
     """``tree`` with each tensor as a ``TensorArray`` (moved to the CPU; dtypes numpy lacks, e.g. bfloat16, stay
     tensors)."""
+    import torch
+
     if isinstance(tree, torch.Tensor):
         tensor = tree.detach().cpu()
         try:
@@ -51,6 +55,8 @@ def from_wire(tree):
     """``to_wire`` undone: each ``TensorArray`` a tensor of its own (a copy: an array read from the object store is
     read-only); anything else as it is."""
     if isinstance(tree, TensorArray):
+        import torch
+
         return torch.from_numpy(np.array(tree.array))
     if isinstance(tree, (dict, list, tuple)):
         return _rebuilt(tree, from_wire)

@@ -93,4 +93,4 @@ def choose_memory_format(setting: str, model: torch.nn.Module, device: torch.dev
         return torch.contiguous_format, "auto: the model has no convolutions"
     if device.type != "cpu":
         return torch.contiguous_format, f"auto: not measured on {device.type} yet"
-    return torch.channels_last, "auto: convolutions on a CPU learner (oneDNN's own layout)"
+    return torch.channels_last, "auto: convolutions on a CPU learner, where NHWC is oneDNN's own layout"
