@@ -98,7 +98,8 @@ def train(
     must be named there; a dict or ``Config`` built by the caller is the caller's own.
     ``progress``: print the start-up summary and the live progress as ``distrl train`` does (a bar on a
     terminal or in a notebook, lines elsewhere); default: where a person watches (a terminal, a notebook).
-    False: print nothing. A caller who configured the ``distrl`` logger keeps their own handlers.
+    False: print nothing. A caller whose logging already handles distrl's records (a handler on the ``distrl`` logger
+    or the root one) keeps it.
     Errors a user can fix raise ``ConfigError``, ``UsageError``, ``EnvSpecError`` or ``PlacementError``
     before Ray starts, with nothing written.
     """
@@ -150,7 +151,7 @@ def train(
     handler = None
     if progress is False:
         cfg = cfg.model_copy(update={"logging": cfg.logging.model_copy(update={"progress": "off"})})
-    elif console is None and not log.logger.handlers and (progress or log.interactive()):
+    elif console is None and not log.caller_handles() and (progress or log.interactive()):
         handler = log.install_cli_handler()  # the CLI's output, for this call
         console = log.cli_console()
     try:

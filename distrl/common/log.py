@@ -58,6 +58,12 @@ def remove_cli_handler(handler: logging.Handler) -> None:
     _console = previous
 
 
+def caller_handles() -> bool:
+    """Whether the caller already sends distrl's records somewhere: a handler on the ``distrl`` logger, or on the
+    root logger it propagates to (``logging.basicConfig``)."""
+    return bool(logger.handlers) or (logger.propagate and bool(logging.getLogger().handlers))
+
+
 def interactive() -> bool:
     """Whether a person watches this process's output: stdout is a terminal, or it runs in a Jupyter kernel."""
     if sys.stdout.isatty():

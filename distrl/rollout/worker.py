@@ -76,7 +76,8 @@ class RolloutWorker:
         use_torch_threads(threads)
         # rollout.env_groups: the env copies in groups of their own vector env each, stepped in turns (env_runner.py)
         self.num_envs = config.env.num_envs_per_worker
-        self.groups, self.groups_reason = groups, _ = env_groups(config)
+        groups, self.groups_reason = env_groups(config)
+        self.groups = groups
         group_config = config if groups == 1 else config.model_copy(
             update={"env": config.env.model_copy(update={"num_envs_per_worker": self.num_envs // groups})})
         self.env_groups = [make_run_vec_env(group_config, num_threads=threads) for _ in range(groups)]
