@@ -93,7 +93,7 @@ def test_sampling_rows_account_for_the_worker_time(tmp_path):
     result = run_script("sampling", "--quick", "--results-dir", str(tmp_path))
     assert result.returncode == 0, result.stderr[-3000:]
     rows = json.loads(next(tmp_path.glob("*.json")).read_text())["rows"]
-    assert [r["backend_used"] for r in rows] == ["eager", "onnxrt"]
+    assert [(r["backend_used"], r["env_groups"]) for r in rows] == [("eager", 1), ("eager", 2), ("onnxrt", 1), ("onnxrt", 2)]
     for row in rows:
         assert 0 < row["worker_sps"] < row["env_alone_sps"]  # a worker cannot outrun its env
         shares = row["env_share"] + row["policy_share"] + row["bookkeeping_share"]
