@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import signal
 import statistics
 import subprocess
@@ -129,6 +130,14 @@ def markdown_table(rows: list[dict], columns: list[tuple[str, str]]) -> str:
             cells.append("-" if value is None else str(value))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def study_name(name: str, overrides: list[str]) -> str:
+    """A results file's name for a run with ``--set`` overrides: written apart from the plain run's
+    (``NAME_set_key-value_...``)."""
+    if not overrides:
+        return name
+    return name + "_set_" + "_".join(re.sub(r"[^A-Za-z0-9]+", "-", item).strip("-") for item in overrides)
 
 
 def add_results_dir_argument(parser) -> None:

@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine, write_results  # noqa: E402
+from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine, study_name, write_results  # noqa: E402
 from benchmarks.scale_machine import env_alone_aggregate  # noqa: E402
 
 WARMUP_ITERATIONS = 2
@@ -159,9 +159,7 @@ def main() -> int:
                ("rows_identical", "rows identical to 1 group")]  # fmt: skip
     payload = {"machine": machine, "config": args.config, "overrides": args.overrides, "env_alone_sps": alone,
                "env_best_sps": best, "env_best_how": how, "rows": rows}  # fmt: skip
-    name = "env_groups_" + Path(args.config).stem
-    if args.overrides:
-        name += "_set_" + "_".join(re.sub(r"[^A-Za-z0-9]+", "-", item).strip("-") for item in args.overrides)
+    name = study_name("env_groups_" + Path(args.config).stem, args.overrides)
     ok = write_results(name, payload, markdown_table(rows, columns), None, failures, args.quick, args.results_dir)
     return 0 if ok else 1
 

@@ -22,7 +22,6 @@ import argparse
 import json
 import multiprocessing as mp
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -33,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine, pyplot, write_results  # noqa: E402
+from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine, pyplot, study_name, write_results  # noqa: E402
 
 WARMUP_ITERATIONS = 2
 
@@ -187,9 +186,7 @@ def main() -> None:
         fig.savefig(path, dpi=120)
 
     payload = {"machine": machine, "config": args.config, "overrides": args.overrides, "rows": rows}
-    name = "scale_machine_" + Path(args.config).stem
-    if args.overrides:  # a study: written apart
-        name += "_set_" + "_".join(re.sub(r"[^A-Za-z0-9]+", "-", item).strip("-") for item in args.overrides)
+    name = study_name("scale_machine_" + Path(args.config).stem, args.overrides)
     write_results(name, payload, markdown_table(rows, columns), chart=chart, quick=args.quick, results_dir=args.results_dir)
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -29,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results  # noqa: E402
+from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, study_name, write_results  # noqa: E402
 from benchmarks.peers import RAY_FLOOR_CHILD, child  # noqa: E402
 from distrl.driver.report import STARTUP_MILESTONES  # noqa: E402
 
@@ -92,9 +91,7 @@ def main() -> int:
     columns = [("phase", "milestone (s from launch)"), ("s", "median"), ("min", "min"), ("max", "max")]
     payload = {"machine": machine, "config": args.config, "overrides": args.overrides, "floors": floors, "runs": runs,
                "medians": medians, "ray_floor_s": floor, "first_update_over_floor_s": over, "rows": rows}  # fmt: skip
-    name = "startup_" + Path(args.config).stem
-    if args.overrides:
-        name += "_set_" + "_".join(re.sub(r"[^A-Za-z0-9]+", "-", item).strip("-") for item in args.overrides)
+    name = study_name("startup_" + Path(args.config).stem, args.overrides)
     ok = write_results(name, payload, markdown_table(rows, columns), None, None, args.quick, args.results_dir)
     return 0 if ok else 1
 
