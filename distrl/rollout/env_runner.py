@@ -42,8 +42,6 @@ class RunStats:
     return_stats: tuple | None = None
     episode_returns: list[float] = field(default_factory=list)
     episode_lengths: list[int] = field(default_factory=list)
-    raw_obs_seen: list[np.ndarray] = field(default_factory=list, repr=False)  # per group, for obs_stats
-    returns_seen: list[np.ndarray] = field(default_factory=list, repr=False)  # per group, for return_stats
 
 
 @dataclass
@@ -158,16 +156,16 @@ class EnvRunner:
         if progress.returns_seen is not None:
             self._track_returns(t, reward, batch.valid[t], terminated | truncated | reset, progress.returns_seen)
 
-    def end(self, progress: _Progress, stats: RunStats) -> None:
-        """The batch is full: its episodes and the raw observations and returns it saw, into ``stats``."""
+    def end(self, progress: _Progress, stats: RunStats) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """The batch is full: its episodes into ``stats``; returns the raw observations it acted on ``[T, n, *obs]``
+        and the discounted returns of its valid steps (each None where nothing normalises them)."""
         returns, lengths = self.episodes.pop()
         stats.episode_returns.extend(returns)
         stats.episode_lengths.extend(lengths)
-        steps = self.config.rollout.rollout_length
-        if progress.raw_obs_seen is not None:
-            stats.raw_obs_seen.append(progress.raw_obs_seen[:steps])
-        if progress.returns_seen is not None:
-            stats.returns_seen.append(progress.returns_seen[progress.batch.valid])
+        raw = progress.raw_obs_seen
+        discounted = progress.returns_seen
+        return (None if raw is None else raw[: self.config.rollout.rollout_length],
+                None if discounted is None else discounted[progress.batch.valid])  # fmt: skip
 
     def _track_returns(self, t: int, reward: np.ndarray, valid: np.ndarray, ended: np.ndarray, seen: np.ndarray) -> None:
         """env.normalize_reward: add step ``t``'s reward to each env's discounted return (valid steps only: a reset
@@ -210,12 +208,10 @@ def run_groups(runners: list[EnvRunner], batch: Batch, policy, before_step: Call
             stats.acted_versions += version
             if not stats.version_changes or version != stats.version_changes[-1][1]:
                 stats.version_changes.append((t, version))
-    for runner, run in zip(runners, progress):
-        runner.end(run, stats)
-    obs_shape = runners[0].envs.single_observation_space.shape
-    if stats.raw_obs_seen:
-        stats.obs_stats = RunningMeanStd.batch_stats(np.concatenate(stats.raw_obs_seen, axis=1), len(obs_shape))
-    if stats.returns_seen:
-        stats.return_stats = RunningMeanStd.batch_stats(np.concatenate(stats.returns_seen), 0)
-    stats.raw_obs_seen, stats.returns_seen = [], []
+    raw_obs, discounted = zip(*(runner.end(run, stats) for runner, run in zip(runners, progress)))
+    if raw_obs[0] is not None:  # the groups' columns side by side, as one vector env's
+        stats.obs_stats = RunningMeanStd.batch_stats(np.concatenate(raw_obs, axis=1),
+                                                     len(runners[0].envs.single_observation_space.shape))  # fmt: skip
+    if discounted[0] is not None:
+        stats.return_stats = RunningMeanStd.batch_stats(np.concatenate(discounted), 0)
     return stats
