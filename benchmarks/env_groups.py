@@ -80,8 +80,7 @@ def run(config_path: str, overrides: list[str], pipeline: str, groups: int, iter
     items = [*overrides, f"rollout.pipeline={pipeline}", f"rollout.env_groups={groups}"]
     base = load_config(config_path, items)
     per_worker = base.env.num_envs_per_worker * base.rollout.rollout_length * base.env.action_repeat
-    steps = base.rollout.num_workers.max if hasattr(base.rollout.num_workers, "max") else base.rollout.num_workers
-    steps *= per_worker * iterations
+    steps = base.update_size * base.env.action_repeat * iterations
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
         cmd = [sys.executable, "-m", "distrl", "train", config_path, "--run-dir", str(run_dir),

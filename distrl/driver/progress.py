@@ -73,6 +73,8 @@ class ProgressReporter:
         self.mode = mode
         self.last_line = 0.0
         self.trend: deque[tuple[int, float]] = deque(maxlen=RETURN_TREND_ROWS)
+        # The ETA names the stop it counts toward where there is more than one.
+        self.several_stops = sum(value is not None for value in config.stop.model_dump().values()) > 1
         self.progress = None
         if mode == "bar":
             self.progress = Progress(
@@ -98,7 +100,7 @@ class ProgressReporter:
         status = (
             f"{row['env_steps']:,} steps | {row['sps']:,.0f} steps/s | return {'-' if ret is None else f'{ret:.1f}'}"
             f" | {_fmt_duration(row['time_s'])} elapsed, ETA {_fmt_duration(eta)}"
-            + (f" ({which})" if which and len(self._stops()) > 1 else "")
+            + (f" ({which})" if which and self.several_stops else "")
         )
         if self.progress is not None:
             self.progress.update(self.task, completed=row["env_steps"], status=status)
@@ -108,12 +110,9 @@ class ProgressReporter:
                 self.last_line = now
                 log.info(f"iter {row['iteration']} | {status}")
 
-    def _stops(self) -> list[str]:
-        return [key for key, value in self.config.stop.model_dump().items() if value is not None]
-
     def close(self) -> None:
         if self.progress is not None:
-            if not self.trend and self.progress.tasks[0].completed == 0:  # stopped in start-up: leave no bar behind
+            if self.progress.tasks[0].completed == 0:  # stopped in start-up, before any update: leave no bar behind
                 self.progress.live.transient = True
             self.progress.stop()
             self.progress = None
