@@ -167,7 +167,7 @@ def run(config, quick: bool = False) -> dict:
     lc, rc = config.learner.compile, config.rollout.compile
     report["active"] = {
         "worker backend": rc.backend,
-        "learner compile": "eager" if lc.backend == "eager" else f"{lc.backend} {lc.mode}",
+        "learner compile": f"{lc.backend} {lc.mode}" if lc.backend == "inductor" else lc.backend,
         "learner AMP": config.learner.amp,
         "pipeline": config.rollout.pipeline,
         "vectorization": _vectorization(config),

@@ -53,7 +53,7 @@ STEP_CONFIGS = {
     "mlp_target_kl": ["env.num_envs_per_worker=8", "rollout.rollout_length=64", "ppo.minibatch_size=64", "ppo.epochs=4",
                       "ppo.target_kl=0.002", "ppo.lr=0.01"],
     "cnn": ["env.id=ALE/Breakout-v5", "model.type=cnn", "model.hidden=[64]", "model.shared_trunk=true",
-            "env.num_envs_per_worker=4", "rollout.rollout_length=32", "ppo.minibatch_size=32", "ppo.epochs=2"],
+            "learner.compile=eager", "learner.amp=off", "env.num_envs_per_worker=4", "rollout.rollout_length=32", "ppo.minibatch_size=32", "ppo.epochs=2"],
     "gaussian_bf16": ["env.id=Pendulum-v1", "env.vectorization=sync", "env.num_envs_per_worker=8", "rollout.rollout_length=32",
                       "ppo.minibatch_size=64", "learner.amp=bf16"],
 }  # fmt: skip
@@ -120,7 +120,8 @@ def test_auto_step_is_the_device_step_only_where_it_applies():
     kind, why = choose_step(config, "cpu", 1)
     assert kind == "loop" and why.startswith("the learner is on CPU")
     for overrides, reason in ((["model.lstm_size=16", "model.shared_trunk=true"], "recurrent"),
-                              (["learner.amp=fp16"], "gradient scaler"), (["learner.compile=true"], "torch.compile")):  # fmt: skip
+                              (["learner.amp=fp16"], "gradient scaler"),
+                              (["learner.compile=reduce-overhead"], "captures its own CUDA graphs")):  # fmt: skip
         kind, why = choose_step(load_config(None, overrides), "cuda", 1)
         assert kind == "loop" and reason in why, why
     kind, why = choose_step(config, "cuda", 2)

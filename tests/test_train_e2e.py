@@ -189,7 +189,7 @@ def test_the_device_steps_first_update_is_checked_and_reported(tmp_path):
                      "--set", "stop.env_steps=24576", "--set", "stop.episode_return_mean=null")  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert "minibatch step: the whole step at once (learner.step device): learner.step=device (uncaptured on CPU)" in result.stdout  # the start-up summary
-    assert "learner step device: its first update matched the loop's" in result.stdout
+    assert "learner step device, eager kernels, fp32: its first update matched the loop's" in result.stdout
     step = json.loads((run_dir / "summary.json").read_text())["learner_step"]
     assert step["step"] == "device" and step["step_check"]["ok"] is True
 

@@ -75,7 +75,7 @@ class ModelConfig(Section):
 
 WORKER_BACKENDS = tuple(BACKENDS)  # the worker backends' table (distrl/compile/backends/__init__.py)
 WorkerBackend = Literal[WORKER_BACKENDS]  # type: ignore[valid-type]
-LEARNER_BACKENDS = ("eager", "inductor")  # the learner compiles its loss with torch.compile or not at all
+LEARNER_BACKENDS = ("auto", "eager", "inductor")  # the learner's loss: eager kernels, inductor's, or the faster
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 
@@ -116,7 +116,11 @@ class RolloutCompileConfig(Section):
 
 
 class LearnerCompileConfig(Section):
-    backend: Literal["eager", "inductor"] = "eager"
+    backend: Literal["auto", "eager", "inductor"] = Field(
+        "auto", description="the learner's forward, loss and backward: eager kernels, or compiled by inductor "
+        "(torch.compile; fused elementwise chains); auto: both timed on the first update where compiling pays (the "
+        "device step; a convolutional model on CPU), the faster kept if it matches the eager loop, eager elsewhere",
+    )
     mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"
     critic_mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] | None = Field(
         None, description="a separate mode for the critic tower (model.shared_trunk: false)"
@@ -254,7 +258,8 @@ class LearnerConfig(Section):
         "auto",
         description="device: each minibatch step as one function over static buffers with no host synchronisation, "
         "captured as a CUDA graph on CUDA (uncaptured on CPU); loop: the plain loop; auto: device on CUDA where it "
-        "applies (not recurrent, one learner, amp off or bf16, learner.compile eager), the loop elsewhere (on CPU "
+        "applies (not recurrent, one learner, no fp16 scaler, no compile mode with CUDA graphs of its own), the loop "
+        "elsewhere (on CPU "
         "the two measured the same)",
     )
     step_strict: bool = Field(
@@ -267,7 +272,11 @@ class LearnerConfig(Section):
         "pipeline async (or overlap) where workers share the learner's machine (sync's never sample during an update)",
     )
     compile: LearnerCompileConfig = LearnerCompileConfig()
-    amp: Literal["off", "bf16", "fp16"] = Field("off", description="autocast dtype; fp16 adds a gradient scaler")
+    amp: Literal["auto", "off", "bf16", "fp16"] = Field(
+        "auto", description="autocast dtype of the forward (the loss stays fp32); fp16 adds a gradient scaler; bf16 "
+        "and auto are checked on the first update against the fp32 loop; auto: fp32 and bf16 timed on the first update "
+        "on a CPU with bf16 instructions (AMX, AVX512-BF16) for a convolutional model, fp32 elsewhere",
+    )
     memory_format: Literal["auto", "channels_last", "contiguous"] = Field(
         "auto", description="how a convolutional model's images and weights lie in memory on the learner: "
         "channels_last (NHWC: oneDNN's and cuDNN's own layout, so no conversion around each convolution) or "
@@ -590,6 +599,8 @@ def step_blockers(config: Config, world_size: int | None = None) -> list[str]:
         out.append("DDP (learner.num_learners>1): its gradient all-reduce hooks run outside a captured graph")
     if config.learner.amp == "fp16":
         out.append("learner.amp=fp16: the gradient scaler reads and updates its scale on the host")
-    if config.learner.compile.backend != "eager":
-        out.append("learner.compile: torch.compile makes its own graphs (reduce-overhead for CUDA graphs)")
+    lc = config.learner.compile
+    graph_modes = [mode for mode in (lc.mode, lc.critic_mode) if mode in CUDA_GRAPH_MODES and lc.backend != "eager"]
+    if graph_modes:
+        out.append(f"learner.compile mode {graph_modes[0]}: torch.compile captures its own CUDA graphs")
     return out

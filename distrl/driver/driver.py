@@ -330,11 +330,13 @@ class Driver:
         self.worker_backends = backends
 
     def note_learner_step(self, step: dict) -> None:
-        """The learner's step after its first device-step update was checked against the loop (``Learner.describe``)."""
+        """The learner's way of running updates after its first update was tried and checked against the loop
+        (``Learner.describe``, ``distrl/learner/trial.py``)."""
         self.learner_step = step
         check = step["step_check"]
         if check["ok"]:
-            log.info(f"learner step {step['step']}: its first update matched the loop's ({check['reason']})")
+            log.info(f"learner step {step['step']}, {step.get('kernels', 'eager')} kernels, {step.get('precision', 'fp32')}: "
+                     f"its first update matched the loop's ({check['reason']})")
         else:
             log.warning(f"learner: {step['step_reason']}")
 

@@ -90,11 +90,9 @@ def print_start(say, config: Config, run_dir: str, joined: RayTarget, actors, re
         + chosen)
     for reason in sorted({i["reason"] for i in actors.backend_infos if i["reason"]}):
         say(f"           {reason}")
-    lc = cfg.learner.compile
-    compiled = "eager" if lc.backend == "eager" else f"{lc.backend} {lc.mode}" + (f"/critic {lc.critic_mode}" if lc.critic_mode else "")
     say(
         f"  learner  {cfg.learner.num_learners} x {actors.learner_device}, {cfg.learner.num_gpus_per_learner:g} GPU/learner, "
-        f"{compiled}, AMP {cfg.learner.amp}, batch {cfg.batch_size}, minibatch {cfg.ppo.minibatch_size}, "
+        f"batch {cfg.batch_size}, minibatch {cfg.ppo.minibatch_size}, "
         f"epochs {cfg.ppo.epochs}, ratio from the {cfg.proximal} policy"
         + (" (ppo.proximal auto, pipeline async)" if cfg.ppo.proximal == "auto" and cfg.proximal == "learner" else "")
     )
@@ -102,6 +100,12 @@ def print_start(say, config: Config, run_dir: str, joined: RayTarget, actors, re
         how = {"device": "the whole step at once (learner.step device)", "loop": "op by op (learner.step loop)"}
         step = actors.learner_info["step"]
         say(f"           minibatch step: {how.get(step, step)}: {actors.learner_info['step_reason']}")
+        lc, info = cfg.learner.compile, actors.learner_info
+        mode = f", mode {lc.mode}" + (f", critic {lc.critic_mode}" if lc.critic_mode else "") if "inductor" in info["kernels"] else ""
+        later = ", the faster that matches the loop kept on the first update" if " or " in info["kernels"] else ""
+        say(f"           kernels: {info['kernels']}{mode}{later} ({info['kernels_reason']})")
+        later = ", the faster that matches the loop kept on the first update" if " or " in info["precision"] else ""
+        say(f"           precision: {info['precision']}{later} ({info['precision_reason']})")
         if "memory_format" in actors.learner_info:
             say(f"           memory format: {actors.learner_info['memory_format']} ({actors.learner_info['memory_format_reason']})")
     stops = [f"{k}={v}" for k, v in cfg.stop.model_dump().items() if v is not None]

@@ -1,43 +1,70 @@
-"""How an update's epochs run over its minibatches: the plain loop, or the device step with its first-update check.
+"""The plain loop over an update's epochs and minibatches (CleanRL's): forward, loss, backward, global-norm clipping, a
+non-finite guard and fused Adam, one minibatch at a time, with the KL early stop read on the host.
 
-``build_epochs`` picks one by the step a learner runs (``step_rules.choose_step``); the learner calls ``run`` and
-reads ``kind``/``reason``/``check`` for its report, and knows nothing else of either.
-
-- ``LoopEpochs``: CleanRL's loop: forward, loss, backward, global-norm clipping, a non-finite guard and fused Adam,
-  one minibatch at a time, with the KL early stop read on the host.
-- ``DeviceEpochs``: the device step (``step.py``). Its first update is held to the loop's on the same minibatches
-  (``step_check.py``); one that does not match leaves the loop in its place (or stops the run with
-  ``learner.step_strict``). A batch that does not split into equal minibatches (one short of a timed-out worker's
-  part) runs the loop once.
+The device step (``step.py``) runs the same epochs with the host out of the loop; ``trial.py`` picks among the
+ways a learner can run them and holds the first update of each to this loop's.
 """
 
 from __future__ import annotations
 
-import logging
+import time
 
 import torch
 from torch import nn
 
 from distrl.algo.base import EpochPlan
-from distrl.common.errors import describe_error
 from distrl.data.samples import TrainingSamples
 from distrl.learner.distributed import average
-from distrl.learner.step import DeviceStep
-from distrl.learner.step_check import StepCheck, StepCheckFailed, UpdateState, compare_updates, nudge_one_ulp
 
-log = logging.getLogger("distrl.learner")
+
+def first_minibatch(samples: TrainingSamples, num_mb: int) -> dict[str, torch.Tensor]:
+    """The samples' first ``1 / num_mb`` in order: a minibatch for warm-ups and timing that draws nothing from the
+    update's generator."""
+    size = len(samples) // num_mb
+    return {k: v[:size] for k, v in samples.tensors.items()}
+
+
+def seconds_per_call(fn, repeats: int, device: torch.device) -> float:
+    """The fastest of ``repeats`` timed calls of ``fn`` (after the device has finished what was queued)."""
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    best = float("inf")
+    for _ in range(repeats):
+        sync()
+        start = time.perf_counter()
+        fn()
+        sync()
+        best = min(best, time.perf_counter() - start)
+    return best
 
 
 class LoopEpochs:
     kind = "loop"
 
-    def __init__(self, loss_fn, model: nn.Module, optimizer: torch.optim.Optimizer, scaler, plan: EpochPlan,
-                 device: torch.device, world_size: int, reason: str = ""):  # fmt: skip
-        self.loss_fn, self.model, self.optimizer, self.scaler = loss_fn, model, optimizer, scaler
+    def __init__(self, loss, loss_fn, model: nn.Module, optimizer: torch.optim.Optimizer, scaler, plan: EpochPlan,
+                 device: torch.device, world_size: int):  # fmt: skip
+        """``loss``: the ``MinibatchLoss`` (its precision; the targets' forward); ``loss_fn``: what a step calls, its
+        ``terms`` or those compiled."""
+        self.loss, self.loss_fn, self.model, self.optimizer, self.scaler = loss, loss_fn, model, optimizer, scaler
         self.plan, self.device, self.world_size = plan, device, world_size
-        self.reason = reason
-        self.check: StepCheck | None = None
-        self.checking = False
+
+    def fits(self, num_units: int, num_minibatches: int) -> bool:
+        return True  # minibatches of two sizes are two graphs to a compiled loss, but it runs them
+
+    def _forward_backward(self, minibatch: dict[str, torch.Tensor]) -> None:
+        self.loss_fn(minibatch)["loss"].backward()
+        for p in self.model.parameters():
+            p.grad = None
+
+    def prepare(self, samples: TrainingSamples, num_mb: int) -> None:
+        """Compile now (a compiled loss compiles on its first call), leaving the weights and Adam's state as they are."""
+        if self.loss_fn != self.loss.terms:  # a bound method is a new object at each access: compared by ==
+            self._forward_backward(first_minibatch(samples, num_mb))
+
+    def step_seconds(self, samples: TrainingSamples, num_mb: int, repeats: int) -> float:
+        """A step's forward, loss and backward on one minibatch, timed (the optimiser's step, which every way of
+        running takes alike, left out so that the weights stay)."""
+        minibatch = first_minibatch(samples, num_mb)
+        return seconds_per_call(lambda: self._forward_backward(minibatch), repeats, self.device)
 
     def run(self, samples: TrainingSamples, num_mb: int, generator: torch.Generator) -> dict:
         """The plan's epochs over the samples in minibatches, KL early stop."""
@@ -87,56 +114,3 @@ class LoopEpochs:
         stats["skipped_steps"] = skipped_steps  # of this update's gradient steps (non-finite loss or gradients)
         stats["kl_early_stop"] = early_stop
         return stats
-
-
-class DeviceEpochs:
-    """The device step, checked against the loop on its first update; the loop after a failed check."""
-
-    def __init__(self, loop: LoopEpochs, step: DeviceStep, strict: bool, reason: str):
-        self.loop, self.step, self.strict = loop, step, strict
-        self.kind, self.reason = "device", reason
-        self.check: StepCheck | None = None  # the first update's, once it ran
-        self.warned_uneven = False
-
-    @property
-    def checking(self) -> bool:
-        """Whether the next update is the first one, held to the loop's."""
-        return self.step is not None and self.check is None
-
-    def run(self, samples: TrainingSamples, num_mb: int, generator: torch.Generator) -> dict:
-        if self.step is None:  # the check failed: the loop from then on
-            return self.loop.run(samples, num_mb, generator)
-        if not self.step.fits(len(samples), num_mb):
-            if not self.warned_uneven:  # a batch short of a timed-out worker's part: minibatches of two sizes
-                self.warned_uneven = True
-                log.warning(f"{len(samples)} samples do not split into {num_mb} equal minibatches: this update runs "
-                            "the plain loop (said once)")  # fmt: skip
-            return self.loop.run(samples, num_mb, generator)
-        if self.check is None:
-            return self._checked(samples, num_mb, generator)
-        return self.step.run(samples, num_mb, self.loop.plan.epochs, generator)
-
-    def _checked(self, samples: TrainingSamples, num_mb: int, generator: torch.Generator) -> dict:
-        """The device step's first update, held to the loop's on the same minibatches (``step_check.py``)."""
-        model, optimizer = self.loop.model, self.loop.optimizer
-        start = UpdateState.capture(model, optimizer, generator)
-        loop = (self.loop.run(samples, num_mb, generator), UpdateState.capture(model, optimizer, generator))
-        start.restore(model, optimizer, generator)
-        nudge_one_ulp(model)
-        nudged = (self.loop.run(samples, num_mb, generator), UpdateState.capture(model, optimizer, generator))
-        start.restore(model, optimizer, generator)
-        try:
-            stats = self.step.run(samples, num_mb, self.loop.plan.epochs, generator)
-            device = (stats, UpdateState.capture(model, optimizer, generator))
-            self.check = compare_updates(loop, nudged, device, model)
-        except Exception as exc:  # a capture that fails, an op the graph cannot hold
-            self.check = StepCheck(False, f"it raised {describe_error(exc)}")
-        if self.check.ok:
-            return stats
-        problem = f"the device step's first update did not match the loop's: {self.check.reason}"
-        if self.strict:
-            raise StepCheckFailed(f"{problem} (learner.step_strict=true)")
-        loop[1].restore(model, optimizer, generator)  # the loop's update is the one kept
-        self.step = None
-        self.kind, self.reason = "loop", f"{problem}; the loop runs instead"
-        return loop[0]

@@ -1,8 +1,8 @@
 """Where a learner runs: its device, its CPU threads and cores, and its mixed precision.
 
 ``learner.device: auto`` is CUDA only when the learner was given a GPU; ``learner.reserve_cores`` claims cores of its
-machine for the learner while it updates (``distrl/common/affinity.py``); ``learner.amp`` autocasts the forward
-(fp16 with a gradient scaler against underflow, bf16 without one).
+machine for the learner while it updates (``distrl/common/affinity.py``); ``learner.amp``'s fp16 needs a gradient scaler against
+underflow (bf16 and fp32 do not); ``cpu_bf16`` says whether bf16 can run on this CPU's own instructions.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from distrl.data.batch import Batch
 
 log = logging.getLogger("distrl.learner")
 
-AMP_DTYPES = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+AUTOCAST_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}  # by precision (step_rules.py)
 
 
 def resolve_device(requested: str, assigned_gpus: list | None, num_gpus: float, cuda_available: bool) -> torch.device:
@@ -56,14 +56,8 @@ class LearnerHardware:
         if reserved and not self.cores.cores:
             log.warning(f"learner.reserve_cores: rank {rank} found fewer than {reserved + 1} unclaimed cores on its "
                         "machine (one is left for the workers); it shares them with the workers")
-        self.amp_dtype = AMP_DTYPES[cfg.amp]
         # fp16 needs loss scaling against gradient underflow; bf16 and fp32 do not.
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=cfg.amp == "fp16")
-
-    def autocast(self):
-        if self.amp_dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=self.amp_dtype)
 
     def to_tensors(self, batch: Batch) -> dict[str, torch.Tensor]:
         """A batch's arrays on the device (through pinned memory to a GPU)."""
@@ -75,6 +69,23 @@ class LearnerHardware:
                 tensor = tensor.pin_memory()
             out[key] = tensor.to(self.device, non_blocking=pin)
         return out
+
+
+def autocast(device_type: str, precision: str):
+    """The forward's autocast context for ``precision`` ("fp32": none)."""
+    dtype = AUTOCAST_DTYPES[precision]
+    return contextlib.nullcontext() if dtype is None else torch.autocast(device_type, dtype=dtype)
+
+
+def cpu_bf16() -> str | None:
+    """This CPU's bf16 matrix instructions by name ("AMX", "AVX512-BF16"), or None: without them oneDNN emulates bf16
+    (a Nature-CNN update 10x slower than fp32 on an AVX2-only EPYC, ``benchmarks/results/learner_cnn_memory_format.md``)."""
+    probes = (("AMX", "_is_amx_tile_supported"), ("AVX512-BF16", "_is_avx512_bf16_supported"))
+    for name, probe in probes:
+        check = getattr(torch.cpu, probe, None)  # private, but what ATen's own dispatch reads
+        if check is not None and check():
+            return name
+    return None
 
 
 def choose_memory_format(setting: str, model: torch.nn.Module, device: torch.device) -> tuple[torch.memory_format, str]:

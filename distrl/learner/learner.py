@@ -4,7 +4,8 @@ A thin shell over its parts, each in its own module:
 
 - ``hardware.py``: the device, CPU threads and cores, mixed precision;
 - ``update.py``: one update (statistics, the staleness bound per step, the algorithm's targets, the report);
-- ``epochs.py``: how the epochs run (the plain loop, or the device step with its first-update check);
+- ``epochs.py``, ``step.py``: the plain loop over the epochs, and the device step;
+- ``step_rules.py``, ``trial.py``: which step, kernels and precision, tried on the first update and checked;
 - ``distributed.py``: DDP between ranks;
 - ``state.py``: the counters, the running statistics and what a checkpoint holds.
 
@@ -25,12 +26,13 @@ from distrl.config.schema import Config
 from distrl.data.batch import Batch
 from distrl.data.messages import SampleInfo, SampleReport, UpdateResult, Weights
 from distrl.learner import distributed
-from distrl.learner.epochs import DeviceEpochs, LoopEpochs
+from distrl.learner.epochs import LoopEpochs
 from distrl.common.wire import from_wire, to_wire
-from distrl.learner.hardware import LearnerHardware, choose_memory_format, resolve_device
+from distrl.learner.hardware import LearnerHardware, choose_memory_format, cpu_bf16, resolve_device
 from distrl.learner.state import LearnerCounters, Normalisers, learner_state, load_learner_state
 from distrl.learner.step import DeviceStep
-from distrl.learner.step_rules import choose_step
+from distrl.learner.step_rules import choose_kernels, choose_precision, choose_step
+from distrl.learner.trial import TrialEpochs, Way
 from distrl.learner.update import MinibatchLoss, Update
 from distrl.models import build_model
 
@@ -64,7 +66,10 @@ class Learner:
         if self.memory_format == torch.channels_last:
             self.model.to(memory_format=torch.channels_last)
         self.algorithm = build_algorithm(config)
+        has_conv = any(isinstance(m, nn.Conv2d) for m in self.model.modules())
         step_kind, step_reason = choose_step(config, device.type, world_size)
+        kernels, self.kernels_reason = choose_kernels(config, step_kind, device.type, world_size, has_conv)
+        precisions, self.precision_reason = choose_precision(config, device.type, world_size, has_conv, cpu_bf16())
         captured = step_kind == "device" and device.type == "cuda"
         # The fused kernel updates every parameter in one call (CPU and CUDA): fewer, larger ops per step. A captured
         # step keeps Adam's step counts on the device and reads the learning rate from a tensor the host refills.
@@ -74,22 +79,29 @@ class Learner:
         self.normalisers = Normalisers(config, self.model, obs_space)
         self.counters = LearnerCounters()
         self.generator = torch.Generator().manual_seed(config.seed + rank)
-        self.loss = MinibatchLoss(self.model, _TrainForward(self.model), self.algorithm, self.hardware)
-        loop = LoopEpochs(self._compile(self.loss.terms), self.model, self.optimizer, self.hardware.scaler,
-                          self.algorithm.plan, device, world_size, step_reason)  # fmt: skip
-        self.epochs = loop
-        if step_kind == "device":
-            step = DeviceStep(self.loss.terms, self.model, self.optimizer, self.algorithm.plan, device, captured)
-            self.epochs = DeviceEpochs(loop, step, config.learner.step_strict, step_reason)
-        self.updates = Update(config, self.model, self.loss, self.algorithm, self.optimizer, self.epochs, self.hardware,
+        self.loss = MinibatchLoss(self.model, _TrainForward(self.model), self.algorithm, device.type)  # fp32
+
+        def loop(loss, loss_fn) -> LoopEpochs:
+            return LoopEpochs(loss, loss_fn, self.model, self.optimizer, self.hardware.scaler, self.algorithm.plan,
+                              device, world_size)  # fmt: skip
+
+        reference = loop(self.loss, self.loss.terms)  # the plain eager fp32 loop, which every other way is held to
+        ways = []
+        for kernel in kernels:
+            for precision in precisions:
+                loss = self.loss if precision == "fp32" else self.loss.with_precision(precision)
+                loss_fn = loss.terms if kernel == "eager" else self._compile(loss.terms)
+                way_loop = reference if (kernel, precision) == ("eager", "fp32") else loop(loss, loss_fn)
+                runner = way_loop if step_kind == "loop" else DeviceStep(loss, loss_fn, self.model, self.optimizer,
+                                                                         self.algorithm.plan, device, captured)  # fmt: skip
+                ways.append(Way(kernel, precision, runner, way_loop))
+        self.epochs = TrialEpochs(reference, ways, step_reason, config.learner.step_strict, try_first=world_size == 1)
+        self.updates = Update(config, self.model, self.algorithm, self.optimizer, self.epochs, self.hardware,
                               world_size, self.normalisers)  # fmt: skip
 
     def _compile(self, loss_terms):
-        """The minibatch loss the loop runs: compiled (forward + loss; AOTAutograd compiles its backward too) unless
-        ``learner.compile.backend`` is eager."""
+        """A way's minibatch loss compiled by inductor (forward + loss; AOTAutograd compiles its backward too)."""
         cfg = self.config.learner.compile
-        if cfg.backend == "eager":
-            return loss_terms
         mode = None if cfg.mode == "default" else cfg.mode
         if cfg.critic_mode is None:
             return torch.compile(loss_terms, mode=mode, dynamic=False)
@@ -110,7 +122,7 @@ class Learner:
     step_kind = property(lambda self: self.epochs.kind)
     step_reason = property(lambda self: self.epochs.reason)
     step_check = property(lambda self: self.epochs.check)
-    device_step = property(lambda self: getattr(self.epochs, "step", None))
+    device_step = property(lambda self: self.epochs.step)
 
     @property
     def version(self) -> int:
@@ -143,8 +155,9 @@ class Learner:
         check = self.epochs.check
         layout = "channels_last" if self.memory_format == torch.channels_last else "contiguous"
         return {"device": str(self.device), "step": self.epochs.kind, "step_reason": self.epochs.reason,
-                "step_check": check.as_dict() if check is not None else None, "memory_format": layout,
-                "memory_format_reason": self.memory_format_reason}  # fmt: skip
+                "step_check": check.as_dict() if check is not None else None, **self.epochs.describe(),
+                "kernels_reason": self.kernels_reason, "precision_reason": self.precision_reason,
+                "memory_format": layout, "memory_format_reason": self.memory_format_reason}  # fmt: skip
 
     def placement(self) -> dict:
         """Where this actor runs (only meaningful inside a Ray actor)."""
@@ -224,7 +237,7 @@ class Learner:
         return result
 
     def _update(self, infos: list[SampleInfo], shards: list[Batch], min_version: int | None) -> UpdateResult:
-        checking = self.epochs.checking  # the device step's first update, held to the loop's
+        checking = self.epochs.checking  # the first update, where the learner's ways are tried and checked
         result = self.updates(infos, shards, min_version, self.counters, self.generator)
         if checking:  # the driver says how it compared, and keeps it for summary.json
             result.learner_step = self.describe()

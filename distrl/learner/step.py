@@ -19,7 +19,8 @@ On CUDA the function is captured once as a CUDA graph (after a warm-up on a side
 the optimizer's update masked) and replayed per minibatch, the minibatch gathered into the
 static buffers on the device. On CPU the same function runs uncaptured (``learner.step: device``;
 ``auto`` keeps the loop there, measured as fast), and the tests hold it to the plain loop. What it cannot take (recurrent models, DDP ranks, fp16's gradient
-scaler, a torch.compile'd loss) is refused by the config and left to the loop by ``auto``.
+scaler, a compile mode that captures its own CUDA graphs) is refused by the config and left to the loop by ``auto``.
+A loss compiled by inductor runs inside it like the eager one: fused kernels, captured all the same.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import torch
 from torch import nn
 
 from distrl.algo.base import EpochPlan
+from distrl.learner.epochs import seconds_per_call
 
 
 class DeviceStep:
@@ -39,9 +41,13 @@ class DeviceStep:
     ``run`` replaces the loop of ``epochs.LoopEpochs``.
     """
 
-    def __init__(self, loss_fn, model: nn.Module, optimizer: torch.optim.Optimizer, plan: EpochPlan,
+    kind = "device"
+
+    def __init__(self, loss, loss_fn, model: nn.Module, optimizer: torch.optim.Optimizer, plan: EpochPlan,
                  device: torch.device, capture: bool):  # fmt: skip
-        self.loss_fn = loss_fn
+        """``loss``: the ``MinibatchLoss``; ``loss_fn``: what the step calls, its ``terms`` or those compiled by inductor
+        (a mode without CUDA graphs of its own: the capture here takes inductor's kernels like any others)."""
+        self.loss, self.loss_fn = loss, loss_fn
         self.optimizer = optimizer
         self.plan = plan
         self.capture = capture
@@ -106,12 +112,44 @@ class DeviceStep:
             self._body()
         self._reset()
 
+    def _needs_build(self, tensors: dict[str, torch.Tensor], size: int) -> bool:
+        return self.capture and (self.static is None or next(iter(self.static.values())).shape[0] != size
+                                 or any(self.static[k].shape[1:] != v.shape[1:] for k, v in tensors.items()))
+
+    def prepare(self, samples, num_mb: int) -> None:
+        """Compile and capture now, on the samples' shapes, leaving the weights and Adam's state as they are (every
+        step of the warm-up masked, as the capture's own)."""
+        tensors, size = samples.tensors, len(samples) // num_mb
+        if self.capture:
+            if self._needs_build(tensors, size):
+                self._build(tensors, size)
+            return
+        self.static = {k: v[:size] for k, v in tensors.items()}
+        self.stopped.fill_(1.0)
+        self._body()  # a compiled loss compiles here
+        self._reset()
+
+    def step_seconds(self, samples, num_mb: int, repeats: int) -> float:
+        """One minibatch step (the graph's replay on CUDA), timed with the optimiser's update masked."""
+        if self.static is None:
+            self.prepare(samples, num_mb)
+        self.stopped.fill_(1.0)
+        seconds = seconds_per_call(self.graph.replay if self.graph is not None else self._body, repeats, self.device)
+        self._reset()
+        return seconds
+
+    def release(self) -> None:
+        """Drop the captured graph and its buffers: rebuilt on the next run (after the optimiser's state it holds the
+        addresses of was replaced, or to free the memory of a step not kept)."""
+        self.graph, self.static = None, None
+
     def fits(self, num_units: int, num_minibatches: int) -> bool:
         """Whether this update's minibatches all have one size (a short batch, after a worker timed out, may not)."""
         return num_units % num_minibatches == 0
 
-    def run(self, samples, num_minibatches: int, epochs: int, generator: torch.Generator) -> dict:
-        """``epochs`` passes over ``samples`` (``TrainingSamples``) in ``num_minibatches`` equal minibatches."""
+    def run(self, samples, num_minibatches: int, generator: torch.Generator) -> dict:
+        """The plan's epochs over ``samples`` (``TrainingSamples``) in ``num_minibatches`` equal minibatches."""
+        epochs = self.plan.epochs
         self.optimizer.found_inf = self.found_inf  # the loop, when it ran an update in between, removes its own
         grads = [p.grad for p in self.params if p.grad is not None]
         if grads and not self.capture:  # a loop run in between leaves its gradients: the first backward must not add to them
@@ -119,8 +157,7 @@ class DeviceStep:
         tensors = samples.tensors
         units = len(samples)
         size = units // num_minibatches
-        if self.capture and (self.static is None or any(self.static[k].shape[1:] != v.shape[1:] for k, v in tensors.items())
-                             or next(iter(self.static.values())).shape[0] != size):  # fmt: skip
+        if self._needs_build(tensors, size):
             self._build(tensors, size)
         self._reset()
         target_kl = self.plan.target_kl

@@ -1,15 +1,17 @@
-"""The device step's first update, checked against the plain loop on the same minibatches.
+"""A learner's first update run another way (the device step, inductor's kernels, bf16), checked against the plain
+fp32 loop on the same minibatches.
 
 The device step (``step.py``) does what the loop does with every decision moved onto the device,
 and on CUDA captures it as a graph: a capture rule broken, a buffer read at the wrong time or a
-guard that no longer fires would train silently wrong. So the first update a learner runs with it
-is run three times from the same state (weights, optimiser state, the minibatch generator): by the
-loop, by the loop again from weights one float32 ulp away, and by the device step. The loop's own
-rounding (how far one ulp in moves the update's results) sets the tolerance, as the compiled worker
-policies are checked (``distrl/compile/check.py``): the device step's losses, gradient norms,
-statistics and updated weights must be within ``ERROR_MULTIPLE`` times that spread of the loop's,
-plus a floor of a few ulps. A capture that raises or a result outside the bound falls back to the
-loop (or, with ``learner.step_strict``, is an error); either way the loop's update is the one kept.
+guard that no longer fires would train silently wrong; inductor's kernels sum in other orders, and a compile can
+be wrong; bf16 rounds every product. So the first update a learner runs another way is run three times from the
+same state (weights, optimiser state, the minibatch generator): by the loop, by the loop again from weights one
+ulp away (float32's; bf16's for a bf16 way), and the other way. The loop's sensitivity to that rounding (how far
+one ulp in moves the update's results) sets the tolerance, as the compiled worker policies are checked
+(``distrl/compile/check.py``): the other way's losses, gradient norms, statistics and updated weights (for bf16,
+the weights' changes) must be within ``ERROR_MULTIPLE`` times that spread of the loop's, plus a floor of a few
+ulps. A capture or compile that raises or a result outside the bound falls back to the loop (or, with
+``learner.step_strict``, is an error); either way the loop's update is the one kept.
 """
 
 from __future__ import annotations
@@ -63,13 +65,22 @@ class UpdateState:
         generator.set_state(self.generator)
 
 
-def nudge_one_ulp(model: nn.Module, seed: int = 0) -> None:
-    """Move every weight one float32 ulp up or down (random signs): the loop's sensitivity to its own rounding."""
+# A bf16 way's changes may be this many times the spread a one-bf16-ulp nudge of the fp32 loop's weights makes. That
+# nudge is a full bf16 ulp on every weight, about twice bf16's own rounding of each, so a correct bf16 update sits
+# well inside one spread (Pendulum's MLP: 0.35 of it at the closest), while an update half the size it should be is
+# 16 spreads off: float32's ERROR_MULTIPLE would let that pass.
+BF16_MULTIPLE = 4.0
+EPS = {"fp32": EPS32, "bf16": float(torch.finfo(torch.bfloat16).eps), "fp16": float(torch.finfo(torch.float16).eps)}
+
+
+def nudge_one_ulp(model: nn.Module, seed: int = 0, eps: float = EPS32) -> None:
+    """Move every weight one ulp (``eps``: float32's, or a narrower type's) up or down (random signs): the loop's
+    sensitivity to rounding of that size."""
     rng = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for p in model.parameters():
             signs = torch.randint(0, 2, p.shape, generator=rng).to(p.device, p.dtype) * 2 - 1
-            p.mul_(1 + EPS32 * signs)
+            p.mul_(1 + eps * signs)
 
 
 @dataclass(frozen=True)
@@ -82,16 +93,24 @@ class StepCheck:
 
 
 def compare_updates(loop: tuple[dict, UpdateState], nudged: tuple[dict, UpdateState], device: tuple[dict, UpdateState],
-                    model: nn.Module) -> StepCheck:  # fmt: skip
-    """Is the device step's update the loop's, within the loop's own rounding? Each argument: (stats, state after)."""
+                    model: nn.Module, eps: float = EPS32, origins: tuple[UpdateState, UpdateState] | None = None,
+                    multiple: float = ERROR_MULTIPLE) -> StepCheck:  # fmt: skip
+    """Is another way's update the loop's, within the loop's own rounding? Each of ``loop``, ``nudged`` (the loop
+    from weights one ulp of ``eps`` away) and ``device`` (the way checked): (stats, state after).
+
+    ``origins``: the states ``loop`` and ``nudged`` started from. Given, the weights' changes are compared instead of
+    the weights: a bf16 ulp of nudge is itself far larger than any float32 update's rounding. ``multiple``: how many
+    spreads a value may be off (``ERROR_MULTIPLE``; ``BF16_MULTIPLE`` for bf16)."""
     (loop_stats, loop_state), (nudged_stats, nudged_state), (device_stats, device_state) = loop, nudged, device
     for key in COUNTS:
         if device_stats[key] != loop_stats[key] and nudged_stats[key] == loop_stats[key]:
             return StepCheck(False, f"{key} {device_stats[key]} where the loop's is {loop_stats[key]}")
-    floor = FLOOR_ULPS * math.sqrt(reduction_length(model)) * EPS32
+    floor = FLOOR_ULPS * math.sqrt(reduction_length(model)) * EPS32  # float32's arithmetic, whatever the nudge
     worst = (0.0, "")  # the largest share of its tolerance any value used
 
-    def within(name: str, got: torch.Tensor, want: torch.Tensor, spread_of: torch.Tensor) -> str | None:
+    def within(name: str, got: torch.Tensor, want: torch.Tensor, spread_of: torch.Tensor, least: float = 1e-30) -> str | None:
+        """``least``: the smallest magnitude the floor scales with (1 for the statistics: means of O(1) terms, like
+        the policy loss of normalised advantages, that cancel to near 0 and keep their terms' rounding)."""
         nonlocal worst
         got, want, spread_of = (torch.as_tensor(x, dtype=torch.float64).cpu().reshape(-1) for x in (got, want, spread_of))
         finite = torch.isfinite(want)  # a step skipped as non-finite is NaN on both paths: that is a match
@@ -100,9 +119,9 @@ def compare_updates(loop: tuple[dict, UpdateState], nudged: tuple[dict, UpdateSt
         got, want, spread_of = got[finite], want[finite], spread_of[finite].nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
         difference = float((got - want).abs().max()) if got.numel() else 0.0
         spread = float((spread_of - want).abs().max()) if got.numel() else 0.0
-        tolerance = ERROR_MULTIPLE * spread + floor * max(float(want.abs().max()) if want.numel() else 0.0, 1e-30)
+        tolerance = multiple * spread + floor * max(float(want.abs().max()) if want.numel() else 0.0, least)
         if not math.isfinite(difference) or difference > tolerance:
-            return f"{name} differs by {difference:.3g} (tolerance {tolerance:.3g}: {ERROR_MULTIPLE:g}x the {spread:.3g} one ulp moves it)"
+            return f"{name} differs by {difference:.3g} (tolerance {tolerance:.3g}: {multiple:g}x the {spread:.3g} one ulp moves it)"
         share = difference / tolerance
         if share >= worst[0]:
             worst = (share, f"{name} {difference:.3g} of {tolerance:.3g}")
@@ -111,12 +130,15 @@ def compare_updates(loop: tuple[dict, UpdateState], nudged: tuple[dict, UpdateSt
     for key, value in loop_stats.items():
         if key in COUNTS or not isinstance(value, float):
             continue
-        problem = within(key, device_stats[key], value, nudged_stats[key])
+        problem = within(key, device_stats[key], value, nudged_stats[key], least=1.0)
         if problem:
             return StepCheck(False, problem)
     names = [name for name, _ in model.named_parameters()]
-    for name, want, got, nudged_value in zip(names, loop_state.params, device_state.params, nudged_state.params):
-        problem = within(f"weight {name}", got, want, nudged_value)
+    start, nudged_start = (origins[0].params, origins[1].params) if origins else ([0.0] * len(names),) * 2
+    what = "the change of weight" if origins else "weight"
+    for name, want, got, nudged_value, s0, s1 in zip(names, loop_state.params, device_state.params, nudged_state.params,
+                                                     start, nudged_start):  # fmt: skip
+        problem = within(f"{what} {name}", got - s0, want - s0, nudged_value - s1)
         if problem:
             return StepCheck(False, problem)
     return StepCheck(True, f"matched the loop; closest to its bound: {worst[1]}")

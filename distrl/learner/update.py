@@ -20,6 +20,7 @@ from distrl.data.batch import Batch
 from distrl.data.messages import SampleInfo, UpdateResult
 from distrl.data.samples import TrainingSamples
 from distrl.data.staleness import steps_inside
+from distrl.learner.hardware import autocast
 from distrl.learner.state import LearnerCounters
 
 _NOT_PER_STEP = ("obs", "starts", "h0", "c0")  # what the forward reads, not the loss
@@ -29,9 +30,15 @@ class MinibatchLoss:
     """The model's forward and the algorithm's loss on one minibatch: what the epochs run (compiled, or inside the device
     step) and what the algorithm's targets read the current policy from."""
 
-    def __init__(self, model, train_forward, algorithm: Algorithm, hardware):
-        """``train_forward``: the module the loss calls (DDP's wrapper with several ranks: ``set_forward``)."""
-        self.model, self.train_forward, self.algorithm, self.hardware = model, train_forward, algorithm, hardware
+    def __init__(self, model, train_forward, algorithm: Algorithm, device_type: str, precision: str = "fp32"):
+        """``train_forward``: the module the loss calls (DDP's wrapper with several ranks: ``set_forward``);
+        ``precision``: the forward's autocast (``step_rules.PRECISIONS``)."""
+        self.model, self.train_forward, self.algorithm = model, train_forward, algorithm
+        self.device_type, self.precision = device_type, precision
+
+    def with_precision(self, precision: str) -> MinibatchLoss:
+        """The same loss with the forward autocast to ``precision``."""
+        return MinibatchLoss(self.model, self.train_forward, self.algorithm, self.device_type, precision)
 
     def set_forward(self, train_forward) -> None:
         self.train_forward = train_forward
@@ -43,7 +50,7 @@ class MinibatchLoss:
 
     def forward(self, mb: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
         """The model on a minibatch: ``pd_params [B, P]`` and values ``[B]`` in fp32, and the per-step tensors flat."""
-        with self.hardware.autocast():
+        with autocast(self.device_type, self.precision):
             if self.model.is_recurrent:
                 seq = {k: mb[k].transpose(0, 1) for k in ("obs", "starts")}  # back to time-major [L, S, ...]
                 pd_params, new_values = self.train_forward(seq["obs"], mb["h0"], mb["c0"], seq["starts"])
@@ -61,11 +68,10 @@ class MinibatchLoss:
 
 
 class Update:
-    def __init__(self, config, model, loss: MinibatchLoss, algorithm: Algorithm, optimizer, epochs, hardware,
-                 world_size: int, normalisers):  # fmt: skip
-        """``loss``: the minibatch loss ``epochs`` runs (``epochs.py``); ``normalisers``: the learner's ``Normalisers``
-        (observations, returns)."""
-        self.config, self.model, self.loss = config, model, loss
+    def __init__(self, config, model, algorithm: Algorithm, optimizer, epochs, hardware, world_size: int, normalisers):
+        """``epochs``: how the epochs run (``trial.py``), with the minibatch loss they use (``epochs.loss``: the targets'
+        forward takes its precision); ``normalisers``: the learner's ``Normalisers`` (observations, returns)."""
+        self.config, self.model = config, model
         self.algorithm, self.optimizer, self.epochs, self.hardware = algorithm, optimizer, epochs, hardware
         self.world_size, self.normalisers = world_size, normalisers
         self._compiled_after_warmup: int | None = None  # graphs compiled by the end of the first update
@@ -138,7 +144,7 @@ class Update:
         logps, values = [], []
         for start in range(0, len(samples), size):
             mb = {k: v[start : start + size] for k, v in samples.tensors.items()}
-            pd_params, new_values, steps = self.loss.forward(mb)
+            pd_params, new_values, steps = self.epochs.loss.forward(mb)
             mask = steps["action_mask"] if "action_mask" in steps else None
             logps.append(self.model.dist.log_prob_entropy(pd_params, steps["actions"], mask)[0])
             values.append(new_values)

@@ -1,0 +1,132 @@
+"""The ways a learner can run its update (step, kernels, precision): the rules that offer them, and the first update
+that times them and holds the one it keeps to the plain fp32 loop. Real torch, real inductor, real env batches."""
+
+import pytest
+import torch
+
+from distrl.config import load_config
+from distrl.envs import probe_spaces
+from distrl.learner import Learner
+from distrl.learner.epochs import LoopEpochs
+from distrl.learner.step_rules import choose_kernels, choose_precision
+from distrl.rollout import RolloutWorker
+
+CNN = ["env.id=ALE/Breakout-v5", "model.type=cnn", "model.hidden=[64]", "model.shared_trunk=true", "learner.amp=off",
+       "env.num_envs_per_worker=4", "rollout.rollout_length=32", "ppo.minibatch_size=32", "ppo.epochs=2"]  # fmt: skip
+PENDULUM = ["env.id=Pendulum-v1", "env.vectorization=sync", "env.num_envs_per_worker=8", "rollout.rollout_length=32",
+            "ppo.minibatch_size=64"]  # fmt: skip
+
+
+def _worker_and_learner(overrides):
+    config = load_config(None, overrides)
+    worker, learner = RolloutWorker(config), Learner(config, *probe_spaces(config.env))
+    worker.set_weights(learner.get_weights())
+    return worker, learner
+
+
+def test_the_rules_offer_a_second_way_only_where_it_can_pay():
+    config = load_config(None, [])
+    assert choose_kernels(config, "device", "cuda", 1, False)[0] == ["eager", "inductor"]
+    assert choose_kernels(config, "loop", "cpu", 1, True)[0] == ["eager", "inductor"]
+    kernels, why = choose_kernels(config, "loop", "cpu", 1, False)
+    assert kernels == ["eager"] and "without convolutions" in why
+    assert choose_kernels(config, "device", "cpu", 1, False)[0] == ["eager"]  # on CPU the device step's kernels = loop's
+    assert choose_kernels(config, "loop", "cpu", 2, True) == (["eager"], "auto: DDP ranks would each time their own "
+                                                                         "and could choose differently")  # fmt: skip
+    assert choose_kernels(load_config(None, ["learner.compile=inductor"]), "loop", "cpu", 1, False)[0] == ["inductor"]
+    assert choose_precision(config, "cpu", 1, True, "AMX") == (["fp32", "bf16"], "auto: this CPU has AMX; fp32 and "
+                                                                                  "bf16 timed on the first update")  # fmt: skip
+    kinds, why = choose_precision(config, "cpu", 1, True, None)
+    assert kinds == ["fp32"] and "no bf16 instructions" in why
+    assert choose_precision(config, "cpu", 1, False, "AVX512-BF16")[0] == ["fp32"]
+    assert choose_precision(config, "cuda", 1, True, "AMX")[0] == ["fp32"]
+    assert choose_precision(load_config(None, ["learner.amp=bf16"]), "cpu", 1, False, None) == (["bf16"], "learner.amp=bf16")
+    assert choose_precision(load_config(None, ["learner.amp=off"]), "cpu", 1, True, "AMX")[0] == ["fp32"]
+
+
+def test_a_plain_loop_learner_tries_nothing():
+    worker, learner = _worker_and_learner(["env.num_envs_per_worker=8", "rollout.rollout_length=64", "ppo.minibatch_size=128"])
+    assert not learner.epochs.checking and learner.describe()["kernels"] == "eager"
+    result = learner.update(worker.sample())
+    assert "learner_step" not in result and learner.describe()["trial"] is None
+
+
+def test_a_bf16_update_is_held_to_the_fp32_loop_and_a_wrong_one_is_not_kept(monkeypatch):
+    """learner.amp=bf16: the first update is checked against fp32 with bf16's tolerance, the changes of the weights
+    compared. An update half the size it should be (a bf16 path that drops part of the gradient) is refused, and the
+    fp32 loop's update stands."""
+    worker, learner = _worker_and_learner(PENDULUM + ["learner.amp=bf16"])
+    result = learner.update(worker.sample())
+    assert learner.step_check.ok, learner.step_check.reason
+    assert result["learner_step"]["precision"] == "bf16" and learner.epochs.loss.precision == "bf16"
+
+    run = LoopEpochs.run
+
+    def half_the_change(self, samples, num_mb, generator):
+        before = [p.detach().clone() for p in self.model.parameters()]
+        stats = run(self, samples, num_mb, generator)
+        if self.loss.precision == "bf16":
+            with torch.no_grad():
+                for p, b in zip(self.model.parameters(), before):
+                    p.copy_(b + (p - b) * 0.5)
+        return stats
+
+    monkeypatch.setattr(LoopEpochs, "run", half_the_change)
+    worker, learner = _worker_and_learner(PENDULUM + ["learner.amp=bf16"])
+    plain_worker, plain = _worker_and_learner(PENDULUM + ["learner.amp=off"])
+    sample = worker.sample()
+    assert learner.update(sample)["learner_step"]["precision"] == "fp32"
+    assert not learner.step_check.ok and "the change of weight" in learner.step_check.reason
+    assert "the loop, eager kernels, bf16: its first update did not match" in learner.step_reason
+    plain.update(sample)
+    for key, value in plain.model.state_dict().items():  # the fp32 loop's update is the one kept
+        torch.testing.assert_close(learner.model.state_dict()[key], value, rtol=0, atol=0)
+
+
+def test_inductor_inside_the_device_step_matches_the_loop_on_cpu():
+    """learner.step=device with learner.compile=inductor: the step's loss compiled, run uncaptured on CPU (captured
+    on CUDA, tests/test_gpu.py); held to the eager loop on its first update, then kept."""
+    worker, learner = _worker_and_learner(PENDULUM + ["learner.step=device", "learner.compile=inductor"])
+    result = learner.update(worker.sample())
+    assert learner.step_check.ok, learner.step_check.reason
+    assert learner.step_kind == "device" and result["learner_step"]["kernels"] == "inductor"
+    assert learner.device_step.loss_fn != learner.device_step.loss.terms  # the compiled one
+    report = result["learner_step"]["trial"]
+    assert [r["way"] for r in report] == ["device step, inductor kernels, fp32"] and report[0]["prepare_s"] > 0
+    assert torch.isfinite(torch.tensor(learner.update(worker.sample())["loss_value"]))
+
+
+def test_a_cnn_on_cpu_times_eager_and_inductor_and_keeps_one_that_matched():
+    """learner.compile auto on a CPU learner with convolutions: both compiled and timed on the first update, the faster
+    kept once it matched the eager loop; what was timed is in the report."""
+    worker, learner = _worker_and_learner(CNN)
+    assert learner.describe()["kernels"] == "eager or inductor"
+    result = learner.update(worker.sample())
+    step = result["learner_step"]
+    assert learner.step_check.ok, learner.step_check.reason
+    assert step["kernels"] in ("eager", "inductor") and step["kernels"] == learner.epochs.way.kernels
+    assert [r["way"] for r in step["trial"]] == ["loop, eager kernels, fp32", "loop, inductor kernels, fp32"]
+    assert all(r["step_ms"] > 0 for r in step["trial"]) and "the fastest step that matched the loop" in step["step_reason"]
+    assert "learner_step" not in learner.update(worker.sample())
+
+
+def test_a_compile_that_fails_leaves_the_eager_way(monkeypatch):
+    def broken(self, loss_terms):
+        def compiled(minibatch):
+            raise RuntimeError("inductor: no C++ compiler found")
+        return compiled
+
+    monkeypatch.setattr(Learner, "_compile", broken)
+    worker, learner = _worker_and_learner(CNN)
+    result = learner.update(worker.sample())
+    assert result["learner_step"]["kernels"] == "eager" and learner.step_check.ok
+    trial = {r["way"]: r for r in result["learner_step"]["trial"]}
+    assert "preparing it raised RuntimeError: inductor: no C++ compiler found" in trial["loop, inductor kernels, fp32"]["problem"]
+
+
+@pytest.mark.parametrize("value", ["fp8", "yes"])
+def test_bad_amp_values_are_refused(value):
+    from distrl.config import ConfigError
+
+    with pytest.raises(ConfigError, match="learner.amp=.*Input should be 'auto', 'off', 'bf16' or 'fp16'"):
+        load_config(None, [f"learner.amp={value}"])
