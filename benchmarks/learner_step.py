@@ -7,7 +7,8 @@ Per model (the MLP at minibatch 1024, the Nature-CNN at minibatch 256, on real r
   captured as one CUDA graph (capturable fused Adam), the reference for the GPU target;
 - distrl: the learner's epoch loop (``Learner.epochs``: minibatch gathering, the
   non-finite guard, statistics) per gradient step, for each step kind that runs here
-  (``loop``; ``device``, a CUDA graph on CUDA and uncaptured on CPU).
+  (``loop``; ``device``, a CUDA graph on CUDA and uncaptured on CPU; ``device inductor``, the same step with its
+  loss compiled by inductor, captured all the same on CUDA).
 
 Warm-up (and any capture) is kept out of the timed part; repeats are interleaved across the variants. Targets: on an H100 the
 CNN step <= 1.0 ms and the MLP step <= 0.35 ms, within 1.3x of the bare CUDA graph; on CPU
@@ -156,11 +157,12 @@ def main() -> None:
         variants = [("bare eager", lambda: BareStep(Learner(config, *spaces).model, config, minibatch, False), 1)]
         if cuda:
             variants.append(("bare CUDA graph", lambda: BareStep(Learner(config, *spaces).model, config, minibatch, True), 1))
-        for kind in ("loop", "device"):
-            def make(kind=kind):
-                learner = Learner(config.model_copy(update={"learner": config.learner.model_copy(update={"step": kind})}), *spaces)
+        for kind, kernels in (("loop", "eager"), ("device", "eager"), ("device", "inductor")):
+            def make(kind=kind, kernels=kernels):
+                learner = Learner(load_config(ROOT / path, overrides + gpu + [f"learner.step={kind}", "learner.amp=off",
+                                                                             f"learner.compile={kernels}"]), *spaces)  # fmt: skip
                 return lambda: learner.epochs.run(samples, num_mb, learner.generator)
-            variants.append((f"distrl {kind}", make, steps_per_update))
+            variants.append((f"distrl {kind}" + (" inductor" if kernels == "inductor" else ""), make, steps_per_update))
         built = [(name, build(), steps) for name, build, steps in variants]
         calls = {name: calls_for(fn, 0.3 if args.quick else 2.0, cuda) for name, fn, _ in built}
         # Repeats interleaved across variants: this machine's speed drifts within a run, and timing one variant after

@@ -41,6 +41,26 @@ def test_gpu_update_matches_cpu_update(amp):
     assert gpu.scaler.is_enabled() == (amp == "fp16")
 
 
+@pytest.mark.parametrize("compile", ["inductor", "auto"])
+def test_inductor_inside_the_cuda_graph_matches_the_loop(compile):
+    """learner.compile inductor with the device step: inductor's kernels captured in the step's CUDA graph, held to the
+    eager loop on the first update; auto times the eager-kernel graph and the inductor graph and keeps the faster."""
+    config = load_config(None, [*SMALL, f"learner.compile={compile}"])
+    worker = RolloutWorker(config)
+    learner = Learner(config, *probe_spaces(config.env))
+    worker.set_weights(learner.get_weights())
+    step = learner.update(worker.sample())["learner_step"]
+    assert learner.step_check.ok, learner.step_check.reason
+    assert learner.step_kind == "device" and learner.device_step.graph is not None
+    if compile == "inductor":
+        assert step["kernels"] == "inductor" and learner.device_step.loss_fn != learner.device_step.loss.terms
+    else:
+        assert [r["way"] for r in step["trial"]] == ["device step, eager kernels, fp32", "device step, inductor kernels, fp32"]
+        assert all(r["step_ms"] > 0 for r in step["trial"]) and step["kernels"] in ("eager", "inductor")
+    later = learner.update(worker.sample())
+    assert np.isfinite(later["loss_value"]) and later["learner_recompiles"] == 0
+
+
 @pytest.mark.slow
 def test_train_with_a_gpu_learner_through_ray(tmp_path):
     run_dir = tmp_path / "run"
@@ -70,7 +90,7 @@ def test_breakout_with_the_cuda_graph_learner_step_through_ray(tmp_path):
     result = run_cli("train", "configs/breakout.yaml", "--run-dir", str(run_dir), "--set", "learner.num_gpus_per_learner=1",
                      "--set", "stop.env_steps=4096")  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "step device: on CUDA: the whole minibatch step as one CUDA graph" in result.stdout
+    assert "(learner.step device): on CUDA: the whole minibatch step as one CUDA graph" in result.stdout
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert rows[-1]["gradient_steps"] > 0 and rows[-1]["skipped_updates"] == 0 and rows[-1]["learner_recompiles"] == 0
 
