@@ -62,7 +62,14 @@ def variants(cuda: bool, quick: bool, recurrent: bool, conv: bool) -> list[tuple
                 out += [("inductor reduce-overhead", ["learner.compile=reduce-overhead"]),
                         ("inductor max-autotune", ["learner.compile=max-autotune"])]  # fmt: skip
             out.append(("eager fp16", ["learner.amp=fp16"]))
-    return [(name, extra if "channels_last" in name else [*extra, "learner.memory_format=contiguous"]) for name, extra in out]
+    def pinned(name: str, extra: list[str]) -> list[str]:
+        """Each variant exactly as named: the layout, kernels and precision that ``auto`` would otherwise choose."""
+        keys = {item.split("=")[0] for item in extra}
+        return [*extra, *(["learner.memory_format=contiguous"] if "channels_last" not in name else []),
+                *(["learner.compile=eager"] if "learner.compile" not in keys else []),
+                *(["learner.amp=off"] if "learner.amp" not in keys else [])]  # fmt: skip
+
+    return [(name, pinned(name, extra)) for name, extra in out]
 
 
 def transfer_rows(model: str, batch) -> list[dict]:

@@ -49,10 +49,11 @@ BREAKOUT_LEARNER_CHEAP = ["ppo.epochs=1", "ppo.minibatch_size=1024", "learner.am
 # With a GPU: the learner on CUDA, many workers; for the backend table a learner that keeps up with them.
 BREAKOUT_GPU = ["learner.device=cuda", "learner.num_gpus_per_learner=1", "stop.env_steps=61440", "checkpoint.every_iterations=0"]
 BREAKOUT_GPU_SAMPLING_BOUND = ["learner.compile=reduce-overhead", "ppo.minibatch_size=1024"]
-GPU_LEARNER_VARIANTS = [("eager fp32", []), ("inductor default", ["learner.compile=true"]),
+GPU_LEARNER_VARIANTS = [("eager fp32", ["learner.compile=eager", "learner.amp=off"]), ("auto", []),
+                        ("inductor default", ["learner.compile=true"]),
                         ("inductor reduce-overhead", ["learner.compile=reduce-overhead"]),
-                        ("eager bf16", ["learner.amp=bf16"]),
-                        ("inductor default bf16", ["learner.compile=true", "learner.amp=bf16"]), ("eager fp16", ["learner.amp=fp16"]),
+                        ("eager bf16", ["learner.compile=eager", "learner.amp=bf16"]),
+                        ("inductor default bf16", ["learner.compile=true", "learner.amp=bf16"]), ("eager fp16", ["learner.compile=eager", "learner.amp=fp16"]),
                         ("inductor default fp16", ["learner.compile=true", "learner.amp=fp16"]),
                         ("reduce-overhead, minibatch 1024", BREAKOUT_GPU_SAMPLING_BOUND)]  # fmt: skip
 
