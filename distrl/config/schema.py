@@ -161,9 +161,11 @@ class RolloutConfig(Section):
         4, description="async: a step that acted with weights more than this many versions behind the learner at its "
         "update is left out of it (stale_steps); a batch with no newer step is dropped (stale_batches)",
     )
-    samples_per_update: PositiveInt | None = Field(
-        None, description="async: transitions per update, from whichever workers delivered them (a multiple of one "
-        "worker's batch, env.num_envs_per_worker x rollout.rollout_length); null: the batch size of a sync round",
+    samples_per_update: PositiveInt | Literal["auto"] | None = Field(
+        "auto", description="async: transitions per update, from whichever workers delivered them (a multiple of one "
+        "worker's batch, env.num_envs_per_worker x rollout.rollout_length); auto: one worker's batch (or the fewest "
+        "whole batches that ppo.minibatch_size divides), so that more workers mean more updates, not larger ones, as "
+        "in IMPALA and Sample Factory (measured: docs/performance.md); null: a sync round's batch (every worker's)",
     )
     updates_ahead: NonNegativeFloat = Field(
         1, description="async: updates' worth of batches the workers sample while the learner updates (whole batches, "
@@ -452,13 +454,24 @@ class Config(Section):
     @property
     def update_size(self) -> int:
         """Transitions in one update: a round's (sync, overlap), or ``rollout.samples_per_update`` (async)."""
-        return self.rollout.samples_per_update or self.batch_size
+        chosen = self.rollout.samples_per_update
+        if self.rollout.pipeline != "async" or chosen is None:
+            return self.batch_size
+        if chosen != "auto":
+            return chosen
+        per_worker = self.env.num_envs_per_worker * self.rollout.rollout_length
+        for batches in range(1, self.rollout.min_workers + 1):
+            size = batches * per_worker
+            if size % self.ppo.minibatch_size == 0:
+                return size
+        return self.batch_size  # no fewer whole batches fit the minibatch: a round, which the checks below judge
 
     def _async_problems(self) -> list[str]:
         rollout = self.rollout
         if rollout.pipeline != "async":
             problems = [f"rollout.samples_per_update={rollout.samples_per_update}: only with rollout.pipeline: async (a "
-                        f"{rollout.pipeline} round is every worker's batch)"] if rollout.samples_per_update else []  # fmt: skip
+                        f"{rollout.pipeline} round is every worker's batch)"] if isinstance(rollout.samples_per_update,
+                                                                                               int) else []  # fmt: skip
             if rollout.updates_ahead != 1:
                 problems.append(f"rollout.updates_ahead={rollout.updates_ahead:g}: only with rollout.pipeline: async (a "
                                 f"{rollout.pipeline} round samples one update's batches)")  # fmt: skip
@@ -478,7 +491,7 @@ class Config(Section):
             problems.append(f"rollout.updates_ahead={rollout.updates_ahead:g}: must be <= rollout.max_policy_lag="
                             f"{rollout.max_policy_lag} (batches sampled further ahead would be dropped as stale)")  # fmt: skip
         per_worker = self.env.num_envs_per_worker * rollout.rollout_length
-        if rollout.samples_per_update and rollout.samples_per_update % per_worker:
+        if isinstance(rollout.samples_per_update, int) and rollout.samples_per_update % per_worker:
             problems.append(f"rollout.samples_per_update={rollout.samples_per_update}: must be a multiple of one "
                             f"worker's batch, env.num_envs_per_worker*rollout.rollout_length={per_worker}")  # fmt: skip
         return problems
@@ -486,8 +499,11 @@ class Config(Section):
     @model_validator(mode="after")
     def _check_combinations(self) -> Config:
         problems = self._async_problems()
-        size = ("rollout.samples_per_update" if self.rollout.samples_per_update
-                else "rollout.num_workers*env.num_envs_per_worker*rollout.rollout_length")  # fmt: skip
+        spu = self.rollout.samples_per_update if self.rollout.pipeline == "async" else None
+        size = ("rollout.samples_per_update" if isinstance(spu, int) else
+                "rollout.samples_per_update=auto (whole worker batches, env.num_envs_per_worker*rollout.rollout_length "
+                "each, up to rollout.num_workers)" if spu == "auto" and self.update_size != self.batch_size else
+                "rollout.num_workers*env.num_envs_per_worker*rollout.rollout_length")  # fmt: skip
         if self.ppo.minibatch_size > self.update_size:
             problems.append(
                 f"ppo.minibatch_size={self.ppo.minibatch_size}: must be <= the batch size {size}={self.update_size}"

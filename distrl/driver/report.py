@@ -92,7 +92,10 @@ def print_start(say, config: Config, run_dir: str, joined: RayTarget, actors, re
         say(f"           {reason}")
     say(
         f"  learner  {cfg.learner.num_learners} x {actors.learner_device}, {cfg.learner.num_gpus_per_learner:g} GPU/learner, "
-        f"batch {cfg.batch_size}, minibatch {cfg.ppo.minibatch_size}, "
+        f"batch {cfg.update_size}"
+        + (" (async, rollout.samples_per_update auto: whole worker batches as they come, not a round)"
+           if cfg.rollout.pipeline == "async" and cfg.rollout.samples_per_update == "auto" else "")
+        + f", minibatch {cfg.ppo.minibatch_size}, "
         f"epochs {cfg.ppo.epochs}, ratio from the {cfg.proximal} policy"
         + (" (ppo.proximal auto, pipeline async)" if cfg.ppo.proximal == "auto" and cfg.proximal == "learner" else "")
     )
