@@ -62,6 +62,7 @@ CASES = {
     "rollout.max_policy_lag negative": Case(f"{TRAIN} --set rollout.pipeline=async --set rollout.max_policy_lag=-1", 2, ("rollout.max_policy_lag=-1", "greater than or equal to 0")),
     "async with max_policy_lag 0": Case(f"{TRAIN} --set rollout.pipeline=async --set rollout.max_policy_lag=0", 2, ("rollout.max_policy_lag=0: async workers sample while the learner updates",)),
     "async samples_per_update": Case(f"{TRAIN} --set rollout.pipeline=async --set rollout.samples_per_update=1000", 2, ("rollout.samples_per_update=1000: must be a multiple of one worker's batch", "=8192")),
+    "samples_per_update a word": Case(f"{TRAIN} --set rollout.pipeline=async --set rollout.samples_per_update=half", 2, ("rollout.samples_per_update='half': must be a whole number of transitions", "auto or null")),
     "samples_per_update without async": Case(f"{TRAIN} --set rollout.samples_per_update=16384", 2, ("rollout.samples_per_update=16384: only with rollout.pipeline: async",)),
     "updates_ahead without async": Case(f"{TRAIN} --set rollout.updates_ahead=2", 2, ("rollout.updates_ahead=2: only with rollout.pipeline: async",)),
     "updates_ahead past max_policy_lag": Case(f"{TRAIN} --set rollout.pipeline=async --set rollout.updates_ahead=3 --set rollout.max_policy_lag=2", 2, ("rollout.updates_ahead=3: must be <= rollout.max_policy_lag=2",)),

@@ -130,3 +130,16 @@ def test_cuda_graph_mode_with_lstm_is_refused_with_the_reason():
     (line,) = errors(["model.lstm_size=16", "model.shared_trunk=true", "learner.compile=reduce-overhead"])
     assert line.startswith("learner.compile.mode=reduce-overhead: CUDA-graph modes cannot run recurrent models")
     assert "overwrite their outputs" in line and "use mode: default" in line
+
+
+def test_an_async_update_is_whole_worker_batches_as_they_come():
+    """rollout.samples_per_update auto: one worker's batch under async (or the fewest whole batches the minibatch
+    divides), not a round's; null: a round's; sync and overlap: always a round's."""
+    base = ["rollout.num_workers=4", "env.num_envs_per_worker=16", "rollout.rollout_length=64"]  # 1,024 a worker
+    size = lambda *extra: load_config(ROOT / "configs/cartpole.yaml", base + list(extra)).update_size  # noqa: E731
+    assert size("rollout.pipeline=async", "ppo.minibatch_size=512") == 1024
+    assert size("rollout.pipeline=async", "ppo.minibatch_size=2048") == 2048  # two batches: a minibatch's worth
+    assert size("rollout.pipeline=async", "ppo.minibatch_size=1536") == 3072  # the fewest whole batches 1,536 divides
+    assert size("rollout.pipeline=async", "ppo.minibatch_size=512", "rollout.samples_per_update=null") == 4096
+    assert size("rollout.pipeline=sync", "ppo.minibatch_size=512") == 4096
+    assert size("rollout.pipeline=overlap", "ppo.minibatch_size=512") == 4096

@@ -195,6 +195,15 @@ class RolloutConfig(Section):
     def _compile_short_form(cls, value: Any) -> Any:
         return compile_short_form(value, WORKER_BACKENDS)
 
+    @field_validator("samples_per_update", mode="before")
+    @classmethod
+    def _samples_or_auto(cls, value: Any) -> Any:
+        """One line for any form (a plain union would report each member's failure)."""
+        if value is None or value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+            return value
+        raise ValueError(f"rollout.samples_per_update={value!r}: must be a whole number of transitions (a multiple of "
+                         "one worker's batch), auto or null")
+
     @field_validator("env_groups", mode="before")
     @classmethod
     def _groups_or_auto(cls, value: Any) -> Any:
