@@ -133,13 +133,16 @@ def test_cuda_graph_mode_with_lstm_is_refused_with_the_reason():
 
 
 def test_an_async_update_is_whole_worker_batches_as_they_come():
-    """rollout.samples_per_update auto: one worker's batch under async (or the fewest whole batches the minibatch
-    divides), not a round's; null: a round's; sync and overlap: always a round's."""
+    """rollout.samples_per_update auto under async: as many workers' batches as their cores sample at once (or the
+    fewest more the minibatch divides), up to a round; null: a round's; sync and overlap: always a round's."""
     base = ["rollout.num_workers=4", "env.num_envs_per_worker=16", "rollout.rollout_length=64"]  # 1,024 a worker
     size = lambda *extra: load_config(ROOT / "configs/cartpole.yaml", base + list(extra)).update_size  # noqa: E731
-    assert size("rollout.pipeline=async", "ppo.minibatch_size=512") == 1024
-    assert size("rollout.pipeline=async", "ppo.minibatch_size=2048") == 2048  # two batches: a minibatch's worth
-    assert size("rollout.pipeline=async", "ppo.minibatch_size=1536") == 3072  # the fewest whole batches 1,536 divides
-    assert size("rollout.pipeline=async", "ppo.minibatch_size=512", "rollout.samples_per_update=null") == 4096
-    assert size("rollout.pipeline=sync", "ppo.minibatch_size=512") == 4096
-    assert size("rollout.pipeline=overlap", "ppo.minibatch_size=512") == 4096
+    quarter = "rollout.num_cpus_per_worker=0.25"  # four workers on one core: their batches come one at a time
+    assert size("rollout.pipeline=async", "ppo.minibatch_size=512", quarter) == 1024
+    assert size("rollout.pipeline=async", "ppo.minibatch_size=2048", quarter) == 2048  # two batches: a minibatch's worth
+    assert size("rollout.pipeline=async", "ppo.minibatch_size=1536", quarter) == 3072  # the fewest whole batches 1,536 divides
+    assert size("rollout.pipeline=async", "ppo.minibatch_size=512", "rollout.num_cpus_per_worker=0.5") == 2048
+    assert size("rollout.pipeline=async", "ppo.minibatch_size=512") == 4096  # a core each: all four sample at once
+    assert size("rollout.pipeline=async", "ppo.minibatch_size=512", quarter, "rollout.samples_per_update=null") == 4096
+    assert size("rollout.pipeline=sync", "ppo.minibatch_size=512", quarter) == 4096
+    assert size("rollout.pipeline=overlap", "ppo.minibatch_size=512", quarter) == 4096

@@ -6,6 +6,8 @@ Every section is a pydantic model that forbids unknown keys; cross-field rules l
 
 from __future__ import annotations
 
+import math
+
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -163,9 +165,10 @@ class RolloutConfig(Section):
     )
     samples_per_update: PositiveInt | Literal["auto"] | None = Field(
         "auto", description="async: transitions per update, from whichever workers delivered them (a multiple of one "
-        "worker's batch, env.num_envs_per_worker x rollout.rollout_length); auto: one worker's batch (or the fewest "
-        "whole batches that ppo.minibatch_size divides), so that more workers mean more updates, not larger ones, as "
-        "in IMPALA and Sample Factory (measured: docs/performance.md); null: a sync round's batch (every worker's)",
+        "worker's batch, env.num_envs_per_worker x rollout.rollout_length); auto: as many workers' batches as their "
+        "cores sample at once, ceil(num_workers x num_cpus_per_worker) (or the fewest more that ppo.minibatch_size "
+        "divides), up to a round: workers that share a core deliver one after another, and an update on each "
+        "delivery trains on fresher data (measured: docs/performance.md); null: a sync round's batch (every worker's)",
     )
     updates_ahead: NonNegativeFloat = Field(
         1, description="async: updates' worth of batches the workers sample while the learner updates (whole batches, "
@@ -468,8 +471,12 @@ class Config(Section):
             return self.batch_size
         if chosen != "auto":
             return chosen
+        # As many batches as the workers' cores sample at once: more would wait for workers that share a core (their
+        # batches come one after another, so the first ones would be a version older by the update), fewer would
+        # park workers that could sample.
         per_worker = self.env.num_envs_per_worker * self.rollout.rollout_length
-        for batches in range(1, self.rollout.min_workers + 1):
+        at_once = max(1, math.ceil(self.rollout.min_workers * self.rollout.num_cpus_per_worker - 1e-9))
+        for batches in range(at_once, self.rollout.min_workers + 1):
             size = batches * per_worker
             if size % self.ppo.minibatch_size == 0:
                 return size
@@ -510,8 +517,9 @@ class Config(Section):
         problems = self._async_problems()
         spu = self.rollout.samples_per_update if self.rollout.pipeline == "async" else None
         size = ("rollout.samples_per_update" if isinstance(spu, int) else
-                "rollout.samples_per_update=auto (whole worker batches, env.num_envs_per_worker*rollout.rollout_length "
-                "each, up to rollout.num_workers)" if spu == "auto" and self.update_size != self.batch_size else
+                "rollout.samples_per_update=auto (as many worker batches, env.num_envs_per_worker*rollout.rollout_length "
+                "each, as ceil(rollout.num_workers*rollout.num_cpus_per_worker))" if spu == "auto"
+                and self.update_size != self.batch_size else
                 "rollout.num_workers*env.num_envs_per_worker*rollout.rollout_length")  # fmt: skip
         if self.ppo.minibatch_size > self.update_size:
             problems.append(

@@ -93,8 +93,10 @@ def print_start(say, config: Config, run_dir: str, joined: RayTarget, actors, re
     say(
         f"  learner  {cfg.learner.num_learners} x {actors.learner_device}, {cfg.learner.num_gpus_per_learner:g} GPU/learner, "
         f"batch {cfg.update_size}"
-        + (" (async, rollout.samples_per_update auto: whole worker batches as they come, not a round)"
-           if cfg.rollout.pipeline == "async" and cfg.rollout.samples_per_update == "auto" else "")
+        + (f" (async: {cfg.update_size // (cfg.env.num_envs_per_worker * cfg.rollout.rollout_length)} workers' batches, "
+           "as many as their cores sample at once, not a round; rollout.samples_per_update auto)"
+           if cfg.rollout.pipeline == "async" and cfg.rollout.samples_per_update == "auto"
+           and cfg.update_size < cfg.batch_size else "")
         + f", minibatch {cfg.ppo.minibatch_size}, "
         f"epochs {cfg.ppo.epochs}, ratio from the {cfg.proximal} policy"
         + (" (ppo.proximal auto, pipeline async)" if cfg.ppo.proximal == "auto" and cfg.proximal == "learner" else "")

@@ -12,8 +12,8 @@ loop, eager kernels or inductor's, fp32 or bf16. ``TrialEpochs`` holds them as `
    loop runs on.
 
 A learner with one way that is the loop itself (fp32 or fp16, eager or as ``learner.compile`` names) has nothing to
-try: its updates are the loop's from the start, as they were before any of this existed. So are DDP ranks, whose
-checks and timings could part them.
+try: its updates are the loop's from the start. So are DDP ranks' (they take their first way untried), whose checks
+and timings could part them.
 """
 
 from __future__ import annotations
