@@ -133,16 +133,19 @@ def test_cuda_graph_mode_with_lstm_is_refused_with_the_reason():
 
 
 def test_an_async_update_is_whole_worker_batches_as_they_come():
-    """rollout.samples_per_update auto under async: as many workers' batches as their cores sample at once (or the
-    fewest more the minibatch divides), up to a round; null: a round's; sync and overlap: always a round's."""
+    """rollout.samples_per_update auto under async: as many workers' batches as their cores sample at once, at least
+    four minibatches' worth, up to a round; null (the default): a round's; sync and overlap: always a round's."""
     base = ["rollout.num_workers=4", "env.num_envs_per_worker=16", "rollout.rollout_length=64"]  # 1,024 a worker
     size = lambda *extra: load_config(ROOT / "configs/cartpole.yaml", base + list(extra)).update_size  # noqa: E731
+    auto = ["rollout.pipeline=async", "rollout.samples_per_update=auto"]
     quarter = "rollout.num_cpus_per_worker=0.25"  # four workers on one core: their batches come one at a time
-    assert size("rollout.pipeline=async", "ppo.minibatch_size=512", quarter) == 1024
-    assert size("rollout.pipeline=async", "ppo.minibatch_size=2048", quarter) == 2048  # two batches: a minibatch's worth
-    assert size("rollout.pipeline=async", "ppo.minibatch_size=1536", quarter) == 3072  # the fewest whole batches 1,536 divides
-    assert size("rollout.pipeline=async", "ppo.minibatch_size=512", "rollout.num_cpus_per_worker=0.5") == 2048
-    assert size("rollout.pipeline=async", "ppo.minibatch_size=512") == 4096  # a core each: all four sample at once
-    assert size("rollout.pipeline=async", "ppo.minibatch_size=512", quarter, "rollout.samples_per_update=null") == 4096
-    assert size("rollout.pipeline=sync", "ppo.minibatch_size=512", quarter) == 4096
-    assert size("rollout.pipeline=overlap", "ppo.minibatch_size=512", quarter) == 4096
+    assert size(*auto, "ppo.minibatch_size=256", quarter) == 1024
+    assert size(*auto, "ppo.minibatch_size=512", quarter) == 2048  # four minibatches' worth: two batches
+    assert size(*auto, "ppo.minibatch_size=128", "rollout.num_cpus_per_worker=0.5") == 2048  # two cores, two batches
+    assert size(*auto, "ppo.minibatch_size=128") == 4096  # a core each: all four sample at once, a round
+    assert size(*auto, "ppo.minibatch_size=1024", quarter) == 4096  # four minibatches need the round
+    assert size("rollout.pipeline=async", "ppo.minibatch_size=256", quarter) == 4096  # the default: a round
+    assert size("rollout.pipeline=sync", "ppo.minibatch_size=256", quarter, "rollout.samples_per_update=auto") == 4096
+    pendulum = load_config(ROOT / "configs/pendulum.yaml", ["rollout.num_workers=4", "rollout.num_cpus_per_worker=0.25",
+                                                             "rollout.pipeline=async"])  # fmt: skip
+    assert pendulum.update_size == 2048 and pendulum.batch_size == 8192  # the shipped config takes auto

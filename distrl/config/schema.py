@@ -77,6 +77,9 @@ class ModelConfig(Section):
 
 WORKER_BACKENDS = tuple(BACKENDS)  # the worker backends' table (distrl/compile/backends/__init__.py)
 WorkerBackend = Literal[WORKER_BACKENDS]  # type: ignore[valid-type]
+# rollout.samples_per_update auto never trains an update on fewer minibatches than this (CleanRL's num_minibatches):
+# Pendulum's benchmark task, 512 samples a worker at a 512 minibatch, took 1.58x sync's env steps updating on one.
+MIN_MINIBATCHES = 4
 LEARNER_BACKENDS = ("auto", "eager", "inductor")  # the learner's loss: eager kernels, inductor's, or the faster
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
@@ -164,11 +167,12 @@ class RolloutConfig(Section):
         "update is left out of it (stale_steps); a batch with no newer step is dropped (stale_batches)",
     )
     samples_per_update: PositiveInt | Literal["auto"] | None = Field(
-        "auto", description="async: transitions per update, from whichever workers delivered them (a multiple of one "
-        "worker's batch, env.num_envs_per_worker x rollout.rollout_length); auto: as many workers' batches as their "
-        "cores sample at once, ceil(num_workers x num_cpus_per_worker) (or the fewest more that ppo.minibatch_size "
-        "divides), up to a round: workers that share a core deliver one after another, and an update on each "
-        "delivery trains on fresher data (measured: docs/performance.md); null: a sync round's batch (every worker's)",
+        None, description="async: transitions per update, from whichever workers delivered them (a multiple of one "
+        "worker's batch, env.num_envs_per_worker x rollout.rollout_length); null: a sync round's batch (every "
+        "worker's); auto: as many workers' batches as their cores sample at once, ceil(num_workers x "
+        "num_cpus_per_worker), and at least MIN_MINIBATCHES minibatches' worth, up to a round: workers that share a "
+        "core deliver one after another, and an update on each delivery trains on fresher data (configs/pendulum.yaml "
+        "takes it; measured in docs/performance.md, where it also shows why it is not the default)",
     )
     updates_ahead: NonNegativeFloat = Field(
         1, description="async: updates' worth of batches the workers sample while the learner updates (whole batches, "
@@ -478,7 +482,7 @@ class Config(Section):
         at_once = max(1, math.ceil(self.rollout.min_workers * self.rollout.num_cpus_per_worker - 1e-9))
         for batches in range(at_once, self.rollout.min_workers + 1):
             size = batches * per_worker
-            if size % self.ppo.minibatch_size == 0:
+            if size % self.ppo.minibatch_size == 0 and size >= MIN_MINIBATCHES * self.ppo.minibatch_size:
                 return size
         return self.batch_size  # no fewer whole batches fit the minibatch: a round, which the checks below judge
 
