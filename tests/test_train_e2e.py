@@ -159,7 +159,8 @@ def test_training_with_compiled_workers_and_learner(tmp_path, backend):
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"policy backend {backend} (ready in" in result.stdout
-    assert "learner  1 x cpu, 0 GPU/learner, inductor default" in result.stdout
+    assert "learner  1 x cpu, 0 GPU/learner" in result.stdout
+    assert "kernels: inductor, mode default (learner.compile=inductor)" in result.stdout
     rows, summary = check_run_dir(run_dir)
     assert summary["policy_backend"] == backend
     assert all(r["policy_backend"] == backend for r in rows)
