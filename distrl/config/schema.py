@@ -124,7 +124,7 @@ class LearnerCompileConfig(Section):
     backend: Literal["auto", "eager", "inductor"] = Field(
         "auto", description="the learner's forward, loss and backward: eager kernels, or compiled by inductor "
         "(torch.compile; fused elementwise chains); auto: both timed on the first update where compiling pays (the "
-        "device step; a convolutional model on CPU), the faster kept if it matches the eager loop, eager elsewhere",
+        "device step on CUDA; a convolutional model on CPU), the faster kept if it matches the eager loop, eager elsewhere",
     )
     mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"
     critic_mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] | None = Field(
@@ -170,7 +170,7 @@ class RolloutConfig(Section):
         None, description="async: transitions per update, from whichever workers delivered them (a multiple of one "
         "worker's batch, env.num_envs_per_worker x rollout.rollout_length); null: a sync round's batch (every "
         "worker's); auto: as many workers' batches as their cores sample at once, ceil(num_workers x "
-        "num_cpus_per_worker), and at least MIN_MINIBATCHES minibatches' worth, up to a round: workers that share a "
+        "num_cpus_per_worker), and at least four minibatches' worth, up to a round: workers that share a "
         "core deliver one after another, and an update on each delivery trains on fresher data (configs/pendulum.yaml "
         "takes it; measured in docs/performance.md, where it also shows why it is not the default)",
     )
