@@ -456,9 +456,19 @@ class Config(Section):
         return problems
 
     @property
+    def worker_batch_size(self) -> int:
+        """Transitions in one worker's batch: its envs times the rollout length."""
+        return self.env.num_envs_per_worker * self.rollout.rollout_length
+
+    @property
     def batch_size(self) -> int:
         """Transitions in one sync round, summed over workers (a worker range's min)."""
-        return self.rollout.min_workers * self.env.num_envs_per_worker * self.rollout.rollout_length
+        return self.rollout.min_workers * self.worker_batch_size
+
+    @property
+    def batches_per_update(self) -> int:
+        """Workers' batches in one update (``update_size`` is a whole number of them)."""
+        return self.update_size // self.worker_batch_size
 
     @property
     def proximal(self) -> Literal["behaviour", "learner"]:
@@ -478,10 +488,9 @@ class Config(Section):
         # As many batches as the workers' cores sample at once: more would wait for workers that share a core (their
         # batches come one after another, so the first ones would be a version older by the update), fewer would
         # park workers that could sample.
-        per_worker = self.env.num_envs_per_worker * self.rollout.rollout_length
         at_once = max(1, math.ceil(self.rollout.min_workers * self.rollout.num_cpus_per_worker - 1e-9))
         for batches in range(at_once, self.rollout.min_workers + 1):
-            size = batches * per_worker
+            size = batches * self.worker_batch_size
             if size % self.ppo.minibatch_size == 0 and size >= MIN_MINIBATCHES * self.ppo.minibatch_size:
                 return size
         return self.batch_size  # no fewer whole batches fit the minibatch: a round, which the checks below judge
@@ -510,10 +519,9 @@ class Config(Section):
         if rollout.max_policy_lag >= 1 and rollout.updates_ahead > rollout.max_policy_lag:
             problems.append(f"rollout.updates_ahead={rollout.updates_ahead:g}: must be <= rollout.max_policy_lag="
                             f"{rollout.max_policy_lag} (batches sampled further ahead would be dropped as stale)")  # fmt: skip
-        per_worker = self.env.num_envs_per_worker * rollout.rollout_length
-        if isinstance(rollout.samples_per_update, int) and rollout.samples_per_update % per_worker:
+        if isinstance(rollout.samples_per_update, int) and rollout.samples_per_update % self.worker_batch_size:
             problems.append(f"rollout.samples_per_update={rollout.samples_per_update}: must be a multiple of one "
-                            f"worker's batch, env.num_envs_per_worker*rollout.rollout_length={per_worker}")  # fmt: skip
+                            f"worker's batch, env.num_envs_per_worker*rollout.rollout_length={self.worker_batch_size}")  # fmt: skip
         return problems
 
     @model_validator(mode="after")

@@ -93,7 +93,7 @@ def print_start(say, config: Config, run_dir: str, joined: RayTarget, actors, re
     say(
         f"  learner  {cfg.learner.num_learners} x {actors.learner_device}, {cfg.learner.num_gpus_per_learner:g} GPU/learner, "
         f"batch {cfg.update_size}"
-        + (f" (async: {cfg.update_size // (cfg.env.num_envs_per_worker * cfg.rollout.rollout_length)} workers' batches, "
+        + (f" (async: {cfg.batches_per_update} workers' batches, "
            "as many as their cores sample at once, not a round; rollout.samples_per_update auto)"
            if cfg.rollout.pipeline == "async" and cfg.rollout.samples_per_update == "auto"
            and cfg.update_size < cfg.batch_size else "")

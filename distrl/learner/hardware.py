@@ -88,6 +88,11 @@ def cpu_bf16() -> str | None:
     return None
 
 
+def has_convolutions(model: torch.nn.Module) -> bool:
+    """Whether ``model`` has a 2-D convolution: what the layout, kernel and precision rules ask of a model."""
+    return any(isinstance(m, torch.nn.Conv2d) for m in model.modules())
+
+
 def choose_memory_format(setting: str, model: torch.nn.Module, device: torch.device) -> tuple[torch.memory_format, str]:
     """The learner model's memory format for ``learner.memory_format``, and why.
 
@@ -95,12 +100,11 @@ def choose_memory_format(setting: str, model: torch.nn.Module, device: torch.dev
     so in NCHW each one converts its input, output and gradients. A Nature-CNN minibatch step (256 frames, Adam, one
     thread) took half the time (``benchmarks/results/learner.md``). On CUDA it stays contiguous until
     measured there."""
-    has_conv = any(isinstance(m, torch.nn.Conv2d) for m in model.modules())
     if setting == "channels_last":
         return torch.channels_last, "learner.memory_format=channels_last"
     if setting == "contiguous":
         return torch.contiguous_format, "learner.memory_format=contiguous"
-    if not has_conv:
+    if not has_convolutions(model):
         return torch.contiguous_format, "auto: the model has no convolutions"
     if device.type != "cpu":
         return torch.contiguous_format, f"auto: not measured on {device.type} yet"

@@ -28,7 +28,7 @@ from distrl.data.messages import SampleInfo, SampleReport, UpdateResult, Weights
 from distrl.learner import distributed
 from distrl.learner.epochs import LoopEpochs
 from distrl.common.wire import from_wire, to_wire
-from distrl.learner.hardware import LearnerHardware, choose_memory_format, cpu_bf16, resolve_device
+from distrl.learner.hardware import LearnerHardware, choose_memory_format, cpu_bf16, has_convolutions, resolve_device
 from distrl.learner.state import LearnerCounters, Normalisers, learner_state, load_learner_state
 from distrl.learner.step import DeviceStep
 from distrl.learner.step_rules import choose_kernels, choose_precision, choose_step
@@ -66,7 +66,7 @@ class Learner:
         if self.memory_format == torch.channels_last:
             self.model.to(memory_format=torch.channels_last)
         self.algorithm = build_algorithm(config)
-        has_conv = any(isinstance(m, nn.Conv2d) for m in self.model.modules())
+        has_conv = has_convolutions(self.model)
         step_kind, step_reason = choose_step(config, device.type, world_size)
         kernels, self.kernels_reason = choose_kernels(config, step_kind, device.type, world_size, has_conv)
         precisions, self.precision_reason = choose_precision(config, device.type, world_size, has_conv, cpu_bf16())

@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from distrl.algo.base import EpochPlan
-from distrl.learner.epochs import seconds_per_call
+from distrl.learner.epochs import first_minibatch, seconds_per_call
 
 
 class DeviceStep:
@@ -124,7 +124,7 @@ class DeviceStep:
             if self._needs_build(tensors, size):
                 self._build(tensors, size)
             return
-        self.static = {k: v[:size] for k, v in tensors.items()}
+        self.static = first_minibatch(samples, num_mb)
         self.stopped.fill_(1.0)
         self._body()  # a compiled loss compiles here
         self._reset()

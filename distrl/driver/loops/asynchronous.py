@@ -35,18 +35,15 @@ class AsyncLoop(TrainingLoop):
 
     def _start_stream(self, weights: list) -> None:
         # Batches sampled while the learner updates, whole ones (the epsilon: 0.3 x 10 is 2.9999999999999996)
-        ahead = math.floor(self._batches_per_update() * self.config.rollout.updates_ahead + 1e-9)
+        ahead = math.floor(self.config.batches_per_update * self.config.rollout.updates_ahead + 1e-9)
         ray.get(self.actors.coordinator.start_stream.remote(weights, self.worker_plans(), self.bounds.sample_s(), ahead,
                                                             self.actors.started))  # fmt: skip
-
-    def _batches_per_update(self) -> int:
-        return self.config.update_size // (self.config.env.num_envs_per_worker * self.config.rollout.rollout_length)
 
     def _gather(self, min_version: int, hold_until: int | None = None):
         """The next update's batches (refs); ``hold_until``: the number of the update running meanwhile."""
         world = self.actors.world_size
         return self.actors.coordinator.gather.options(num_returns=1 + world).remote(
-            self._batches_per_update(), min_version, self.bounds.sample_s(), hold_until=hold_until)
+            self.config.batches_per_update, min_version, self.bounds.sample_s(), hold_until=hold_until)
 
     def iterate(self) -> str:
         cfg = self.config
