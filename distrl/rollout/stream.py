@@ -17,7 +17,7 @@ batches again, since what it sampled meanwhile would act with weights one more v
 trained on (measured: counting only the queue let a second update's batches pile up behind it, a lag of ~2
 versions where ~1 is the floor). While the learner waits for batches, as many more may be sampling as it still
 needs (more would finish during its update, a version old: measured, a lag of 0.87 where 0.5 was asked for). A sample
-running past twice the median of the last ones' times (a slow worker's) does not count, so a gather never waits on
+running past twice the median of the last ones' times and past half a second (a slow worker's) does not count, so a gather never waits on
 a slow worker while a fast one is parked.
 ``gather`` hands the learner the next ``count`` batches from the queue, oldest first, dropping those whose
 every step acted with weights older than the update can use (``rollout.max_policy_lag``; counted as stale, never
@@ -58,6 +58,9 @@ PUMP_WAIT_S = 0.5  # the pump's longest sleep: how soon it notices a timeout
 # this often, so the sample's return is noticed within this (a 0.5 s wait held the next update up to 0.5 s; measured).
 PARKED_WAIT_S = 0.01
 RETRY_S = 0.2  # how soon a worker Ray is restarting is asked again whether it answers
+# A sample is a slow worker's only past twice the recent median and past this: on millisecond rollouts a scheduling
+# hiccup of a few milliseconds is not a slow worker (counting it out let a 9th batch past a bound of 8 on a loaded CI).
+SLOW_FLOOR_S = 0.5
 WEIGHTS_GROUP = "weights"  # the workers' Ray concurrency group (a thread of its own) that stage_weights runs in
 
 
@@ -283,9 +286,9 @@ class SampleStream:
 
     def _outstanding(self) -> int:
         """The queue, the batches in copy and the samples in flight on pace: one running past twice the median of the
-        last samples' times (a slow worker's) does not hold up the others."""
+        last samples' times and past ``SLOW_FLOOR_S`` (a slow worker's) does not hold up the others."""
         now = time.monotonic()
-        pace = 2 * statistics.median(self.recent_s) if self.recent_s else float("inf")
+        pace = max(2 * statistics.median(self.recent_s), SLOW_FLOOR_S) if self.recent_s else float("inf")
         sampling = sum(1 for kind, _, since in self.inflight.values() if kind == "sample" and now - since <= pace)
         return len(self.queue) + len(self.copying) + sampling + self.in_hand + sum(self.held.values())
 
