@@ -53,8 +53,8 @@ def machine_info() -> dict:
         info["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], **git).stdout.strip()
         if subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], **git).stdout.strip():
             info["commit"] += "+changes"  # tracked files differ from that commit: the figures are not its alone
-    except Exception:
-        info["commit"] = None
+    except Exception:  # a copy of the tree without its .git (copied to another machine) may name it
+        info["commit"] = os.environ.get("DISTRL_COMMIT")
     return info
 
 

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Every check and benchmark that needs the GPU machine (16-core Xeon + one NVIDIA GPU), in one run, most wanted first:
+#   1. the learner's minibatch step beside a bare PyTorch step (benchmarks/learner_step.py: loop, device step with eager
+#      kernels and with inductor's, each captured as a CUDA graph);
+#   2. the CUDA tests (pytest -m gpu);
+#   3. the CPU learner on that machine's CPU (it has AMX bf16): the CNN update in fp32, channels-last and bf16, and
+#      learner.amp/compile auto, which times those ways on its first update and says which it kept;
+#   4. Breakout at GPU_WORKERS rollout workers (14) with the GPU learner, async, its envs in one group and in two
+#      (benchmarks/env_groups.py: a worker's sampling rate against the env alone).
+# Each stage has its own time limit, so one that hangs leaves the others their time. Results go to OUTDIR (argument 1,
+# default benchmarks/results/gpu), with everything printed in OUTDIR/log.
+#
+#     bash benchmarks/gpu_checks.sh /tmp/gpu_results
+#     GPU_WORKERS=1 STAGES="3" bash benchmarks/gpu_checks.sh /tmp/try    # a try of one stage on a CPU box
+set -u
+OUTDIR=${1:-benchmarks/results/gpu}
+WORKERS=${GPU_WORKERS:-14}
+STAGES=${STAGES:-"1 2 3 4"}
+mkdir -p "$OUTDIR"
+exec > >(tee -a "$OUTDIR/log") 2>&1
+export PYTHONUNBUFFERED=1 RAY_USAGE_STATS_ENABLED=0
+stage() { echo; echo "=== stage $1: $2 ($(date -u +%T), limit $3 s)"; }
+wants() { [[ " $STAGES " == *" $1 "* ]]; }
+
+echo "=== machine"
+nvidia-smi -L 2>/dev/null || echo "no nvidia-smi"
+grep -m1 "model name" /proc/cpuinfo; nproc
+python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(),
+'AMX', torch.cpu._is_amx_tile_supported(), 'AVX512-BF16', torch.cpu._is_avx512_bf16_supported())"
+python3 -c "import ray, gymnasium, ale_py, pydantic, onnxruntime, distrl.cli; print('ray', ray.__version__)" || exit 1
+
+if wants 1; then
+    stage 1 "the learner's minibatch step (learner_step.py)" 150
+    timeout 150 python3 benchmarks/learner_step.py --models mlp cnn --repeats 3 --results-dir "$OUTDIR"
+    echo "stage 1 exit $?"
+fi
+if wants 2; then
+    stage 2 "the CUDA tests (pytest -m gpu)" 200
+    timeout 200 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py tests/test_learner.py tests/test_compile.py
+    echo "stage 2 exit $?"
+fi
+if wants 3; then
+    stage 3 "the CNN learner on this machine's CPU (learner.py, 4 threads)" 130
+    CUDA_VISIBLE_DEVICES="" timeout 130 python3 benchmarks/learner.py --models cnn --threads 4 --updates 3 \
+        --variants eager auto "eager channels_last" "eager bf16 channels_last" --results-dir "$OUTDIR"
+    echo "stage 3 exit $?"
+fi
+if wants 4; then
+    stage 4 "Breakout, $WORKERS workers, GPU learner, async, env groups 1 and 2 (env_groups.py)" 220
+    gpu=$(python3 -c "import torch; print(int(torch.cuda.is_available()))")
+    timeout 220 python3 benchmarks/env_groups.py --pipelines async --iterations 6 --env-seconds 3 \
+        --set rollout.num_workers="$WORKERS" --set learner.num_gpus_per_learner="$gpu" --results-dir "$OUTDIR"
+    echo "stage 4 exit $?"
+fi
+echo "=== done $(date -u +%T)"
