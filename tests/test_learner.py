@@ -68,13 +68,13 @@ def _twin_learners(name, device_overrides=()):
     return worker, Learner(loop_config, *spaces), Learner(device_config, *spaces)
 
 
-def _assert_same_steps(loop, device, samples, rtol, atol):
+def _assert_same_steps(loop, device, samples, rtol, atol, metrics_rel=1e-4):
     for sample in samples:
         a, b = loop.update(sample), device.update(sample)
         assert a["gradient_steps"] == b["gradient_steps"] and a["kl_early_stop"] == b["kl_early_stop"]
         assert a["skipped_steps"] == b["skipped_steps"]
         for key in ("loss_policy", "loss_value", "entropy", "approx_kl", "clip_frac", "grad_norm"):
-            assert b[key] == pytest.approx(a[key], rel=1e-4, abs=1e-6), key
+            assert b[key] == pytest.approx(a[key], rel=metrics_rel, abs=1e-6), key
     for key, value in loop.model.state_dict().items():
         torch.testing.assert_close(device.model.state_dict()[key], value, rtol=rtol, atol=atol)
     steps = [float(s["step"]) for s in loop.optimizer.state.values()], [float(s["step"]) for s in device.optimizer.state.values()]
@@ -101,14 +101,15 @@ def test_device_step_takes_the_same_optimiser_steps_as_the_loop_on_cpu(name):
 @pytest.mark.parametrize("name", ["mlp", "mlp_target_kl", "cnn", "gaussian_bf16"])
 def test_cuda_graph_step_takes_the_same_optimiser_steps_as_the_loop(name):
     """On CUDA the device step is a captured graph: same steps as the loop on the same GPU, within float32 rounding
-    of a few updates (cuDNN picks its own algorithms)."""
+    of a few updates, its statistics too (cuDNN and cuBLAS pick their own algorithms under capture: a CNN's value loss
+    2.2e-4 apart on an H200, a bf16 policy loss 0.7 %)."""
     worker, loop, device = _twin_learners(name, ["learner.device=cuda", "learner.num_gpus_per_learner=1"])
     samples = []
     for _ in range(3):
         worker.set_weights(loop.get_weights())
         samples.append(worker.sample())
     tolerance = 2e-2 if name == "gaussian_bf16" else 1e-3
-    _assert_same_steps(loop, device, samples, rtol=tolerance, atol=tolerance)
+    _assert_same_steps(loop, device, samples, rtol=tolerance, atol=tolerance, metrics_rel=tolerance)
     assert device.device_step.graph is not None
 
 

@@ -58,7 +58,6 @@ class DeviceStep:
         self.totals: dict[str, torch.Tensor] = {}
         self.static: dict[str, torch.Tensor] | None = None
         self.graph: torch.cuda.CUDAGraph | None = None
-        optimizer.found_inf = self.found_inf  # read by the fused kernel at every step (and captured)
 
     def _body(self) -> None:
         """One minibatch step on ``self.static``; every decision on the device."""
@@ -90,6 +89,12 @@ class DeviceStep:
         passed = active & (parts["approx_kl"].detach() > plan.target_kl)
         self.stopped.copy_(torch.where(passed, 1.0, self.stopped))
 
+    def _own_found_inf(self) -> None:
+        """Adam skips a step by this step's ``found_inf`` (the mask of a warm-up or a timing, the non-finite guard):
+        the optimiser is shared with the loop, which removes its own, and with the trial's other ways, which set theirs
+        (a capture made while another way's was set stepped Adam in its masked warm-up: seen on CUDA)."""
+        self.optimizer.found_inf = self.found_inf
+
     def _reset(self) -> None:
         for tensor in (self.stopped, self.count, self.skipped, *self.totals.values()):
             tensor.zero_()
@@ -100,6 +105,7 @@ class DeviceStep:
         self.graph = None
         if not self.capture:
             return
+        self._own_found_inf()  # the graph keeps the address Adam reads it from
         self.stopped.fill_(1.0)  # warm-up and capture must not move the weights: every step masked
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
@@ -125,6 +131,7 @@ class DeviceStep:
                 self._build(tensors, size)
             return
         self.static = first_minibatch(samples, num_mb)
+        self._own_found_inf()
         self.stopped.fill_(1.0)
         self._body()  # a compiled loss compiles here
         self._reset()
@@ -133,6 +140,7 @@ class DeviceStep:
         """One minibatch step (the graph's replay on CUDA), timed with the optimiser's update masked."""
         if self.static is None:
             self.prepare(samples, num_mb)
+        self._own_found_inf()
         self.stopped.fill_(1.0)
         seconds = seconds_per_call(self.graph.replay if self.graph is not None else self._body, repeats, self.device)
         self._reset()
@@ -150,7 +158,7 @@ class DeviceStep:
     def run(self, samples, num_minibatches: int, generator: torch.Generator) -> dict:
         """The plan's epochs over ``samples`` (``TrainingSamples``) in ``num_minibatches`` equal minibatches."""
         epochs = self.plan.epochs
-        self.optimizer.found_inf = self.found_inf  # the loop, when it ran an update in between, removes its own
+        self._own_found_inf()
         grads = [p.grad for p in self.params if p.grad is not None]
         if grads and not self.capture:  # a loop run in between leaves its gradients: the first backward must not add to them
             torch._foreach_zero_(grads)
