@@ -48,13 +48,16 @@ def machine_info() -> dict:
             info[module] = __import__(module).__version__
         except Exception:
             info[module] = None
+    if os.environ.get("DISTRL_COMMIT"):  # a copy of the tree on another machine: its .git, if any, may be stale
+        info["commit"] = os.environ["DISTRL_COMMIT"]
+        return info
     try:
         git = {"capture_output": True, "text": True, "cwd": RESULTS.parent, "check": True}
         info["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], **git).stdout.strip()
         if subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], **git).stdout.strip():
             info["commit"] += "+changes"  # tracked files differ from that commit: the figures are not its alone
-    except Exception:  # a copy of the tree without its .git (copied to another machine) may name it
-        info["commit"] = os.environ.get("DISTRL_COMMIT")
+    except Exception:
+        info["commit"] = None
     return info
 
 
