@@ -7,6 +7,7 @@ import torch
 from distrl.config import load_config
 from distrl.envs import probe_spaces
 from distrl.learner import Learner
+from distrl.learner import learner as learner_module
 from distrl.learner.epochs import LoopEpochs
 from distrl.learner.step_rules import choose_kernels, choose_precision
 from distrl.rollout import RolloutWorker
@@ -108,6 +109,26 @@ def test_a_cnn_on_cpu_times_eager_and_inductor_and_keeps_one_that_matched():
     assert [r["way"] for r in step["trial"]] == ["loop, eager kernels, fp32", "loop, inductor kernels, fp32"]
     assert all(r["step_ms"] > 0 for r in step["trial"]) and "the fastest step that matched the loop" in step["step_reason"]
     assert "learner_step" not in learner.update(worker.sample())
+
+
+def test_competing_precisions_are_settled_on_eager_kernels_before_anything_compiles(monkeypatch):
+    """A CNN with kernels and precision both auto on a CPU with bf16 instructions (said to have them here, so that the
+    AMD boxes run it too): fp32 and bf16 timed on eager kernels first, and only the faster precision's inductor way
+    compiled; the other's is reported passed over, never prepared."""
+    monkeypatch.setattr(learner_module, "cpu_bf16", lambda: "AMX")
+    worker, learner = _worker_and_learner([item for item in CNN if item != "learner.amp=off"])
+    assert learner.describe()["precision"] == "fp32 or bf16"
+    step = learner.update(worker.sample())["learner_step"]
+    assert learner.step_check.ok, learner.step_check.reason
+    trial = {r["way"]: r for r in step["trial"]}
+    eager = {p: trial[f"loop, eager kernels, {p}"]["step_ms"] for p in ("fp32", "bf16")}
+    won = "bf16" if eager["bf16"] < 0.95 * eager["fp32"] else "fp32"
+    lost = {"fp32": "bf16", "bf16": "fp32"}[won]
+    compiled, skipped = trial[f"loop, inductor kernels, {won}"], trial[f"loop, inductor kernels, {lost}"]
+    assert compiled["prepare_s"] > 0 and compiled["step_ms"] > 0 and "passed_over" not in compiled
+    assert skipped["prepare_s"] is None and skipped["step_ms"] is None
+    assert skipped["passed_over"].startswith(f"not prepared: {won}'s eager step")
+    assert step["precision"] == won  # the faster precision's eager or inductor way, checked against the fp32 loop
 
 
 def test_a_compile_that_fails_leaves_the_eager_way(monkeypatch):

@@ -4,7 +4,10 @@ A learner may have more than one way to run an update's epochs (``step_rules.py`
 loop, eager kernels or inductor's, fp32 or bf16. ``TrialEpochs`` holds them as ``Way``s. On the first update:
 
 1. each way is prepared on the update's own shapes (inductor compiles, the device step captures its graph on
-   CUDA), leaving the weights as they were, and, where there are several, timed over a few of its steps;
+   CUDA), leaving the weights as they were, and, where there are several, timed over a few of its steps. Where
+   precisions compete, their eager ways are timed first and only the fastest precision's compiled ways are prepared
+   (an inductor compile is the trial's cost: on a 16-core Xeon with AMX the CNN's fp32 and bf16 compiles made a
+   77 s first update);
 2. the fastest (the first way, eager fp32, unless another is ``MARGIN`` faster: timing noise) is run on the update
    and checked against the plain fp32 loop on the same minibatches (``step_check.py``); one that fails, or raised,
    gives its place to the next fastest;
@@ -48,6 +51,7 @@ class Way:
     step_s: float | None = None  # the fastest timed step
     prepare_s: float | None = None  # compiling, capturing
     problem: str | None = None  # why it was not kept, once tried
+    passed_over: str | None = None  # why it was not prepared: its precision lost on the eager kernels
 
     @property
     def name(self) -> str:
@@ -56,7 +60,8 @@ class Way:
 
     def report(self) -> dict:
         return {"way": self.name, "step_ms": None if self.step_s is None else round(self.step_s * 1e3, 3),
-                "prepare_s": None if self.prepare_s is None else round(self.prepare_s, 2), "problem": self.problem}  # fmt: skip
+                "prepare_s": None if self.prepare_s is None else round(self.prepare_s, 2), "problem": self.problem,
+                **({"passed_over": self.passed_over} if self.passed_over else {})}  # fmt: skip
 
 
 class TrialEpochs:
@@ -85,7 +90,8 @@ class TrialEpochs:
             precision = " or ".join(dict.fromkeys(w.precision for w in self.ways))
         else:
             kernels, precision = self.way.kernels, self.way.precision
-        tried = [w.report() for w in self.ways if w.step_s is not None or w.problem or w.prepare_s is not None]
+        tried = [w.report() for w in self.ways if w.step_s is not None or w.problem or w.prepare_s is not None
+                 or w.passed_over]  # fmt: skip
         return {"kernels": kernels, "precision": precision, "trial": tried or None}
 
     def run(self, samples: TrainingSamples, num_mb: int, generator: torch.Generator) -> dict:
@@ -110,7 +116,7 @@ class TrialEpochs:
         for way in self.ways:  # a graph captured above holds Adam state the restore may have replaced
             if isinstance(way.runner, DeviceStep):
                 way.runner.release()
-        ready = [w for w in self.ways if w.problem is None]
+        ready = [w for w in self.ways if w.problem is None and w.passed_over is None]
         first = self.ways[0]
         ready.sort(key=lambda w: (w.step_s or 0.0) * (1.0 if w is first else 1.0 / MARGIN))
         loop = (self.reference.run(samples, num_mb, generator), UpdateState.capture(model, optimizer, generator))
@@ -151,7 +157,31 @@ class TrialEpochs:
         return loop[0]
 
     def _prepare_and_time(self, samples: TrainingSamples, num_mb: int) -> None:
-        for way in self.ways:
+        eager = [w for w in self.ways if w.kernels == "eager"]
+        precisions = list(dict.fromkeys(w.precision for w in eager))
+        if len(precisions) < 2 or len(eager) == len(self.ways):  # nothing compiled to spare
+            self._prepare(self.ways, samples, num_mb)
+            self._time(self.ways, samples, num_mb)
+            return
+        # The precision first, on eager kernels (no compile), then its compiled ways beside its eager one
+        self._prepare(eager, samples, num_mb)
+        self._time(eager, samples, num_mb)
+        timed = {w.precision: w for w in eager if w.step_s is not None}
+        if len(timed) > 1:  # (a precision whose eager way failed to prepare keeps its compiled ways in the running)
+            first = eager[0]
+            best = min(timed.values(), key=lambda w: w.step_s * (1.0 if w is first else 1.0 / MARGIN))
+            for way in self.ways:
+                if way.kernels != "eager" and way.precision != best.precision and way.precision in timed:
+                    way.passed_over = (f"not prepared: {best.precision}'s eager step ({best.step_s * 1e3:.3g} ms) beat "
+                                       f"{way.precision}'s ({timed[way.precision].step_s * 1e3:.3g} ms)")  # fmt: skip
+        else:
+            best = eager[0]
+        rest = [w for w in self.ways if w.kernels != "eager" and w.passed_over is None]
+        self._prepare(rest, samples, num_mb)
+        self._time([best, *rest], samples, num_mb)
+
+    def _prepare(self, ways: list[Way], samples: TrainingSamples, num_mb: int) -> None:
+        for way in ways:
             started = time.perf_counter()
             try:
                 way.runner.prepare(samples, num_mb)
@@ -160,7 +190,9 @@ class TrialEpochs:
                 way.problem = f"preparing it raised {describe_error(exc)}"
                 if self.strict:
                     raise StepCheckFailed(f"the {way.name}: {way.problem} (learner.step_strict=true)") from exc
-        ready = [w for w in self.ways if w.problem is None]
+
+    def _time(self, ways: list[Way], samples: TrainingSamples, num_mb: int) -> None:
+        ready = [w for w in ways if w.problem is None]
         if len(ready) < 2:
             return
         # Interleaved, the fastest of each kept: the machine's speed drifts (workers sampling on the learner's cores),
