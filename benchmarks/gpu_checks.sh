@@ -15,7 +15,7 @@
 set -u
 OUTDIR=${1:-benchmarks/results/gpu}
 WORKERS=${GPU_WORKERS:-14}
-STAGES=${STAGES:-"1 2 3 4"}
+STAGES=${STAGES-"1 2 3 4"}  # unset: every stage; empty: none (the machine lines only)
 mkdir -p "$OUTDIR"
 exec > >(tee -a "$OUTDIR/log") 2>&1
 export PYTHONUNBUFFERED=1 RAY_USAGE_STATS_ENABLED=0

@@ -1,6 +1,7 @@
 """Every benchmark script runs in its --quick mode and writes its results files, so none can rot."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -28,7 +29,6 @@ def test_help(name):
 @pytest.mark.parametrize("name", ["inference", "sampling", "learner", "compile_check", "soak", "learner_step",
                                   pytest.param("ppo", marks=pytest.mark.slow),
                                   pytest.param("league", marks=pytest.mark.slow),
-                                  pytest.param("scale_machine", marks=pytest.mark.slow),
                                   pytest.param("straggler", marks=pytest.mark.slow),
                                   pytest.param("mujoco_scores", marks=pytest.mark.slow),
                                   pytest.param("many_workers", marks=pytest.mark.slow),
@@ -109,6 +109,16 @@ def test_scale_machine_quick_measures_distrl_beside_the_env_alone_ceiling(tmp_pa
     for row in payload["rows"]:
         assert 0 < row["sps"] < row["env_alone_sps"] and row["learn_s"] > 0 and row["sample_s"] > 0
     assert (tmp_path / "scale_machine_cartpole_quick.png").stat().st_size > 0
+    assert (tmp_path / "scale_machine_cartpole_quick.md").read_text().startswith("Machine: ")
+
+
+def test_gpu_checks_script_says_what_machine_it_is_on_and_that_distrl_imports(tmp_path):
+    """benchmarks/gpu_checks.sh with no stage asked: its machine lines and import check, its log written."""
+    result = subprocess.run(["bash", "benchmarks/gpu_checks.sh", str(tmp_path)], capture_output=True, text=True, cwd=ROOT,
+                            env={**os.environ, "STAGES": ""}, timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:]
+    log = (tmp_path / "log").read_text()
+    assert "=== machine" in log and "ray 2." in log and "=== done" in log and "=== stage" not in log
 
 
 @pytest.mark.slow
