@@ -17,8 +17,8 @@ batches again, since what it sampled meanwhile would act with weights one more v
 trained on (measured: counting only the queue let a second update's batches pile up behind it, a lag of ~2
 versions where ~1 is the floor). While the learner waits for batches, as many more may be sampling as it still
 needs (more would finish during its update, a version old: measured, a lag of 0.87 where 0.5 was asked for). A sample
-running past twice the median of the last ones' times and past half a second (a slow worker's) does not count, so a gather never waits on
-a slow worker while a fast one is parked.
+running past twice the median of the last ones' times and past half a second (a slow worker's) does not count, so a
+gather never waits on a slow worker while a fast one is parked.
 ``gather`` hands the learner the next ``count`` batches from the queue, oldest first, dropping those whose
 every step acted with weights older than the update can use (``rollout.max_policy_lag``; counted as stale, never
 trained on). A batch that got newer weights on the way (a slow worker's long rollout) goes to the learner, which
