@@ -117,8 +117,7 @@ class TrialEpochs:
             if isinstance(way.runner, DeviceStep):
                 way.runner.release()
         ready = [w for w in self.ways if w.problem is None and w.passed_over is None]
-        first = self.ways[0]
-        ready.sort(key=lambda w: (w.step_s or 0.0) * (1.0 if w is first else 1.0 / MARGIN))
+        ready.sort(key=self._ranked_time)
         loop = (self.reference.run(samples, num_mb, generator), UpdateState.capture(model, optimizer, generator))
         nudged: dict[str, tuple] = {}  # by precision: the loop from one ulp away, and where it started
         for way in ready:
@@ -158,8 +157,7 @@ class TrialEpochs:
 
     def _prepare_and_time(self, samples: TrainingSamples, num_mb: int) -> None:
         eager = [w for w in self.ways if w.kernels == "eager"]
-        precisions = list(dict.fromkeys(w.precision for w in eager))
-        if len(precisions) < 2 or len(eager) == len(self.ways):  # nothing compiled to spare
+        if len({w.precision for w in eager}) < 2 or len(eager) == len(self.ways):  # nothing compiled to spare
             self._prepare(self.ways, samples, num_mb)
             self._time(self.ways, samples, num_mb)
             return
@@ -168,8 +166,7 @@ class TrialEpochs:
         self._time(eager, samples, num_mb)
         timed = {w.precision: w for w in eager if w.step_s is not None}
         if len(timed) > 1:  # (a precision whose eager way failed to prepare keeps its compiled ways in the running)
-            first = eager[0]
-            best = min(timed.values(), key=lambda w: w.step_s * (1.0 if w is first else 1.0 / MARGIN))
+            best = min(timed.values(), key=self._ranked_time)
             for way in self.ways:
                 if way.kernels != "eager" and way.precision != best.precision and way.precision in timed:
                     way.passed_over = (f"not prepared: {best.precision}'s eager step ({best.step_s * 1e3:.3g} ms) beat "
@@ -179,6 +176,10 @@ class TrialEpochs:
         rest = [w for w in self.ways if w.kernels != "eager" and w.passed_over is None]
         self._prepare(rest, samples, num_mb)
         self._time([best, *rest], samples, num_mb)
+
+    def _ranked_time(self, way: Way) -> float:
+        """A way's step time as the trial ranks it: any but the first (eager fp32) must be ``MARGIN`` faster to pass."""
+        return (way.step_s or 0.0) * (1.0 if way is self.ways[0] else 1.0 / MARGIN)
 
     def _prepare(self, ways: list[Way], samples: TrainingSamples, num_mb: int) -> None:
         for way in ways:
