@@ -6,21 +6,23 @@
 #   3. the CPU learner on that machine's CPU (it has AMX bf16): the CNN update in fp32, channels-last and bf16, and
 #      learner.amp/compile auto, which times those ways on its first update and says which it kept;
 #   4. Breakout at GPU_WORKERS rollout workers (14) with the GPU learner, async, its envs in one group and in two
-#      (benchmarks/env_groups.py: a worker's sampling rate against the env alone).
+#      (benchmarks/env_groups.py: a worker's sampling rate against the env alone);
+#   5. the same workers and learner beside as many processes stepping the env alone (benchmarks/scale_machine.py);
+#   6. a worker policy's forward in each precision and layout on that CPU (benchmarks/inference_forms.py).
 # Each stage has its own time limit, so one that hangs leaves the others their time. Results go to OUTDIR (argument 1,
 # default benchmarks/results/gpu), with everything printed in OUTDIR/log.
 #
 #     bash benchmarks/gpu_checks.sh /tmp/gpu_results
 #     GPU_WORKERS=1 STAGES="3" bash benchmarks/gpu_checks.sh /tmp/try    # a try of one stage on a CPU box
+#     STAGES="6 5 3 2" GPU_TESTS="not through_ray" LEARNER_VARIANTS=auto bash benchmarks/gpu_checks.sh /tmp/r  # a subset
 set -u
 OUTDIR=${1:-benchmarks/results/gpu}
 WORKERS=${GPU_WORKERS:-14}
-STAGES=${STAGES-"1 2 3 4"}  # unset: every stage; empty: none (the machine lines only)
+STAGES=${STAGES-"1 2 3 4 5 6"}  # in this order; unset: every stage; empty: none (the machine lines only)
 mkdir -p "$OUTDIR"
 exec > >(tee -a "$OUTDIR/log") 2>&1
 export PYTHONUNBUFFERED=1 RAY_USAGE_STATS_ENABLED=0
 stage() { echo; echo "=== stage $1: $2 ($(date -u +%T), limit $3 s)"; }
-wants() { [[ " $STAGES " == *" $1 "* ]]; }
 
 echo "=== machine"
 nvidia-smi -L 2>/dev/null || echo "no nvidia-smi"
@@ -29,27 +31,44 @@ python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.i
 'AMX', torch.cpu._is_amx_tile_supported(), 'AVX512-BF16', torch.cpu._is_avx512_bf16_supported())"
 python3 -c "import ray, gymnasium, ale_py, pydantic, onnxruntime, distrl.cli; print('ray', ray.__version__)" || exit 1
 
-if wants 1; then
+stage_1() {
     stage 1 "the learner's minibatch step (learner_step.py)" 150
     timeout 150 python3 benchmarks/learner_step.py --models mlp cnn --repeats 3 --results-dir "$OUTDIR"
     echo "stage 1 exit $?"
-fi
-if wants 2; then
-    stage 2 "the CUDA tests (pytest -m gpu)" 200
-    timeout 200 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py tests/test_learner.py tests/test_compile.py
+}
+stage_2() {
+    stage 2 "the CUDA tests (pytest -m gpu${GPU_TESTS:+ -k $GPU_TESTS})" 200
+    timeout 200 python3 -m pytest -q -p no:cacheprovider -m gpu ${GPU_TESTS:+-k "$GPU_TESTS"} tests/test_gpu.py \
+        tests/test_learner.py tests/test_compile.py
     echo "stage 2 exit $?"
-fi
-if wants 3; then
+}
+stage_3() {
     stage 3 "the CNN learner on this machine's CPU (learner.py, 4 threads)" 130
+    # LEARNER_VARIANTS: learner.py's variant names, separated by "|"
+    IFS='|' read -ra variants <<< "${LEARNER_VARIANTS:-eager|auto|eager channels_last|eager bf16 channels_last}"
     CUDA_VISIBLE_DEVICES="" timeout 130 python3 benchmarks/learner.py --models cnn --threads 4 --updates 3 \
-        --variants eager auto "eager channels_last" "eager bf16 channels_last" --results-dir "$OUTDIR"
+        --variants "${variants[@]}" --results-dir "$OUTDIR"
     echo "stage 3 exit $?"
-fi
-if wants 4; then
+}
+stage_4() {
     stage 4 "Breakout, $WORKERS workers, GPU learner, async, env groups 1 and 2 (env_groups.py)" 220
-    gpu=$(python3 -c "import torch; print(int(torch.cuda.is_available()))")
     timeout 220 python3 benchmarks/env_groups.py --pipelines async --iterations 6 --env-seconds 3 \
-        --set rollout.num_workers="$WORKERS" --set learner.num_gpus_per_learner="$gpu" --results-dir "$OUTDIR"
+        --set rollout.num_workers="$WORKERS" --set learner.num_gpus_per_learner="$(gpus)" --results-dir "$OUTDIR"
     echo "stage 4 exit $?"
-fi
+}
+stage_5() {
+    stage 5 "Breakout, $WORKERS workers, GPU learner, async, beside the env alone (scale_machine.py)" 190
+    timeout 190 python3 benchmarks/scale_machine.py --config configs/breakout.yaml --workers "$WORKERS" --iterations 10 \
+        --env-seconds 10 --set learner.num_gpus_per_learner="$(gpus)" --set rollout.pipeline=async --results-dir "$OUTDIR"
+    echo "stage 5 exit $?"
+}
+stage_6() {
+    stage 6 "a worker policy's forward in each precision and layout, one thread (inference_forms.py)" 110
+    CUDA_VISIBLE_DEVICES="" timeout 110 python3 benchmarks/inference_forms.py --models cnn --batch-sizes 8 32 \
+        --results-dir "$OUTDIR"
+    echo "stage 6 exit $?"
+}
+gpus() { python3 -c "import torch; print(int(torch.cuda.is_available()))"; }
+
+for n in $STAGES; do "stage_$n"; done
 echo "=== done $(date -u +%T)"

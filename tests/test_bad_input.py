@@ -21,6 +21,7 @@ import pytest
 import torch
 
 from distrl.common.checkpoint import save_checkpoint
+from distrl.common.hardware import cpu_bf16
 from distrl.compile import available_backends
 from distrl.config import load_config
 from distrl.driver.run_state import RunState
@@ -79,6 +80,10 @@ CASES = {
     "rollout.compile strict": Case(f"{TRAIN} --set rollout.compile.backend=ipex --set rollout.compile.strict=true", 2, ("rollout.compile.backend=ipex: unavailable here", "forbids falling back")),
     "rollout.compile.options ipex": Case(f"{TRAIN} --set rollout.compile.backend=ipex --set 'rollout.compile.options={{{{x: 1}}}}'", 2, ("the ipex backend takes no options",)),
     "rollout.compile.options with a mode": Case(f"{TRAIN} --set rollout.compile.backend=inductor --set rollout.compile.mode=max-autotune --set 'rollout.compile.options={{{{freezing: true}}}}'", 2, ("inductor takes options or a mode, not both",)),
+    "rollout.compile.precision": Case(f"{TRAIN} --set rollout.compile.precision=fp16", 2, ("rollout.compile.precision='fp16'", "'auto', 'fp32' or 'bf16'")),
+    "rollout.compile.precision onnxrt": Case(f"{TRAIN} --set rollout.compile.precision=bf16", 2, ("rollout.compile.precision=bf16: the onnxrt backend runs fp32 only", "eager, inductor, ipex, auto")),
+    "rollout.compile.precision no bf16 CPU": Case(f"{TRAIN} --set rollout.compile.backend=eager --set rollout.compile.precision=bf16", 2, ("rollout.compile.precision=bf16: this CPU has no bf16 instructions", "allowed here: auto, fp32"), absent=("{tmp}/new",)),
+    "rollout.compile.memory_format onnxrt": Case(f"{TRAIN} --set rollout.compile.memory_format=channels_last", 2, ("rollout.compile.memory_format=channels_last: the onnxrt backend lays out its own kernels",)),
     "rollout.compile auto strict": Case(f"{TRAIN} --set rollout.compile.backend=auto --set rollout.compile.strict=true", 2, ("rollout.compile.strict=true: auto keeps the fastest",)),
     "learner.amp": Case(f"{TRAIN} --set learner.amp=fp8", 2, ("learner.amp='fp8'", "'off', 'bf16' or 'fp16'")),
     "learner.compile.mode": Case(f"{TRAIN} --set learner.compile.mode=fast", 2, ("learner.compile.mode='fast'",)),
@@ -181,6 +186,8 @@ def test_bad_input(name, files, tmp_path):
     case = CASES[name]
     if name == "rollout.compile strict" and IPEX["available"]:
         pytest.skip("ipex is available in this environment")
+    if name == "rollout.compile.precision no bf16 CPU" and cpu_bf16():
+        pytest.skip(f"this CPU has {cpu_bf16()}")
     values = {**files, "tmp": str(tmp_path)}
     argv = [part.format(**values) for part in shlex.split(case.argv)]
     untouched = {Path(p.format(**values)): digest(Path(p.format(**values))) for p in case.untouched}

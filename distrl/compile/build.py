@@ -15,7 +15,9 @@ from torch import nn
 
 from distrl.common.errors import describe_error
 from distrl.compile.backends import BACKENDS, load_backend
-from distrl.compile.check import Float64Reference, check_against_eager
+from distrl.compile.backends.base import Form
+from distrl.compile.check import Float64Reference
+from distrl.compile.forms import build_candidate, forms_for, keep_fastest, prepare_forms
 from distrl.compile.policy import EagerPolicy, InferencePolicy, load_state_dict_numpy
 
 log = logging.getLogger("distrl.compile")
@@ -30,7 +32,9 @@ class BackendReport:
     requested: str
     backend: str  # in use, after any fallback or choice
     reason: str = ""  # why the requested one is not in use (or, for auto, why others were passed over)
-    timings_us: dict[str, float] = field(default_factory=dict)  # auto: each candidate's time per call
+    timings_us: dict[str, float] = field(default_factory=dict)  # auto, or forms timed: each one's time per call
+    form: Form = field(default_factory=Form)  # the precision and layout in use (forms.py)
+    form_reason: str = ""  # why that form
 
 
 def available_backends() -> list[dict]:
@@ -42,9 +46,13 @@ def available_backends() -> list[dict]:
     return rows
 
 
-def prepare_artifacts(module: nn.Module, backend: str, example: tuple[np.ndarray, ...], mode: str = "default") -> dict:
-    """Export or compile once (on the driver) what every worker can reuse through the object store."""
-    return load_backend(backend).prepare(module, example, mode)
+def prepare_artifacts(module: nn.Module, backend: str, example: tuple[np.ndarray, ...], mode: str = "default",
+                      precision: str = "fp32", memory_format: str = "contiguous") -> dict:  # fmt: skip
+    """Export or compile once (on the driver) what every worker can reuse through the object store, in each form the
+    workers will build (``forms.py``)."""
+    if BACKENDS[backend].chooses:
+        return load_backend(backend).prepare(module, example, mode, precision=precision, memory_format=memory_format)
+    return prepare_forms(backend, forms_for(precision, memory_format, backend, module)[0], module, example, mode)
 
 
 def build_inference_policy(
@@ -55,25 +63,39 @@ def build_inference_policy(
     options: dict | None = None,
     strict: bool = False,
     artifacts: dict | None = None,
+    precision: str = "fp32",
+    memory_format: str = "contiguous",
 ) -> tuple[InferencePolicy, BackendReport]:
-    """The policy for ``backend``, checked against eager on ``example``; eager when it fails (unless ``strict``)."""
+    """The policy for ``backend``, checked against eager on ``example``; eager when it fails (unless ``strict``).
+
+    ``precision`` and ``memory_format``: ``rollout.compile``'s (``forms.py``); where they leave two forms to try
+    (``auto`` precision on a CPU with bf16), both are built and checked and the faster kept."""
     if mode != "default" and not BACKENDS[backend].takes_mode:
         log.warning("rollout.compile.mode=%s is ignored by the %s backend", mode, backend)
-    try:
-        built = load_backend(backend).build(module, example, mode, dict(options or {}), dict(artifacts or {}))
-        policy = built.policy
-        # A chooser (auto) ran this same check on this example for each candidate before keeping one.
-        checked = policy.backend == "eager" or BACKENDS[backend].chooses
-        problem = None if checked else check_against_eager(policy, module, example)
-    except Exception as exc:  # a backend failing to compile must not stop the run unless strict
-        problem = describe_error(exc)
-    if problem is None:
-        return policy, BackendReport(backend, policy.backend, built.notes, built.timings_us)
+    options, artifacts = dict(options or {}), dict(artifacts or {})
+    forms, form_reason = forms_for(precision, memory_format, backend, module)
+    if BACKENDS[backend].chooses:  # auto checks and times every candidate itself
+        try:
+            built = load_backend(backend).build(module, example, mode, options, artifacts, precision=precision,
+                                                memory_format=memory_format)  # fmt: skip
+        except Exception as exc:  # auto keeps eager when nothing else builds; this is its own failure
+            built, problem = None, describe_error(exc)
+        else:
+            return built.policy, BackendReport(backend, built.policy.backend, built.notes, built.timings_us, built.form,
+                                               form_reason)  # fmt: skip
+    else:
+        candidates = [build_candidate(backend, form, module, example, mode, options, artifacts) for form in forms]
+        best = keep_fastest(candidates, example)
+        problem = best.problem
+        if problem is None:
+            notes = "; ".join(f"{c.label}: {c.problem}" for c in candidates if c.problem)
+            timings = {c.label: c.us for c in candidates if c.us is not None}
+            return best.policy, BackendReport(backend, best.policy.backend, notes, timings, best.form, form_reason)
     message = f"rollout.compile.backend={backend}: {problem}"
     if strict:
         raise CompileError(message)
     log.warning("%s; falling back to eager", message)
-    return EagerPolicy(module), BackendReport(backend, "eager", problem)
+    return EagerPolicy(module), BackendReport(backend, "eager", problem, form_reason=form_reason)
 
 
 class CheckedPolicy:
@@ -81,10 +103,12 @@ class CheckedPolicy:
     eager on the inputs it is about to act on; a mismatch replaces it with eager (``strict``: raises)."""
 
     def __init__(self, module: nn.Module, backend: str, example: tuple[np.ndarray, ...], mode: str = "default",
-                 options: dict | None = None, strict: bool = False, artifacts: dict | None = None):  # fmt: skip
+                 options: dict | None = None, strict: bool = False, artifacts: dict | None = None,
+                 precision: str = "fp32", memory_format: str = "contiguous"):  # fmt: skip
         self.module = module
         self.strict = strict
-        self.policy, self.report = build_inference_policy(module, backend, example, mode, options, strict, artifacts)
+        self.policy, self.report = build_inference_policy(module, backend, example, mode, options, strict, artifacts,
+                                                          precision, memory_format)  # fmt: skip
         self.sync_checks = 0
         self._reference: Float64Reference | None = None  # built at the first check
 
@@ -103,11 +127,11 @@ class CheckedPolicy:
 
     def verify(self, inputs: tuple[np.ndarray, ...], when: str) -> None:
         """Check the policy against eager on ``inputs``; on a mismatch stop using it."""
-        if self.policy.backend == "eager":
+        if self.policy.backend == "eager" and self.report.form == Form():  # eager itself
             return
         if self._reference is None:
             self._reference = Float64Reference(self.module)
-        problem = self._reference.mismatch(self.policy(*inputs), *inputs)
+        problem = self._reference.mismatch(self.policy(*inputs), *inputs, precision=self.report.form.precision)
         self.sync_checks += 1
         if problem is None:
             return
@@ -116,4 +140,4 @@ class CheckedPolicy:
             raise CompileError(message)
         log.warning("%s; falling back to eager", message)
         self.policy = EagerPolicy(self.module)
-        self.report.backend, self.report.reason = "eager", message
+        self.report.backend, self.report.reason, self.report.form = "eager", message, Form()

@@ -40,6 +40,10 @@ ERROR_MULTIPLE = 16.0
 # Mary 2019, probabilistic error bounds: ~sqrt(n) u), so FLOOR_ULPS x sqrt(total reduction
 # length) float32 ulps of the output's magnitude.
 FLOOR_ULPS = 4.0
+# A bf16 policy (``forms.py``) rounds every weight and activation to bf16: it may differ from eager float32 by this many
+# times what one bf16 ulp on every weight and float input moves eager's outputs (a full ulp with random signs; bf16's
+# own rounding is at most half of one), as a bf16 learner update is judged (``distrl/learner/step_check.py``).
+BF16_MULTIPLE = 4.0
 
 
 def reduction_length(module: nn.Module) -> int:
@@ -71,7 +75,7 @@ class OutputCheck:
 
 
 def check_output(index: int, got: np.ndarray, eager: np.ndarray, reference: np.ndarray, reductions: int = 1,
-                 rounding: float | None = None) -> OutputCheck:  # fmt: skip
+                 rounding: float | None = None, multiple: float = ERROR_MULTIPLE) -> OutputCheck:  # fmt: skip
     """Measure one output (same shapes; ``reference`` finite); ``reductions``: see ``reduction_length``.
 
     ``rounding``: eager's own error where no float64 reference exists (``reference`` is then eager itself)."""
@@ -84,7 +88,7 @@ def check_output(index: int, got: np.ndarray, eager: np.ndarray, reference: np.n
         difference=float(np.max(np.abs(got64 - eager64), initial=0.0)),
         error=float(np.max(np.abs(got64 - reference), initial=0.0)),
         eager_error=eager_error,
-        tolerance=ERROR_MULTIPLE * eager_error + FLOOR_ULPS * math.sqrt(reductions) * EPS32 * scale,
+        tolerance=multiple * eager_error + FLOOR_ULPS * math.sqrt(reductions) * EPS32 * scale,
     )
 
 
@@ -94,6 +98,7 @@ def output_mismatch(
     reference: tuple[np.ndarray, ...],
     reductions: int = 1,
     rounding: list[float] | None = None,
+    multiple: float = ERROR_MULTIPLE,
 ) -> str | None:
     """None when every output of ``got`` is as close to ``reference`` (float64) as eager float32 allows.
 
@@ -103,7 +108,8 @@ def output_mismatch(
         reference: the same module's outputs computed in float64.
         reductions: the module's ``reduction_length`` (``Float64Reference.reductions``).
         rounding: per output, eager's own error measured by perturbation, where no float64 reference
-            exists (``reference`` is then ``eager``).
+            exists or the policy is bf16 (``reference`` is then ``eager``).
+        multiple: how many times eager's error (or rounding) ``got``'s may be (``BF16_MULTIPLE`` for bf16).
 
     Returns:
         None, or one line naming the first output that is off, by how much and what was allowed.
@@ -117,11 +123,11 @@ def output_mismatch(
             if not np.array_equal(a, b, equal_nan=True):
                 return f"output {i} differs from eager where eager is not finite"
             continue
-        check = check_output(i, a, b, ref, reductions, None if rounding is None else rounding[i])
+        check = check_output(i, a, b, ref, reductions, None if rounding is None else rounding[i], multiple)
         if not check.ok:
             return (
                 f"output {i} differs from eager by up to {check.difference:.3g} (allowed {check.tolerance:.3g}: "
-                f"{ERROR_MULTIPLE:g}x eager float32's own error {check.eager_error:.3g} "
+                f"{multiple:g}x eager float32's own error {check.eager_error:.3g} "
                 f"{'vs float64' if rounding is None else 'under one-ulp perturbations'})"
             )
     return None
@@ -205,8 +211,10 @@ class Float64Reference:
             raise ReferenceUnavailable(f"the float64 copy returned {', '.join(narrow)}: it does not compute in float64")
         return tuple(o.numpy() for o in outputs)
 
-    def perturbed_rounding(self, inputs: tuple[np.ndarray, ...], eager: tuple[np.ndarray, ...]) -> list[float]:
-        """Per output, the largest change eager float32 shows when every weight and float input moves by one ulp."""
+    def perturbed_rounding(self, inputs: tuple[np.ndarray, ...], eager: tuple[np.ndarray, ...],
+                           unit: str = "fp32") -> list[float]:  # fmt: skip
+        """Per output, the largest change eager float32 shows when every weight and float input moves by one ulp
+        (of float32, or of bf16 with ``unit="bf16"``)."""
         if self._perturbed is None:
             self._perturbed = copy.deepcopy(self.source).eval()
         rounding = [0.0] * len(eager)
@@ -215,8 +223,8 @@ class Float64Reference:
             with torch.no_grad():
                 twin_state = self._perturbed.state_dict()
                 for name, value in self.source.state_dict().items():
-                    twin_state[name].copy_(_one_ulp(value, generator) if value.is_floating_point() else value)
-            moved = tuple(_one_ulp(torch.from_numpy(np.ascontiguousarray(x)), generator).numpy()
+                    twin_state[name].copy_(_one_ulp(value, generator, unit) if value.is_floating_point() else value)
+            moved = tuple(_one_ulp(torch.from_numpy(np.ascontiguousarray(x)), generator, unit).numpy()
                           if np.issubdtype(np.asarray(x).dtype, np.floating) else x for x in inputs)  # fmt: skip
             outputs = EagerPolicy(self._perturbed)(*moved)
             for i, (a, b) in enumerate(zip(outputs, eager)):
@@ -224,10 +232,14 @@ class Float64Reference:
                 rounding[i] = max(rounding[i], float(np.max(np.where(np.isfinite(diff), diff, 0.0), initial=0.0)))
         return rounding
 
-    def mismatch(self, got: tuple[np.ndarray, ...], *inputs: np.ndarray) -> str | None:
-        """``output_mismatch`` of ``got`` against the source module run eagerly on ``inputs``."""
+    def mismatch(self, got: tuple[np.ndarray, ...], *inputs: np.ndarray, precision: str = "fp32") -> str | None:
+        """``output_mismatch`` of ``got`` against the source module run eagerly on ``inputs``; a bf16 ``got`` within
+        ``BF16_MULTIPLE`` times what one bf16 ulp moves eager."""
         got = tuple(np.asarray(o) for o in got)
         eager = EagerPolicy(self.source)(*inputs)
+        if precision == "bf16":
+            rounding = self.perturbed_rounding(inputs, eager, unit="bf16")
+            return output_mismatch(got, eager, eager, self.reductions, rounding=rounding, multiple=BF16_MULTIPLE)
         if self.kind == "float64":
             try:
                 return output_mismatch(got, eager, self(*inputs), self.reductions)
@@ -246,9 +258,14 @@ class Float64Reference:
         return eager, eager, self.perturbed_rounding(inputs, eager)
 
 
-def _one_ulp(tensor: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """``tensor`` with every element moved one ulp up or down (random signs): a rounding-sized change."""
+def _one_ulp(tensor: torch.Tensor, generator: torch.Generator, unit: str = "fp32") -> torch.Tensor:
+    """``tensor`` with every element moved one ulp (its own dtype's, or bf16's with ``unit="bf16"``) up or down
+    (random signs): a rounding-sized change."""
     sign = torch.randint(0, 2, tensor.shape, generator=generator).bool()
+    if unit == "bf16":
+        _, exponent = torch.frexp(tensor)  # |x| = m * 2**e with m in [0.5, 1): bf16's 8-bit significand's ulp is 2**(e-8)
+        ulp = torch.pow(2.0, (exponent - 8).to(tensor.dtype)) * (tensor != 0)
+        return tensor + torch.where(sign, ulp, -ulp)
     inf = torch.tensor(float("inf"), dtype=tensor.dtype)
     return torch.nextafter(tensor, torch.where(sign, inf, -inf))
 
@@ -261,11 +278,12 @@ def checks_against_eager(got: tuple[np.ndarray, ...], module: nn.Module, inputs:
             for i, (a, b, r) in enumerate(zip(got, eager, expected))]  # fmt: skip
 
 
-def check_against_eager(policy, module: nn.Module, example: tuple[np.ndarray, ...]) -> str | None:
+def check_against_eager(policy, module: nn.Module, example: tuple[np.ndarray, ...], precision: str = "fp32") -> str | None:
     """Whether ``policy`` acts as eager ``module`` does on ``example``, now and after a weight change
-    (the weights are restored afterwards); ``None`` when it does, else what differs."""
+    (the weights are restored afterwards); ``None`` when it does, else what differs. ``precision``: the policy's
+    (``forms.py``), which sets the tolerance."""
     reference = Float64Reference(module)
-    problem = reference.mismatch(policy(*example), *example)
+    problem = reference.mismatch(policy(*example), *example, precision=precision)
     if problem:
         return problem
     original = {k: v.detach().clone() for k, v in module.state_dict().items()}
@@ -276,7 +294,7 @@ def check_against_eager(policy, module: nn.Module, example: tuple[np.ndarray, ..
     try:
         eager.update_weights(perturbed)
         policy.update_weights(perturbed)
-        problem = reference.mismatch(policy(*example), *example)
+        problem = reference.mismatch(policy(*example), *example, precision=precision)
         if problem:
             return f"after a weight update: {problem}"
     finally:

@@ -6,6 +6,7 @@ Every backend builds an ``InferencePolicy``. ``EagerPolicy`` runs the torch modu
 
 from __future__ import annotations
 
+import time
 from typing import Protocol
 
 import numpy as np
@@ -75,3 +76,14 @@ class TorchCompiledPolicy:
 
     def update_weights(self, state_dict: dict) -> None:
         load_state_dict_numpy(self.module, state_dict)
+
+
+def time_policy(policy: InferencePolicy, example: tuple[np.ndarray, ...], seconds: float = 0.3) -> float:
+    """Mean microseconds per call, after a short warm-up."""
+    for _ in range(3):
+        policy(*example)
+    calls, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        policy(*example)
+        calls += 1
+    return (time.perf_counter() - start) / calls * 1e6

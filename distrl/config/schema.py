@@ -114,6 +114,17 @@ class RolloutCompileConfig(Section):
         default_factory=dict,
         description="backend options: " + "; ".join(f"{s.name}: {s.options}" for s in BACKENDS.values() if s.options),
     )
+    precision: Literal["auto", "fp32", "bf16"] = Field(
+        "auto", description="the policy's forward on backends that run torch kernels (eager, inductor, ipex): bf16 "
+        "under CPU autocast (oneDNN's AMX or AVX512-BF16 kernels), checked against eager fp32 within bf16's rounding; "
+        "auto: fp32 and bf16 both built, checked and timed on a CPU with bf16 instructions (the faster kept), fp32 "
+        "elsewhere. onnxrt runs fp32 (no bf16 kernel for these CPUs)",
+    )
+    memory_format: Literal["auto", "channels_last", "contiguous"] = Field(
+        "auto", description="layout of a convolutional policy on backends that run torch kernels: channels_last "
+        "(NHWC, oneDNN's own) or contiguous (NCHW); auto: channels_last where measured faster (inductor, ipex, eager "
+        "bf16; docs/compile.md), contiguous for eager fp32. onnxrt lays out its own kernels",
+    )
     strict: bool = Field(False, description="a compile failure or mismatch is an error instead of a fallback to eager")
     verify_every_sync: bool = Field(
         True, description="after each weight sync, check the compiled policy against eager on the last observations"
@@ -617,6 +628,13 @@ class Config(Section):
                 f"rollout.compile.options={rc.options}: {rc.backend} takes options or a mode, not both "
                 f"(rollout.compile.mode={rc.mode}); torch.compile refuses the pair"
             )
+        torch_backends = ", ".join(name for name, b in BACKENDS.items() if b.runs_torch or b.chooses)
+        if rc.precision == "bf16" and not (spec.runs_torch or spec.chooses):
+            problems.append(f"rollout.compile.precision=bf16: the {rc.backend} backend runs fp32 only; allowed with "
+                            f"rollout.compile.backend {torch_backends}")  # fmt: skip
+        if rc.memory_format == "channels_last" and not (spec.runs_torch or spec.chooses):
+            problems.append(f"rollout.compile.memory_format=channels_last: the {rc.backend} backend lays out its own "
+                            f"kernels; allowed with rollout.compile.backend {torch_backends}")  # fmt: skip
         if rc.strict and spec.chooses:
             problems.append(
                 f"rollout.compile.strict=true: {rc.backend} keeps the fastest backend that passes its checks, eager "

@@ -147,7 +147,7 @@ class Driver:
         example = memory.example(obs, None)
         torch.set_num_threads(1)
         try:
-            artifacts = prepare_artifacts(model, cfg.backend, example, cfg.mode)
+            artifacts = prepare_artifacts(model, cfg.backend, example, cfg.mode, cfg.precision, cfg.memory_format)
             if not artifacts:  # nothing this backend shares
                 return None
         except Exception as exc:  # workers will compile for themselves (and fall back if that fails too)

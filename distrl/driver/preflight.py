@@ -9,7 +9,7 @@ from distrl.envs import probe_run_spaces
 def check_before_ray(config: Config) -> tuple:
     """What can be found wrong without Ray, found now (``distrl train`` and every trial of ``distrl tune``): the
     env builds and has spaces distrl supports, the model fits them, a logging feature's package is installed, and
-    a strict compile backend is available. Returns the env's spaces."""
+    a strict compile backend is available, and a bf16 policy has the CPU's bf16 instructions. Returns the env's spaces."""
     import importlib.util
 
     from distrl.config import ConfigError
@@ -37,4 +37,10 @@ def check_before_ray(config: Config) -> tuple:
         if rc.backend in rows and not rows[rc.backend]["available"]:
             raise ConfigError([f"rollout.compile.backend={rc.backend}: unavailable here ({rows[rc.backend]['reason']}); "
                                "rollout.compile.strict=true forbids falling back to eager"])  # fmt: skip
+    if rc.precision == "bf16":
+        from distrl.common.hardware import cpu_bf16
+
+        if cpu_bf16() is None:
+            raise ConfigError(["rollout.compile.precision=bf16: this CPU has no bf16 instructions (AMX or AVX512-BF16), "
+                               "where bf16 runs emulated and slower than fp32; allowed here: auto, fp32"])  # fmt: skip
     return spaces

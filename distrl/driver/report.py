@@ -88,6 +88,9 @@ def print_start(say, config: Config, run_dir: str, joined: RayTarget, actors, re
     chosen = f", chosen by auto: {info['env_groups_reason']}" if info["env_groups_reason"] else ""
     say(f"           env groups: {groups}" + (f", stepped by {info['env_stepping']}" if info["env_groups"] > 1 else "")
         + chosen)
+    forms = sorted({i["form"] for i in actors.backend_infos})
+    if forms != ["fp32, contiguous"] or len(info["timings_us"]) > 1:
+        say(f"           policy form: {' + '.join(forms)} ({info['form_reason']})")
     for reason in sorted({i["reason"] for i in actors.backend_infos if i["reason"]}):
         say(f"           {reason}")
     say(

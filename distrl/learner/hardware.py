@@ -2,7 +2,7 @@
 
 ``learner.device: auto`` is CUDA only when the learner was given a GPU; ``learner.reserve_cores`` claims cores of its
 machine for the learner while it updates (``distrl/common/affinity.py``); ``learner.amp``'s fp16 needs a gradient scaler against
-underflow (bf16 and fp32 do not); ``cpu_bf16`` says whether bf16 can run on this CPU's own instructions.
+underflow (bf16 and fp32 do not).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import math
 import torch
 
 from distrl.common import affinity
+from distrl.common.hardware import has_convolutions
 from distrl.common.ray_actor import in_ray_actor
 from distrl.config.schema import Config
 from distrl.data.batch import Batch
@@ -75,22 +76,6 @@ def autocast(device_type: str, precision: str):
     """The forward's autocast context for ``precision`` ("fp32": none)."""
     dtype = AUTOCAST_DTYPES[precision]
     return contextlib.nullcontext() if dtype is None else torch.autocast(device_type, dtype=dtype)
-
-
-def cpu_bf16() -> str | None:
-    """This CPU's bf16 matrix instructions by name ("AMX", "AVX512-BF16"), or None: without them oneDNN emulates bf16
-    (a Nature-CNN update 10x slower than fp32 on an AVX2-only EPYC, ``benchmarks/results/learner_cnn_memory_format.md``)."""
-    probes = (("AMX", "_is_amx_tile_supported"), ("AVX512-BF16", "_is_avx512_bf16_supported"))
-    for name, probe in probes:
-        check = getattr(torch.cpu, probe, None)  # private, but what ATen's own dispatch reads
-        if check is not None and check():
-            return name
-    return None
-
-
-def has_convolutions(model: torch.nn.Module) -> bool:
-    """Whether ``model`` has a 2-D convolution: what the layout, kernel and precision rules ask of a model."""
-    return any(isinstance(m, torch.nn.Conv2d) for m in model.modules())
 
 
 def choose_memory_format(setting: str, model: torch.nn.Module, device: torch.device) -> tuple[torch.memory_format, str]:

@@ -28,7 +28,8 @@ from distrl.data.messages import SampleInfo, SampleReport, UpdateResult, Weights
 from distrl.learner import distributed
 from distrl.learner.epochs import LoopEpochs
 from distrl.common.wire import from_wire, to_wire
-from distrl.learner.hardware import LearnerHardware, choose_memory_format, cpu_bf16, has_convolutions, resolve_device
+from distrl.common.hardware import cpu_bf16, has_convolutions
+from distrl.learner.hardware import LearnerHardware, choose_memory_format, resolve_device
 from distrl.learner.state import LearnerCounters, Normalisers, learner_state, load_learner_state
 from distrl.learner.step import DeviceStep
 from distrl.learner.step_rules import choose_kernels, choose_precision, choose_step

@@ -64,7 +64,7 @@ def choose_kernels(config: Config, step: str, device_type: str, world_size: int,
 def choose_precision(config: Config, device_type: str, world_size: int, has_conv: bool,
                      cpu_bf16: str | None) -> tuple[list[str], str]:  # fmt: skip
     """The precisions to try (``PRECISIONS``) for ``learner.amp``; ``cpu_bf16``: the CPU's bf16 instructions by
-    name (``hardware.cpu_bf16``), None without."""
+    name (``distrl.common.hardware.cpu_bf16``), None without."""
     amp = config.learner.amp
     if amp != "auto":
         return [{"off": "fp32"}.get(amp, amp)], f"learner.amp={amp}"

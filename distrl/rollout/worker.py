@@ -111,7 +111,7 @@ class RolloutWorker:
         if isinstance(artifacts, str):  # large artifacts: the named coordinator hands out their object-store ref
             artifacts = _fetch_artifacts(artifacts)
         self.policy = CheckedPolicy(self.model, cfg.backend, self._policy_inputs(), cfg.mode, cfg.options, cfg.strict,
-                                    artifacts)  # fmt: skip
+                                    artifacts, cfg.precision, cfg.memory_format)  # fmt: skip
         self.startup_s = time.perf_counter() - start
         self.shared_artifacts = bool(artifacts)
         self.artifacts = artifacts
@@ -129,7 +129,8 @@ class RolloutWorker:
         """Another policy of this model on this worker's backend, checked like its own (a league opponent's)."""
         cfg = self.config.rollout.compile
         module = build_model(self.model_obs_space, self.envs.single_action_space, self.config.model)
-        return CheckedPolicy(module, cfg.backend, self._policy_inputs(), cfg.mode, cfg.options, cfg.strict, self.artifacts)
+        return CheckedPolicy(module, cfg.backend, self._policy_inputs(), cfg.mode, cfg.options, cfg.strict, self.artifacts,
+                             cfg.precision, cfg.memory_format)  # fmt: skip
 
     def ready(self) -> str:
         """Constructed and answering (the coordinator asks after a restart): this process's incarnation."""
@@ -139,7 +140,8 @@ class RolloutWorker:
         report = self.policy.report
         return {"requested": report.requested, "backend": report.backend, "reason": report.reason,
                 "startup_s": self.startup_s, "shared_artifacts": self.shared_artifacts,
-                "timings_us": report.timings_us, "env_groups": self.groups,
+                "timings_us": report.timings_us, "form": str(report.form), "form_reason": report.form_reason,
+                "env_groups": self.groups,
                 "env_stepping": self.runner.stepper.kind, "env_groups_reason": self.groups_reason}  # fmt: skip
 
     def placement(self) -> dict:

@@ -24,17 +24,18 @@ class BackendSpec:
     options: str = ""  # what rollout.compile.options may hold; "" = takes none
     options_exclude_mode: bool = False  # options and a mode cannot be given together
     chooses: bool = False  # picks among the others, so it never fails and `strict` is meaningless
+    runs_torch: bool = False  # runs the torch module's kernels: takes rollout.compile.precision and memory_format
 
 
 BACKENDS: dict[str, BackendSpec] = {
     spec.name: spec
     for spec in (
-        BackendSpec("eager", "the torch module as it is"),
+        BackendSpec("eager", "the torch module as it is", runs_torch=True),
         BackendSpec("inductor", "torch.compile with inductor", takes_mode=True,
-                    options="torch.compile inductor options", options_exclude_mode=True),  # fmt: skip
+                    options="torch.compile inductor options", options_exclude_mode=True, runs_torch=True),  # fmt: skip
         BackendSpec("onnxrt", "ONNX Runtime on the exported policy",
                     options="{intra_op_num_threads, graph_optimization_level}"),  # fmt: skip
-        BackendSpec("ipex", "torch.compile with intel-extension-for-pytorch"),
+        BackendSpec("ipex", "torch.compile with intel-extension-for-pytorch", runs_torch=True),
         BackendSpec("auto", "times every available backend here and keeps the fastest", takes_mode=True,
                     options="{BACKEND: that backend's options}", chooses=True),  # fmt: skip
     )

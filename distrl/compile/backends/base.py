@@ -11,6 +11,17 @@ from torch import nn
 from distrl.compile.policy import InferencePolicy
 
 
+@dataclass(frozen=True)
+class Form:
+    """The precision and memory layout a backend runs the torch module in (``distrl/compile/forms.py``)."""
+
+    precision: str = "fp32"
+    memory_format: str = "contiguous"
+
+    def __str__(self) -> str:
+        return f"{self.precision}, {self.memory_format}"
+
+
 @dataclass
 class Built:
     """A backend's policy, and for a backend that chooses among others, what it measured."""
@@ -18,6 +29,7 @@ class Built:
     policy: InferencePolicy
     timings_us: dict[str, float] = field(default_factory=dict)
     notes: str = ""  # why candidates were passed over
+    form: Form = field(default_factory=Form)  # a chooser's pick's form
 
 
 class Backend(Protocol):
