@@ -91,14 +91,15 @@ def test_which_forms_each_setting_builds():
     conv, _ = cnn()
     dense, _ = mlp()
     plain = Form()
-    assert forms.forms_for("auto", "auto", "eager", conv, bf16="")[0] == [plain]  # no bf16 CPU: fp32, eager contiguous
-    assert forms.forms_for("auto", "auto", "inductor", conv, bf16="")[0] == [Form("fp32", "channels_last")]
-    assert forms.forms_for("auto", "auto", "inductor", dense, bf16="")[0] == [plain]  # no convolutions
+    assert forms.forms_for("auto", "auto", "eager", conv, bf16="")[0] == [plain]  # no bf16 CPU: fp32, contiguous
+    assert forms.forms_for("auto", "auto", "inductor", conv, bf16="")[0] == [plain]
+    assert forms.forms_for("auto", "channels_last", "inductor", conv, bf16="")[0] == [Form("fp32", "channels_last")]
+    assert forms.forms_for("auto", "auto", "inductor", dense, bf16="AMX")[0] == [plain, Form("bf16")]  # no convolutions
     both, why = forms.forms_for("auto", "auto", "eager", conv, bf16="AMX")
     assert both == [plain, Form("bf16", "channels_last")] and "this CPU has AMX; fp32 and bf16 timed" in why
     assert forms.forms_for("auto", "contiguous", "eager", conv, bf16="AMX")[0] == [plain, Form("bf16")]
     assert forms.forms_for("bf16", "auto", "onnxrt", conv, bf16="AMX")[0] == [plain]  # refused by the config; fp32
-    assert forms.forms_for("fp32", "auto", "inductor", conv, bf16="AMX")[0] == [Form("fp32", "channels_last")]
+    assert forms.forms_for("fp32", "auto", "inductor", conv, bf16="AMX")[0] == [plain]
     only, why = forms.forms_for("bf16", "auto", "eager", conv, bf16="")
     assert only == [plain] and "this CPU has no bf16 instructions" in why  # a worker on a node without them
 

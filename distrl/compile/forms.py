@@ -63,10 +63,10 @@ def in_form(module: nn.Module, form: Form) -> nn.Module:
 def memory_format_for(setting: str, backend: str, module: nn.Module, precision: str) -> tuple[str, str]:
     """The layout for ``rollout.compile.memory_format`` on ``backend`` in ``precision``, and why.
 
-    ``auto``: channels-last for a model with convolutions where it measured faster (Breakout's Nature-CNN, one
-    thread, ``benchmarks/results/inference_forms.md``): compiled backends (inductor and ipex fuse around oneDNN's
-    NHWC convolutions) and eager bf16; eager fp32 stays contiguous (channels-last was 1.1x slower there on the AMD
-    box)."""
+    ``auto``: channels-last for a convolutional model in bf16, contiguous in fp32. Measured on Breakout's Nature-CNN,
+    one thread, batches 8 and 32 (``benchmarks/results/inference_forms_*.md``): on an AMX Xeon channels-last made
+    bf16 1.07-1.32x faster on eager and inductor (oneDNN's bf16 convolutions work in NHWC), while in fp32 it was as
+    often slower as faster on both that Xeon and an AVX2 EPYC (inductor 0.82x-1.42x, eager 0.95x-1.0x)."""
     spec = BACKENDS[backend]
     if not spec.runs_torch:
         return "contiguous", f"{backend} lays out its own kernels"
@@ -74,9 +74,9 @@ def memory_format_for(setting: str, backend: str, module: nn.Module, precision: 
         return setting, f"rollout.compile.memory_format={setting}"
     if not has_convolutions(module):
         return "contiguous", "auto: the model has no convolutions"
-    if backend == "eager" and precision == "fp32":
-        return "contiguous", "auto: eager fp32 convolutions measured faster contiguous"
-    return "channels_last", "auto: convolutions, whose oneDNN kernels work in NHWC"
+    if precision == "fp32":
+        return "contiguous", "auto: fp32 convolutions measured no faster channels-last"
+    return "channels_last", "auto: bf16 convolutions, whose oneDNN kernels work in NHWC"
 
 
 def precisions_for(setting: str, backend: str, bf16: str | None = None) -> tuple[list[str], str]:

@@ -122,8 +122,8 @@ class RolloutCompileConfig(Section):
     )
     memory_format: Literal["auto", "channels_last", "contiguous"] = Field(
         "auto", description="layout of a convolutional policy on backends that run torch kernels: channels_last "
-        "(NHWC, oneDNN's own) or contiguous (NCHW); auto: channels_last where measured faster (inductor, ipex, eager "
-        "bf16; docs/compile.md), contiguous for eager fp32. onnxrt lays out its own kernels",
+        "(NHWC, oneDNN's own) or contiguous (NCHW); auto: channels_last in bf16, where it measured faster, contiguous "
+        "in fp32, where it did not (docs/compile.md). onnxrt lays out its own kernels",
     )
     strict: bool = Field(False, description="a compile failure or mismatch is an error instead of a fallback to eager")
     verify_every_sync: bool = Field(
