@@ -9,6 +9,7 @@ from distrl.envs import probe_spaces
 from distrl.learner import Learner
 from distrl.learner import learner as learner_module
 from distrl.learner.epochs import LoopEpochs
+from distrl.learner.hardware import choose_threads
 from distrl.learner.step_rules import choose_kernels, choose_precision
 from distrl.rollout import RolloutWorker
 
@@ -43,6 +44,21 @@ def test_the_rules_offer_a_second_way_only_where_it_can_pay():
     assert choose_precision(config, "cuda", 1, True, "AMX")[0] == ["fp32"]
     assert choose_precision(load_config(None, ["learner.amp=bf16"]), "cpu", 1, False, None) == (["bf16"], "learner.amp=bf16")
     assert choose_precision(load_config(None, ["learner.amp=off"]), "cpu", 1, True, "AMX")[0] == ["fp32"]
+
+
+def test_a_cpu_learner_takes_the_cores_its_workers_leave_idle_while_it_updates():
+    cnn = ["model.type=cnn", "rollout.pipeline=overlap", "rollout.num_workers=1"]
+    assert choose_threads(load_config(None, cnn), "cpu", 1, 2, True) == (
+        2, "auto: its 1 CPU(s) and the workers' 1 (up to its machine's 2 cores), idle while it updates (overlap)")
+    assert choose_threads(load_config(None, [*cnn, "rollout.num_workers=4"]), "cpu", 1, 16, True)[0] == 5
+    assert choose_threads(load_config(None, [*cnn, "rollout.num_workers=4"]), "cpu", 1, 3, True)[0] == 3  # the machine's
+    assert choose_threads(load_config(None, [*cnn, "learner.num_cpus_per_learner=2"]), "cpu", 1, 2, True)[0] == 2
+    for keeps, args in ((["rollout.pipeline=async"], ("cpu", 1, 2, True)), ([], ("cuda", 1, 2, True)),
+                        ([], ("cpu", 2, 2, True)), (["learner.reserve_cores=true"], ("cpu", 1, 2, True)),
+                        ([], ("cpu", 1, 2, False))):  # fmt: skip
+        threads, why = choose_threads(load_config(None, [*cnn, *keeps]), *args)
+        assert threads == 1 and why.startswith("auto: its 1 CPU(s); "), (keeps, args, why)
+    assert choose_threads(load_config(None, [*cnn, "learner.num_threads=3"]), "cpu", 1, 2, True) == (3, "learner.num_threads=3")
 
 
 def test_a_plain_loop_learner_tries_nothing():

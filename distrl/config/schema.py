@@ -269,6 +269,11 @@ class LearnerConfig(Section):
     num_learners: PositiveInt = 1
     num_gpus_per_learner: NonNegativeFloat = 0.0
     num_cpus_per_learner: PositiveFloat = 1.0
+    num_threads: PositiveInt | Literal["auto"] = Field(
+        "auto", description="torch's CPU threads in a learner; auto: its CPUs (num_cpus_per_learner), and on a CPU "
+        "learner of a convolutional model in a sync or overlap run also the workers' CPUs, which wait for its weights "
+        "while it updates (up to the cores of its machine; one learner, no reserve_cores)",
+    )
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto: cuda when the learner has a GPU, else cpu")
     resources: dict[str, NonNegativeFloat] = Field(default_factory=dict, description="custom Ray resources per learner")
     node_labels: dict[str, str] = Field(default_factory=dict, description="Ray node labels a learner's node must have")
@@ -322,6 +327,13 @@ class LearnerConfig(Section):
     @classmethod
     def _amp_bool(cls, value: Any) -> Any:
         return "off" if value is False else value  # YAML reads a bare `off` as false
+
+    @field_validator("num_threads", mode="before")
+    @classmethod
+    def _threads_or_auto(cls, value: Any) -> Any:
+        if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+            return value
+        raise ValueError(f"learner.num_threads={value!r}: a whole number of threads, 1 or more, or auto")
 
 
 # The algorithms' table: one row each, the name of its folder distrl/algo/NAME/ (distrl/algo/base.py) and what it is.

@@ -116,6 +116,8 @@ def print_start(say, config: Config, run_dir: str, joined: RayTarget, actors, re
         say(f"           precision: {info['precision']}{later} ({info['precision_reason']})")
         if "memory_format" in actors.learner_info:
             say(f"           memory format: {actors.learner_info['memory_format']} ({actors.learner_info['memory_format_reason']})")
+        if "threads" in actors.learner_info:
+            say(f"           CPU threads: {actors.learner_info['threads']} ({actors.learner_info['threads_reason']})")
     stops = [f"{k}={v}" for k, v in cfg.stop.model_dump().items() if v is not None]
     say(f"  stop     {', '.join(stops)}; seed {cfg.seed}")
     where = "; ".join(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
 
 import torch
 
@@ -46,11 +47,40 @@ def _ray_assigned_gpus() -> list | None:
     return list(ray.get_runtime_context().get_accelerator_ids().get("GPU", []))
 
 
+def choose_threads(config: Config, device_type: str, world_size: int, machine_cores: int,
+                   has_conv: bool) -> tuple[int, str]:  # fmt: skip
+    """Torch's CPU threads for a learner (``learner.num_threads``), and why.
+
+    ``auto`` adds the workers' CPUs to the learner's own where they would idle while it updates: in a sync run the
+    workers wait for its weights through the whole update, in an overlap run through most of a CPU learner's
+    convolutional update (Breakout on 2 cores: 1.2 s of sampling against 4.5 s of update, and 2 threads took the
+    run from 226 to 253 env steps/s, ``docs/performance.md``). It keeps its own where they sample through the update
+    (async), where the GPU does the work, where learners share machines, or where ``reserve_cores`` pins it."""
+    cfg = config.learner
+    own = max(1, int(cfg.num_cpus_per_learner))
+    if cfg.num_threads != "auto":
+        return cfg.num_threads, f"learner.num_threads={cfg.num_threads}"
+    keeps = (("the GPU does the work", device_type != "cpu"), ("learners share their machines", world_size > 1),
+             ("learner.reserve_cores pins it", cfg.reserve_cores),
+             ("async workers sample through its updates", config.rollout.pipeline == "async"),
+             ("the model has no convolutions: its update is too short to share", not has_conv))  # fmt: skip
+    for why, applies in keeps:
+        if applies:
+            return own, f"auto: its {own} CPU(s); {why}"
+    workers = math.ceil(config.rollout.num_cpus_per_worker * config.rollout.max_workers)
+    threads = min(machine_cores, own + workers)
+    if threads <= own:
+        return own, f"auto: its {own} CPU(s); its machine has no more cores"
+    return threads, (f"auto: its {own} CPU(s) and the workers' {workers} (up to its machine's {machine_cores} cores), "
+                     f"idle while it updates ({config.rollout.pipeline})")  # fmt: skip
+
+
 class LearnerHardware:
-    def __init__(self, config: Config, rank: int):
+    def __init__(self, config: Config, rank: int, world_size: int = 1):
         cfg = config.learner
         self.device = resolve_device(cfg.device, _ray_assigned_gpus(), cfg.num_gpus_per_learner, torch.cuda.is_available())
-        torch.set_num_threads(max(1, int(cfg.num_cpus_per_learner)))
+        self.config, self.world_size = config, world_size
+        self.use_threads(has_conv=False)  # until the model is built (``Learner`` calls it again)
         # Under Ray, this process runs on cores of its machine that the workers leave to it while it updates.
         reserved = math.ceil(cfg.num_cpus_per_learner) if cfg.reserve_cores and in_ray_actor() else 0
         self.cores = affinity.LearnerCores(reserved)  # 0: claims nothing
@@ -59,6 +89,12 @@ class LearnerHardware:
                         "machine (one is left for the workers); it shares them with the workers")
         # fp16 needs loss scaling against gradient underflow; bf16 and fp32 do not.
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=cfg.amp == "fp16")
+
+    def use_threads(self, has_conv: bool) -> None:
+        """Set torch's CPU threads for this learner's model (``choose_threads``)."""
+        self.threads, self.threads_reason = choose_threads(self.config, self.device.type, self.world_size,
+                                                           len(os.sched_getaffinity(0)), has_conv)  # fmt: skip
+        torch.set_num_threads(self.threads)
 
     def to_tensors(self, batch: Batch) -> dict[str, torch.Tensor]:
         """A batch's arrays on the device (through pinned memory to a GPU)."""

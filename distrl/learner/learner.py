@@ -57,7 +57,7 @@ class Learner:
     def __init__(self, config: Config, obs_space: gym.Space, action_space: gym.Space, rank: int = 0, world_size: int = 1):
         self.config = config
         self.rank, self.world_size = rank, world_size
-        self.hardware = LearnerHardware(config, rank)
+        self.hardware = LearnerHardware(config, rank, world_size)
         device = self.hardware.device
         torch.manual_seed(config.seed)
         self.model = build_model(obs_space, action_space, config.model).to(device)
@@ -68,6 +68,7 @@ class Learner:
             self.model.to(memory_format=torch.channels_last)
         self.algorithm = build_algorithm(config)
         has_conv = has_convolutions(self.model)
+        self.hardware.use_threads(has_conv)
         step_kind, step_reason = choose_step(config, device.type, world_size)
         kernels, self.kernels_reason = choose_kernels(config, step_kind, device.type, world_size, has_conv)
         precisions, self.precision_reason = choose_precision(config, device.type, world_size, has_conv, cpu_bf16())
@@ -158,7 +159,8 @@ class Learner:
         return {"device": str(self.device), "step": self.epochs.kind, "step_reason": self.epochs.reason,
                 "step_check": check.as_dict() if check is not None else None, **self.epochs.describe(),
                 "kernels_reason": self.kernels_reason, "precision_reason": self.precision_reason,
-                "memory_format": layout, "memory_format_reason": self.memory_format_reason}  # fmt: skip
+                "memory_format": layout, "memory_format_reason": self.memory_format_reason,
+                "threads": self.hardware.threads, "threads_reason": self.hardware.threads_reason}  # fmt: skip
 
     def placement(self) -> dict:
         """Where this actor runs (only meaningful inside a Ray actor)."""
