@@ -119,6 +119,8 @@ def main(argv=None) -> int:
     rows, failures, transfers = [], [], []
     for model in args.models:
         path, overrides = MODELS[model]
+        # The learner sets torch's threads itself (learner.num_threads): --threads is said to it, or it would undo it.
+        overrides = [*overrides, f"learner.num_threads={args.threads}"]
         base = load_config(path, overrides)
         worker = RolloutWorker(base)
         sample = worker.sample()

@@ -44,7 +44,7 @@ def train(config: str, seed: int, env_steps: int, overrides: list[str]) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
         cmd = [sys.executable, "-m", "distrl", "train", config, "--run-dir", str(run_dir), "--set", f"seed={seed}",
-               "--set", f"stop.env_steps={env_steps}", "--set", "stop.return_target=null",
+               "--set", f"stop.env_steps={env_steps}", "--set", "stop.episode_return_mean=null",
                "--set", "checkpoint.every_iterations=0", "--set", "logging.tensorboard=false"]  # fmt: skip
         for item in overrides:
             cmd += ["--set", item]

@@ -13,7 +13,8 @@ from tests.conftest import ROOT
 
 SCRIPTS = ["inference", "sampling", "learner", "ppo", "peers", "compile_check", "scale", "scale_machine", "soak",
            "learner_step", "attention", "league", "league_rllib", "straggler", "async_learning", "elastic", "mujoco_scores",
-           "many_workers", "cpu_accounting", "reserve_cores", "env_groups", "startup", "peers_breakout"]
+           "many_workers", "cpu_accounting", "reserve_cores", "env_groups", "startup", "peers_breakout", "inference_forms",
+           "learner_defaults"]
 
 
 def run_script(name, *args, timeout=900):
@@ -27,14 +28,15 @@ def test_help(name):
     assert result.returncode == 0 and "--quick" in result.stdout
 
 
-@pytest.mark.parametrize("name", ["inference", "sampling", "learner", "compile_check", "soak", "learner_step",
+@pytest.mark.parametrize("name", ["inference", "sampling", "learner", "compile_check", "soak", "learner_step", "inference_forms",
                                   pytest.param("ppo", marks=pytest.mark.slow),
                                   pytest.param("league", marks=pytest.mark.slow),
                                   pytest.param("straggler", marks=pytest.mark.slow),
                                   pytest.param("mujoco_scores", marks=pytest.mark.slow),
                                   pytest.param("many_workers", marks=pytest.mark.slow),
                                   pytest.param("reserve_cores", marks=pytest.mark.slow),
-                                  pytest.param("startup", marks=pytest.mark.slow)])
+                                  pytest.param("startup", marks=pytest.mark.slow),
+                                  pytest.param("learner_defaults", marks=pytest.mark.slow)])
 def test_quick_run_writes_results(name, tmp_path):
     result = run_script(name, "--quick", "--results-dir", str(tmp_path))
     assert result.returncode == 0, result.stderr[-3000:]
