@@ -79,7 +79,7 @@ def build_inference_policy(
             built = load_backend(backend).build(module, example, mode, options, artifacts, precision=precision,
                                                 memory_format=memory_format)  # fmt: skip
         except Exception as exc:  # auto keeps eager when nothing else builds; this is its own failure
-            built, problem = None, describe_error(exc)
+            problem = describe_error(exc)
         else:
             return built.policy, BackendReport(backend, built.policy.backend, built.notes, built.timings_us, built.form,
                                                form_reason)  # fmt: skip

@@ -23,9 +23,6 @@ from distrl.compile.backends.base import Form
 from distrl.compile.check import check_against_eager
 from distrl.compile.policy import InferencePolicy, time_policy
 
-PRECISIONS = ("fp32", "bf16")
-MEMORY_FORMATS = ("contiguous", "channels_last")
-
 
 class Bf16Forward(nn.Module):
     """``module``'s forward under CPU bf16 autocast, its floating outputs as float32; its state dict is the module's
@@ -87,7 +84,7 @@ def precisions_for(setting: str, backend: str, bf16: str | None = None) -> tuple
         return ["fp32"], "rollout.compile.precision=fp32" if setting == "fp32" else f"{backend} runs fp32"
     bf16 = cpu_bf16() if bf16 is None else bf16
     if not bf16:
-        # An explicit bf16 on a CPU without the instructions is refused before Ray (``check_machine``); a worker on
+        # An explicit bf16 on a CPU without the instructions is refused before Ray (``distrl/driver/preflight.py``); a worker on
         # another node without them runs fp32 and says so.
         return ["fp32"], f"rollout.compile.precision={setting}: this CPU has no bf16 instructions (AMX, AVX512-BF16)"
     if setting == "bf16":
