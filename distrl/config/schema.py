@@ -103,9 +103,11 @@ class RolloutCompileConfig(Section):
         "onnxrt",
         description="policy backend of rollout workers: "
         + "; ".join(f"{spec.name}: {spec.summary}" for spec in BACKENDS.values())
-        + ". Default onnxrt: the fastest, or within 15 % of the fastest, in every measurement in docs/performance.md (MLP, "
-        "LSTM, CNN; 2-core AMD and 16-core Xeon) and ready in under a second; auto measures each backend on this "
-        "machine at start-up, paying inductor's compile (tens of seconds on a many-core machine)",
+        + ". Default onnxrt: in fp32 the fastest, or within 15 % of the fastest, in every measurement in "
+        "docs/performance.md (MLP, LSTM, CNN; 2-core AMD and 16-core Xeon) and ready in under a second; on a CPU with "
+        "bf16 instructions inductor in bf16 beat it on the Nature-CNN from 32 observations a call (docs/compile.md); "
+        "auto measures each backend on this machine at start-up, paying inductor's compile (tens of seconds on a "
+        "many-core machine)",
     )
     mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = Field(
         "default", description="torch.compile mode for inductor; ignored with a warning elsewhere"
