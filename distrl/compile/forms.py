@@ -84,8 +84,8 @@ def precisions_for(setting: str, backend: str, bf16: str | None = None) -> tuple
         return ["fp32"], "rollout.compile.precision=fp32" if setting == "fp32" else f"{backend} runs fp32"
     bf16 = cpu_bf16() if bf16 is None else bf16
     if not bf16:
-        # An explicit bf16 on a CPU without the instructions is refused before Ray (``distrl/driver/preflight.py``); a worker on
-        # another node without them runs fp32 and says so.
+        # An explicit bf16 on a CPU without the instructions is refused before Ray (``distrl/driver/preflight.py``);
+        # a worker on another node without them runs fp32 and says so.
         return ["fp32"], f"rollout.compile.precision={setting}: this CPU has no bf16 instructions (AMX, AVX512-BF16)"
     if setting == "bf16":
         return ["bf16"], "rollout.compile.precision=bf16"

@@ -85,6 +85,12 @@ COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 
 
+def count_or_auto(value: Any) -> bool:
+    """Whether ``value`` is ``auto`` or a whole number, 1 or more (a bool is not one): what the ``N | auto`` settings
+    check before pydantic, so that a bad value gets one line (a plain union reports each member's failure)."""
+    return value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1)
+
+
 def compile_short_form(value: Any, backends: tuple[str, ...]) -> Any:
     """Accept the forms RL-Games users write: ``true``/``false``, a mode name, or a backend name."""
     if isinstance(value, bool):
@@ -219,7 +225,7 @@ class RolloutConfig(Section):
     @classmethod
     def _samples_or_auto(cls, value: Any) -> Any:
         """One line for any form (a plain union would report each member's failure)."""
-        if value is None or value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        if value is None or count_or_auto(value):
             return value
         raise ValueError(f"rollout.samples_per_update={value!r}: must be a whole number of transitions (a multiple of "
                          "one worker's batch), auto or null")
@@ -228,7 +234,7 @@ class RolloutConfig(Section):
     @classmethod
     def _groups_or_auto(cls, value: Any) -> Any:
         """One line for either form (a plain union would report the number's failure and the literal's both)."""
-        if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        if count_or_auto(value):
             return value
         raise ValueError(f"rollout.env_groups={value!r}: must be a whole number of groups, 1 or more, or auto")
 
@@ -333,7 +339,7 @@ class LearnerConfig(Section):
     @field_validator("num_threads", mode="before")
     @classmethod
     def _threads_or_auto(cls, value: Any) -> Any:
-        if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        if count_or_auto(value):
             return value
         raise ValueError(f"learner.num_threads={value!r}: a whole number of threads, 1 or more, or auto")
 
