@@ -37,6 +37,26 @@ def test_a_worker_lost_with_its_node_unseen_then_evicted_is_reported_both_ways(r
                                 "workers_lost": []}  # fmt: skip
 
 
+def test_a_worker_restarted_elsewhere_between_two_calls_is_reported_down_and_back(ray_local):
+    """Its node died while the loop rebuilt a lost learner and Ray restarted it on another node before its next call,
+    which the new process answered: no call failed, yet it went down with its node (and spent no restart). One on a
+    live node is a crash (a restart spent, no loss); one distrl killed (a timeout's) is neither."""
+    members = Membership([None] * 3, 1)
+    alive = ray_local.get_runtime_context().get_node_id()
+    members.sampled_on(0, "ff" * 28)  # a node this Ray does not have: gone
+    members.sampled_on(1, alive)
+    members.sampled_on(2, alive)
+    for index in range(3):
+        assert members.seen(index, "first")
+    members.budget.killed.add(2)
+    assert members.seen(0, "second") and members.seen(1, "second") and members.seen(2, "second")
+    assert members.events() == {"workers_down": [0], "workers_evicted": [], "workers_back": [0], "workers_lost": []}
+    assert members.samples(0) and members.budget.crashes == [0, 1, 0]
+    members.back(0)  # the stream's next line after seen: no second report
+    assert members.events()["workers_back"] == []
+    assert members.seen(0, "second") and members.events()["workers_down"] == []  # the same process again: nothing
+
+
 def test_an_eviction_of_a_worker_already_down_is_not_a_second_loss():
     members = Membership([None] * 2, 0)
     members.went_down(1)
