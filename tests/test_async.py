@@ -414,6 +414,29 @@ def test_async_run_rides_out_a_killed_worker_or_learner(tmp_path, title):
     assert [r["env_steps"] for r in rows] == [8192 * (i + 1) for i in range(len(rows))]  # each update a full batch
     if title == "ray::Learner":
         assert "a learner died" in stdout and summary["learner_restarts"] == 1
-        assert [r["learner_version"] for r in rows] == list(range(1, len(rows) + 1))  # rebuilt from the newest state
+        assert "older than the learner's last" not in stdout  # a snapshot after every update: rebuilt from the newest
+        assert [r["learner_version"] for r in rows] == list(range(1, len(rows) + 1))
     else:
         assert "worker-0 was restarted (restart 1)" in stdout and summary["worker_restarts"] == 1
+
+
+@pytest.mark.slow
+def test_checkpoints_of_an_async_run_with_snapshots_on_a_budget_hold_their_own_update(tmp_path):
+    """``learner.snapshot_every_s`` that no update meets after the first: the updates whose rows write a checkpoint
+    send their state anyway (the one queued behind the update running included), so each checkpoint's learner state is
+    the one its counters describe."""
+    from distrl.common.checkpoint import _load_file, list_checkpoints
+
+    run_dir = tmp_path / "run"
+    result = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(run_dir), "--set", "rollout.pipeline=async",
+                     "--set", "learner.snapshot_every_s=1000", "--set", "checkpoint.every_iterations=2", "--set",
+                     "checkpoint.keep=20", "--set", "stop.episode_return_mean=null", "--set", "stop.env_steps=65536")  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows, summary = check_run_dir(run_dir)
+    payloads = [_load_file(path) for path in list_checkpoints(run_dir)]
+    assert len(payloads) >= 4, [p["counters"]["iteration"] for p in payloads]
+    for payload in payloads:
+        version, iteration = payload["learner"]["version"], payload["counters"]["iteration"]
+        final = iteration == summary["iterations"]
+        # The final checkpoint takes the learner's state at the stop: the update queued behind the last may be in it.
+        assert version == rows[iteration - 1]["learner_version"] or (final and version == rows[-1]["learner_version"] + 1)

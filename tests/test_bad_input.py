@@ -80,6 +80,7 @@ CASES = {
     "rollout.compile strict": Case(f"{TRAIN} --set rollout.compile.backend=ipex --set rollout.compile.strict=true", 2, ("rollout.compile.backend=ipex: unavailable here", "forbids falling back")),
     "rollout.compile.options ipex": Case(f"{TRAIN} --set rollout.compile.backend=ipex --set 'rollout.compile.options={{{{x: 1}}}}'", 2, ("the ipex backend takes no options",)),
     "rollout.compile.options with a mode": Case(f"{TRAIN} --set rollout.compile.backend=inductor --set rollout.compile.mode=max-autotune --set 'rollout.compile.options={{{{freezing: true}}}}'", 2, ("inductor takes options or a mode, not both",)),
+    "learner.snapshot_every_s": Case(f"{TRAIN} --set learner.snapshot_every_s=-1", 2, ("learner.snapshot_every_s=-1: Input should be greater than or equal to 0",)),
     "learner.num_threads": Case(f"{TRAIN} --set learner.num_threads=0", 2, ("learner.num_threads=0: a whole number of threads, 1 or more, or auto",)),
     "rollout.compile.precision": Case(f"{TRAIN} --set rollout.compile.precision=fp16", 2, ("rollout.compile.precision='fp16'", "'auto', 'fp32' or 'bf16'")),
     "rollout.compile.precision onnxrt": Case(f"{TRAIN} --set rollout.compile.precision=bf16", 2, ("rollout.compile.precision=bf16: the onnxrt backend runs fp32 only", "eager, inductor, ipex, auto")),

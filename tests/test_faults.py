@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -91,17 +92,26 @@ def test_a_worker_process_that_keeps_dying_spends_its_restarts_then_ends_the_run
 
 
 @pytest.mark.slow
-def test_killed_learner_is_rebuilt_from_the_newest_state_and_the_run_finishes(tmp_path):
+def test_killed_learner_between_snapshots_is_rebuilt_from_the_newest_held_and_the_run_finishes(tmp_path):
+    """Snapshots on a budget that only the first update meets (``learner.snapshot_every_s``): the learner killed
+    after three updates is rebuilt from the first's state, says how much learning is lost, and versions go on from
+    its last (never backwards). The final checkpoint still holds the state of its last update. (A snapshot after
+    every update, the default: tests/test_async.py's killed learner, tests/test_nodes.py's lost learner node.)"""
+    from distrl.common.checkpoint import load_checkpoint
+
     run_dir = tmp_path / "run"
-    stdout = kill_actor_mid_run(run_dir, "ray::Learner", "checkpoint.every_iterations=0")
+    stdout = kill_actor_mid_run(run_dir, "ray::Learner", "checkpoint.every_iterations=0", "learner.snapshot_every_s=1000")
     assert "a learner died" in stdout and "(restart 1 of 3)" in stdout
+    assert re.search(r"newest state the driver holds, \d+ updates older than the learner's last: their learning is "
+                     r"lost \(learner.snapshot_every_s=1000\)", stdout), stdout[-3000:]  # fmt: skip
     rows, summary = check_run_dir(run_dir)
     assert summary["learner_restarts"] == 1 and rows[-1]["learner_restarts"] == 1 and rows[0]["learner_restarts"] == 0
     assert summary["stop_reason"] == "env_steps" and summary["env_steps"] >= 200000
     assert [r["env_steps"] for r in rows] == [8192 * (i + 1) for i in range(len(rows))]  # no batch lost or repeated
-    # The rebuilt learner went on from the newest state (no checkpoint was written mid-run), not from scratch.
     assert [r["learner_version"] for r in rows] == list(range(1, len(rows) + 1))
     assert all(r["policy_lag_mean"] == 1 for r in rows[1:])  # overlap pipeline, as before the kill
+    final = load_checkpoint(run_dir)
+    assert final["counters"]["iteration"] == len(rows) and final["learner"]["version"] == len(rows)
 
 
 @pytest.mark.slow

@@ -291,6 +291,12 @@ class LearnerConfig(Section):
     max_restarts: NonNegativeInt = Field(
         3, description="times dead learners are rebuilt from the newest state and their update run again"
     )
+    snapshot_every_s: NonNegativeFloat = Field(
+        0.0, description="how often learner-0 sends its full state (weights and the optimizer's moments: 20 MB for "
+        "the Nature CNN) to the driver, which rebuilds a dead learner from the newest it holds; 0: after every update, "
+        "so a rebuilt learner loses nothing; N: at most every N seconds (and with each checkpoint), so a rebuilt learner "
+        "loses the updates since, at most N seconds of them",
+    )
     update_timeout_s: PositiveFloat | Literal["auto"] = Field(
         "auto",
         description="an update that takes longer counts as a dead learner (rebuilt, the update run again); auto: 10x "

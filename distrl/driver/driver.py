@@ -353,6 +353,7 @@ class Driver:
     # --- checkpoints ---------------------------------------------------------------------
     def checkpoint_payload(self) -> dict:
         """What a checkpoint holds: the run's counters, the newest learner state the driver has, the config."""
+        self._catch_up_snapshot()
         learner_state = self.snapshots.newest()
         if learner_state is None:  # nothing trained yet: the learner's initial state
             try:
@@ -363,6 +364,20 @@ class Driver:
         for observer in self.observers:
             payload[observer.name] = observer.state()
         return payload
+
+    def _catch_up_snapshot(self) -> None:
+        """With snapshots on a budget (``learner.snapshot_every_s``) the state held may be behind the learner's: a
+        checkpoint takes learner-0's state now, so it holds what its counters describe (the async loop's one update
+        queued behind the newest may be in it too). A learner that cannot answer leaves the held one, said."""
+        behind = self.snapshots.behind()
+        if not behind:
+            return
+        try:
+            self.snapshots.take(ray.get(self.actors.learners[0].snapshot.remote(), timeout=self.bounds.update_s()))
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
+            log.warning(f"learner-0 gave no state for the checkpoint ({str(exc).strip().splitlines()[0][:120]}); it "
+                        f"holds the newest the driver has, {behind} update{'s' if behind > 1 else ''} behind its "
+                        "counters")  # fmt: skip
 
     def _checkpoint_now(self) -> Path:
         """A checkpoint at this moment, its time included (the drain watcher's, from its thread)."""

@@ -213,11 +213,13 @@ class Learner:
         with self.hardware.cores.updating():
             return self._fetch_and_update(sample_report, shard_refs)
 
-    def update_refs_and_snapshot(self, sample_report: SampleReport, shard_refs: tuple) -> tuple[UpdateResult, Weights, dict]:
-        """``update_refs``, then the new weights (for workers) and full state (kept by the driver, for restarts)."""
+    def update_refs_and_snapshot(self, sample_report: SampleReport, shard_refs: tuple,
+                                 snapshot: bool = True) -> tuple[UpdateResult, Weights, dict | None]:  # fmt: skip
+        """``update_refs``, then the new weights (for workers) and, when ``snapshot``, the full state (kept by the
+        driver, for restarts; ``learner.snapshot_every_s`` decides which updates send it)."""
         with self.hardware.cores.updating():
             result = self._fetch_and_update(sample_report, shard_refs)
-            return result, self.get_weights(), self.snapshot()
+            return result, self.get_weights(), self.snapshot() if snapshot else None
 
     def _fetch_and_update(self, sample_report: SampleReport, shard_refs: tuple) -> UpdateResult:
         import ray

@@ -70,17 +70,17 @@ class AsyncLoop(TrainingLoop):
             # makes; a batch that is lost with its node instead only makes the check one version stricter this once.
             made = version + (1 if report.infos else 0)  # the version this update makes
             following = self._gather(staleness.min_version(made, lag), hold_until=number)
-            queued = self.launch_update(following)
+            queued = self.launch_update(following, ahead=2)
             result, update, restarted = self.await_update(update, samples)  # the workers sample on meanwhile
             if restarted:  # the queued update went to the learners that died
-                queued = self.launch_update(following)
+                queued = self.launch_update(following, ahead=2)
             version = result.version  # unchanged when every batch was lost with its node
             # The new weights for the samples sent from now on; the workers parked behind the next update's batches go.
             self.actors.coordinator.release.remote(number, [update[1]] if report.infos else None, self.worker_plans(),
                                                    self.bounds.sample_s())  # fmt: skip
             if report.infos:
                 weights_ref = update[1]
-                self.driver.snapshots.offer(update[2])
+                self.driver.snapshots.offer(update[2], result.version)
                 reason = self.record(report.infos, result, weights_ref, iter_start, cpu_start)
                 if reason is not None:
                     return reason

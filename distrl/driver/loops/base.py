@@ -105,6 +105,7 @@ class TrainingLoop(ABC):
         self.incarnations: dict[int, tuple[str, int]] = {}  # worker index -> (incarnation, seed)
         self._warned_all_skipped = False
         self.roster: Roster | None = None  # the workers answering, as the driver last heard (``begin`` starts it)
+        self._snapshot_sent_at: float | None = None  # when an update last sent learner-0's state (snapshot_every_s)
 
     # --- what a loop implements ---------------------------------------------------------
     @abstractmethod
@@ -164,12 +165,29 @@ class TrainingLoop(ABC):
         return joined
 
     # --- the learners' update -------------------------------------------------------------
-    def launch_update(self, samples: list) -> tuple:
-        """Learner r gets the round's report and its own shards; returns (metrics_ref, weights_ref, state_ref, other ranks)."""
+    def launch_update(self, samples: list, ahead: int = 1) -> tuple:
+        """Learner r gets the round's report and its own shards; returns (metrics_ref, weights_ref, state_ref, other
+        ranks), state_ref None when this update sends no snapshot (``_snapshot_due``; ``ahead``: how many updates from
+        now it is recorded, 2 for one queued behind the update running)."""
         learners = self.actors.learners
-        lead = learners[0].update_refs_and_snapshot.options(num_returns=3).remote(samples[0], samples[1])
+        snapshot = self._snapshot_due(ahead)
+        lead = learners[0].update_refs_and_snapshot.options(num_returns=3).remote(samples[0], samples[1], snapshot)
         others = [learner.update_refs.remote(samples[0], samples[1 + rank]) for rank, learner in enumerate(learners[1:], start=1)]
-        return (*lead, others)
+        return (*lead[:2], lead[2] if snapshot else None, others)
+
+    def _snapshot_due(self, ahead: int) -> bool:
+        """Whether this update sends learner-0's full state to the driver: every update with
+        ``learner.snapshot_every_s`` 0; else the first, one that many seconds after the last sent, and one whose row
+        writes a checkpoint (so that checkpoint holds the state its counters describe)."""
+        every_s = self.config.learner.snapshot_every_s
+        if every_s == 0:
+            return True
+        every_it = self.config.checkpoint.every_iterations
+        now, last = time.monotonic(), self._snapshot_sent_at
+        if (last is None or now - last >= every_s) or (every_it and (self.counters.iteration + ahead) % every_it == 0):
+            self._snapshot_sent_at = now
+            return True
+        return False
 
     def await_update(self, update: tuple, samples: list) -> tuple[UpdateResult, tuple, bool]:
         """Rank 0's update result; a learner that dies or passes the update bound is rebuilt and the update run again."""
@@ -194,9 +212,14 @@ class TrainingLoop(ABC):
                         raise RunStalled(f"learner: {cause}, and learner.max_restarts={limit} is spent") from None
                     raise
                 self.counters.learner_restarts += 1
+                snapshots = self.driver.snapshots
+                behind = snapshots.behind()
+                since = (f", {behind} update{'s' if behind > 1 else ''} older than the learner's last: their learning is "
+                         f"lost (learner.snapshot_every_s={self.config.learner.snapshot_every_s:g})" if behind else "")
                 log.warning(f"a learner {'stalled' if timed_out else 'died'} ({cause}); restarting the learners from the "
-                            f"newest state (restart {self.counters.learner_restarts} of {limit})")  # fmt: skip
-                self.actors.restart_learners(self.driver.snapshots.newest_ref(), self.counters.iteration)
+                            f"newest state the driver holds{since} (restart {self.counters.learner_restarts} of "
+                            f"{limit})")  # fmt: skip
+                self.actors.restart_learners(snapshots.newest_ref(), self.counters.iteration)
                 update = self.launch_update(samples)
                 restarted = True
 

@@ -51,7 +51,7 @@ class LockstepLoop(TrainingLoop):
             result, update, restarted = self.await_update(update, samples)
             if restarted and not overlap:  # those samples waited on weights that never came
                 round_ref = self.sample(update[1])
-            self.driver.snapshots.offer(update[2])
+            self.driver.snapshots.offer(update[2], result.version)
             weights_ref = update[1]
             reason = self.record(sample_report.infos, result, weights_ref, iter_start, cpu_start)
             if reason is not None:
