@@ -4,6 +4,9 @@ For each worker count, in the same run:
 
 - the env-alone aggregate: that many processes, each stepping the config's vector env (its
   ``num_envs_per_worker`` copies, one thread, random actions) as fast as it can, summed;
+- for an Atari game on ale-py's native vector env, the env's own best way too: one process with all the
+  workers' env copies in ale-py's async mode (``batch_size`` half of them: it returns the first half that
+  finish, while the others step) on a thread pool of the workers' CPUs;
 - distrl itself (``distrl train CONFIG`` with that many workers): steady env steps/s (median of
   the iterations after the second), learner seconds per update, sample seconds per iteration,
   and the threads each rollout worker process runs (read while it trains).
@@ -57,6 +60,42 @@ def _env_alone(config_path: str, overrides: list[str], seconds: float, seed: int
     out.put(steps * cfg.action_repeat / (time.perf_counter() - start))
     envs.close()
     del np
+
+
+def ale_async(config_path: str, overrides: list[str], envs: int, threads: int, seconds: float) -> float | None:
+    """Env steps/s of ale-py's own async mode: ``envs`` copies in one process, ``batch_size`` half of them, on
+    ``threads`` threads, random actions (``send`` the half just received, ``recv`` the next that finish). None for
+    a config that is not an Atari game on the native vector env."""
+    from distrl.config import load_config
+    from distrl.envs.factory import is_atari, resolve_vectorization
+
+    cfg = load_config(config_path, overrides).env
+    if not is_atari(cfg.id) or resolve_vectorization(cfg)[0] != "native":
+        return None
+    import ale_py
+    import gymnasium as gym
+    import numpy as np
+
+    gym.register_envs(ale_py)
+    kwargs = {**cfg.kwargs, "reward_clipping": False, "num_threads": threads}
+    batch = max(1, envs // 2)
+    vec = gym.make_vec(cfg.id, num_envs=envs, vectorization_mode="vector_entry_point", batch_size=batch, **kwargs)
+    vec.reset(seed=0)
+    rng = np.random.default_rng(0)
+    actions = vec.single_action_space.n
+
+    def step() -> int:
+        vec.send(rng.integers(0, actions, batch))
+        return len(vec.recv()[4]["env_id"])
+
+    for _ in range(20):  # warm-up
+        step()
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        steps += step()
+    rate = steps * cfg.action_repeat / (time.perf_counter() - start)
+    vec.close()
+    return rate
 
 
 def env_alone_aggregate(config_path: str, overrides: list[str], processes: int, seconds: float) -> float:
@@ -150,19 +189,25 @@ def main() -> None:
     for count in counts:
         cpus = min(1.0, spare / count)
         alone = env_alone_aggregate(args.config, args.overrides, count, args.env_seconds)
+        threads = max(1, round(cpus * count))
+        ale = ale_async(args.config, args.overrides, count * base.env.num_envs_per_worker, threads, args.env_seconds)
         run = run_distrl(args.config, args.overrides, count, round(cpus, 3), args.iterations)
         # A worker's own sampling rate: its batch over its sample_s, against one process of the env alone.
         per_worker = base.env.num_envs_per_worker * base.rollout.rollout_length * base.env.action_repeat
         sampling = per_worker / max(run["sample_s"], 1e-9)
         row = {"workers": count, "cpus_per_worker": round(cpus, 3), "env_alone_sps": alone, **run,
                "share_of_env_alone": run["sps"] / alone, "learn_over_sample": run["learn_s"] / max(run["sample_s"], 1e-9),
-               "worker_sampling_sps": sampling, "sampling_share": sampling / (alone / count)}  # fmt: skip
+               "worker_sampling_sps": sampling, "sampling_share": sampling / (alone / count),
+               "ale_async_sps": ale, "ale_async_threads": threads if ale is not None else None}  # fmt: skip
         rows.append(row)
         print(f"{count:3d} workers x {cpus:.2f} CPU: distrl {run['sps']:10,.0f} env steps/s "
               f"({row['share_of_env_alone']:.0%} of env alone {alone:,.0f}); learner {run['learn_s']:.3f} s/update, "
               f"sample {run['sample_s']:.3f} s/iteration ({sampling:,.0f} env steps/s a worker while it samples, "
               f"{row['sampling_share']:.2f} of one env-alone process); worker threads {run['worker_threads']}",
               flush=True)  # fmt: skip
+        if ale is not None:
+            print(f"    ale-py's own async mode, {count * base.env.num_envs_per_worker} env copies on {threads} "
+                  f"thread{'s' if threads > 1 else ''}: {ale:,.0f} env steps/s")  # fmt: skip
     print(rows[0]["learner_line"])
     print(rows[0]["step_line"])
     columns = [("workers", "workers"), ("cpus_per_worker", "CPU/worker"), ("sps", "distrl env steps/s"),
@@ -170,12 +215,16 @@ def main() -> None:
                ("learn_s", "learner s/update"), ("sample_s", "sample s/iteration"),
                ("learn_over_sample", "learn / sample"), ("worker_sampling_sps", "a worker's env steps/s while sampling"),
                ("sampling_share", "of one env-alone process")]  # fmt: skip
+    if any(r["ale_async_sps"] is not None for r in rows):
+        columns.insert(4, ("ale_async_sps", "ale-py async, one process"))
 
     def chart(path: Path) -> None:
         plt = pyplot()
 
         fig, ax = plt.subplots(figsize=(6, 4))
         ax.plot(counts, [r["env_alone_sps"] for r in rows], "k--o", label="env alone (ceiling)")
+        if rows[0]["ale_async_sps"] is not None:
+            ax.plot(counts, [r["ale_async_sps"] for r in rows], "g:o", label="ale-py async, one process")
         ax.plot(counts, [r["sps"] for r in rows], "b-o", label="distrl")
         ax.set_xlabel("rollout workers")
         ax.set_ylabel("env steps/s")
