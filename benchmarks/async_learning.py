@@ -67,6 +67,10 @@ SHIPPED = {
     "CartPole-v1": ("configs/cartpole.yaml", ["env.num_envs_per_worker=16"], 475.0, 1_500_000),
     "Acrobot-v1": TASKS["Acrobot-v1"],
     "Pendulum-v1": ("configs/pendulum.yaml", [], -250.0, 600_000),
+    # The model kinds' configs, each at its own target and budget (--tasks names them; not in the default set):
+    "cartpole_lstm": ("configs/cartpole_lstm.yaml", [], 400.0, 800_000),
+    "cartpole_attention": ("configs/cartpole_attention.yaml", [], 475.0, 800_000),
+    "dict_image_cartpole": ("configs/dict_image_cartpole.yaml", [], 475.0, 1_000_000),
 }
 
 # Each pipeline's ppo.proximal: sync the paper's ratio, async decoupled PPO (the async configs'); --async-proximal
