@@ -178,13 +178,16 @@ class TrainingLoop(ABC):
     def _snapshot_due(self, ahead: int) -> bool:
         """Whether this update sends learner-0's full state to the driver: every update with
         ``learner.snapshot_every_s`` 0; else the first, one that many seconds after the last sent, and one whose row
-        writes a checkpoint (so that checkpoint holds the state its counters describe)."""
+        may write a checkpoint (so that checkpoint holds the state its counters describe). A queued update's row is
+        the one after next, or the next where the update running makes none (its batches all stale or lost): both
+        count."""
         every_s = self.config.learner.snapshot_every_s
         if every_s == 0:
             return True
         every_it = self.config.checkpoint.every_iterations
+        checkpoint = every_it and any((self.counters.iteration + n) % every_it == 0 for n in range(1, ahead + 1))
         now, last = time.monotonic(), self._snapshot_sent_at
-        if (last is None or now - last >= every_s) or (every_it and (self.counters.iteration + ahead) % every_it == 0):
+        if last is None or now - last >= every_s or checkpoint:
             self._snapshot_sent_at = now
             return True
         return False
