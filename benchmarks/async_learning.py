@@ -296,6 +296,11 @@ def main() -> None:
                         help="run nothing: the medians over the runs of these results files (invocations of one study "
                              "with different seeds) of the tasks --tasks names, written as their name + _pooled")
     args, machine = parse_task_arguments(parser)
+    known = SHIPPED if args.shipped else TASKS
+    unknown = [task for task in args.tasks if task not in known]
+    if unknown and not args.pool:
+        parser.error(f"--tasks {' '.join(unknown)}: not a task{' of --shipped' if args.shipped else ''} (allowed: "
+                     f"{', '.join(known)}{'' if args.shipped else '; the model kinds' configs with --shipped'})")
     cluster, pooled = None, []
     if args.pool:
         try:
