@@ -299,8 +299,9 @@ def main() -> None:
     known = SHIPPED if args.shipped else TASKS
     unknown = [task for task in args.tasks if task not in known]
     if unknown and not args.pool:
+        more = "" if args.shipped else "; the model kinds' configs with --shipped"
         parser.error(f"--tasks {' '.join(unknown)}: not a task{' of --shipped' if args.shipped else ''} (allowed: "
-                     f"{', '.join(known)}{'' if args.shipped else '; the model kinds' configs with --shipped'})")
+                     f"{', '.join(known)}{more})")
     cluster, pooled = None, []
     if args.pool:
         try:
