@@ -3,8 +3,9 @@
 For each model: the snapshot's bytes (weights, Adam's moments, the normalisers); the learner's time to send it (its
 state as arrays, stored in the object store: what Ray does with the update's third return); the driver's time and
 CPU to take it (``SnapshotKeeper``'s ``ray.get``) from the same node and from another node of a two-node Ray on this
-machine (``clusters/local_dev_cluster.py``: the object crosses between two raylets' object stores over loopback); and the learner's own update on
-the same machine, for the share. The state is the learner's after real updates on a real sample.
+machine (``clusters/local_dev_cluster.py``: the object crosses between two raylets' object stores over loopback);
+and the learner's own update on the same machine, for the share. The state is the learner's after real updates on a
+real sample.
 
     python benchmarks/snapshot_cost.py                 # CartPole's MLP and Breakout's Nature CNN
     python benchmarks/snapshot_cost.py --quick         # seconds: CartPole only, fewer repeats

@@ -74,14 +74,11 @@ class Membership:
         A new process whose last node is gone, from a worker no sampler saw go down, went down with its node and is
         back: Ray restarted it elsewhere between two of its calls (while the loop rebuilt a lost learner, say), so no
         call failed. Both are reported, so the run counts the loss as it does any other."""
-        known, node = self.budget.incarnations.get(index), self.node_of.get(index)
-        ours = index in self.budget.killed  # a timeout's or a drain's kill: not a loss
-        usable = self.budget.seen(index, incarnation, node)
-        unseen_loss = known not in (None, incarnation) and not ours and index not in self.down
-        if usable and unseen_loss and node and not node_usable(node):
+        answer = self.budget.seen(index, incarnation, self.node_of.get(index))
+        if answer == "node" and index not in self.down:
             self._down.append(index)
             self._back.append(index)
-        return usable
+        return answer != "spent"
 
     def sampled_on(self, index: int, node_id: str) -> None:
         self.node_of[index] = node_id

@@ -36,22 +36,24 @@ class RestartBudget:
         self.killed: set[int] = set()  # killed by distrl (a timeout, a drain): their next restart is not a crash
         self.incarnations: dict[int, str] = {}  # the process each worker last answered from
 
-    def seen(self, index: int, incarnation: str, last_node: str | None) -> bool:
-        """Worker ``index`` answered from process ``incarnation``; ``last_node``: where it sampled before. A new
-        process after a crash spends one restart (a lost node's, or our own timeout kill's, spend none here); False
-        once the budget is spent (the worker is then killed for good). Counting processes, not errors, counts a
-        restart once however many calls failed while it happened."""
+    def seen(self, index: int, incarnation: str, last_node: str | None) -> str:
+        """Worker ``index`` answered from process ``incarnation``; ``last_node``: where it sampled before. What the
+        answer was: ``same`` (the process it knew, or its first), ``ours`` (the restart of distrl's own kill: a
+        timeout's is counted as the timeout, a drain's spends nothing), ``node`` (a restart after its node was lost or
+        drained: free), ``crash`` (a restart that spent one of the budget) or ``spent`` (the budget is spent: the
+        worker is killed for good). Counting processes, not errors, counts a restart once however many calls failed
+        while it happened."""
         known = self.incarnations.get(index)
         self.incarnations[index] = incarnation
         if known is None or known == incarnation:
-            return True
-        if index in self.killed:  # the restart of our own kill (a timeout's is counted as the timeout)
+            return "same"
+        if index in self.killed:
             self.killed.discard(index)
-            return True
+            return "ours"
         if last_node and not node_usable(last_node):
-            return True  # its node is gone or draining: free
+            return "node"
         self.crashes[index] += 1
-        return self._within(index)
+        return "crash" if self._within(index) else "spent"
 
     def timed_out(self, index: int) -> bool:
         """Worker ``index``'s sample passed its bound: killed for a restart while the budget lasts (True), else for good."""
