@@ -8,7 +8,10 @@
 #   4. Breakout at GPU_WORKERS rollout workers (14) with the GPU learner, async, its envs in one group and in two
 #      (benchmarks/env_groups.py: a worker's sampling rate against the env alone);
 #   5. the same workers and learner beside as many processes stepping the env alone (benchmarks/scale_machine.py);
-#   6. a worker policy's forward in each precision and layout on that CPU (benchmarks/inference_forms.py).
+#   6. a worker policy's forward in each precision and layout on that CPU (benchmarks/inference_forms.py);
+#   7. the workers' policy on the GPU (rollout.compile.backend cuda): a step's policy call there beside the CPU
+#      backends and a Ray round trip (benchmarks/worker_inference.py), then Breakout at GPU_WORKERS workers acting on
+#      their GPU shares, async, env groups 1 and 2 (benchmarks/env_groups.py).
 # Each stage has its own time limit, so one that hangs leaves the others their time. Results go to OUTDIR (argument 1,
 # default benchmarks/results/gpu), with everything printed in OUTDIR/log.
 #
@@ -18,7 +21,7 @@
 set -u
 OUTDIR=${1:-benchmarks/results/gpu}
 WORKERS=${GPU_WORKERS:-14}
-STAGES=${STAGES-"1 2 3 4 5 6"}  # in this order; unset: every stage; empty: none (the machine lines only)
+STAGES=${STAGES-"1 2 3 4 5 6 7"}  # in this order; unset: every stage; empty: none (the machine lines only)
 mkdir -p "$OUTDIR"
 exec > >(tee -a "$OUTDIR/log") 2>&1
 export PYTHONUNBUFFERED=1 RAY_USAGE_STATS_ENABLED=0
@@ -39,7 +42,7 @@ stage_1() {
 stage_2() {
     stage 2 "the CUDA tests (pytest -m gpu${GPU_TESTS:+ -k $GPU_TESTS})" 200
     timeout 200 python3 -m pytest -q -p no:cacheprovider -m gpu ${GPU_TESTS:+-k "$GPU_TESTS"} tests/test_gpu.py \
-        tests/test_learner.py tests/test_compile.py
+        tests/test_learner.py tests/test_compile.py tests/test_worker_gpu.py
     echo "stage 2 exit $?"
 }
 stage_3() {
@@ -67,6 +70,17 @@ stage_6() {
     CUDA_VISIBLE_DEVICES="" timeout 110 python3 benchmarks/inference_forms.py --models cnn --batch-sizes 8 32 \
         --results-dir "$OUTDIR"
     echo "stage 6 exit $?"
+}
+stage_7() {
+    stage 7 "the workers' policy on the GPU (worker_inference.py; env_groups.py with the cuda backend)" 300
+    timeout 60 python3 benchmarks/worker_inference.py --seconds 0.5 --repeats 3 --results-dir "$OUTDIR"
+    echo "stage 7a exit $?"
+    # The learner and the workers share the one GPU: half for the learner, the rest split among the workers.
+    timeout 240 python3 benchmarks/env_groups.py --pipelines async --iterations 6 --env-seconds 3 \
+        --set rollout.num_workers="$WORKERS" --set learner.num_gpus_per_learner=0.5 \
+        --set rollout.compile.backend=cuda --set rollout.compile.strict=true \
+        --set rollout.num_gpus_per_worker="$(python3 -c "print(round(0.5 / $WORKERS, 4))")" --results-dir "$OUTDIR"
+    echo "stage 7b exit $?"
 }
 gpus() { python3 -c "import torch; print(int(torch.cuda.is_available()))"; }
 

@@ -91,7 +91,10 @@ CASES = {
     "learner.compile.mode": Case(f"{TRAIN} --set learner.compile.mode=fast", 2, ("learner.compile.mode='fast'",)),
     "learner.device cuda": Case(f"{TRAIN} --set learner.device=cuda", 2, ("learner.device=cuda: needs learner.num_gpus_per_learner > 0",)),
     "learner.num_learners": Case(f"{TRAIN} --set learner.num_learners=3", 2, ("learner.num_learners=3: must divide env.num_envs_per_worker=64",)),
-    "learner GPU on a private Ray": Case(f"{TRAIN} --set learner.num_gpus_per_learner=1 --address local", 2, ("learner.num_gpus_per_learner=1 needs 1 GPUs",), ray=True),
+    "learner GPU on a private Ray": Case(f"{TRAIN} --set learner.num_gpus_per_learner=1 --address local", 2, ("learner.num_gpus_per_learner=1: this machine has no CUDA GPU",), absent=("{tmp}/new",)),
+    "rollout.compile.backend cuda": Case(f"{TRAIN} --set rollout.compile.backend=cuda", 2, ("rollout.compile.backend=cuda: needs a GPU share per worker, rollout.num_gpus_per_worker > 0",)),
+    "rollout.num_gpus_per_worker onnxrt": Case(f"{TRAIN} --set rollout.num_gpus_per_worker=0.1", 2, ("rollout.num_gpus_per_worker=0.1: the onnxrt policy backend runs on the CPU", "cuda or auto")),
+    "worker GPU on a private Ray": Case(f"{TRAIN} --set rollout.num_gpus_per_worker=0.1 --set rollout.compile.backend=cuda --address local", 2, ("rollout.num_gpus_per_worker=0.1: this machine has no CUDA GPU", "allowed: 0, or --address"), absent=("{tmp}/new",)),
     "ppo.lr inf": Case(f"{TRAIN} --set ppo.lr=.inf", 2, ("ppo.lr=inf", "finite number")),
     "ppo.lr nan": Case(f"{TRAIN} --set ppo.lr=.nan", 2, ("ppo.lr=nan", "finite number")),
     "ppo.lr negative": Case(f"{TRAIN} --set ppo.lr=-1", 2, ("ppo.lr=-1", "greater than 0")),
@@ -188,6 +191,8 @@ def test_bad_input(name, files, tmp_path):
     case = CASES[name]
     if name == "rollout.compile strict" and IPEX["available"]:
         pytest.skip("ipex is available in this environment")
+    if name in ("learner GPU on a private Ray", "worker GPU on a private Ray") and torch.cuda.device_count():
+        pytest.skip("this machine has a CUDA GPU")
     if name == "rollout.compile.precision no bf16 CPU" and cpu_bf16():
         pytest.skip(f"this CPU has {cpu_bf16()}")
     values = {**files, "tmp": str(tmp_path)}

@@ -14,7 +14,7 @@ from tests.conftest import ROOT
 SCRIPTS = ["inference", "sampling", "learner", "ppo", "peers", "compile_check", "scale", "scale_machine", "soak",
            "learner_step", "attention", "league", "league_rllib", "straggler", "async_learning", "elastic", "mujoco_scores",
            "many_workers", "cpu_accounting", "reserve_cores", "env_groups", "startup", "peers_breakout", "inference_forms",
-           "learner_defaults", "snapshot_cost"]
+           "learner_defaults", "snapshot_cost", "worker_inference"]
 
 
 def run_script(name, *args, timeout=900):
@@ -29,7 +29,7 @@ def test_help(name):
 
 
 @pytest.mark.parametrize("name", ["inference", "sampling", "learner", "compile_check", "soak", "learner_step", "inference_forms",
-                                  "snapshot_cost",
+                                  "snapshot_cost", "worker_inference",
                                   pytest.param("ppo", marks=pytest.mark.slow),
                                   pytest.param("league", marks=pytest.mark.slow),
                                   pytest.param("straggler", marks=pytest.mark.slow),

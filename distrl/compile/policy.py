@@ -1,7 +1,8 @@
 """The policy a rollout worker acts with: numpy in, numpy out, weights swappable in place.
 
 Every backend builds an ``InferencePolicy``. ``EagerPolicy`` runs the torch module as it is
-(the baseline); ``TorchCompiledPolicy`` runs it through ``torch.compile`` (inductor, ipex).
+(the baseline); ``TorchCompiledPolicy`` runs it through ``torch.compile`` (inductor, ipex); ``DevicePolicy`` runs a
+copy of it on another device (the worker's GPU), replayed as a CUDA graph there.
 """
 
 from __future__ import annotations
@@ -76,6 +77,67 @@ class TorchCompiledPolicy:
 
     def update_weights(self, state_dict: dict) -> None:
         load_state_dict_numpy(self.module, state_dict)
+
+
+class DevicePolicy:
+    """A copy of ``module`` on ``device``: each call's inputs are copied into buffers kept there, the forward runs on
+    them, and its outputs come back as new host arrays (so no later call overwrites a batch's). With ``capture`` on a
+    CUDA device, the forward of each input shape is captured once as a CUDA graph and replayed: one launch a step
+    instead of one per kernel, which is most of a small policy's time on a GPU. Elsewhere it runs as it is: the same
+    path on the CPU device (how the tests run it).
+
+    The graph reads the weights where they were at capture, so a weight sync copies into them in place. TF32 is off
+    for the policy: the outputs are checked against eager float32 on the CPU (``check.py``) like every backend's."""
+
+    backend = "cuda"
+    shares_module = False  # the eager module stays on the CPU, the reference the checks run
+    MAX_GRAPHS = 8  # input shapes captured; any other shape runs uncaptured
+
+    def __init__(self, module: nn.Module, device: str | torch.device, capture: bool = True):
+        import copy
+
+        self.device = torch.device(device)
+        self.module = copy.deepcopy(module).to(self.device).eval()
+        self.capture = capture and self.device.type == "cuda"
+        if self.device.type == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cudnn.allow_tf32 = False
+        self.graphs: dict[tuple, tuple] = {}  # input shapes and dtypes -> (graph, static inputs, static outputs)
+
+    def __call__(self, *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
+        arrays = [np.ascontiguousarray(x) for x in inputs]
+        key = tuple((a.shape, a.dtype.str) for a in arrays)
+        with torch.inference_mode():
+            if self.capture and (key in self.graphs or len(self.graphs) < self.MAX_GRAPHS):
+                graph, static_in, static_out = self.graphs.get(key) or self._capture(arrays, key)
+                for buffer, array in zip(static_in, arrays):
+                    buffer.copy_(torch.from_numpy(array))
+                graph.replay()
+                outputs = static_out
+            else:
+                outputs = as_tuple(self.module(*(torch.from_numpy(a).to(self.device) for a in arrays)))
+            return tuple(o.cpu().numpy() if o.device.type != "cpu" else o.numpy().copy() for o in outputs)
+
+    def _capture(self, arrays: list[np.ndarray], key: tuple) -> tuple:
+        """Warm the forward up on a side stream (cuDNN picks its kernels, the allocator its blocks), then capture it."""
+        static_in = [torch.from_numpy(a).to(self.device) for a in arrays]
+        stream = torch.cuda.Stream(self.device)
+        stream.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(stream):
+            for _ in range(3):
+                self.module(*static_in)
+        torch.cuda.current_stream(self.device).wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_out = as_tuple(self.module(*static_in))
+        self.graphs[key] = (graph, static_in, static_out)
+        return self.graphs[key]
+
+    def update_weights(self, state_dict: dict) -> None:
+        """In place, so that captured graphs read the new weights."""
+        with torch.no_grad():
+            for name, tensor in self.module.state_dict().items():
+                tensor.copy_(torch.as_tensor(np.asarray(state_dict[name])))
 
 
 def time_policy(policy: InferencePolicy, example: tuple[np.ndarray, ...], seconds: float = 0.3) -> float:

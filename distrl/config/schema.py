@@ -168,6 +168,10 @@ class RolloutConfig(Section):
         300.0, description="a worker range: how long the run goes on with fewer than min workers before it stops"
     )
     num_cpus_per_worker: PositiveFloat = 1.0
+    num_gpus_per_worker: NonNegativeFloat = Field(
+        0.0, description="a GPU share per worker (a fraction: several workers share one GPU), for its policy on the "
+        "GPU (rollout.compile.backend: cuda, or auto, which times it beside the CPU backends); 0: CPU inference",
+    )
     rollout_length: PositiveInt = Field(128, description="env steps per env in one batch")
     pipeline: Literal["sync", "overlap", "async"] = Field(
         "sync", description="sync: rounds of every worker's batch, on-policy; overlap: the same rounds, workers sample "
@@ -661,6 +665,13 @@ class Config(Section):
         if rc.memory_format == "channels_last" and not (spec.runs_torch or spec.chooses):
             problems.append(f"rollout.compile.memory_format=channels_last: the {rc.backend} backend lays out its own "
                             f"kernels; allowed with rollout.compile.backend {torch_backends}")  # fmt: skip
+        gpus = self.rollout.num_gpus_per_worker
+        if rc.backend == "cuda" and gpus == 0:
+            problems.append("rollout.compile.backend=cuda: needs a GPU share per worker, rollout.num_gpus_per_worker > 0 "
+                            "(e.g. 0.1: ten workers to a GPU)")  # fmt: skip
+        if gpus > 0 and rc.backend not in ("cuda", "auto"):
+            problems.append(f"rollout.num_gpus_per_worker={gpus:g}: the {rc.backend} policy backend runs on the CPU and "
+                            "would leave the GPU idle; allowed with rollout.compile.backend cuda or auto")  # fmt: skip
         if rc.strict and spec.chooses:
             problems.append(
                 f"rollout.compile.strict=true: {rc.backend} keeps the fastest backend that passes its checks, eager "

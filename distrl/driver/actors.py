@@ -20,7 +20,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, Place
 
 from distrl.common.log import get_logger
 from distrl.config import Config
-from distrl.driver.placement import covers, fits, learner_bundle, learner_placement_group, wait_until_ready, worker_options
+from distrl.driver.placement import covers, fits, learner_bundle, learner_placement_group, wait_until_ready, worker_bundle, worker_options
 from distrl.rollout.coordinator import SampleCoordinator
 from distrl.rollout.restarts import draining_nodes
 
@@ -217,8 +217,7 @@ class RunActors:
         """The fewest answering workers (highest-numbered first) whose resources, with a node's free ones, make room
         for a learner bundle on that live, non-draining node with the learners' labels; [] where none can."""
         bundle, labels = learner_bundle(self.config), dict(self.config.learner.node_labels)
-        rollout = self.config.rollout
-        holds = {"CPU": rollout.num_cpus_per_worker, **rollout.resources}  # what one worker gives back
+        holds = worker_bundle(self.config)  # what one worker gives back
         draining = draining_nodes()
         nodes = {n["NodeID"] for n in ray.nodes() if n["NodeID"] not in draining and fits(bundle, labels, n)}
         free = available_resources_per_node()

@@ -39,7 +39,7 @@ from distrl.driver.connection import RayTarget, resolve_target
 from distrl.driver.drain import DrainWatcher
 from distrl.driver.signals import StopSignals
 from distrl.driver.placement import PlacementError, impossible_requests
-from distrl.driver.preflight import check_before_ray
+from distrl.driver.preflight import check_before_ray, check_gpus_of_this_machine
 from distrl.driver.run_state import RunState
 from distrl.driver.progress import ProgressReporter
 from distrl.driver.snapshots import SnapshotKeeper
@@ -177,6 +177,10 @@ class Driver:
         self.mark("imports")
         spaces = check_before_ray(self.config)
         self.mark("env_probe")
+        if not isinstance(target, RayTarget):  # a Ray this process already joined is used as it is (connect_ray)
+            target = RayTarget(None, "private") if ray.is_initialized() else resolve_target(target)
+        if target.private and not ray.is_initialized():
+            check_gpus_of_this_machine(self.config)
         # The bar names each start-up phase until the first update (after the checks: bad input is one line, no bar).
         self.progress = ProgressReporter(self.config, self.console)
         try:
@@ -184,9 +188,7 @@ class Driver:
         finally:
             self.progress.close()
 
-    def _run(self, target, launch: float, spaces) -> dict:
-        if not isinstance(target, RayTarget):  # a Ray this process already joined is used as it is (connect_ray)
-            target = RayTarget(None, "private") if ray.is_initialized() else resolve_target(target)
+    def _run(self, target: RayTarget, launch: float, spaces) -> dict:
         if target.warning:
             log.warning(target.warning)
         # The policy's export or compile overlaps Ray's start-up (ray.init waits on its processes).

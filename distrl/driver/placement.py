@@ -25,11 +25,22 @@ def worker_options(config: Config) -> dict:
     # workers without limit; rollout.max_restarts is kept by the coordinator (rollout/restarts.py), which does not
     # count a restart whose node was lost.
     options = {"num_cpus": r.num_cpus_per_worker, "max_restarts": -1, "max_task_retries": 0}
+    if r.num_gpus_per_worker:
+        options["num_gpus"] = r.num_gpus_per_worker
     if r.resources:
         options["resources"] = dict(r.resources)
     if r.node_labels:
         options["label_selector"] = dict(r.node_labels)
     return options
+
+
+def worker_bundle(config: Config) -> dict:
+    """What one worker holds: its CPUs, its GPU share, its custom resources."""
+    r = config.rollout
+    bundle = {"CPU": r.num_cpus_per_worker, **r.resources}
+    if r.num_gpus_per_worker:
+        bundle["GPU"] = r.num_gpus_per_worker
+    return bundle
 
 
 def learner_bundle(config: Config) -> dict:
@@ -75,6 +86,14 @@ def impossible_requests(config: Config) -> list[str]:
             f"learner.num_gpus_per_learner={ln.num_gpus_per_learner:g} needs {need_gpu:g} GPUs but this Ray cluster "
             f"has {total.get('GPU', 0):g}; set it to 0 or connect to a cluster with GPUs"
         )
+    elif r.num_gpus_per_worker and need_gpu + r.min_workers * r.num_gpus_per_worker > total.get("GPU", 0):
+        problems.append(
+            f"rollout.num_workers={r.describe_workers()} x rollout.num_gpus_per_worker={r.num_gpus_per_worker:g}"
+            + (f" + learner.num_learners={ln.num_learners} x learner.num_gpus_per_learner={ln.num_gpus_per_learner:g}"
+               if need_gpu else "")
+            + f" needs {need_gpu + r.min_workers * r.num_gpus_per_worker:g} GPUs but this Ray cluster has "
+            f"{total.get('GPU', 0):g}; lower the shares (a learner and its workers can share a GPU: e.g. 0.5 and 0.05)"
+        )
     need_cpu = r.min_workers * r.num_cpus_per_worker + ln.num_learners * ln.num_cpus_per_learner  # a range: its min
     if need_cpu > total.get("CPU", 0):
         problems.append(
@@ -86,7 +105,7 @@ def impossible_requests(config: Config) -> list[str]:
         for name, amount in resources.items():
             if amount * count > total.get(name, 0):
                 problems.append(f"{key}={{{name}: {amount:g}}}: needs {amount * count:g} '{name}' but this Ray cluster has {total.get(name, 0):g}")
-    worker_request = {"CPU": r.num_cpus_per_worker, **r.resources}
+    worker_request = worker_bundle(config)
     if r.node_labels and not _fits_somewhere(worker_request, r.node_labels, nodes):
         problems.append(f"rollout.node_labels={r.node_labels}: no node with these labels can hold a worker")
     if ln.node_labels and not _fits_somewhere(learner_bundle(config), ln.node_labels, nodes):

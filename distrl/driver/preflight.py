@@ -44,3 +44,22 @@ def check_before_ray(config: Config) -> tuple:
             raise ConfigError(["rollout.compile.precision=bf16: this CPU has no bf16 instructions (AMX or AVX512-BF16), "
                                "where bf16 runs emulated and slower than fp32; allowed here: auto, fp32"])  # fmt: skip
     return spaces
+
+
+def check_gpus_of_this_machine(config: Config) -> None:
+    """A private Ray holds this machine's GPUs and no others: GPU shares (the learners', the workers') on a machine
+    where torch sees no CUDA device are refused now, before Ray starts, instead of waiting on a placement that can
+    never happen."""
+    ln, r = config.learner, config.rollout
+    asked = [(f"learner.num_gpus_per_learner={ln.num_gpus_per_learner:g}", ln.num_gpus_per_learner),
+             (f"rollout.num_gpus_per_worker={r.num_gpus_per_worker:g}", r.num_gpus_per_worker)]  # fmt: skip
+    asked = [key for key, amount in asked if amount > 0]
+    if not asked:
+        return
+    import torch
+
+    if torch.cuda.device_count() == 0:
+        from distrl.config import ConfigError
+
+        raise ConfigError([f"{' and '.join(asked)}: this machine has no CUDA GPU (torch {torch.__version__} sees none), "
+                           "and the run starts a Ray of its own here; allowed: 0, or --address of a cluster with GPUs"])

@@ -80,7 +80,9 @@ def print_start(say, config: Config, run_dir: str, joined: RayTarget, actors, re
     shared = ", artifacts shared" if info["shared_artifacts"] else ""
     say(
         f"  rollout  {cfg.rollout.rollout_length} steps/env, pipeline {cfg.rollout.pipeline}, "
-        f"{cfg.rollout.num_cpus_per_worker:g} CPU/worker, policy backend {backend} "
+        f"{cfg.rollout.num_cpus_per_worker:g} CPU"
+        + (f" + {cfg.rollout.num_gpus_per_worker:g} GPU" if cfg.rollout.num_gpus_per_worker else "")
+        + f"/worker, policy backend {backend} "
         f"(ready in {info['startup_s']:.2f} s{shared})"
     )
     groups = f"{info['env_groups']} groups of {cfg.env.num_envs_per_worker // info['env_groups']} envs" if info[

@@ -151,6 +151,7 @@ class RolloutWorker:
         ctx = ray.get_runtime_context()
         return {"node_id": ctx.get_node_id(), "node_ip": ray.util.get_node_ip_address(),
                 "placement_group": ctx.get_placement_group_id(),
+                "gpu_ids": list(ctx.get_accelerator_ids().get("GPU", [])),
                 "cores": sorted(self.cores.refresh()) if self.cores is not None else None}  # fmt: skip
 
     def _settle_thread(self) -> None:

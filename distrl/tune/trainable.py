@@ -20,11 +20,9 @@ def trial_resources(config: Config):
     """The trial's placement group: nothing for the trial itself, a bundle per learner, a bundle per worker."""
     from ray.tune import PlacementGroupFactory
 
-    from distrl.driver.placement import learner_bundle  # (imports ray: only once a trial is set up)
+    from distrl.driver.placement import learner_bundle, worker_bundle  # (imports ray: only once a trial is set up)
 
-    r = config.rollout
-    worker = {"CPU": r.num_cpus_per_worker, **r.resources}
-    bundles = [{}] + [learner_bundle(config)] * config.learner.num_learners + [worker] * r.max_workers
+    bundles = [{}] + [learner_bundle(config)] * config.learner.num_learners + [worker_bundle(config)] * config.rollout.max_workers
     return PlacementGroupFactory(bundles, strategy="PACK")
 
 

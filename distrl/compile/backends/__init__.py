@@ -36,6 +36,8 @@ BACKENDS: dict[str, BackendSpec] = {
         BackendSpec("onnxrt", "ONNX Runtime on the exported policy",
                     options="{intra_op_num_threads, graph_optimization_level}"),  # fmt: skip
         BackendSpec("ipex", "torch.compile with intel-extension-for-pytorch", runs_torch=True),
+        BackendSpec("cuda", "the policy on the worker's GPU share (rollout.num_gpus_per_worker), replayed as a CUDA "
+                    "graph"),  # fmt: skip
         BackendSpec("auto", "times every available backend here and keeps the fastest", takes_mode=True,
                     options="{BACKEND: that backend's options}", chooses=True),  # fmt: skip
     )
