@@ -8,7 +8,8 @@ episode statistics, observation handling). Correctness-gated like every benchmar
 whose compiled policy fell back to eager is reported as such, and with ``strict`` a mismatch
 fails the run.
 
-    python benchmarks/sampling.py              # CartPole MLP (64 envs), CartPole-LSTM, Breakout CNN (8, 32 envs)
+    python benchmarks/sampling.py              # CartPole MLP (64 envs), CartPole-LSTM, CartPole as 48 envs and as
+                                               # 16 copies of 3 agents, Breakout CNN (8, 32 envs)
     python benchmarks/sampling.py --quick      # seconds; the test suite runs this
 """
 
@@ -27,7 +28,7 @@ import torch  # noqa: E402
 from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results  # noqa: E402
 from distrl.compile import available_backends  # noqa: E402
 from distrl.config import load_config  # noqa: E402
-from distrl.envs import make_vec_env  # noqa: E402
+from distrl.envs import make_run_vec_env  # noqa: E402
 from distrl.rollout import RolloutWorker  # noqa: E402
 
 CASES = {
@@ -36,6 +37,10 @@ CASES = {
     "cartpole_lstm_16": (["env.id=distrl.envs.wrappers:cartpole_no_velocity", "env.vectorization=sync",
                           "env.num_envs_per_worker=16", "model.lstm_size=64", "model.shared_trunk=true",
                           "model.hidden=[64]", "ppo.seq_len=16"], 128),
+    # N agents as slots (``distrl/envs/agents.py``) beside the one-agent env stepped the same way: 48 CartPoles in
+    # Python either way, as 48 envs or as 16 copies of a 3-agent team
+    "cartpole_sync_48": (["env.id=CartPole-v1", "env.vectorization=sync", "env.num_envs_per_worker=48"], 128),
+    "cartpole_team_48": (["env.id=distrl.envs.testing:cartpole_team", "env.num_envs_per_worker=48"], 128),
     "breakout_cnn_8": (["env.id=ALE/Breakout-v5", "env.num_envs_per_worker=8", "model.type=cnn", "model.hidden=[512]",
                         "model.shared_trunk=true", "model.activation=relu"], 32),
     "breakout_cnn_32": (["env.id=ALE/Breakout-v5", "env.num_envs_per_worker=32", "model.type=cnn", "model.hidden=[512]",
@@ -54,7 +59,7 @@ def case_config(name: str, backend: str, env_groups: int = 1):
 def env_alone(config, min_seconds: float) -> float:
     """Env steps/s of the worker's vector env (its thread count: ale-py's pool otherwise spans every core) stepped
     with pre-drawn random actions: the ceiling for this core."""
-    envs = make_vec_env(config.env, num_threads=max(1, int(config.rollout.num_cpus_per_worker)))
+    envs = make_run_vec_env(config, num_threads=max(1, int(config.rollout.num_cpus_per_worker)))
     envs.reset(seed=0)
     rng = np.random.default_rng(0)
     space = envs.action_space

@@ -86,7 +86,7 @@ def measure(config, seconds: float = 0.5) -> dict:
     import torch
 
     from distrl.compile import available_backends, build_inference_policy, checks_against_eager
-    from distrl.envs import make_vec_env
+    from distrl.envs import make_run_vec_env
     from distrl.learner import Learner
     from distrl.rollout import RolloutWorker
 
@@ -100,7 +100,7 @@ def measure(config, seconds: float = 0.5) -> dict:
         envs.set_plan({"shares": {"random": 1.0}})
         act = lambda mask: random_actions(envs.single_action_space, mask, rng, envs.num_envs)  # noqa: E731 (legal moves)
     else:
-        envs = make_vec_env(config.env)
+        envs = make_run_vec_env(config)
         act = lambda mask: envs.action_space.sample()  # noqa: E731
     _, info = envs.reset(seed=0)
     steps, start = 0, time.perf_counter()
@@ -156,9 +156,9 @@ def measure(config, seconds: float = 0.5) -> dict:
 
 def _vectorization(config) -> str:
     """The vector env, in the start-up summary's words."""
-    from distrl.envs.factory import describe_vectorization
+    from distrl.envs.kinds import describe_run_env
 
-    return describe_vectorization(config.env) if config.league is None else config.env.vectorization
+    return describe_run_env(config)
 
 
 def run(config, quick: bool = False) -> dict:

@@ -260,7 +260,12 @@ def test_config_refuses_leagues_on_single_agent_envs_and_games_without_a_league(
     with pytest.raises(ConfigError, match="a league needs a two-player game"):
         load_config({"env": {"id": "CartPole-v1"}, "league": {}})
     with pytest.raises(ConfigError, match="add a league section"):
-        load_config({"env": {"id": CONNECT4}})
+        load_config({"env": {"id": "distrl/Duel-v0"}})
+    # A PettingZoo id without a league is the agents kind's (parallel envs); a turn-based game is refused by its probe.
+    from distrl.envs import EnvSpecError, probe_run_spaces
+
+    with pytest.raises(EnvSpecError, match="a turn-based \\(AEC\\) game; train it by self-play with a league section"):
+        probe_run_spaces(load_config({"env": {"id": CONNECT4, "num_envs_per_worker": 16}}))
     with pytest.raises(ConfigError, match="recurrent state"):
         load_config({"env": {"id": CONNECT4}, "league": {}, "model": {"lstm_size": 16, "shared_trunk": True}})
 

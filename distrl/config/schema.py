@@ -479,10 +479,12 @@ class Config(Section):
     seed: NonNegativeInt = 0
 
     def _league_problems(self) -> list[str]:
-        """A league trains two-player games with feed-forward policies; a two-player game needs a league."""
+        """A league trains two-player games with feed-forward policies; distrl's own two-player games need a league
+        (a PettingZoo parallel env without one trains its agents with a shared policy: ``distrl/envs/agents.py``)."""
         game = is_game_id(self.env.id)
         if self.league is None:
-            return [f"env.id={self.env.id!r}: a two-player game; add a league section to train it by self-play"] if game else []
+            own_game = game and not self.env.id.startswith("pettingzoo/")
+            return [f"env.id={self.env.id!r}: a two-player game; add a league section to train it by self-play"] if own_game else []
         problems = []
         if not game:
             problems.append(f"env.id={self.env.id!r}: a league needs a two-player game (pettingzoo/REGISTRY_ID, e.g. "

@@ -9,7 +9,9 @@ import numpy as np
 
 from distrl.common.checkpoint import CheckpointError
 from distrl.deploy.policy import Policy
-from distrl.envs import make_vec_env
+from distrl.envs import make_run_vec_env
+from distrl.envs.agents import agent_names
+from distrl.envs.kinds import env_kind
 from distrl.envs.episodes import EpisodeTracker
 
 
@@ -31,14 +33,19 @@ def evaluate(path: str | Path, episodes: int = 10, deterministic: bool = True, s
         from distrl.deploy.video import record_episodes
 
         return record_episodes(policy, policy.config.env, video_dir, episodes, seed, deterministic)
+    config = policy.config
     num_envs = min(episodes, 16)
-    envs = make_vec_env(policy.config.env.model_copy(update={"num_envs_per_worker": num_envs}))
+    if env_kind(config) == "agents":  # slots: whole copies of the env's agents (an episode is one agent's)
+        agents = len(agent_names(config))
+        num_envs = -(-num_envs // agents) * agents
+    envs = make_run_vec_env(config.model_copy(update={"env": config.env.model_copy(update={"num_envs_per_worker": num_envs})}))
     obs, _ = envs.reset(seed=seed)
     tracker = EpisodeTracker(num_envs)
     state, start = policy.initial_state(num_envs), np.ones(num_envs, dtype=bool)
     while len(tracker.returns) < episodes:
         actions, state = policy.predict(obs, state, start, deterministic)
-        obs, reward, terminated, truncated, _ = envs.step(actions)
-        start = ~tracker.step(reward, terminated, truncated)  # after a reset step, an episode starts
+        obs, reward, terminated, truncated, info = envs.step(actions)
+        # after a reset step an episode starts; an agent's steps after it finished (``_env_reset``) count for none
+        start = ~tracker.step(reward, terminated, truncated, info.get("_env_reset"))
     envs.close()
     return np.asarray(tracker.returns[:episodes])

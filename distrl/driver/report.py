@@ -12,7 +12,7 @@ from distrl.config import Config
 from distrl.data.messages import SampleInfo, UpdateResult
 from distrl.driver.connection import RayTarget
 from distrl.driver.run_state import RunState
-from distrl.envs.factory import describe_vectorization
+from distrl.envs.kinds import describe_run_env
 
 
 def backends_in_use(names: list[str]) -> str:
@@ -67,7 +67,7 @@ def print_start(say, config: Config, run_dir: str, joined: RayTarget, actors, re
     say(f"distrl run {run_dir}" + (f", mirrored to {storage}" if storage else ""))
     say(f"  ray      {joined.describe()}")
     # said once, here: what auto chose and why (a league's game table is its own vector env)
-    vectorization = describe_vectorization(cfg.env) if cfg.league is None else cfg.env.vectorization
+    vectorization = describe_run_env(cfg)
     say(
         f"  env      {cfg.env.id}: {cfg.rollout.describe_workers()} workers x {cfg.env.num_envs_per_worker} envs "
         f"({vectorization}), action_repeat {cfg.env.action_repeat}, normalize {cfg.env.describe_normalize()}"

@@ -248,3 +248,8 @@ def probe_run(config) -> tuple[gym.Space, gym.Space]:
 def make_run_vec_env(config, num_threads: int | None = None) -> gym.vector.VectorEnv:
     """The ``gymnasium`` env kind's vector env (``distrl/envs/kinds.py``)."""
     return make_vec_env(config.env, num_threads)
+
+
+def describe(config) -> str:
+    """The ``gymnasium`` env kind's vector env in words (``distrl/envs/kinds.py``)."""
+    return describe_vectorization(config.env)

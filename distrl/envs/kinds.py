@@ -2,12 +2,15 @@
 
 - ``gymnasium``: a gymnasium id or a ``package.module:factory`` (``distrl/envs/factory.py``);
 - ``league``: a two-player game seen from the learner's seat, its opponents acting inside the vector
-  env (``distrl/envs/games/seat.py``).
+  env (``distrl/envs/games/seat.py``);
+- ``agents``: an N-agent PettingZoo parallel env, each agent of each copy a slot of the batch, all acting with one
+  shared policy (``distrl/envs/agents.py``).
 
 A kind's module defines ``runs(config) -> bool`` (whether the config's env is of this kind: the first
 row whose ``runs`` says so is the run's kind, so ``gymnasium``, which takes every config, is the last),
 ``probe_run(config) -> (observation space, action space)`` (checking what it can before Ray starts) and
-``make_run_vec_env(config, num_threads) -> VectorEnv`` (not yet reset), and may define
+``make_run_vec_env(config, num_threads) -> VectorEnv`` (not yet reset) and ``describe(config) -> str`` (that vector
+env in the start-up summary's words), and may define
 ``worker_side(envs, policies) -> WorkerSide``: what the kind adds to a rollout worker (the league:
 opponents that act with the worker's policies, the driver's plan in, finished games out).
 The table holds the modules themselves, so import-linter sees every kind: adding one is a module in
@@ -20,11 +23,12 @@ from types import ModuleType
 
 import gymnasium as gym
 
-from distrl.envs import factory
+from distrl.envs import agents, factory
 from distrl.envs.games import seat
 
 ENV_KINDS: dict[str, ModuleType] = {  # in the order asked: the first whose runs(config) is true
     "league": seat,
+    "agents": agents,
     "gymnasium": factory,
 }
 
@@ -42,6 +46,12 @@ def probe_run_spaces(config) -> tuple[gym.Space, gym.Space]:
     """The spaces a run's policy acts in: its env's, or in a league run its game's from one seat (checking the
     league's settings against the game too)."""
     return _kind(config).probe_run(config)
+
+
+def describe_run_env(config) -> str:
+    """The vector env a worker builds for ``config``, in the words the start-up summary and ``distrl diagnose`` use
+    (what ``auto`` chose, and why)."""
+    return _kind(config).describe(config)
 
 
 def make_run_vec_env(config, num_threads: int | None = None) -> gym.vector.VectorEnv:

@@ -112,6 +112,10 @@ def env_groups(config) -> tuple[int, str]:
         return chosen, ""
     if config.league is not None:
         return 1, "a league's game table steps as one"
+    from distrl.envs.kinds import env_kind  # (the kinds' table imports every kind)
+
+    if env_kind(config) == "agents":
+        return 1, "a PettingZoo env's copies step in Python, which holds its lock"
     copies = config.env.num_envs_per_worker
     if copies < 2 or copies % 2:
         return 1, f"{copies} env copies do not split into two equal groups"

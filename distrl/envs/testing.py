@@ -231,3 +231,127 @@ class _Float64Observations(gym.ObservationWrapper):
 
 def float64_cartpole(**kwargs) -> gym.Env:
     return _Float64Observations(gym.make("CartPole-v1", **kwargs))
+
+
+# --- N-agent PettingZoo parallel envs (the ``agents`` env kind) ------------------------------------------------------
+def _parallel_env_base():
+    from pettingzoo.utils.env import ParallelEnv
+
+    return ParallelEnv
+
+
+class _CartPoleTeam:
+    """``n`` agents, each balancing a CartPole-v1 of its own: an agent is done when its pole falls (so agents finish
+    at different steps) or, for every agent left, after ``max_steps`` (truncated). Reward 1 per step alive. With
+    ``dict_obs`` an agent sees ``{"cart": [position, velocity], "pole": [angle, angular velocity]}``."""
+
+    metadata = {"name": "cartpole_team_v0"}
+
+    def __init__(self, n: int = 3, max_steps: int = 500, dict_obs: bool = False):
+        self.possible_agents = [f"pole_{i}" for i in range(n)]
+        self.agents: list[str] = []
+        self.max_steps = max_steps
+        self.poles = {name: gym.make("CartPole-v1", max_episode_steps=None).unwrapped for name in self.possible_agents}
+        self._obs_space = self.poles[self.possible_agents[0]].observation_space
+        self.dict_obs = dict_obs
+        if dict_obs:
+            low, high = self._obs_space.low, self._obs_space.high
+            self._obs_space = gym.spaces.Dict({"cart": gym.spaces.Box(low[:2], high[:2]),
+                                               "pole": gym.spaces.Box(low[2:], high[2:])})  # fmt: skip
+        self._action_space = self.poles[self.possible_agents[0]].action_space
+        self.steps = 0
+
+    def _seen(self, obs):
+        return {"cart": obs[:2], "pole": obs[2:]} if self.dict_obs else obs
+
+    def observation_space(self, agent):
+        return self._obs_space
+
+    def action_space(self, agent):
+        return self._action_space
+
+    def reset(self, seed=None, options=None):
+        self.agents, self.steps = list(self.possible_agents), 0
+        obs = {name: self._seen(self.poles[name].reset(seed=None if seed is None else seed * 31 + i)[0])
+               for i, name in enumerate(self.agents)}  # fmt: skip
+        return obs, {name: {} for name in self.agents}
+
+    def step(self, actions):
+        self.steps += 1
+        obs, rewards, terminated, truncated = {}, {}, {}, {}
+        for name in self.agents:
+            seen, rewards[name], terminated[name], _, _ = self.poles[name].step(int(actions[name]))
+            obs[name] = self._seen(seen)
+            truncated[name] = self.steps >= self.max_steps and not terminated[name]
+        self.agents = [name for name in self.agents if not (terminated[name] or truncated[name])]
+        return obs, rewards, terminated, truncated, {name: {} for name in obs}
+
+    def close(self):
+        for pole in self.poles.values():
+            pole.close()
+
+
+class _DyingAgents:
+    """``n`` agents on a counter: agent ``i`` lives ``lifetime * (i + 1)`` steps and is rewarded ``i + 1`` a step,
+    then terminates; the episode ends with the last. Its observation is (its index, the step); any action."""
+
+    metadata = {"name": "dying_agents_v0"}
+
+    def __init__(self, n: int = 3, lifetime: int = 2):
+        self.possible_agents = [f"agent_{i}" for i in range(n)]
+        self.agents: list[str] = []
+        self.lifetime = lifetime
+        self.t = 0
+
+    def observation_space(self, agent):
+        return gym.spaces.Box(0.0, 1e6, (2,), np.float32)
+
+    def action_space(self, agent):
+        return gym.spaces.Discrete(2)
+
+    def _obs(self, name):
+        return np.array([self.possible_agents.index(name), self.t], np.float32)
+
+    def reset(self, seed=None, options=None):
+        self.agents, self.t = list(self.possible_agents), 0
+        return {name: self._obs(name) for name in self.agents}, {name: {} for name in self.agents}
+
+    def step(self, actions):
+        assert set(actions) == set(self.agents), (sorted(actions), self.agents)  # only live agents are sent actions
+        self.t += 1
+        index = {name: self.possible_agents.index(name) for name in self.agents}
+        obs = {name: self._obs(name) for name in self.agents}
+        rewards = {name: float(index[name] + 1) for name in self.agents}
+        terminated = {name: self.t >= self.lifetime * (index[name] + 1) for name in self.agents}
+        truncated = {name: False for name in self.agents}
+        self.agents = [name for name in self.agents if not terminated[name]]
+        return obs, rewards, terminated, truncated, {name: {} for name in obs}
+
+    def close(self):
+        pass
+
+
+def _as_parallel_env(cls):
+    """``cls`` as a subclass of PettingZoo's ``ParallelEnv`` (imported only when such an env is built)."""
+    return type(cls.__name__, (cls, _parallel_env_base()), {})
+
+
+def cartpole_team(**kwargs):
+    """A PettingZoo parallel env of ``n`` CartPoles, an agent each (``_CartPoleTeam``)."""
+    return _as_parallel_env(_CartPoleTeam)(**kwargs)
+
+
+def dying_agents(**kwargs):
+    """A PettingZoo parallel env whose agents finish one after another (``_DyingAgents``)."""
+    return _as_parallel_env(_DyingAgents)(**kwargs)
+
+
+class _MixedSpaceAgents(_DyingAgents):
+    """``_DyingAgents`` whose last agent sees a longer observation than the others."""
+
+    def observation_space(self, agent):
+        return gym.spaces.Box(0.0, 1e6, (3 if agent == self.possible_agents[-1] else 2,), np.float32)
+
+
+def mixed_space_agents(**kwargs):
+    return _as_parallel_env(_MixedSpaceAgents)(**kwargs)

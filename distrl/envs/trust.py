@@ -27,6 +27,9 @@ SHIPPED_FACTORIES = frozenset({
     "distrl.envs.testing:tuple_obs_cartpole",
     "distrl.envs.testing:multidiscrete_cartpole",
     "distrl.envs.testing:float64_cartpole",
+    "distrl.envs.testing:cartpole_team",
+    "distrl.envs.testing:dying_agents",
+    "distrl.envs.testing:mixed_space_agents",
 })  # fmt: skip
 
 

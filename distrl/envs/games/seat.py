@@ -232,6 +232,11 @@ def runs(config) -> bool:
     return config.league is not None
 
 
+def describe(config) -> str:
+    """The ``league`` env kind's vector env in words: its game table (``distrl/envs/kinds.py``)."""
+    return config.env.vectorization
+
+
 def probe_run(config) -> tuple[gym.Space, gym.Space]:
     """The ``league`` env kind's probe (``distrl/envs/kinds.py``): the game's spaces from the learner's seat."""
     return probe_game(config)

@@ -1,0 +1,107 @@
+"""N-agent PettingZoo parallel envs as one gymnasium vector env: each agent of each env copy is a slot of the batch
+(Sample Factory's model), all slots acting with one shared policy (parameter sharing).
+
+Slot ``c * N + i`` is agent ``i`` (in ``possible_agents`` order) of copy ``c``. A step sends every live agent its
+slot's action and returns one row per slot:
+
+- a live agent's observation, reward and flags, as the parallel env returns them;
+- an agent that finished on an earlier step while others play on: a *dead* step, its last observation, reward 0,
+  ``terminated`` and ``info["_env_reset"]`` set, so the worker keeps the step out of the loss and out of the
+  episode statistics (the episode was counted on the step the agent finished);
+- gymnasium's NEXT_STEP autoreset per copy: once no agent of a copy is left, its next step resets it (the actions
+  are ignored) and returns the new episode's observations.
+
+An agent's episode return is its own rewards summed; the statistics report one episode per agent. Observations
+that are Dicts or Tuples are flattened per agent, as a gymnasium env's are (``distrl/common/spaces.py``); the model
+reads the parts back from ``structured_observation_space``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
+
+from distrl.common.spaces import is_structured
+
+
+class AgentSlotsVectorEnv(gym.vector.VectorEnv):
+    metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP}
+
+    def __init__(self, make_env: Callable[[], object], copies: int):
+        """``make_env()``: one PettingZoo ``ParallelEnv`` whose agents share their observation and action spaces
+        (``distrl/envs/agents.py`` checks that before Ray starts)."""
+        self.envs = [make_env() for _ in range(copies)]
+        first = self.envs[0]
+        self.agent_names = list(first.possible_agents)
+        self.slot_of = {name: i for i, name in enumerate(self.agent_names)}
+        self.num_agents = len(self.agent_names)
+        self.num_envs = copies * self.num_agents
+        obs_space = first.observation_space(self.agent_names[0])
+        self.structured_observation_space = obs_space if is_structured(obs_space) else None
+        self.single_observation_space = gym.spaces.flatten_space(obs_space) if is_structured(obs_space) else obs_space
+        self.single_action_space = first.action_space(self.agent_names[0])
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        space = self.single_observation_space
+        self._obs = np.zeros((self.num_envs, *space.shape), dtype=space.dtype)
+        self._alive = np.zeros(self.num_envs, dtype=bool)  # the agent is in its copy's ``agents``
+        self._needs_reset = np.zeros(copies, dtype=bool)  # no agent left: the next step resets the copy
+
+    def _write(self, copy: int, observations: dict) -> None:
+        for name, obs in observations.items():
+            slot = copy * self.num_agents + self.slot_of[name]
+            self._obs[slot] = gym.spaces.flatten(self.structured_observation_space, obs) \
+                if self.structured_observation_space is not None else obs  # fmt: skip
+
+    def _reset_copy(self, copy: int, seed: int | None) -> None:
+        observations, _ = self.envs[copy].reset(seed=seed)
+        base = copy * self.num_agents
+        self._obs[base: base + self.num_agents] = 0
+        self._write(copy, observations)
+        self._alive[base: base + self.num_agents] = [name in observations for name in self.agent_names]
+        self._needs_reset[copy] = not self._alive[base: base + self.num_agents].any()
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        for copy in range(len(self.envs)):
+            self._reset_copy(copy, None if seed is None else seed + copy)
+        return self._obs.copy(), {}
+
+    def step(self, actions):
+        n = self.num_agents
+        rewards = np.zeros(self.num_envs, dtype=np.float64)
+        terminated = np.zeros(self.num_envs, dtype=bool)
+        truncated = np.zeros(self.num_envs, dtype=bool)
+        dead = np.zeros(self.num_envs, dtype=bool)
+        for copy, env in enumerate(self.envs):
+            base = copy * n
+            if self._needs_reset[copy]:  # NEXT_STEP: this step only starts the copy's next episode
+                self._reset_copy(copy, None)
+                continue
+            was_alive = self._alive[base: base + n].copy()
+            sent = {name: actions[base + self.slot_of[name]] for name in env.agents}
+            observations, reward, term, trunc, _ = env.step(sent)
+            self._write(copy, observations)
+            for name, i in self.slot_of.items():
+                slot = base + i
+                if not was_alive[i]:
+                    terminated[slot] = dead[slot] = True  # finished earlier: no transition of its own
+                    continue
+                rewards[slot] = reward.get(name, 0.0)
+                terminated[slot] = bool(term.get(name, False))
+                truncated[slot] = bool(trunc.get(name, False)) and not terminated[slot]
+            live = set(env.agents)
+            self._alive[base: base + n] = [name in live for name in self.agent_names]
+            # An agent gone from ``agents`` without a flag of its own (an env that only drops it) finished now.
+            vanished = was_alive & ~self._alive[base: base + n] & ~terminated[base: base + n] & ~truncated[base: base + n]
+            terminated[base: base + n] |= vanished
+            self._needs_reset[copy] = not live
+        info = {"_env_reset": dead} if dead.any() else {}
+        return self._obs.copy(), rewards, terminated, truncated, info
+
+    def close(self, **kwargs) -> None:
+        for env in self.envs:
+            env.close()

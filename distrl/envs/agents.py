@@ -1,0 +1,173 @@
+"""The ``agents`` env kind: an N-agent PettingZoo parallel env, each agent of each copy a slot of the worker's batch
+and all of them acting with one shared policy (``distrl/envs/agent_slots.py``).
+
+A run is of this kind (and not a league's: that is a ``league`` section) when its ``env.id`` is
+
+- a PettingZoo registry id with distrl's ``pettingzoo/`` prefix (``pettingzoo/butterfly/knights_archers_zombies-v11``)
+  naming a parallel env, or
+- a ``package.module:factory`` returning a PettingZoo ``ParallelEnv`` (``env.kwargs`` are its arguments), with the
+  trust rule of any factory (``distrl/envs/trust.py``).
+
+``env.num_envs_per_worker`` counts slots: copies x agents, so it must be a multiple of the env's agent count. The
+copies step in the worker's process, one after another (``env.vectorization``: auto or sync).
+"""
+
+from __future__ import annotations
+
+import warnings
+from functools import lru_cache, partial
+
+import gymnasium as gym
+
+from distrl.common.errors import EnvSpecError, describe_error
+from distrl.envs.agent_slots import AgentSlotsVectorEnv
+from distrl.envs.factory import SUPPORTED_SPACES, _supported_actions, _supported_observations, resolve_env_id
+from distrl.envs.guard import GuardedVectorEnv
+
+PREFIX = "pettingzoo/"
+
+
+def _parallel_env_class():
+    try:
+        from pettingzoo.utils.env import ParallelEnv
+    except ImportError:
+        return None
+    return ParallelEnv
+
+
+def _make(env_id: str, kwargs: dict):
+    """One parallel env for ``env_id``."""
+    if env_id.startswith(PREFIX):
+        try:
+            import pettingzoo
+        except ImportError:
+            raise EnvSpecError(f"env.id={env_id!r}: needs PettingZoo: pip install 'distrl[multiagent]'") from None
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # PettingZoo's deprecation notes on its own wrappers
+            name = env_id[len(PREFIX):]
+            try:
+                return pettingzoo.make("parallel", name, **kwargs)
+            except pettingzoo.env_registry.exceptions.PettingZooRegistryError:
+                pass
+            try:
+                pettingzoo.spec("aec", name)
+            except pettingzoo.env_registry.exceptions.PettingZooRegistryError:
+                raise EnvSpecError(f"env.id={env_id!r}: not a parallel env in PettingZoo's registry "
+                                   "(pettingzoo.pprint_registry() lists them)") from None  # fmt: skip
+            raise EnvSpecError(f"env.id={env_id!r}: a turn-based (AEC) game; train it by self-play with a league "
+                               "section (docs/league.md)")  # fmt: skip
+    return resolve_env_id(env_id)(**kwargs)
+
+
+@lru_cache(maxsize=16)
+def _factory_builds_parallel_env(env_id: str, kwargs_key: tuple) -> bool:
+    """Whether the factory ``env_id`` returns a PettingZoo ``ParallelEnv`` (built once per process to find out)."""
+    parallel = _parallel_env_class()
+    if parallel is None:
+        return False
+    try:
+        target = resolve_env_id(env_id)
+        if not callable(target):
+            return False
+        env = target(**dict(kwargs_key))
+    except Exception:  # the gymnasium kind builds it again and reports the error in its own words
+        return False
+    found = isinstance(env, parallel)
+    try:
+        env.close()
+    except Exception:
+        pass
+    return found
+
+
+def runs(config) -> bool:
+    """The ``agents`` kind runs a config without a league whose env is a PettingZoo parallel env."""
+    if config.league is not None:
+        return False
+    env_id = config.env.id
+    if env_id.startswith(PREFIX):
+        return True
+    return ":" in env_id and _factory_builds_parallel_env(env_id, tuple(sorted(config.env.kwargs.items())))
+
+
+def _check(config, env) -> tuple[gym.Space, gym.Space, int]:
+    """The agents' shared spaces and their count; EnvSpecError where distrl cannot train them with one policy."""
+    cfg = config.env
+    names = list(env.possible_agents)
+    if not names:
+        raise EnvSpecError(f"env.id={cfg.id!r}: the parallel env has no agents")
+    obs_space, action_space = env.observation_space(names[0]), env.action_space(names[0])
+    for name in names[1:]:
+        if env.observation_space(name) != obs_space or env.action_space(name) != action_space:
+            raise EnvSpecError(
+                f"env.id={cfg.id!r}: agent {name!r} has observation {env.observation_space(name)} and actions "
+                f"{env.action_space(name)}, agent {names[0]!r} {obs_space} and {action_space}; one shared policy "
+                "needs the same spaces for every agent")  # fmt: skip
+    if cfg.num_envs_per_worker % len(names):
+        raise EnvSpecError(
+            f"env.num_envs_per_worker={cfg.num_envs_per_worker}: counts agent slots, and {cfg.id!r} has {len(names)} "
+            f"agents ({', '.join(names)}); use a multiple of {len(names)}")  # fmt: skip
+    groups = config.rollout.env_groups
+    if groups != "auto" and groups > 1 and (cfg.num_envs_per_worker // groups) % len(names):
+        raise EnvSpecError(f"rollout.env_groups={groups}: each group of {cfg.num_envs_per_worker // groups} slots must "
+                           f"hold whole copies of {cfg.id!r}'s {len(names)} agents")  # fmt: skip
+    if cfg.vectorization not in ("auto", "sync"):
+        raise EnvSpecError(f"env.vectorization={cfg.vectorization}: a PettingZoo parallel env's copies step in the "
+                           "worker's process; use auto or sync")  # fmt: skip
+    if cfg.action_repeat > 1:
+        raise EnvSpecError(f"env.action_repeat={cfg.action_repeat}: not for a PettingZoo parallel env; use 1")
+    if not _supported_observations(obs_space):
+        raise EnvSpecError(f"env.id={cfg.id!r}: observation space {obs_space} is not supported ({SUPPORTED_SPACES})")
+    if not _supported_actions(action_space):
+        raise EnvSpecError(f"env.id={cfg.id!r}: action space {action_space} is not supported ({SUPPORTED_SPACES})")
+    return obs_space, action_space, len(names)
+
+
+@lru_cache(maxsize=16)
+def _agent_names(env_id: str, kwargs_key: tuple) -> tuple[str, ...]:
+    env = _make(env_id, dict(kwargs_key))
+    try:
+        return tuple(env.possible_agents)
+    finally:
+        env.close()
+
+
+def agent_names(config) -> tuple[str, ...]:
+    """The agents of ``config``'s parallel env, in slot order (built once per process to find out)."""
+    return _agent_names(config.env.id, tuple(sorted(config.env.kwargs.items())))
+
+
+def describe(config) -> str:
+    """The vector env a worker builds, in the start-up summary's words."""
+    names = agent_names(config)
+    shown = ", ".join(names) if len(names) <= 6 else ", ".join(names[:5]) + f", ... {names[-1]}"
+    return (f"{config.env.num_envs_per_worker // len(names)} copies x {len(names)} agents ({shown}) as slots, one "
+            "shared policy; stepped in the worker's process")
+
+
+def probe_run(config) -> tuple[gym.Space, gym.Space]:
+    """The ``agents`` kind's probe (``distrl/envs/kinds.py``): one env built, its agents' shared spaces."""
+    try:
+        env = _make(config.env.id, dict(config.env.kwargs))
+    except EnvSpecError:
+        raise
+    except Exception as exc:
+        raise EnvSpecError(f"env.id={config.env.id!r} with env.kwargs={dict(config.env.kwargs)}: the env could not be "
+                           f"built: {describe_error(exc)}") from None  # fmt: skip
+    try:
+        obs_space, action_space, _ = _check(config, env)
+    finally:
+        env.close()
+    return obs_space, action_space
+
+
+def make_run_vec_env(config, num_threads: int | None = None) -> gym.vector.VectorEnv:
+    """The ``agents`` kind's vector env: ``env.num_envs_per_worker`` slots of copies x agents, behind the env guard
+    (an env that raises is reset as a whole, its episodes in progress ending unscored)."""
+    cfg = config.env
+    envs = AgentSlotsVectorEnv(partial(_make, cfg.id, dict(cfg.kwargs)), cfg.num_envs_per_worker // len(agent_names(config)))
+    structured = envs.structured_observation_space
+    envs = GuardedVectorEnv(envs, cfg.max_consecutive_errors)
+    envs.structured_observation_space = structured
+    return envs
