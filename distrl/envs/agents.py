@@ -62,7 +62,8 @@ def _make(env_id: str, kwargs: dict):
 
 @lru_cache(maxsize=16)
 def _factory_builds_parallel_env(env_id: str, kwargs_key: tuple) -> bool:
-    """Whether the factory ``env_id`` returns a PettingZoo ``ParallelEnv`` (built once per process to find out)."""
+    """Whether the factory ``env_id`` returns a PettingZoo ``ParallelEnv``: a class by its bases, a function by what it
+    builds (once per process)."""
     parallel = _parallel_env_class()
     if parallel is None:
         return False
@@ -70,6 +71,8 @@ def _factory_builds_parallel_env(env_id: str, kwargs_key: tuple) -> bool:
         target = resolve_env_id(env_id)
         if not callable(target):
             return False
+        if isinstance(target, type):  # a class says what it builds without being built
+            return issubclass(target, parallel)
         env = target(**dict(kwargs_key))
     except Exception:  # the gymnasium kind builds it again and reports the error in its own words
         return False
