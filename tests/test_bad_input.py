@@ -57,6 +57,7 @@ CASES = {
     "agents and their slots": Case(f"{TRAIN} --set env.id=distrl.envs.testing:dying_agents", 2, ("env.num_envs_per_worker=64: counts agent slots", "has 3 agents (agent_0, agent_1, agent_2); use a multiple of 3"), absent=("{tmp}/new",)),
     "agents of a turn-based game": Case(f"{TRAIN} --set env.id=pettingzoo/classic/connect_four-v3", 2, ("env.id='pettingzoo/classic/connect_four-v3': a turn-based (AEC) game; train it by self-play with a league section",)),
     "agents vectorized async": Case(f"{TRAIN} --set env.id=distrl.envs.testing:dying_agents --set env.num_envs_per_worker=48 --set env.vectorization=async", 2, ("env.vectorization=async: a PettingZoo parallel env's copies step in the worker's process; use auto or sync",)),
+    "agents and videos": Case(f"{TRAIN} --set env.id=distrl.envs.testing:dying_agents --set env.num_envs_per_worker=48 --set logging.video_every_iterations=5", 2, ("logging.video_every_iterations=5: videos of a PettingZoo parallel env are not recorded yet",), absent=("{tmp}/new",)),
     "env.action_repeat native": Case(f"{TRAIN} --set env.action_repeat=4 --set env.vectorization=native", 2, ("env.action_repeat=4", "auto, sync or async")),
     "model.type": Case(f"{TRAIN} --set model.type=cnn", 2, ("model.type=cnn: needs image observations",), absent=("{tmp}/new",)),
     "model.hidden": Case(f"{TRAIN} --set model.hidden=[]", 2, ("model.hidden=[]", "at least 1 item")),

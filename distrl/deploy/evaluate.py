@@ -29,6 +29,9 @@ def evaluate(path: str | Path, episodes: int = 10, deterministic: bool = True, s
         raise CheckpointError(f"checkpoint={str(path)!r}: a league run plays against an opponent; give --opponent "
                               "random, heuristic or a snapshot's name (main@ITERATION)")  # fmt: skip
     policy.seed(seed)
+    if video_dir is not None and env_kind(policy.config) == "agents":
+        raise CheckpointError(f"checkpoint={str(path)!r}: videos of a PettingZoo parallel env are not recorded yet; "
+                              "play it without --video")  # fmt: skip
     if video_dir is not None:
         from distrl.deploy.video import record_episodes
 

@@ -120,6 +120,9 @@ def _check(config, env) -> tuple[gym.Space, gym.Space, int]:
                            "worker's process; use auto or sync")  # fmt: skip
     if cfg.action_repeat > 1:
         raise EnvSpecError(f"env.action_repeat={cfg.action_repeat}: not for a PettingZoo parallel env; use 1")
+    if config.logging.video_every_iterations:
+        raise EnvSpecError(f"logging.video_every_iterations={config.logging.video_every_iterations}: videos of a "
+                           "PettingZoo parallel env are not recorded yet; use 0")  # fmt: skip
     if not _supported_observations(obs_space):
         raise EnvSpecError(f"env.id={cfg.id!r}: observation space {obs_space} is not supported ({SUPPORTED_SPACES})")
     if not _supported_actions(action_space):
