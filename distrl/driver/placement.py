@@ -34,21 +34,22 @@ def worker_options(config: Config) -> dict:
     return options
 
 
+def _bundle(cpus: float, gpus: float, resources: dict) -> dict:
+    bundle = {"CPU": cpus, **resources}
+    if gpus:
+        bundle["GPU"] = gpus
+    return bundle
+
+
 def worker_bundle(config: Config) -> dict:
     """What one worker holds: its CPUs, its GPU share, its custom resources."""
     r = config.rollout
-    bundle = {"CPU": r.num_cpus_per_worker, **r.resources}
-    if r.num_gpus_per_worker:
-        bundle["GPU"] = r.num_gpus_per_worker
-    return bundle
+    return _bundle(r.num_cpus_per_worker, r.num_gpus_per_worker, r.resources)
 
 
 def learner_bundle(config: Config) -> dict:
     ln = config.learner
-    bundle = {"CPU": ln.num_cpus_per_learner, **ln.resources}
-    if ln.num_gpus_per_learner:
-        bundle["GPU"] = ln.num_gpus_per_learner
-    return bundle
+    return _bundle(ln.num_cpus_per_learner, ln.num_gpus_per_learner, ln.resources)
 
 
 def learner_placement_group(config: Config) -> PlacementGroup:
