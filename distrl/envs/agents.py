@@ -15,6 +15,7 @@ copies step in the worker's process, one after another (``env.vectorization``: a
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from functools import lru_cache, partial
 
 import gymnasium as gym
@@ -60,6 +61,33 @@ def _make(env_id: str, kwargs: dict):
     return resolve_env_id(env_id)(**kwargs)
 
 
+@dataclass(frozen=True)
+class _Agents:
+    """What a parallel env says of its agents, read from one env built for it."""
+
+    names: tuple[str, ...]
+    observation_spaces: tuple[gym.Space, ...]
+    action_spaces: tuple[gym.Space, ...]
+
+
+@lru_cache(maxsize=16)
+def _agents_of(env_id: str, kwargs_key: tuple) -> _Agents | None:
+    """The agents of ``env_id``'s parallel env, from one env built once per process (the kind's check, the start-up
+    summary and the slots all read it); None where ``env_id`` builds something else (a gymnasium factory's env)."""
+    parallel = _parallel_env_class()
+    env = _make(env_id, dict(kwargs_key))
+    try:
+        if parallel is None or not isinstance(env, parallel):
+            return None
+        names = tuple(env.possible_agents)
+        return _Agents(names, tuple(env.observation_space(n) for n in names), tuple(env.action_space(n) for n in names))
+    finally:
+        try:
+            env.close()
+        except Exception:
+            pass
+
+
 @lru_cache(maxsize=16)
 def _factory_builds_parallel_env(env_id: str, kwargs_key: tuple) -> bool:
     """Whether the factory ``env_id`` returns a PettingZoo ``ParallelEnv``: a class by its bases, a function by what it
@@ -73,15 +101,13 @@ def _factory_builds_parallel_env(env_id: str, kwargs_key: tuple) -> bool:
             return False
         if isinstance(target, type):  # a class says what it builds without being built
             return issubclass(target, parallel)
-        env = target(**dict(kwargs_key))
+        return _agents_of(env_id, kwargs_key) is not None
     except Exception:  # the gymnasium kind builds it again and reports the error in its own words
         return False
-    found = isinstance(env, parallel)
-    try:
-        env.close()
-    except Exception:
-        pass
-    return found
+
+
+def _key(config) -> tuple:
+    return tuple(sorted(config.env.kwargs.items()))
 
 
 def runs(config) -> bool:
@@ -91,22 +117,21 @@ def runs(config) -> bool:
     env_id = config.env.id
     if env_id.startswith(PREFIX):
         return True
-    return ":" in env_id and _factory_builds_parallel_env(env_id, tuple(sorted(config.env.kwargs.items())))
+    return ":" in env_id and _factory_builds_parallel_env(env_id, _key(config))
 
 
-def _check(config, env) -> tuple[gym.Space, gym.Space, int]:
-    """The agents' shared spaces and their count; EnvSpecError where distrl cannot train them with one policy."""
+def _check(config, agents: _Agents) -> tuple[gym.Space, gym.Space]:
+    """The agents' shared spaces; EnvSpecError where distrl cannot train them with one policy."""
     cfg = config.env
-    names = list(env.possible_agents)
+    names = agents.names
     if not names:
         raise EnvSpecError(f"env.id={cfg.id!r}: the parallel env has no agents")
-    obs_space, action_space = env.observation_space(names[0]), env.action_space(names[0])
-    for name in names[1:]:
-        if env.observation_space(name) != obs_space or env.action_space(name) != action_space:
+    obs_space, action_space = agents.observation_spaces[0], agents.action_spaces[0]
+    for name, observed, acting in zip(names[1:], agents.observation_spaces[1:], agents.action_spaces[1:]):
+        if observed != obs_space or acting != action_space:
             raise EnvSpecError(
-                f"env.id={cfg.id!r}: agent {name!r} has observation {env.observation_space(name)} and actions "
-                f"{env.action_space(name)}, agent {names[0]!r} {obs_space} and {action_space}; one shared policy "
-                "needs the same spaces for every agent")  # fmt: skip
+                f"env.id={cfg.id!r}: agent {name!r} has observation {observed} and actions {acting}, agent "
+                f"{names[0]!r} {obs_space} and {action_space}; one shared policy needs the same spaces for every agent")  # fmt: skip
     if cfg.num_envs_per_worker % len(names):
         raise EnvSpecError(
             f"env.num_envs_per_worker={cfg.num_envs_per_worker}: counts agent slots, and {cfg.id!r} has {len(names)} "
@@ -127,21 +152,27 @@ def _check(config, env) -> tuple[gym.Space, gym.Space, int]:
         raise EnvSpecError(f"env.id={cfg.id!r}: observation space {obs_space} is not supported ({SUPPORTED_SPACES})")
     if not _supported_actions(action_space):
         raise EnvSpecError(f"env.id={cfg.id!r}: action space {action_space} is not supported ({SUPPORTED_SPACES})")
-    return obs_space, action_space, len(names)
+    return obs_space, action_space
 
 
-@lru_cache(maxsize=16)
-def _agent_names(env_id: str, kwargs_key: tuple) -> tuple[str, ...]:
-    env = _make(env_id, dict(kwargs_key))
+def _built(config) -> _Agents:
+    """``config``'s parallel env's agents; EnvSpecError, in one line, where it cannot be built or is not one."""
+    cfg = config.env
     try:
-        return tuple(env.possible_agents)
-    finally:
-        env.close()
+        agents = _agents_of(cfg.id, _key(config))
+    except EnvSpecError:
+        raise
+    except Exception as exc:
+        raise EnvSpecError(f"env.id={cfg.id!r} with env.kwargs={dict(cfg.kwargs)}: the env could not be built: "
+                           f"{describe_error(exc)}") from None  # fmt: skip
+    if agents is None:
+        raise EnvSpecError(f"env.id={cfg.id!r}: the factory returned no PettingZoo ParallelEnv")
+    return agents
 
 
 def agent_names(config) -> tuple[str, ...]:
     """The agents of ``config``'s parallel env, in slot order (built once per process to find out)."""
-    return _agent_names(config.env.id, tuple(sorted(config.env.kwargs.items())))
+    return _built(config).names
 
 
 def describe(config) -> str:
@@ -153,19 +184,8 @@ def describe(config) -> str:
 
 
 def probe_run(config) -> tuple[gym.Space, gym.Space]:
-    """The ``agents`` kind's probe (``distrl/envs/kinds.py``): one env built, its agents' shared spaces."""
-    try:
-        env = _make(config.env.id, dict(config.env.kwargs))
-    except EnvSpecError:
-        raise
-    except Exception as exc:
-        raise EnvSpecError(f"env.id={config.env.id!r} with env.kwargs={dict(config.env.kwargs)}: the env could not be "
-                           f"built: {describe_error(exc)}") from None  # fmt: skip
-    try:
-        obs_space, action_space, _ = _check(config, env)
-    finally:
-        env.close()
-    return obs_space, action_space
+    """The ``agents`` kind's probe (``distrl/envs/kinds.py``): its agents' shared spaces, checked."""
+    return _check(config, _built(config))
 
 
 def make_run_vec_env(config, num_threads: int | None = None) -> gym.vector.VectorEnv:
