@@ -230,8 +230,10 @@ def check_writable(directory: Path, key: str) -> None:
         raise UsageError(f"{key}={str(directory)!r}: cannot write there ({exc.strerror or exc})") from None
 
 
-def load_policy(checkpoint: str | Path, *, env_id: str | None = None, trusted_envs: Collection[str] = ()):
-    """The policy in ``checkpoint`` (a file or a run directory: its newest), acting on numpy observations.
+def load_policy(checkpoint: str | Path, *, env_id: str | None = None, trusted_envs: Collection[str] = (),
+                policy: str | None = None):  # fmt: skip
+    """The policy in ``checkpoint`` (a file or a run directory: its newest), acting on numpy observations; ``policy``
+    names one of a run's several trained policies (``agents.policies``).
 
     Returns a ``distrl.deploy.Policy``: ``predict(obs, state=None, episode_start=None, deterministic=True)
     -> (actions, state)`` as in Stable-Baselines3. The checkpoint is data: nothing in it is executed, and an
@@ -239,4 +241,4 @@ def load_policy(checkpoint: str | Path, *, env_id: str | None = None, trusted_en
     """
     from distrl.deploy.policy import Policy
 
-    return Policy.from_checkpoint(checkpoint, env_id=env_id, trusted_envs=trusted_envs)
+    return Policy.from_checkpoint(checkpoint, env_id=env_id, trusted_envs=trusted_envs, policy=policy)

@@ -118,7 +118,8 @@ def _cmd_eval(args) -> int:
             raise _UsageError(f"--video={args.video!r}: {missing}")
         _check_writable(Path(args.video), "--video")
     returns = evaluate(args.checkpoint, episodes=args.episodes, deterministic=not args.stochastic, seed=args.seed,
-                       env_id=args.env, trusted_envs=args.trust_env, video_dir=args.video, say=print)  # fmt: skip
+                       env_id=args.env, trusted_envs=args.trust_env, video_dir=args.video, say=print,
+                       policy=args.policy)  # fmt: skip
     if args.video is not None:
         print(f"videos: {', '.join(sorted(p.name for p in Path(args.video).glob('*.mp4')))} in {args.video}")
     print(f"{len(returns)} episodes: return mean {returns.mean():.2f} std {returns.std():.2f} (min {returns.min():.1f}, max {returns.max():.1f})")
@@ -126,18 +127,20 @@ def _cmd_eval(args) -> int:
 
 
 def _cmd_export(args) -> int:
-    from distrl.deploy import export_onnx
+    from distrl.deploy import export_policies
 
     out = Path(args.out)
     if out.is_dir():
         raise _UsageError(f"out={args.out!r}: is a directory; give a file path such as {out / 'policy.onnx'}")
     _check_writable(out.parent if str(out.parent) else Path("."), "out")
     created = not out.absolute().parent.exists()
-    info = export_onnx(args.checkpoint, out, env_id=args.env, trusted_envs=args.trust_env, exporter=args.exporter)
+    written = export_policies(args.checkpoint, out, env_id=args.env, trusted_envs=args.trust_env,
+                              exporter=args.exporter, policy=args.policy)  # fmt: skip
     if created:  # as train does for a --run-dir that is not there yet: made, and said
         print(f"created the directory {out.parent}")
-    print(f"wrote {info['path']} ({info['exporter']} exporter): inputs {info['inputs']}, outputs {info['outputs']}; "
-          f"max |onnx - torch| = {info['max_abs_diff']:.2e}")  # fmt: skip
+    for info in written:
+        print(f"wrote {info['path']} ({info['exporter']} exporter): inputs {info['inputs']}, outputs {info['outputs']}; "
+              f"max |onnx - torch| = {info['max_abs_diff']:.2e}")  # fmt: skip
     return 0
 
 
@@ -216,6 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--video", metavar="DIR", help="record each episode as an MP4 in DIR (gymnasium RecordVideo)")
     ev.add_argument("--opponent", metavar="NAME", help="a league run: play its learner against random, heuristic or "
                     "a snapshot (main@ITERATION), half the games in each seat")  # fmt: skip
+    ev.add_argument("--policy", metavar="NAME", help="a run of several policies (agents.policies): count the episodes "
+                    "of this policy's agents (every agent plays with its own policy); default: every agent's")  # fmt: skip
     ev.set_defaults(func=_cmd_eval)
 
     lg = sub.add_parser("league", help="a league run's round-robin tournament: Elo table (JSON, MD), Elo over training (PNG)")
@@ -233,6 +238,8 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--trust-env", action="append", default=[], metavar="ID", help=trust)
     ex.add_argument("--exporter", choices=["dynamo", "torchscript"], default="dynamo",
                     help="torch.onnx.export(dynamo=True), the default, or the TorchScript exporter")  # fmt: skip
+    ex.add_argument("--policy", metavar="NAME", help="a run of several policies (agents.policies): export this one "
+                    "(default: each, as OUT_STEM.NAME.onnx beside OUT)")  # fmt: skip
     ex.set_defaults(func=_cmd_export)
 
     dg = sub.add_parser("diagnose", help="versions, hardware, backends and measured rates for a config")

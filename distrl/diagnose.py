@@ -87,8 +87,8 @@ def measure(config, seconds: float = 0.5) -> dict:
 
     from distrl.compile import available_backends, build_inference_policy, checks_against_eager
     from distrl.envs import make_run_vec_env
-    from distrl.learner import Learner
-    from distrl.rollout import RolloutWorker
+    from distrl.learner.policy_set import learner_class
+    from distrl.rollout import make_worker
 
     torch.set_num_threads(1)
     rng = np.random.default_rng(0)
@@ -110,7 +110,7 @@ def measure(config, seconds: float = 0.5) -> dict:
     env_sps = steps / (time.perf_counter() - start)
     envs.close()
 
-    worker = RolloutWorker(config)
+    worker = make_worker(config)
     example = worker._policy_inputs()
     rng = np.random.default_rng(0)
     latency = {}
@@ -140,7 +140,7 @@ def measure(config, seconds: float = 0.5) -> dict:
         latency[row["name"]] = {"available": True, "batch": len(example[0]), **_percentiles(times), "check": check}
 
     sample = worker.sample()
-    learner = Learner(config, worker.model_obs_space, worker.envs.single_action_space)
+    learner = learner_class(config)(config, worker.model_obs_space, worker.envs.single_action_space)
     learner.update(sample)
     start = time.perf_counter()
     learner.update(sample)

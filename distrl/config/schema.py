@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from distrl.compile.backends import BACKENDS
+from distrl.config.agents import AgentsConfig
 from distrl.config.league import LeagueConfig, is_game_id
 
 PositiveInt = Annotated[int, Field(gt=0)]
@@ -476,6 +477,7 @@ class Config(Section):
         None, description="self-play: train on a two-player game against a league of snapshots and baselines "
         "(docs/league.md); env.id then names the game",
     )
+    agents: AgentsConfig = Field(AgentsConfig(), description="a multi-agent env's policies (docs/multiagent.md)")
     seed: NonNegativeInt = 0
 
     def _league_problems(self) -> list[str]:
@@ -496,6 +498,20 @@ class Config(Section):
             problems.append("env.normalize_obs=true: not with a league (each snapshot would need its own statistics)")
         if self.env.action_repeat > 1:
             problems.append(f"env.action_repeat={self.env.action_repeat}: not with a league (the opponent moves between)")
+        return problems
+
+    def _agents_problems(self) -> list[str]:
+        """Several policies (``agents.policies``) train one learner each inside one learner actor: not yet beside DDP
+        ranks or a league."""
+        if not self.agents.several:
+            return []
+        shown = self.agents.policies if isinstance(self.agents.policies, str) else "{...}"
+        problems = []
+        if self.league is not None:
+            problems.append(f"agents.policies={shown}: a league trains one policy against its snapshots; use shared")
+        if self.learner.num_learners > 1:
+            problems.append(f"learner.num_learners={self.learner.num_learners}: not with several policies "
+                            f"(agents.policies={shown}) yet; use 1")  # fmt: skip
         return problems
 
     @property
@@ -683,6 +699,7 @@ class Config(Section):
             for blocker in step_blockers(self):
                 problems.append(f"learner.step=device: not with {blocker}; use learner.step: auto or loop")
         problems.extend(self._league_problems())
+        problems.extend(self._agents_problems())
         if self.learner.device == "cuda" and self.learner.num_gpus_per_learner == 0:
             problems.append("learner.device=cuda: needs learner.num_gpus_per_learner > 0")
         if problems:

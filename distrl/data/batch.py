@@ -91,3 +91,20 @@ class Batch:
         """Batches (one per worker, or shards) side by side along the env axis."""
         keys = batches[0].arrays()
         return Batch(**{k: np.concatenate([b.arrays()[k] for b in batches], axis=1) for k in keys})
+
+
+@dataclass
+class PolicyBatches:
+    """A worker's batch where several policies train (``agents.policies``): each policy's slots as a batch of its own,
+    by name. One learner actor trains them all, so it travels whole."""
+
+    batches: dict[str, Batch]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(batch.nbytes for batch in self.batches.values())
+
+    def split(self, num_shards: int) -> list[PolicyBatches]:
+        if num_shards != 1:
+            raise ValueError(f"several policies train in one learner actor: {num_shards} learner shards asked")
+        return [self]

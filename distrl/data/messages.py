@@ -8,15 +8,27 @@
   loop acts on (the new version, batches lost with their node, stale steps, the update's time, the device step's
   first-update check).
 - ``Weights``: what a learner's update produces for the workers, one object per update.
+- ``PolicySample``: one trained policy's part of a ``SampleInfo`` where several train (``agents.policies``).
 
 Plain dataclasses of numbers, strings and numpy arrays: they pickle through Ray as they are.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
+
+
+@dataclass
+class PolicySample:
+    """One trained policy's part of a worker's batch (``agents.policies``): its slots' steps, episodes and statistics."""
+
+    env_steps: int
+    episode_returns: list[float]
+    episode_lengths: list[int]
+    obs_stats: tuple | None = None
+    return_stats: tuple | None = None
 
 
 @dataclass
@@ -48,6 +60,15 @@ class SampleInfo:
     node_id: str = ""  # the Ray node the worker ran on ("" outside Ray): a lost node's workers are not waited for
     # (first step, version) each time the acting weights changed, from (0, policy_version); [] reads as one version
     version_changes: list[tuple[int, int]] = field(default_factory=list)
+    # several trained policies (agents.policies): each one's part of the batch, by name (the fields above: all of them)
+    policies: dict[str, PolicySample] | None = None
+
+    def for_policy(self, name: str) -> SampleInfo:
+        """This report as the learner of policy ``name`` reads it: its env steps, episodes and statistics."""
+        part = self.policies[name]
+        return replace(self, env_steps=part.env_steps, episode_returns=part.episode_returns,
+                       episode_lengths=part.episode_lengths, obs_stats=part.obs_stats, return_stats=part.return_stats,
+                       policies=None)  # fmt: skip
 
     @property
     def newest_version(self) -> int:
@@ -111,3 +132,5 @@ class Weights:
     version: int  # the learner's update count that produced them
     model: dict[str, np.ndarray]  # the state dict as numpy arrays
     obs_norm: dict | None = None  # RunningMeanStd state with env.normalize_obs
+    # several trained policies (agents.policies): each one's weights by name (``model`` is then empty)
+    policies: dict[str, Weights] | None = None

@@ -8,47 +8,66 @@ from pathlib import Path
 import numpy as np
 
 from distrl.common.checkpoint import CheckpointError
-from distrl.deploy.policy import Policy
+from distrl.deploy.policy import Policy, checkpoint_policy_names
 from distrl.envs import make_run_vec_env
-from distrl.envs.agents import agent_names
+from distrl.envs.agents import agent_names, policy_map
 from distrl.envs.kinds import env_kind
 from distrl.envs.episodes import EpisodeTracker
 
 
 def evaluate(path: str | Path, episodes: int = 10, deterministic: bool = True, seed: int = 12345,
              env_id: str | None = None, trusted_envs: Collection[str] = (), video_dir: str | Path | None = None,
-             say: Callable[[str], object] = lambda line: None) -> np.ndarray:  # fmt: skip
+             say: Callable[[str], object] = lambda line: None, policy: str | None = None) -> np.ndarray:  # fmt: skip
     """Returns of ``episodes`` complete episodes (raw env reward); env as in ``policy_from_checkpoint``.
 
     ``video_dir``: record every episode there as MP4 (gymnasium's ``RecordVideo``), one env at a time. ``say`` is
-    told which checkpoint plays (a run directory's newest intact one).
+    told which checkpoint plays (a run directory's newest intact one). A run of several trained policies
+    (``agents.policies``) plays each agent with its own policy; ``policy`` names the one whose agents' episodes count
+    (None: every agent's).
     """
-    policy = Policy.from_checkpoint(path, env_id, trusted_envs)
-    say(f"checkpoint {policy.checkpoint}")
-    if policy.config.league is not None:
+    names = checkpoint_policy_names(path)
+    if names and policy is not None and policy not in names:
+        raise CheckpointError(f"policy={policy!r}: not in checkpoint {str(path)!r}; it holds {', '.join(names)}")
+    players = [Policy.from_checkpoint(path, env_id, trusted_envs, name) for name in names] if names \
+        else [Policy.from_checkpoint(path, env_id, trusted_envs, policy)]  # fmt: skip
+    first = players[0]
+    say(f"checkpoint {first.checkpoint}" + (f" (policies {', '.join(names)})" if names else ""))
+    if first.config.league is not None:
         raise CheckpointError(f"checkpoint={str(path)!r}: a league run plays against an opponent; give --opponent "
                               "random, heuristic or a snapshot's name (main@ITERATION)")  # fmt: skip
-    policy.seed(seed)
-    if video_dir is not None and env_kind(policy.config) == "agents":
+    for k, player in enumerate(players):
+        player.seed(seed + k)
+    if video_dir is not None and env_kind(first.config) == "agents":
         raise CheckpointError(f"checkpoint={str(path)!r}: videos of a PettingZoo parallel env are not recorded yet; "
                               "play it without --video")  # fmt: skip
     if video_dir is not None:
         from distrl.deploy.video import record_episodes
 
-        return record_episodes(policy, policy.config.env, video_dir, episodes, seed, deterministic)
-    config = policy.config
+        return record_episodes(first, first.config.env, video_dir, episodes, seed, deterministic)
+    config = first.config
     num_envs = min(episodes, 16)
     if env_kind(config) == "agents":  # slots: whole copies of the env's agents (an episode is one agent's)
         agents = len(agent_names(config))
         num_envs = -(-num_envs // agents) * agents
     envs = make_run_vec_env(config.model_copy(update={"env": config.env.model_copy(update={"num_envs_per_worker": num_envs})}))
+    columns = policy_map(config).columns(num_envs) if names else [np.arange(num_envs)]
+    counted = [k for k, name in enumerate(names or [None]) if policy is None or name == policy]
     obs, _ = envs.reset(seed=seed)
-    tracker = EpisodeTracker(num_envs)
-    state, start = policy.initial_state(num_envs), np.ones(num_envs, dtype=bool)
-    while len(tracker.returns) < episodes:
-        actions, state = policy.predict(obs, state, start, deterministic)
+    trackers = [EpisodeTracker(len(cols)) for cols in columns]
+    states = [player.initial_state(len(cols)) for player, cols in zip(players, columns)]
+    start = np.ones(num_envs, dtype=bool)
+    actions = None
+    while sum(len(trackers[k].returns) for k in counted) < episodes:
+        for k, (player, cols) in enumerate(zip(players, columns)):
+            own, states[k] = player.predict(obs[cols], states[k], start[cols], deterministic)
+            if actions is None:
+                actions = np.empty((num_envs, *np.shape(own)[1:]), dtype=np.asarray(own).dtype)
+            actions[cols] = own
         obs, reward, terminated, truncated, info = envs.step(actions)
         # after a reset step an episode starts; an agent's steps after it finished (``_env_reset``) count for none
-        start = ~tracker.step(reward, terminated, truncated, info.get("_env_reset"))
+        dead = info.get("_env_reset")
+        for tracker, cols in zip(trackers, columns):
+            start[cols] = ~tracker.step(reward[cols], terminated[cols], truncated[cols],
+                                        None if dead is None else dead[cols])  # fmt: skip
     envs.close()
-    return np.asarray(tracker.returns[:episodes])
+    return np.asarray([r for k in counted for r in trackers[k].returns][:episodes])

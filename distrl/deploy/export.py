@@ -14,7 +14,7 @@ from torch import nn
 
 from distrl.common.spaces import obs_layout
 from distrl.data.memory import memory_for
-from distrl.deploy.policy import policy_from_checkpoint
+from distrl.deploy.policy import checkpoint_policy_names, policy_from_checkpoint
 
 
 class DeployedPolicy(nn.Module):
@@ -105,12 +105,25 @@ def _export(deployed: nn.Module, inputs: tuple, path: Path, input_names: list[st
     return "torchscript"
 
 
+def export_policies(checkpoint: str | Path, out: str | Path, env_id: str | None = None, trusted_envs=(),
+                    exporter: str = "dynamo", policy: str | None = None) -> list[dict]:  # fmt: skip
+    """``export_onnx`` for the checkpoint's policy, or the one named; a checkpoint of several trained policies
+    (``agents.policies``) with none named: one file per policy, ``OUT_STEM.NAME.onnx`` beside ``out``."""
+    names = checkpoint_policy_names(checkpoint)
+    if not names or policy is not None:
+        return [export_onnx(checkpoint, out, env_id=env_id, trusted_envs=trusted_envs, exporter=exporter, policy=policy)]
+    out = Path(out)
+    return [export_onnx(checkpoint, out.with_name(f"{out.stem}.{name}{out.suffix or '.onnx'}"), env_id=env_id,
+                        trusted_envs=trusted_envs, exporter=exporter, policy=name) for name in names]  # fmt: skip
+
+
 def export_onnx(checkpoint: str | Path, out: str | Path, batch: int = 8, env_id: str | None = None,
-                trusted_envs=(), exporter: str = "dynamo") -> dict:  # fmt: skip
-    """Write ``out`` and return the largest absolute difference from torch on random observations."""
+                trusted_envs=(), exporter: str = "dynamo", policy: str | None = None) -> dict:  # fmt: skip
+    """Write ``out`` and return the largest absolute difference from torch on random observations. ``policy``: which of
+    a run's several trained policies (None: its one)."""
     import onnxruntime as ort
 
-    config, model, rms, obs_space, _, _ = policy_from_checkpoint(checkpoint, env_id, trusted_envs)
+    config, model, rms, obs_space, _, _ = policy_from_checkpoint(checkpoint, env_id, trusted_envs, policy)
     deployed = DeployedPolicy(model, None if rms is None else rms.mean, None if rms is None else rms.var,
                               config.env.obs_clip, None if rms is None else rms.skip).eval()  # fmt: skip
     rng = np.random.default_rng(0)

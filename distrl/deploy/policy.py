@@ -18,16 +18,42 @@ from distrl.envs import check_env_trust, probe_run_spaces
 from distrl.models import ActorCritic, build_model
 
 
-def policy_from_checkpoint(path: str | Path, env_id: str | None = None, trusted_envs: Collection[str] = ()
+def policy_names(payload: dict) -> tuple[str, ...]:
+    """The trained policies a checkpoint holds by name (``agents.policies``); () for a run's one policy."""
+    return tuple(payload["learner"].get("policies", {}))
+
+
+def checkpoint_policy_names(path: str | Path) -> tuple[str, ...]:
+    """The trained policies the checkpoint at ``path`` holds by name; () for a run's one policy."""
+    return policy_names(load_checkpoint_file(path)[0])
+
+
+def policy_state(payload: dict, path, policy: str | None) -> dict:
+    """The learner state of ``policy`` in a checkpoint (None: its one policy); CheckpointError naming the choices."""
+    names = policy_names(payload)
+    if not names:
+        if policy is not None:
+            raise CheckpointError(f"policy={policy!r}: checkpoint {str(path)!r} holds one policy; give no policy name")
+        return payload["learner"]
+    if policy not in names:
+        asked = "no policy named" if policy is None else f"policy={policy!r}: not"
+        raise CheckpointError(f"{asked} in checkpoint {str(path)!r}; it holds {', '.join(names)} (name one)")
+    return payload["learner"]["policies"][policy]
+
+
+def policy_from_checkpoint(path: str | Path, env_id: str | None = None, trusted_envs: Collection[str] = (),
+                           policy: str | None = None,
                            ) -> tuple[Config, ActorCritic, RunningMeanStd | None, object, object, Path]:  # fmt: skip
     """The config, the trained model (eval mode), its observation normaliser, the env spaces and the checkpoint file
-    they came from (a run directory's newest intact one).
+    they came from (a run directory's newest intact one). ``policy``: which of a run's several trained policies
+    (``agents.policies``; None for a run's one policy).
 
     The env is the checkpoint's own, or ``env_id`` (named by the caller, so trusted). An env
     factory read from the checkpoint is imported only when named in ``trusted_envs``
     (``distrl/envs/trust.py``): a checkpoint is data.
     """
     payload, file = load_checkpoint_file(path)
+    state = policy_state(payload, path, policy)
     config = checkpoint_config(payload, path)
     if env_id is not None:  # the checkpoint's env kwargs belonged to its own env: not carried over
         config = config.model_copy(update={"env": config.env.model_copy(update={"id": env_id, "kwargs": {}})})
@@ -37,10 +63,10 @@ def policy_from_checkpoint(path: str | Path, env_id: str | None = None, trusted_
     try:
         obs_space, action_space = probe_run_spaces(config)  # a league run's policy: one seat of its game
         model = build_model(obs_space, action_space, config.model)
-        model.load_state_dict(payload["learner"]["model"])
+        model.load_state_dict(state["model"])
     except (KeyError, RuntimeError) as exc:
         raise CheckpointError(f"checkpoint={str(path)!r}: does not match its own config ({exc})") from None
-    obs_norm = payload["learner"].get("obs_norm")
+    obs_norm = state.get("obs_norm")
     rms = RunningMeanStd.from_state(obs_norm) if obs_norm else None
     return config, model.eval(), rms, obs_space, action_space, file
 
@@ -52,9 +78,12 @@ class Policy:
     recurrent state, for an LSTM) out.
     """
 
-    def __init__(self, config, model, obs_rms, observation_space, action_space, checkpoint: Path | None = None):
-        """``checkpoint``: the file the policy was loaded from (None: built in memory)."""
+    def __init__(self, config, model, obs_rms, observation_space, action_space, checkpoint: Path | None = None,
+                 name: str | None = None):  # fmt: skip
+        """``checkpoint``: the file the policy was loaded from (None: built in memory); ``name``: which of a run's
+        several trained policies it is (None: the run's one)."""
         self.config = config
+        self.name = name
         self.checkpoint = checkpoint
         self.model = model.eval()
         self.obs_rms = obs_rms
@@ -65,8 +94,9 @@ class Policy:
         self.memory = memory_for(self.model)
 
     @classmethod
-    def from_checkpoint(cls, checkpoint: str | Path, env_id: str | None = None, trusted_envs: Collection[str] = ()) -> Policy:
-        return cls(*policy_from_checkpoint(checkpoint, env_id, trusted_envs))
+    def from_checkpoint(cls, checkpoint: str | Path, env_id: str | None = None, trusted_envs: Collection[str] = (),
+                        policy: str | None = None) -> Policy:  # fmt: skip
+        return cls(*policy_from_checkpoint(checkpoint, env_id, trusted_envs, policy), name=policy)
 
     @property
     def is_recurrent(self) -> bool:

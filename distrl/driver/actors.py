@@ -100,7 +100,7 @@ class RunActors:
     def _new_worker(self, index: int, seed_offset: int):
         """Worker ``index``'s actor (``seed_offset``: the iteration it starts at, so that a replacement draws a new
         stream). Large compile artifacts are asked of the coordinator by name; small ones travel as the argument."""
-        from distrl.rollout.worker import remote_worker_class  # torch: imported by then, in the driver's start-up thread
+        from distrl.rollout.worker_class import remote_worker_class  # torch: imported by then, in the driver's start-up thread
 
         large = isinstance(self.artifacts_ref, ray.ObjectRef)
         artifacts = f"distrl-{self.run_id}-coordinator" if large else self.artifacts_ref
@@ -108,7 +108,7 @@ class RunActors:
         options = {"name": name, **worker_options(self.config), **self._worker_bundle(index)}
         for attempt in range(50):
             try:
-                return remote_worker_class().options(**options).remote(self.config, index, seed_offset, artifacts)
+                return remote_worker_class(self.config).options(**options).remote(self.config, index, seed_offset, artifacts)
             except ValueError:  # the name of the actor it replaces, not released yet
                 if attempt == 49:
                     raise
@@ -131,10 +131,10 @@ class RunActors:
         self.placement = self._where()
 
     def _create_learners(self) -> list:
-        from distrl.learner.learner import Learner
+        from distrl.learner.policy_set import learner_class
 
         cfg = self.config
-        learner_cls = ray.remote(Learner)
+        learner_cls = ray.remote(learner_class(cfg))
         return [
             learner_cls.options(
                 name=f"distrl-{self.run_id}-learner-{rank}",

@@ -131,6 +131,8 @@ class Driver:
     def _build_artifacts(self, obs_space, action_space) -> dict | None:
         """Export / compile the worker policy once here (in a thread, while Ray starts); None when nothing is shared."""
         cfg = self.config.rollout.compile
+        if self.config.agents.several:  # each policy acts on its own slots' batch size: each worker builds its own
+            return None
         import torch
 
         from distrl.compile import prepare_artifacts

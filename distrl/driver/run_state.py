@@ -36,6 +36,8 @@ class RunState:
     workers_lost: int = 0  # async: times a worker stopped answering (its process or node gone) or was lost for good
     recent_returns: collections.deque = field(default_factory=lambda: collections.deque(maxlen=RETURN_WINDOW))
     recent_lengths: collections.deque = field(default_factory=lambda: collections.deque(maxlen=RETURN_WINDOW))
+    # several trained policies (agents.policies): each one's agents' recent returns, by policy name
+    policy_returns: dict[str, collections.deque] = field(default_factory=dict)
 
     def state(self) -> dict:
         """Plain data for a checkpoint."""
@@ -58,6 +60,7 @@ class RunState:
             "batches_lost": self.batches_lost,
             "recent_returns": list(self.recent_returns),
             "recent_lengths": list(self.recent_lengths),
+            "policy_returns": {name: list(returns) for name, returns in self.policy_returns.items()},
         }
 
     @classmethod
@@ -82,7 +85,16 @@ class RunState:
         )
         run.recent_returns.extend(state["recent_returns"])
         run.recent_lengths.extend(state["recent_lengths"])
+        run.add_policy_returns(state.get("policy_returns", {}))  # absent before several policies trained
         return run
+
+    def add_policy_returns(self, by_policy: dict[str, list[float]]) -> None:
+        for name, returns in by_policy.items():
+            self.policy_returns.setdefault(name, collections.deque(maxlen=RETURN_WINDOW)).extend(returns)
+
+    def policy_return_means(self) -> dict[str, float]:
+        """Each policy's mean over its agents' last ``RETURN_WINDOW`` episodes ({}: one policy)."""
+        return {name: float(np.mean(returns)) for name, returns in self.policy_returns.items() if returns}
 
     def return_mean(self) -> float | None:
         """Mean return of the last ``RETURN_WINDOW`` episodes (fewer early in a run)."""
@@ -97,9 +109,10 @@ class RunState:
         return target is not None and mean is not None and len(self.recent_returns) >= RETURN_WINDOW and mean >= target
 
     def add_iteration(self, env_steps: int, returns: list[float], lengths: list[int], elapsed_s: float,
-                      target: float | None) -> None:  # fmt: skip
-        """Count one finished iteration and the episodes it ended."""
+                      target: float | None, by_policy: dict[str, list[float]] | None = None) -> None:  # fmt: skip
+        """Count one finished iteration and the episodes it ended (``by_policy``: each policy's part of ``returns``)."""
         self.iteration += 1
+        self.add_policy_returns(by_policy or {})
         self.env_steps += env_steps
         self.episodes += len(returns)
         self.recent_returns.extend(returns)

@@ -24,6 +24,7 @@ from distrl.common.errors import EnvSpecError, describe_error
 from distrl.envs.agent_slots import AgentSlotsVectorEnv
 from distrl.envs.factory import SUPPORTED_SPACES, _supported_actions, _supported_observations, resolve_env_id
 from distrl.envs.guard import GuardedVectorEnv
+from distrl.envs.policy_map import PolicyMap, resolve
 
 PREFIX = "pettingzoo/"
 
@@ -131,7 +132,7 @@ def _check(config, agents: _Agents) -> tuple[gym.Space, gym.Space]:
         if observed != obs_space or acting != action_space:
             raise EnvSpecError(
                 f"env.id={cfg.id!r}: agent {name!r} has observation {observed} and actions {acting}, agent "
-                f"{names[0]!r} {obs_space} and {action_space}; one shared policy needs the same spaces for every agent")  # fmt: skip
+                f"{names[0]!r} {obs_space} and {action_space}; distrl's agent slots need the same spaces for every agent")  # fmt: skip
     if cfg.num_envs_per_worker % len(names):
         raise EnvSpecError(
             f"env.num_envs_per_worker={cfg.num_envs_per_worker}: counts agent slots, and {cfg.id!r} has {len(names)} "
@@ -175,17 +176,29 @@ def agent_names(config) -> tuple[str, ...]:
     return _built(config).names
 
 
+def policy_map(config) -> PolicyMap | None:
+    """Which trained policy acts for which agent (``agents.policies``); None: one policy shared by every agent."""
+    if not config.agents.several:
+        return None
+    return resolve(config.agents.policies, agent_names(config))
+
+
 def describe(config) -> str:
     """The vector env a worker builds, in the start-up summary's words."""
     names = agent_names(config)
     shown = ", ".join(names) if len(names) <= 6 else ", ".join(names[:5]) + f", ... {names[-1]}"
-    return (f"{config.env.num_envs_per_worker // len(names)} copies x {len(names)} agents ({shown}) as slots, one "
-            "shared policy; stepped in the worker's process")
+    mapping = policy_map(config)
+    policies = "one shared policy" if mapping is None else f"{len(mapping.names)} policies ({mapping.describe()})"
+    return (f"{config.env.num_envs_per_worker // len(names)} copies x {len(names)} agents ({shown}) as slots, "
+            f"{policies}; stepped in the worker's process")
 
 
 def probe_run(config) -> tuple[gym.Space, gym.Space]:
-    """The ``agents`` kind's probe (``distrl/envs/kinds.py``): its agents' shared spaces, checked."""
-    return _check(config, _built(config))
+    """The ``agents`` kind's probe (``distrl/envs/kinds.py``): its agents' shared spaces, checked, and the policies
+    mapped to them."""
+    spaces = _check(config, _built(config))
+    policy_map(config)
+    return spaces
 
 
 def make_run_vec_env(config, num_threads: int | None = None) -> gym.vector.VectorEnv:

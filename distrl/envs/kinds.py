@@ -23,6 +23,7 @@ from types import ModuleType
 
 import gymnasium as gym
 
+from distrl.common.errors import EnvSpecError
 from distrl.envs import agents, factory
 from distrl.envs.games import seat
 
@@ -45,7 +46,11 @@ def _kind(config) -> ModuleType:
 def probe_run_spaces(config) -> tuple[gym.Space, gym.Space]:
     """The spaces a run's policy acts in: its env's, or in a league run its game's from one seat (checking the
     league's settings against the game too)."""
-    return _kind(config).probe_run(config)
+    kind = env_kind(config)
+    if config.agents.several and kind != "agents":
+        raise EnvSpecError(f"agents.policies={config.agents.policies}: several policies need a PettingZoo parallel env "
+                           f"(env.id={config.env.id!r} is a {kind} env); use shared")  # fmt: skip
+    return ENV_KINDS[kind].probe_run(config)
 
 
 def describe_run_env(config) -> str:

@@ -54,12 +54,16 @@ class _TrainForward(nn.Module):
 
 
 class Learner:
-    def __init__(self, config: Config, obs_space: gym.Space, action_space: gym.Space, rank: int = 0, world_size: int = 1):
+    def __init__(self, config: Config, obs_space: gym.Space, action_space: gym.Space, rank: int = 0, world_size: int = 1,
+                 policy_index: int = 0, hardware: LearnerHardware | None = None):  # fmt: skip
+        """``policy_index``: which of several trained policies this learner trains (``agents.policies``; its initial
+        weights are seeded by it, as the workers' copy is); ``hardware``: the process's, where several learners share
+        it (None: this learner's own)."""
         self.config = config
         self.rank, self.world_size = rank, world_size
-        self.hardware = LearnerHardware(config, rank, world_size)
+        self.hardware = hardware or LearnerHardware(config, rank, world_size)
         device = self.hardware.device
-        torch.manual_seed(config.seed)
+        torch.manual_seed(config.seed + policy_index)
         self.model = build_model(obs_space, action_space, config.model).to(device)
         # Before the optimiser: Adam's moments take each parameter's layout (a convolution's input follows its weight).
         self.memory_format, self.memory_format_reason = choose_memory_format(config.learner.memory_format, self.model,
@@ -222,19 +226,7 @@ class Learner:
             return result, self.get_weights(), self.snapshot() if snapshot else None
 
     def _fetch_and_update(self, sample_report: SampleReport, shard_refs: tuple) -> UpdateResult:
-        import ray
-
-        infos, lost = list(sample_report.infos), []
-        try:
-            shards = ray.get(list(shard_refs))  # every transfer at once
-        except ray.exceptions.ObjectLostError:  # a node's object store is gone (OwnerDiedError is one too): which?
-            infos, shards = [], []
-            for index, (info, ref) in enumerate(zip(sample_report.infos, shard_refs)):
-                try:
-                    shards.append(ray.get(ref))
-                    infos.append(info)
-                except ray.exceptions.ObjectLostError:
-                    lost.append(index)
+        infos, shards, lost = fetch_shards(sample_report, shard_refs)
         if not shards:
             return UpdateResult(version=self.counters.version, lost_batches=lost)
         result = self._update(infos, shards, sample_report.min_version)
@@ -250,3 +242,22 @@ class Learner:
 
     def close(self) -> None:
         distributed.leave()
+
+
+def fetch_shards(sample_report: SampleReport, shard_refs: tuple) -> tuple[list[SampleInfo], list, list[int]]:
+    """The infos and this rank's shards of the batches still there, and the report indices of those lost with their
+    node (``Learner.update_refs``)."""
+    import ray
+
+    infos, lost = list(sample_report.infos), []
+    try:
+        shards = ray.get(list(shard_refs))  # every transfer at once
+    except ray.exceptions.ObjectLostError:  # a node's object store is gone (OwnerDiedError is one too): which?
+        infos, shards = [], []
+        for index, (info, ref) in enumerate(zip(sample_report.infos, shard_refs)):
+            try:
+                shards.append(ray.get(ref))
+                infos.append(info)
+            except ray.exceptions.ObjectLostError:
+                lost.append(index)
+    return infos, shards, lost

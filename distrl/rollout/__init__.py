@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from distrl.common.lazy import lazy_exports
 
-_EXPORTS = {"RolloutWorker": "distrl.rollout.worker", "remote_worker_class": "distrl.rollout.worker",
-            "SampleCoordinator": "distrl.rollout.coordinator"}  # fmt: skip
+_EXPORTS = {"RolloutWorker": "distrl.rollout.worker", "remote_worker_class": "distrl.rollout.worker_class",
+            "make_worker": "distrl.rollout.worker_class", "SampleCoordinator": "distrl.rollout.coordinator"}  # fmt: skip
 
 __all__ = sorted(_EXPORTS)
 

@@ -187,13 +187,50 @@ def run_groups(runners: list[EnvRunner], batch: Batch, policy, before_step: Call
     (Sample Factory's double buffering). ``before_step()`` runs before each step and returns the policy version that
     acts at it (newer weights staged meanwhile are taken there): every group acts with the same version at a step.
     One runner with a serial stepper is the plain loop: step, act, step."""
-    steps = runners[0].config.rollout.rollout_length
     parts = [batch] if len(runners) == 1 else batch.split(len(runners))
     stats = RunStats()
+    ends = _take_turns(runners, parts, [policy] * len(runners), [stats] * len(runners), stats, before_step)
+    raw_obs, discounted = zip(*ends)
+    if raw_obs[0] is not None:  # the groups' columns side by side, as one vector env's
+        stats.obs_stats = RunningMeanStd.batch_stats(np.concatenate(raw_obs, axis=1),
+                                                     len(runners[0].envs.single_observation_space.shape))  # fmt: skip
+    if discounted[0] is not None:
+        stats.return_stats = RunningMeanStd.batch_stats(np.concatenate(discounted), 0)
+    return stats
+
+
+def run_policies(runners: list[EnvRunner], batches: list[Batch], policies: list,
+                 before_step: Callable[[], int]) -> tuple[RunStats, list[RunStats]]:  # fmt: skip
+    """``run_groups`` for runners that each act with a policy of their own into a batch of their own (several trained
+    policies, each over its slots of one env: ``distrl/envs/slot_views.py``). Returns the whole sample's statistics
+    (timings, versions, every episode) and each runner's own (its episodes, observation and return statistics)."""
+    total, each = RunStats(), [RunStats() for _ in runners]
+    ends = _take_turns(runners, batches, policies, each, total, before_step)
+    for runner, stats, (raw_obs, discounted) in zip(runners, each, ends):
+        if raw_obs is not None:
+            stats.obs_stats = RunningMeanStd.batch_stats(raw_obs, len(runner.envs.single_observation_space.shape))
+        if discounted is not None:
+            stats.return_stats = RunningMeanStd.batch_stats(discounted, 0)
+        total.policy_s += stats.policy_s
+        total.env_s += stats.env_s
+        total.env_errors += stats.env_errors
+        total.error_messages.extend(stats.error_messages)
+        total.env_nonfinite += stats.env_nonfinite
+        total.nonfinite_messages.extend(stats.nonfinite_messages)
+        total.episode_returns.extend(stats.episode_returns)
+        total.episode_lengths.extend(stats.episode_lengths)
+    return total, each
+
+
+def _take_turns(runners: list[EnvRunner], parts: list[Batch], policies: list, stats_of: list[RunStats],
+                versions: RunStats, before_step: Callable[[], int]) -> list[tuple]:  # fmt: skip
+    """The step loop: runner ``g`` fills ``parts[g]`` acting with ``policies[g]``, its timings and episodes into
+    ``stats_of[g]``, the acting versions into ``versions``; returns each runner's ``end``."""
+    steps = runners[0].config.rollout.rollout_length
     progress = [runner.begin(part) for runner, part in zip(runners, parts)]
     version = 0
     for t in range(steps + 1):
-        for g, (runner, run) in enumerate(zip(runners, progress)):
+        for g, (runner, run, policy, stats) in enumerate(zip(runners, progress, policies, stats_of)):
             if t > 0:
                 tick = time.perf_counter()
                 result = runner.stepper.finish()
@@ -205,13 +242,7 @@ def run_groups(runners: list[EnvRunner], batch: Batch, policy, before_step: Call
             if actions is not None:
                 runner.stepper.start(actions)
         if t < steps:
-            stats.acted_versions += version
-            if not stats.version_changes or version != stats.version_changes[-1][1]:
-                stats.version_changes.append((t, version))
-    raw_obs, discounted = zip(*(runner.end(run, stats) for runner, run in zip(runners, progress)))
-    if raw_obs[0] is not None:  # the groups' columns side by side, as one vector env's
-        stats.obs_stats = RunningMeanStd.batch_stats(np.concatenate(raw_obs, axis=1),
-                                                     len(runners[0].envs.single_observation_space.shape))  # fmt: skip
-    if discounted[0] is not None:
-        stats.return_stats = RunningMeanStd.batch_stats(np.concatenate(discounted), 0)
-    return stats
+            versions.acted_versions += version
+            if not versions.version_changes or version != versions.version_changes[-1][1]:
+                versions.version_changes.append((t, version))
+    return [runner.end(run, stats) for runner, run, stats in zip(runners, progress, stats_of)]

@@ -38,14 +38,6 @@ from distrl.envs.kinds import worker_side
 from distrl.envs.stepping import SerialStepper, background_stepper, env_groups
 from distrl.models import build_model
 from distrl.rollout.env_runner import EnvRunner, run_groups
-from distrl.rollout.stream import WEIGHTS_GROUP
-
-
-def remote_worker_class():
-    """``RolloutWorker`` as a Ray actor class: ``stage_weights`` runs on a thread of its own (call it with
-    ``.options(concurrency_group=WEIGHTS_GROUP)``), beside the sample it updates; every other method runs one at a time
-    as in a plain actor."""
-    return ray.remote(concurrency_groups={WEIGHTS_GROUP: 1})(RolloutWorker)
 
 
 @dataclass(frozen=True)
@@ -62,31 +54,15 @@ class RolloutWorker:
     def __init__(self, config: Config, worker_index: int = 0, seed_offset: int = 0, artifacts: dict | str | None = None):
         """``artifacts``: the backend's shared export or compile (``prepare_artifacts``), or the name of the Ray
         actor that holds them (the run's coordinator)."""
-        self.config = config
-        self.worker_index = worker_index
-        self.incarnation = uuid.uuid4().hex[:8]  # new on every (re)start of this worker
-        self.node_id = ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
-        # Under Ray (not a test's own process): nicer than the learner, before the env and policy start their threads.
-        in_actor = in_ray_actor()
-        self.niceness = priority.raise_niceness(config.rollout.worker_niceness) if in_actor else None
-        # learner.reserve_cores: a learner on this machine has its cores to itself while it updates (common/affinity.py).
-        self.cores = affinity.WorkerCores() if in_actor and config.learner.reserve_cores else None
-        # Torch, ONNX Runtime (it follows torch's count) and the env's own threads all use the CPUs Ray gave this worker.
-        self.threads = threads = max(1, int(config.rollout.num_cpus_per_worker))
-        use_torch_threads(threads)
+        self._settle_process(config, worker_index, seed_offset)
+        seed, threads = self.seed, self.threads
         # rollout.env_groups: the env copies in groups of their own vector env each, stepped in turns (env_runner.py)
-        self.num_envs = config.env.num_envs_per_worker
         groups, self.groups_reason = env_groups(config)
         self.groups = groups
         group_config = config if groups == 1 else config.model_copy(
             update={"env": config.env.model_copy(update={"num_envs_per_worker": self.num_envs // groups})})
         self.env_groups = [make_run_vec_env(group_config, num_threads=threads) for _ in range(groups)]
         self.envs = self.env_groups[0]
-        seed = config.seed * 1_000_003 + worker_index * 10_007 + seed_offset
-        if _restarted_by_ray():  # Ray re-runs this constructor with the same arguments: draw a new stream
-            seed = int(np.random.SeedSequence().generate_state(1)[0] >> 1)  # < 2**31: ale-py takes an int32 seed
-        self.seed = seed
-        self.rng = np.random.default_rng(seed)
         # Built from the learner's seed, so the initial weights are the learner's version 0: a new run's
         # first batch can be sampled while the learner is still starting.
         torch.manual_seed(config.seed)
@@ -95,9 +71,6 @@ class RolloutWorker:
         self.model = build_model(self.model_obs_space, self.envs.single_action_space, config.model)
         torch.manual_seed(seed)
         self.dist = self.model.dist
-        self.policy_version = 0
-        self.staged: Weights | None = None  # newer weights sent while a sample runs (stage_weights), taken at its next step
-        self.staged_lock = threading.Lock()
         self.obs_rms: RunningMeanStd | None = None
         self.memory = memory_for(self.model)
         # Group g's copies take the seeds a single vector env would give them (seed + their index among all copies).
@@ -119,6 +92,31 @@ class RolloutWorker:
         self.env_side = worker_side(config, self.envs, PolicyTools(self.policy, self._new_policy, self._policy_inputs,
                                                                    self.dist))  # fmt: skip
         self.compile_counts = dynamo_counts()
+
+    def _settle_process(self, config: Config, worker_index: int, seed_offset: int) -> None:
+        """What every worker sets up before its envs and policies: its niceness, cores and threads, its random stream,
+        the weights it acts with."""
+        self.config = config
+        self.worker_index = worker_index
+        self.incarnation = uuid.uuid4().hex[:8]  # new on every (re)start of this worker
+        self.node_id = ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
+        # Under Ray (not a test's own process): nicer than the learner, before the env and policy start their threads.
+        in_actor = in_ray_actor()
+        self.niceness = priority.raise_niceness(config.rollout.worker_niceness) if in_actor else None
+        # learner.reserve_cores: a learner on this machine has its cores to itself while it updates (common/affinity.py).
+        self.cores = affinity.WorkerCores() if in_actor and config.learner.reserve_cores else None
+        # Torch, ONNX Runtime (it follows torch's count) and the env's own threads all use the CPUs Ray gave this worker.
+        self.threads = max(1, int(config.rollout.num_cpus_per_worker))
+        use_torch_threads(self.threads)
+        self.num_envs = config.env.num_envs_per_worker
+        seed = config.seed * 1_000_003 + worker_index * 10_007 + seed_offset
+        if _restarted_by_ray():  # Ray re-runs this constructor with the same arguments: draw a new stream
+            seed = int(np.random.SeedSequence().generate_state(1)[0] >> 1)  # < 2**31: ale-py takes an int32 seed
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
+        self.policy_version = 0
+        self.staged: Weights | None = None  # newer weights sent while a sample runs (stage_weights), taken at its next step
+        self.staged_lock = threading.Lock()
 
     # --- the policy --------------------------------------------------------------------
     def _policy_inputs(self) -> tuple[np.ndarray, ...]:

@@ -320,6 +320,7 @@ class TrainingLoop(ABC):
             [n for info in infos for n in info.episode_lengths],
             elapsed,
             self.config.stop.episode_return_mean,
+            _returns_by_policy(infos),
         )
 
     def _count_update(self, metrics: dict) -> None:
@@ -335,3 +336,12 @@ class TrainingLoop(ABC):
             self._warned_all_skipped = True
             log.warning(f"iteration {self.counters.iteration}: every gradient step was skipped; the policy did not change "
                         "(said once; summary.json has skipped_steps)")  # fmt: skip
+
+
+def _returns_by_policy(infos: list[SampleInfo]) -> dict[str, list[float]]:
+    """Several trained policies: each one's episode returns in the workers' reports ({}: one policy)."""
+    out: dict[str, list[float]] = {}
+    for info in infos:
+        for name, part in (info.policies or {}).items():
+            out.setdefault(name, []).extend(part.episode_returns)
+    return out

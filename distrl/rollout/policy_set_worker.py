@@ -1,0 +1,131 @@
+"""A rollout worker for several trained policies (``agents.policies``): each acts for its own slots of the worker's
+multi-agent env.
+
+The worker keeps one env (its copies x agents slots, ``distrl/envs/agent_slots.py``) and one env runner per policy over
+a view of that policy's slots (``distrl/envs/slot_views.py``): the runners take turns as env groups do, and the env
+steps once all of them have acted. Each policy has its own model, compiled policy, memory, observation statistics and
+batch; the batch the worker returns is all of them by name (``PolicyBatches``), its report says each one's part
+(``SampleInfo.policies``).
+"""
+
+from __future__ import annotations
+
+import time
+from functools import partial
+
+import numpy as np
+import torch
+
+from distrl.common.running_mean_std import RunningMeanStd
+from distrl.compile.build import CheckedPolicy
+from distrl.compile.dynamo_stats import dynamo_counts
+from distrl.config.schema import Config
+from distrl.data.batch import Batch, PolicyBatches, policy_observation
+from distrl.data.memory import memory_for
+from distrl.data.messages import PolicySample, SampleInfo, Weights
+from distrl.envs import make_run_vec_env
+from distrl.envs.agents import policy_map
+from distrl.envs.kinds import WorkerSide
+from distrl.envs.slot_views import slot_views
+from distrl.models import build_model
+from distrl.rollout.env_runner import EnvRunner, run_policies
+from distrl.rollout.worker import RolloutWorker
+
+
+class PolicySet:
+    """The worker's policies, read as the worker reads its one policy (its report, backend and checks)."""
+
+    def __init__(self, names: tuple[str, ...], policies: list[CheckedPolicy]):
+        self.names, self.policies = names, policies
+
+    report = property(lambda self: self.policies[0].report)
+    backend = property(lambda self: self.policies[0].backend)
+    sync_checks = property(lambda self: sum(policy.sync_checks for policy in self.policies))
+
+
+class PolicySetWorker(RolloutWorker):
+    def __init__(self, config: Config, worker_index: int = 0, seed_offset: int = 0, artifacts: dict | str | None = None):
+        """As ``RolloutWorker``; ``artifacts`` are not used (each policy's batch is its slots', not the worker's)."""
+        self._settle_process(config, worker_index, seed_offset)
+        self.policy_map = mapping = policy_map(config)
+        self.groups, self.groups_reason = 1, f"{len(mapping.names)} policies take turns over the worker's one env"
+        self.envs = make_run_vec_env(config, num_threads=self.threads)
+        self.env_groups = [self.envs]
+        self.model_obs_space = getattr(self.envs, "structured_observation_space", None) or self.envs.single_observation_space
+        self.models = []
+        for k in range(len(mapping.names)):  # policy k's initial weights are its learner's version 0
+            torch.manual_seed(config.seed + k)
+            self.models.append(build_model(self.model_obs_space, self.envs.single_action_space, config.model))
+        torch.manual_seed(self.seed)
+        self.model, self.dist = self.models[0], self.models[0].dist
+        self.obs_rms_of: list[RunningMeanStd | None] = [None] * len(self.models)
+        views = slot_views(self.envs, mapping.columns(self.num_envs))
+        # The first view's reset resets the env with the worker's seed; the others read their slots of it.
+        self.runners = [EnvRunner(view, memory_for(model), partial(self._observe_as, k), model.dist, config, self.seed,
+                                  self.rng, view) for k, (view, model) in enumerate(zip(views, self.models))]  # fmt: skip
+        self.runner = self.runners[0]
+        self.memory = self.runner.memory
+        start = time.perf_counter()
+        cfg = config.rollout.compile
+        self.policy = PolicySet(mapping.names, [
+            CheckedPolicy(model, cfg.backend, runner.policy_inputs(), cfg.mode, cfg.options, cfg.strict, None,
+                          cfg.precision, cfg.memory_format) for model, runner in zip(self.models, self.runners)])  # fmt: skip
+        self.startup_s = time.perf_counter() - start
+        self.shared_artifacts, self.artifacts = False, None
+        self.env_side = WorkerSide()
+        self.compile_counts = dynamo_counts()
+
+    def _observe_as(self, k: int, raw: np.ndarray) -> np.ndarray:
+        """Policy ``k``'s observation: normalised by its own statistics."""
+        rms = self.obs_rms_of[k]
+        if self.config.env.normalize_obs and rms is not None:
+            return rms.normalize(raw, self.config.env.obs_clip)
+        return policy_observation(raw)
+
+    def set_weights(self, weights: Weights) -> None:
+        """Act with each policy's ``weights.policies[name]`` unless they are already in use."""
+        self._settle_thread()
+        if weights.version == self.policy_version:
+            return
+        for k, (name, policy) in enumerate(zip(self.policy.names, self.policy.policies)):
+            own = weights.policies[name]
+            policy.update_weights(own.model)
+            if own.obs_norm is not None:
+                self.obs_rms_of[k] = RunningMeanStd.from_state(own.obs_norm)
+        self.policy_version = weights.version
+        if self.config.rollout.compile.verify_every_sync:
+            for policy, runner in zip(self.policy.policies, self.runners):
+                policy.verify(runner.policy_inputs(), f"after weight sync {self.policy_version}")
+
+    def sample(self, weights: Weights | None = None, league: dict | None = None) -> tuple[SampleInfo, PolicyBatches]:
+        """Every policy's ``rollout_length`` steps of its slots: ``(info, batches)``; ``info.policies`` has each one's
+        env steps, episodes and statistics, the rest of ``info`` all of them together."""
+        self._settle_thread()
+        if weights is not None:
+            self.set_weights(weights)
+        self._take_staged()
+        start = time.perf_counter()
+        batches: list[Batch] = [runner.new_batch() for runner in self.runners]
+        run, each = run_policies(self.runners, batches, self.policy.policies, self._before_step)
+        steps = self.config.rollout.rollout_length
+        parts = {name: PolicySample(env_steps=steps * runner.num_envs, episode_returns=stats.episode_returns,
+                                    episode_lengths=stats.episode_lengths, obs_stats=stats.obs_stats,
+                                    return_stats=stats.return_stats)
+                 for name, runner, stats in zip(self.policy.names, self.runners, each)}  # fmt: skip
+        batch = PolicyBatches(dict(zip(self.policy.names, batches)))
+        info = SampleInfo(
+            worker_index=self.worker_index, incarnation=self.incarnation, node_id=self.node_id, seed=self.seed,
+            policy_version=run.version_changes[0][1], policy_version_mean=run.acted_versions / steps,
+            version_changes=run.version_changes, env_steps=steps * self.num_envs, batch_bytes=batch.nbytes,
+            episode_returns=run.episode_returns, episode_lengths=run.episode_lengths,
+            sample_s=time.perf_counter() - start, policy_s=run.policy_s, env_s=run.env_s, finished_at=time.time(),
+            obs_stats=None, return_stats=None, policy_backend=self.policy.backend,
+            recompiles=dynamo_counts()["compiled_graphs"] - self.compile_counts["compiled_graphs"],
+            graph_breaks=dynamo_counts()["graph_breaks"], weight_sync_checks=self.policy.sync_checks,
+            env_errors=run.env_errors, env_error_messages=run.error_messages[:3], env_nonfinite=run.env_nonfinite,
+            env_nonfinite_messages=run.nonfinite_messages[:3], policies=parts,
+        )
+        return info, batch
+
+    def close(self) -> None:
+        self.envs.close()
