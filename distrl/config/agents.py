@@ -31,10 +31,11 @@ class AgentsConfig(BaseModel):
     def _names(cls, value):
         if isinstance(value, dict):
             if not value:
-                raise ValueError("an empty mapping names no policy; use shared, per_agent or {name: [patterns]}")
+                raise ValueError("agents.policies={}: names no policy; use shared, per_agent or {name: [patterns]}")
             for name in value:
                 if not POLICY_NAME.match(name):
-                    raise ValueError(f"policy name {name!r}: letters, digits, '_', '-' and '.' only (it names files)")
+                    raise ValueError(f"agents.policies: policy name {name!r}: letters, digits, '_', '-' and '.' only (it "
+                                     "names files)")  # fmt: skip
         return value
 
     @property
