@@ -29,7 +29,7 @@ from benchmarks.common import add_results_dir_argument, machine_info, markdown_t
 from distrl.compile import available_backends  # noqa: E402
 from distrl.config import load_config  # noqa: E402
 from distrl.envs import make_run_vec_env  # noqa: E402
-from distrl.rollout import RolloutWorker  # noqa: E402
+from distrl.rollout import make_worker  # noqa: E402
 
 CASES = {
     # name: (config overrides, rollout length)
@@ -41,6 +41,9 @@ CASES = {
     # Python either way, as 48 envs or as 16 copies of a 3-agent team
     "cartpole_sync_48": (["env.id=CartPole-v1", "env.vectorization=sync", "env.num_envs_per_worker=48"], 128),
     "cartpole_team_48": (["env.id=distrl.envs.testing:cartpole_team", "env.num_envs_per_worker=48"], 128),
+    # the same team with a policy per agent (agents.policies): three policies, each acting for its 16 slots
+    "cartpole_team_48_per_agent": (["env.id=distrl.envs.testing:cartpole_team", "env.num_envs_per_worker=48",
+                                    "agents.policies=per_agent"], 128),
     "breakout_cnn_8": (["env.id=ALE/Breakout-v5", "env.num_envs_per_worker=8", "model.type=cnn", "model.hidden=[512]",
                         "model.shared_trunk=true", "model.activation=relu"], 32),
     "breakout_cnn_32": (["env.id=ALE/Breakout-v5", "env.num_envs_per_worker=32", "model.type=cnn", "model.hidden=[512]",
@@ -74,7 +77,7 @@ def env_alone(config, min_seconds: float) -> float:
 
 
 def worker_rate(config, min_seconds: float) -> dict:
-    worker = RolloutWorker(config)
+    worker = make_worker(config)
     worker.sample()  # warm-up: first calls, lazy allocations
     totals = {"sample_s": 0.0, "policy_s": 0.0, "env_s": 0.0, "env_steps": 0}
     start = time.perf_counter()
