@@ -110,26 +110,31 @@ def _index(x, i: int):
     return np.asarray(x)[i]
 
 
-def flatten_batch(space: gym.Space, obs) -> tuple[np.ndarray, bool]:
+def flatten_batch(space: gym.Space, obs, optional: tuple[str, ...] = ()) -> tuple[np.ndarray, bool]:
     """A structured observation, or a batch of them (each part with a leading batch axis), as ``[batch, flatdim]``
-    float32 (uint8 when every part is uint8); and whether it was a single observation."""
+    float32 (uint8 when every part is uint8); and whether it was a single observation. A Dict's parts named in
+    ``optional`` may be left out: they are zeros (the critic's parts, which the actor does not read)."""
     parts = obs_layout(space)
     if isinstance(space, gym.spaces.Dict):
-        if not isinstance(obs, dict) or set(obs) != set(space.spaces):
+        given = set(obs) if isinstance(obs, dict) else set()
+        if not isinstance(obs, dict) or not set(space.spaces) - set(optional) <= given <= set(space.spaces):
             got = sorted(obs) if isinstance(obs, dict) else type(obs).__name__
             raise ValueError(f"observation: expected a dict with keys {sorted(space.spaces)}, got {got}")
-        values = [obs[p.name] for p in parts]
+        values = [obs.get(p.name) for p in parts]
     else:
         if not isinstance(obs, (tuple, list)) or len(obs) != len(parts):
             raise ValueError(f"observation: expected a tuple of {len(parts)} parts, got {type(obs).__name__}")
         values = list(obs)
-    first, first_value = parts[0], values[0]
+    first, first_value = next((p, v) for p, v in zip(parts, values) if v is not None)
     single = _is_single(first.space, first_value)
     batch = 1 if single else len(np.asarray(first_value)) if not isinstance(first_value, (dict, tuple)) else None
     if batch is None:
         raise ValueError("observation: nested parts need a single observation or a list of them")
     flat = []
     for part, value in zip(parts, values):
+        if value is None:  # an optional part left out
+            flat.append(np.zeros((batch, part.size), np.float32))
+            continue
         array = _flatten_part(part.space, value, batch)
         if array.shape != (batch, part.size):
             raise ValueError(f"observation[{part.name!r}]: shape {np.shape(value)} does not fit {part.space}")

@@ -26,6 +26,13 @@ class AgentsConfig(BaseModel):
         "exported ONNX",
     )
 
+    critic: Literal["local", "state", "observations"] = Field(
+        "local", description="what each agent's critic sees besides its own observation: local (nothing: independent "
+        "critics), state (the env's global state(): a central critic, MAPPO's), observations (every agent's "
+        "observation in its env copy: MAPPO's concatenated local observations). The actor acts on its own observation "
+        "alone (model.critic_parts); the critic's part is added as the 'critic' part of a Dict observation",
+    )
+
     @field_validator("policies")
     @classmethod
     def _names(cls, value):

@@ -74,6 +74,11 @@ class ModelConfig(Section):
     layers: PositiveInt = Field(2, description="attention: pre-norm transformer blocks")
     causal: bool = Field(False, description="attention: each token attends only to earlier ones")
     pool: Literal["last", "mean"] = Field("last", description="attention: the output is the last token's, or the mean")
+    critic_parts: list[str] = Field(
+        default_factory=lambda: ["critic"], description="parts of a Dict observation only the critic reads (an "
+        "asymmetric actor-critic: privileged observations the policy acts without; Isaac Lab's 'critic' observation "
+        "group; distrl's central critic, agents.critic); the actor reads the others. Needs shared_trunk: false",
+    )
 
 
 WORKER_BACKENDS = tuple(BACKENDS)  # the worker backends' table (distrl/compile/backends/__init__.py)
@@ -503,10 +508,20 @@ class Config(Section):
     def _agents_problems(self) -> list[str]:
         """Several policies (``agents.policies``) train one learner each inside one learner actor: not yet beside DDP
         ranks or a league."""
-        if not self.agents.several:
-            return []
-        shown = self.agents.policies if isinstance(self.agents.policies, str) else "{...}"
         problems = []
+        if self.agents.critic != "local":
+            if self.league is not None:
+                problems.append(f"agents.critic={self.agents.critic}: a league's game has no central critic yet; use local")
+            if "critic" not in self.model.critic_parts:
+                problems.append(f"agents.critic={self.agents.critic}: the central critic's part is the observation's "
+                                f"'critic' part, which model.critic_parts={self.model.critic_parts} leaves to the actor; "
+                                "add critic to model.critic_parts")  # fmt: skip
+            if self.model.shared_trunk:
+                problems.append(f"agents.critic={self.agents.critic}: the actor needs an encoder of its own (it does not "
+                                "read the critic's part); use model.shared_trunk: false")  # fmt: skip
+        if not self.agents.several:
+            return problems
+        shown = self.agents.policies if isinstance(self.agents.policies, str) else "{...}"
         if self.league is not None:
             problems.append(f"agents.policies={shown}: a league trains one policy against its snapshots; use shared")
         if self.learner.num_learners > 1:

@@ -119,7 +119,8 @@ class Policy:
         that row's state. Feed-forward policies return state None. ``action_mask``: the legal actions (a board
         game's ``action_mask``, one row per observation); an illegal one is never chosen. ``action_masks`` is the
         same under sb3-contrib's MaskablePPO name, and a PettingZoo observation dict ``{"observation": ...,
-        "action_mask": ...}`` gives both at once. A league run's policy plays one seat: give it that seat's
+        "action_mask": ...}`` gives both at once. A Dict observation's parts only the critic reads (``model.critic_parts``;
+        a central critic's ``critic``) may be left out. A league run's policy plays one seat: give it that seat's
         observation. Observations of any dtype are taken (MuJoCo's float64 included) and cast as the workers cast them.
         """
         if action_masks is not None:
@@ -132,7 +133,8 @@ class Policy:
                 action_mask = observation["action_mask"]
             observation = observation["observation"]
         if self._takes_dicts and isinstance(observation, (dict, tuple, list)):  # by parts: flattened as the env copies are
-            obs, single = flatten_batch(self.observation_space, observation)
+            # the parts only the critic reads may be left out: acting never reads them
+            obs, single = flatten_batch(self.observation_space, observation, self.model.critic_only)
         else:  # a Box observation, or a Dict's flattening (what distrl's own vector envs return)
             obs = np.asarray(observation)
             shape = self.model.input_space.shape

@@ -31,16 +31,25 @@ from distrl.common.spaces import is_structured
 class AgentSlotsVectorEnv(gym.vector.VectorEnv):
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP}
 
-    def __init__(self, make_env: Callable[[], object], copies: int):
+    def __init__(self, make_env: Callable[[], object], copies: int, critic: str = "local"):
         """``make_env()``: one PettingZoo ``ParallelEnv`` whose agents share their observation and action spaces
-        (``distrl/envs/agents.py`` checks that before Ray starts)."""
+        (``distrl/envs/agents.py`` checks that before Ray starts). ``critic`` (``agents.critic``): ``local``, or what
+        each slot's observation adds for a central critic as its ``critic`` part: the env's ``state()`` (``state``),
+        or every agent's observation in the copy, in slot order (``observations``)."""
         self.envs = [make_env() for _ in range(copies)]
         first = self.envs[0]
         self.agent_names = list(first.possible_agents)
         self.slot_of = {name: i for i, name in enumerate(self.agent_names)}
         self.num_agents = len(self.agent_names)
         self.num_envs = copies * self.num_agents
-        obs_space = first.observation_space(self.agent_names[0])
+        self.critic = critic
+        own = first.observation_space(self.agent_names[0])
+        self._own_structured = own if is_structured(own) else None
+        own_flat = gym.spaces.flatten_space(own) if is_structured(own) else own
+        obs_space = own
+        if critic != "local":  # the actor reads "actor", the critic both (model.critic_parts)
+            extra = central_part_space(getattr(first, "state_space", None), critic, own_flat, self.num_agents)
+            obs_space = gym.spaces.Dict({"actor": own, "critic": extra})
         self.structured_observation_space = obs_space if is_structured(obs_space) else None
         self.single_observation_space = gym.spaces.flatten_space(obs_space) if is_structured(obs_space) else obs_space
         self.single_action_space = first.action_space(self.agent_names[0])
@@ -48,19 +57,29 @@ class AgentSlotsVectorEnv(gym.vector.VectorEnv):
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         space = self.single_observation_space
         self._obs = np.zeros((self.num_envs, *space.shape), dtype=space.dtype)
+        # each agent's own observation (flattened): the whole observation, or its actor part with a central critic
+        self._own = self._obs if critic == "local" else np.zeros((self.num_envs, *own_flat.shape), own_flat.dtype)
         self._alive = np.zeros(self.num_envs, dtype=bool)  # the agent is in its copy's ``agents``
         self._needs_reset = np.zeros(copies, dtype=bool)  # no agent left: the next step resets the copy
 
     def _write(self, copy: int, observations: dict) -> None:
+        base = copy * self.num_agents
         for name, obs in observations.items():
-            slot = copy * self.num_agents + self.slot_of[name]
-            self._obs[slot] = gym.spaces.flatten(self.structured_observation_space, obs) \
-                if self.structured_observation_space is not None else obs  # fmt: skip
+            self._own[base + self.slot_of[name]] = gym.spaces.flatten(self._own_structured, obs) \
+                if self._own_structured is not None else obs  # fmt: skip
+        if self.critic == "local":
+            return
+        # every slot of the copy: its own observation, then the copy's central part (an agent that finished: its last)
+        own = self._own[base: base + self.num_agents]
+        central = np.asarray(self.envs[copy].state(), np.float32).reshape(-1) if self.critic == "state" \
+            else own.reshape(-1)  # fmt: skip
+        self._obs[base: base + self.num_agents] = np.concatenate([own, np.broadcast_to(central, (len(own), central.size))],
+                                                                 axis=1)  # fmt: skip
 
     def _reset_copy(self, copy: int, seed: int | None) -> None:
         observations, _ = self.envs[copy].reset(seed=seed)
         base = copy * self.num_agents
-        self._obs[base: base + self.num_agents] = 0
+        self._own[base: base + self.num_agents] = 0
         self._write(copy, observations)
         self._alive[base: base + self.num_agents] = [name in observations for name in self.agent_names]
         self._needs_reset[copy] = not self._alive[base: base + self.num_agents].any()
@@ -105,3 +124,12 @@ class AgentSlotsVectorEnv(gym.vector.VectorEnv):
     def close(self, **kwargs) -> None:
         for env in self.envs:
             env.close()
+
+
+def central_part_space(state_space, critic: str, own_flat: gym.Space, num_agents: int) -> gym.spaces.Box:
+    """The ``critic`` part of each slot's observation for ``agents.critic``: the env's ``state_space`` flattened, or
+    every agent's (flattened) observation side by side."""
+    if critic == "state":
+        space = gym.spaces.flatten_space(state_space)
+        return gym.spaces.Box(space.low, space.high, space.shape, np.float32)
+    return gym.spaces.Box(np.tile(own_flat.low, num_agents), np.tile(own_flat.high, num_agents), dtype=np.float32)

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from functools import lru_cache, partial
 
 import gymnasium as gym
+import numpy as np
 
 from distrl.common.errors import EnvSpecError, describe_error
-from distrl.envs.agent_slots import AgentSlotsVectorEnv
+from distrl.envs.agent_slots import AgentSlotsVectorEnv, central_part_space
 from distrl.envs.factory import SUPPORTED_SPACES, _supported_actions, _supported_observations, resolve_env_id
 from distrl.envs.guard import GuardedVectorEnv
 from distrl.envs.policy_map import PolicyMap, resolve
@@ -69,6 +70,7 @@ class _Agents:
     names: tuple[str, ...]
     observation_spaces: tuple[gym.Space, ...]
     action_spaces: tuple[gym.Space, ...]
+    state_space: gym.Space | None  # the env's global state (``state()``), where it has one
 
 
 @lru_cache(maxsize=16)
@@ -81,7 +83,12 @@ def _agents_of(env_id: str, kwargs_key: tuple) -> _Agents | None:
         if parallel is None or not isinstance(env, parallel):
             return None
         names = tuple(env.possible_agents)
-        return _Agents(names, tuple(env.observation_space(n) for n in names), tuple(env.action_space(n) for n in names))
+        try:
+            state_space = env.state_space
+        except (AttributeError, NotImplementedError):
+            state_space = None
+        return _Agents(names, tuple(env.observation_space(n) for n in names), tuple(env.action_space(n) for n in names),
+                       state_space)  # fmt: skip
     finally:
         try:
             env.close()
@@ -153,7 +160,18 @@ def _check(config, agents: _Agents) -> tuple[gym.Space, gym.Space]:
         raise EnvSpecError(f"env.id={cfg.id!r}: observation space {obs_space} is not supported ({SUPPORTED_SPACES})")
     if not _supported_actions(action_space):
         raise EnvSpecError(f"env.id={cfg.id!r}: action space {action_space} is not supported ({SUPPORTED_SPACES})")
-    return obs_space, action_space
+    critic = config.agents.critic
+    if critic == "local":
+        return obs_space, action_space
+    if not isinstance(obs_space, gym.spaces.Box) or obs_space.dtype == np.uint8:
+        raise EnvSpecError(f"agents.critic={critic}: needs agents whose observations are vectors (a Box), not "
+                           f"{obs_space}; use local")  # fmt: skip
+    if critic == "state" and not isinstance(agents.state_space, gym.spaces.Box):
+        raise EnvSpecError(f"agents.critic=state: {cfg.id!r} has no global state (a Box state_space and state()); use "
+                           "observations (every agent's observation) or local")  # fmt: skip
+    own = gym.spaces.flatten_space(obs_space)
+    extra = central_part_space(agents.state_space, critic, own, len(names))
+    return gym.spaces.Dict({"actor": obs_space, "critic": extra}), action_space
 
 
 def _built(config) -> _Agents:
@@ -189,8 +207,10 @@ def describe(config) -> str:
     shown = ", ".join(names) if len(names) <= 6 else ", ".join(names[:5]) + f", ... {names[-1]}"
     mapping = policy_map(config)
     policies = "one shared policy" if mapping is None else f"{len(mapping.names)} policies ({mapping.describe()})"
+    critic = {"local": "", "state": ", a central critic on the env's state",
+              "observations": ", a central critic on every agent's observation"}[config.agents.critic]  # fmt: skip
     return (f"{config.env.num_envs_per_worker // len(names)} copies x {len(names)} agents ({shown}) as slots, "
-            f"{policies}; stepped in the worker's process")
+            f"{policies}{critic}; stepped in the worker's process")
 
 
 def probe_run(config) -> tuple[gym.Space, gym.Space]:
@@ -205,7 +225,8 @@ def make_run_vec_env(config, num_threads: int | None = None) -> gym.vector.Vecto
     """The ``agents`` kind's vector env: ``env.num_envs_per_worker`` slots of copies x agents, behind the env guard
     (an env that raises is reset as a whole, its episodes in progress ending unscored)."""
     cfg = config.env
-    envs = AgentSlotsVectorEnv(partial(_make, cfg.id, dict(cfg.kwargs)), cfg.num_envs_per_worker // len(agent_names(config)))
+    envs = AgentSlotsVectorEnv(partial(_make, cfg.id, dict(cfg.kwargs)), cfg.num_envs_per_worker // len(agent_names(config)),
+                               config.agents.critic)  # fmt: skip
     structured = envs.structured_observation_space
     envs = GuardedVectorEnv(envs, cfg.max_consecutive_errors)
     envs.structured_observation_space = structured

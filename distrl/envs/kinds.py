@@ -50,6 +50,10 @@ def probe_run_spaces(config) -> tuple[gym.Space, gym.Space]:
     if config.agents.several and kind != "agents":
         raise EnvSpecError(f"agents.policies={config.agents.policies}: several policies need a PettingZoo parallel env "
                            f"(env.id={config.env.id!r} is a {kind} env); use shared")  # fmt: skip
+    if config.agents.critic != "local" and kind != "agents":
+        raise EnvSpecError(f"agents.critic={config.agents.critic}: a central critic needs a PettingZoo parallel env "
+                           f"(env.id={config.env.id!r} is a {kind} env); use local (a single-agent env gives its critic "
+                           "privileged observations as a Dict observation's 'critic' part: model.critic_parts)")  # fmt: skip
     return ENV_KINDS[kind].probe_run(config)
 
 

@@ -312,6 +312,12 @@ class _DyingAgents:
     def _obs(self, name):
         return np.array([self.possible_agents.index(name), self.t], np.float32)
 
+    # PettingZoo's global state: the step and how many agents are left
+    state_space = gym.spaces.Box(0.0, 1e6, (2,), np.float32)
+
+    def state(self):
+        return np.array([self.t, len(self.agents)], np.float32)
+
     def reset(self, seed=None, options=None):
         self.agents, self.t = list(self.possible_agents), 0
         return {name: self._obs(name) for name in self.agents}, {name: {} for name in self.agents}

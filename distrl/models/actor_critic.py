@@ -18,6 +18,7 @@ from torch import nn
 from distrl.common.spaces import ObsPart, flat_observation_space, is_structured, obs_layout
 from distrl.config.schema import ModelConfig
 from distrl.models.distributions import ActionDist
+from distrl.models.fit import critic_only_parts, critic_parts_problem
 
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "gelu": nn.GELU}
 
@@ -122,9 +123,10 @@ class StructuredEncoder(nn.Module):
         return torch.cat(features, dim=-1)
 
 
-def _encoder(obs_space: gym.Space, cfg: ModelConfig) -> nn.Module:
+def _encoder(obs_space: gym.Space, cfg: ModelConfig, leave_out: tuple[str, ...] = ()) -> nn.Module:
+    """The encoder of ``obs_space``; a Dict's or Tuple's parts named in ``leave_out`` are not read (the actor's)."""
     if is_structured(obs_space):
-        return StructuredEncoder(obs_layout(obs_space), cfg)
+        return StructuredEncoder([part for part in obs_layout(obs_space) if part.name not in leave_out], cfg)
     if cfg.type == "attention":
         from distrl.models.attention import AttentionEncoder
 
@@ -151,7 +153,12 @@ class ActorCritic(nn.Module):
         # Attention over a window: forward takes [B, window, *obs] (``distrl.data.memory.WindowMemory`` builds it).
         self.window = cfg.window if cfg.type == "attention" else 0
         self.shared_trunk = cfg.shared_trunk
-        self.actor_encoder = _encoder(obs_space, cfg)
+        # An asymmetric actor-critic: the critic alone reads the parts named in model.critic_parts.
+        problem = critic_parts_problem(obs_space, cfg)
+        if problem:
+            raise ValueError(problem)
+        self.critic_only = tuple(critic_only_parts(obs_space, cfg))
+        self.actor_encoder = _encoder(obs_space, cfg, self.critic_only)
         self.critic_encoder = None if cfg.shared_trunk else _encoder(obs_space, cfg)
         feat = self.actor_encoder.out_dim
         if self.lstm_size:
@@ -164,7 +171,8 @@ class ActorCritic(nn.Module):
             feat = self.lstm_size
         out = self.dist.action_dim
         self.policy_head = _init(nn.Linear(feat, out), 0.01)
-        self.value_head = _init(nn.Linear(feat, 1), 1.0)
+        # The critic's own encoder may read more parts than the actor's (model.critic_parts): its width, not the actor's.
+        self.value_head = _init(nn.Linear(feat if self.critic_encoder is None else self.critic_encoder.out_dim, 1), 1.0)
         if self.dist.kind == "gaussian":
             self.log_std = nn.Parameter(torch.full((out,), cfg.init_log_std))
 

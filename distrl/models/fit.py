@@ -15,8 +15,33 @@ NATURE_CNN_CONVS = ((8, 4), (4, 2), (3, 1))
 SMALL_CNN_MIN = 7  # the small CNN of a Dict's image parts (3x3 stride 2, then 3x3): the smallest side it takes
 
 
+def critic_only_parts(obs_space: gym.Space, cfg: ModelConfig) -> list[str]:
+    """The parts of a Dict or Tuple observation only the critic reads (``model.critic_parts`` that it has)."""
+    if not is_structured(obs_space):
+        return []
+    return [part.name for part in obs_layout(obs_space) if part.name in cfg.critic_parts]
+
+
+def critic_parts_problem(obs_space: gym.Space, cfg: ModelConfig) -> str | None:
+    """Parts only the critic reads need an encoder of the actor's own, and must leave the actor something to read."""
+    only = critic_only_parts(obs_space, cfg)
+    if not only:
+        return None
+    if cfg.shared_trunk:
+        return (f"model.shared_trunk=true: the observation has parts only the critic reads ({', '.join(only)}: "
+                "model.critic_parts), so the actor needs its own encoder; use shared_trunk: false")  # fmt: skip
+    names = [part.name for part in obs_layout(obs_space)]
+    if len(only) == len(names):
+        return (f"model.critic_parts={list(cfg.critic_parts)}: leaves the actor no part of the observation to read "
+                f"(its parts: {', '.join(names)})")  # fmt: skip
+    return None
+
+
 def _structured_problem(obs_space: gym.Space, cfg: ModelConfig) -> str | None:
     """A Dict or Tuple observation: each part gets its own encoder, so the model is an MLP trunk over them."""
+    problem = critic_parts_problem(obs_space, cfg)
+    if problem:
+        return problem
     if cfg.type != "mlp":
         return (f"model.type={cfg.type}: not with {type(obs_space).__name__} observations; use mlp (each part gets its "
                 "own encoder: a CNN for uint8 image parts, an MLP for the others)")  # fmt: skip

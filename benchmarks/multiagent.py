@@ -1,0 +1,125 @@
+"""Many agents: independent critics beside a central critic (``agents.critic``) and per-agent policies
+(``agents.policies``), on one cooperative task, same budget, same settings, in one invocation.
+
+Each run trains ``distrl train`` on the task for its budget of agent steps (one seed each), and reports the mean return
+of the last 100 agent episodes (the metrics row's ``episode_return_mean``), its best over the run, and the wall time
+from launch. Tasks:
+
+- ``spread``: MPE ``simple_spread`` (3 agents, 25 steps an episode, discrete actions; the ``mpe2`` package, installed
+  with ``pip install --no-deps mpe2``: its pygame-ce dependency would overwrite pygame's files), with MAPPO's MPE
+  settings where distrl has them (lr 7e-4, 10 epochs on one minibatch, entropy 0.01, max grad norm 10, return
+  normalisation in place of MAPPO's value normalisation);
+- ``cartpole_team``: distrl's team of three CartPoles (``distrl.envs.testing:cartpole_team``), where the agents do not
+  interact: a central critic has nothing to add there (what --quick runs).
+
+    python benchmarks/multiagent.py                                      # spread, every variant, seeds 0-1
+    python benchmarks/multiagent.py --variants independent central_obs --seeds 0 1 2
+    python benchmarks/multiagent.py --quick                              # cartpole_team, 20k agent steps, 2 variants
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine, write_results  # noqa: E402
+
+TASKS = {
+    # name: (overrides on configs/cartpole.yaml, agent steps)
+    "spread": (["env.id=mpe2.simple_spread_v3:parallel_env", "env.kwargs={N: 3, max_cycles: 25, continuous_actions: false}",
+                "env.num_envs_per_worker=192", "rollout.rollout_length=50", "ppo.minibatch_size=9600", "ppo.epochs=10",
+                "ppo.lr=7e-4", "ppo.ent_coef=0.01", "ppo.max_grad_norm=10", "env.normalize_reward=true",
+                "stop.episode_return_mean=null"], 2_000_000),
+    "cartpole_team": (["env.id=distrl.envs.testing:cartpole_team", "env.num_envs_per_worker=48",
+                       "stop.episode_return_mean=null"], 300_000),
+}  # fmt: skip
+VARIANTS = {
+    "independent": ["agents.critic=local"],  # parameter sharing, each agent's critic on its own observation
+    "central_obs": ["agents.critic=observations"],  # MAPPO's concatenated local observations
+    "central_state": ["agents.critic=state"],  # the env's global state (cartpole_team has none)
+    "per_agent": ["agents.policies=per_agent"],  # a policy (and critic) per agent, no sharing
+}
+
+
+def run(task: str, variant: str, seed: int, steps: int) -> dict:
+    overrides, _ = TASKS[task]
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = Path(tmp) / "run"
+        cmd = [sys.executable, "-m", "distrl", "train", str(ROOT / "configs" / "cartpole.yaml"), "--run-dir", str(run_dir),
+               "--set", f"seed={seed}", "--set", f"stop.env_steps={steps}", "--set", "logging.tensorboard=false",
+               "--set", "logging.progress=lines"]  # fmt: skip
+        for item in overrides + VARIANTS[variant]:
+            cmd += ["--set", item]
+        env = {**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"}
+        start = time.perf_counter()
+        result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=4 * 3600)
+        wall = time.perf_counter() - start
+        if result.returncode != 0:
+            raise RuntimeError(f"{task} {variant} seed {seed}: exit {result.returncode}: {result.stderr.strip()[-600:]}")
+        rows = metrics_rows(run_dir)
+    returns = [row["episode_return_mean"] for row in rows if row.get("episode_return_mean") is not None]
+    return {"task": task, "variant": variant, "seed": seed, "env_steps": rows[-1]["env_steps"], "final_return": returns[-1],
+            "best_return": max(returns), "wall_s": wall, "curve": [(row["env_steps"], row["episode_return_mean"])
+                                                                    for row in rows]}  # fmt: skip
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", nargs="+", default=["spread"], choices=list(TASKS))
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
+    parser.add_argument("--steps", type=int, help="agent steps per run (default: the task's)")
+    parser.add_argument("--quick", action="store_true", help="cartpole_team, 20k agent steps, independent and central_obs")
+    add_results_dir_argument(parser)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.tasks, args.variants, args.seeds, args.steps = ["cartpole_team"], ["independent", "central_obs"], [0], 20_000
+    info = machine_info()
+    print_machine(info)
+    rows, failures = [], []
+    for task in args.tasks:
+        steps = args.steps or TASKS[task][1]
+        for variant in args.variants:
+            if variant == "central_state" and task == "cartpole_team":
+                continue  # no global state
+            for seed in args.seeds:
+                try:
+                    row = run(task, variant, seed, steps)
+                except Exception as exc:
+                    failures.append(str(exc))
+                    print(f"FAILED {exc}", flush=True)
+                    continue
+                rows.append(row)
+                print(f"{task:14s} {variant:14s} seed {seed}: return {row['final_return']:8.2f} (best {row['best_return']:8.2f}) "
+                      f"at {row['env_steps']:,} agent steps in {row['wall_s']:.0f} s", flush=True)  # fmt: skip
+    summary = []
+    for task in args.tasks:
+        for variant in args.variants:
+            runs = [r for r in rows if r["task"] == task and r["variant"] == variant]
+            if runs:
+                summary.append({"task": task, "variant": variant, "seeds": len(runs),
+                                "final_return": statistics.median(r["final_return"] for r in runs),
+                                "best_return": statistics.median(r["best_return"] for r in runs),
+                                "wall_s": statistics.median(r["wall_s"] for r in runs),
+                                "finals": " ".join(f"{r['final_return']:.1f}" for r in runs)})  # fmt: skip
+    columns = [("task", "task"), ("variant", "variant"), ("seeds", "seeds"), ("final_return", "final return (median)"),
+               ("finals", "per seed"), ("best_return", "best (median)"), ("wall_s", "wall s (median)")]  # fmt: skip
+    payload = {"machine": info, "args": vars(args) | {"results_dir": str(args.results_dir)}, "rows": rows, "summary": summary}
+    ok = write_results("multiagent", payload, markdown_table(summary, columns), None,
+                       failures, args.quick, args.results_dir)  # fmt: skip
+    print(json.dumps(summary, indent=1))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
