@@ -14,7 +14,7 @@ from tests.conftest import ROOT
 SCRIPTS = ["inference", "sampling", "learner", "ppo", "peers", "compile_check", "scale", "scale_machine", "soak",
            "learner_step", "attention", "league", "league_rllib", "straggler", "async_learning", "elastic", "mujoco_scores",
            "many_workers", "cpu_accounting", "reserve_cores", "env_groups", "startup", "peers_breakout", "inference_forms",
-           "learner_defaults", "snapshot_cost", "worker_inference"]
+           "learner_defaults", "snapshot_cost", "worker_inference", "multiagent"]
 
 
 def run_script(name, *args, timeout=900):
@@ -37,7 +37,8 @@ def test_help(name):
                                   pytest.param("many_workers", marks=pytest.mark.slow),
                                   pytest.param("reserve_cores", marks=pytest.mark.slow),
                                   pytest.param("startup", marks=pytest.mark.slow),
-                                  pytest.param("learner_defaults", marks=pytest.mark.slow)])
+                                  pytest.param("learner_defaults", marks=pytest.mark.slow),
+                                  pytest.param("multiagent", marks=pytest.mark.slow)])
 def test_quick_run_writes_results(name, tmp_path):
     result = run_script(name, "--quick", "--results-dir", str(tmp_path))
     assert result.returncode == 0, result.stderr[-3000:]
