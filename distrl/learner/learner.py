@@ -7,7 +7,8 @@ A thin shell over its parts, each in its own module:
 - ``epochs.py``, ``step.py``: the plain loop over the epochs, and the device step;
 - ``step_rules.py``, ``trial.py``: which step, kernels and precision, tried on the first update and checked;
 - ``distributed.py``: DDP between ranks;
-- ``state.py``: the counters, the running statistics and what a checkpoint holds.
+- ``state.py``: the counters, the running statistics and what a checkpoint holds;
+- ``refs.py``: the calls by object ref (this rank's shards fetched, batches lost with their node left out).
 
 The algorithm (``distrl/algo/``, ``config.algo``) gives the targets, the minibatch loss, the learning rate and the
 epoch plan. A plain class: tests drive it in-process, the driver wraps it with ``ray.remote``. With
@@ -24,12 +25,13 @@ from torch import nn
 from distrl.algo import build_algorithm
 from distrl.config.schema import Config
 from distrl.data.batch import Batch
-from distrl.data.messages import SampleInfo, SampleReport, UpdateResult, Weights
+from distrl.data.messages import SampleInfo, UpdateResult, Weights
 from distrl.learner import distributed
 from distrl.learner.epochs import LoopEpochs
 from distrl.common.wire import from_wire, to_wire
 from distrl.common.hardware import cpu_bf16, has_convolutions
 from distrl.learner.hardware import LearnerHardware, choose_memory_format, resolve_device
+from distrl.learner.refs import UpdatesByRef
 from distrl.learner.state import LearnerCounters, Normalisers, learner_state, load_learner_state
 from distrl.learner.step import DeviceStep
 from distrl.learner.step_rules import choose_kernels, choose_precision, choose_step
@@ -53,7 +55,7 @@ class _TrainForward(nn.Module):
         return self.model.forward_sequence(obs, h, c, starts)
 
 
-class Learner:
+class Learner(UpdatesByRef):
     def __init__(self, config: Config, obs_space: gym.Space, action_space: gym.Space, rank: int = 0, world_size: int = 1,
                  policy_index: int = 0, hardware: LearnerHardware | None = None):  # fmt: skip
         """``policy_index``: which of several trained policies this learner trains (``agents.policies``; its initial
@@ -205,34 +207,6 @@ class Learner:
         return self._update([info for info, _ in samples], [batch.split(self.world_size)[self.rank] for _, batch in samples],
                             min_version)  # fmt: skip
 
-    def update_refs(self, sample_report: SampleReport, shard_refs: tuple) -> UpdateResult:
-        """One update on the workers' infos (``sample_report.infos``, from the coordinator), fetching this rank's shard
-        of each batch by ref (under Ray).
-
-        A batch whose object is gone (it lived in the object store of a node that died before this fetch) is left
-        out: the update trains on the others, and ``lost_batches`` names it (its index in the report) so the driver
-        counts neither its env steps nor its episodes. Every rank loses the same batches (a batch's shards are
-        stored together). With every batch gone there is no update (the version unchanged).
-        """
-        with self.hardware.cores.updating():
-            return self._fetch_and_update(sample_report, shard_refs)
-
-    def update_refs_and_snapshot(self, sample_report: SampleReport, shard_refs: tuple,
-                                 snapshot: bool = True) -> tuple[UpdateResult, Weights, dict | None]:  # fmt: skip
-        """``update_refs``, then the new weights (for workers) and, when ``snapshot``, the full state (kept by the
-        driver, for restarts; ``learner.snapshot_every_s`` decides which updates send it)."""
-        with self.hardware.cores.updating():
-            result = self._fetch_and_update(sample_report, shard_refs)
-            return result, self.get_weights(), self.snapshot() if snapshot else None
-
-    def _fetch_and_update(self, sample_report: SampleReport, shard_refs: tuple) -> UpdateResult:
-        infos, shards, lost = fetch_shards(sample_report, shard_refs)
-        if not shards:
-            return UpdateResult(version=self.counters.version, lost_batches=lost)
-        result = self._update(infos, shards, sample_report.min_version)
-        result.lost_batches = lost
-        return result
-
     def _update(self, infos: list[SampleInfo], shards: list[Batch], min_version: int | None) -> UpdateResult:
         checking = self.epochs.checking  # the first update, where the learner's ways are tried and checked
         result = self.updates(infos, shards, min_version, self.counters, self.generator)
@@ -243,21 +217,3 @@ class Learner:
     def close(self) -> None:
         distributed.leave()
 
-
-def fetch_shards(sample_report: SampleReport, shard_refs: tuple) -> tuple[list[SampleInfo], list, list[int]]:
-    """The infos and this rank's shards of the batches still there, and the report indices of those lost with their
-    node (``Learner.update_refs``)."""
-    import ray
-
-    infos, lost = list(sample_report.infos), []
-    try:
-        shards = ray.get(list(shard_refs))  # every transfer at once
-    except ray.exceptions.ObjectLostError:  # a node's object store is gone (OwnerDiedError is one too): which?
-        infos, shards = [], []
-        for index, (info, ref) in enumerate(zip(sample_report.infos, shard_refs)):
-            try:
-                shards.append(ray.get(ref))
-                infos.append(info)
-            except ray.exceptions.ObjectLostError:
-                lost.append(index)
-    return infos, shards, lost

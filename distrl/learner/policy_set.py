@@ -13,13 +13,14 @@ import gymnasium as gym
 
 from distrl.common.wire import from_wire, to_wire
 from distrl.config.schema import Config
-from distrl.data.messages import SampleInfo, SampleReport, UpdateResult, Weights
+from distrl.data.messages import SampleInfo, UpdateResult, Weights
 from distrl.envs.agents import policy_map
 from distrl.learner.hardware import LearnerHardware
-from distrl.learner.learner import Learner, fetch_shards
+from distrl.learner.learner import Learner
+from distrl.learner.refs import UpdatesByRef
 
 
-class PolicySetLearner:
+class PolicySetLearner(UpdatesByRef):
     def __init__(self, config: Config, obs_space: gym.Space, action_space: gym.Space, rank: int = 0, world_size: int = 1):
         if world_size != 1:
             raise ValueError("several policies train in one learner actor (learner.num_learners: 1)")
@@ -76,24 +77,6 @@ class PolicySetLearner:
     def update(self, *samples, min_version: int | None = None) -> UpdateResult:
         """One update of every policy on ``(info, batches)`` pairs (``PolicySetWorker.sample``), in-process."""
         return self._update([info for info, _ in samples], [batches for _, batches in samples], min_version)
-
-    def update_refs(self, sample_report: SampleReport, shard_refs: tuple) -> UpdateResult:
-        with self.hardware.cores.updating():
-            return self._fetch_and_update(sample_report, shard_refs)
-
-    def update_refs_and_snapshot(self, sample_report: SampleReport, shard_refs: tuple,
-                                 snapshot: bool = True) -> tuple[UpdateResult, Weights, dict | None]:  # fmt: skip
-        with self.hardware.cores.updating():
-            result = self._fetch_and_update(sample_report, shard_refs)
-            return result, self.get_weights(), self.snapshot() if snapshot else None
-
-    def _fetch_and_update(self, sample_report: SampleReport, shard_refs: tuple) -> UpdateResult:
-        infos, shards, lost = fetch_shards(sample_report, shard_refs)
-        if not shards:
-            return UpdateResult(version=self.first.version, lost_batches=lost)
-        result = self._update(infos, shards, sample_report.min_version)
-        result.lost_batches = lost
-        return result
 
     def _update(self, infos: list[SampleInfo], shards: list, min_version: int | None) -> UpdateResult:
         results = {name: learner._update([info.for_policy(name) for info in infos], [s.batches[name] for s in shards],
