@@ -113,18 +113,7 @@ class PolicySetWorker(RolloutWorker):
                                     return_stats=stats.return_stats)
                  for name, runner, stats in zip(self.policy.names, self.runners, each)}  # fmt: skip
         batch = PolicyBatches(dict(zip(self.policy.names, batches)))
-        info = SampleInfo(
-            worker_index=self.worker_index, incarnation=self.incarnation, node_id=self.node_id, seed=self.seed,
-            policy_version=run.version_changes[0][1], policy_version_mean=run.acted_versions / steps,
-            version_changes=run.version_changes, env_steps=steps * self.num_envs, batch_bytes=batch.nbytes,
-            episode_returns=run.episode_returns, episode_lengths=run.episode_lengths,
-            sample_s=time.perf_counter() - start, policy_s=run.policy_s, env_s=run.env_s, finished_at=time.time(),
-            obs_stats=None, return_stats=None, policy_backend=self.policy.backend,
-            recompiles=dynamo_counts()["compiled_graphs"] - self.compile_counts["compiled_graphs"],
-            graph_breaks=dynamo_counts()["graph_breaks"], weight_sync_checks=self.policy.sync_checks,
-            env_errors=run.env_errors, env_error_messages=run.error_messages[:3], env_nonfinite=run.env_nonfinite,
-            env_nonfinite_messages=run.nonfinite_messages[:3], policies=parts,
-        )
+        info = self._report(run, batch, start, policies=parts)
         return info, batch
 
     def close(self) -> None:

@@ -214,8 +214,15 @@ class RolloutWorker:
         start = time.perf_counter()
         batch = self.runner.new_batch(self.num_envs)
         run = run_groups(self.runners, batch, self.policy, self._before_step)
+        info = self._report(run, batch, start)
+        self.env_side.after_sample(info)
+        return info, batch
+
+    def _report(self, run, batch, start: float, **more) -> SampleInfo:
+        """The ``SampleInfo`` of a sample that began at ``start``: ``run``'s statistics (``RunStats``), ``batch``'s bytes,
+        this worker's identity, backend and compile counts; ``more``: further fields (``policies``)."""
         steps = self.config.rollout.rollout_length
-        info = SampleInfo(
+        return SampleInfo(
             worker_index=self.worker_index,
             incarnation=self.incarnation,
             node_id=self.node_id,
@@ -241,9 +248,8 @@ class RolloutWorker:
             env_error_messages=run.error_messages[:3],
             env_nonfinite=run.env_nonfinite,
             env_nonfinite_messages=run.nonfinite_messages[:3],
+            **more,
         )
-        self.env_side.after_sample(info)
-        return info, batch
 
     def _before_step(self) -> int:
         """Before each env step: newer weights staged meanwhile are taken, and the worker moves off a learner's cores
