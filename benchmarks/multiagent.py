@@ -1,5 +1,6 @@
-"""Many agents: independent critics beside a central critic (``agents.critic``) and per-agent policies
-(``agents.policies``), on one cooperative task, same budget, same settings, in one invocation.
+"""Many agents: independent critics beside a central critic (``agents.critic``), per-agent policies
+(``agents.policies``) and RLlib's multi-agent PPO, on one cooperative task, same budget, same settings, in one
+invocation.
 
 Each run trains ``distrl train`` on the task for its budget of agent steps (one seed each), and reports the mean return
 of the last 100 agent episodes (the metrics row's ``episode_return_mean``), its best over the run, and the wall time
@@ -13,7 +14,8 @@ from launch. Tasks:
 - ``cartpole_team``: distrl's team of three CartPoles (``distrl.envs.testing:cartpole_team``), where the agents do not
   interact: a central critic has nothing to add there (what --quick runs).
 
-    python benchmarks/multiagent.py                                      # spread, every variant, seeds 0-1
+    python benchmarks/multiagent.py                                      # spread, every variant (RLlib's too), seeds 0-1
+    python benchmarks/multiagent.py --variants independent rllib         # distrl beside RLlib's multi-agent PPO
     python benchmarks/multiagent.py --variants independent central_obs --seeds 0 1 2
     python benchmarks/multiagent.py --quick                              # cartpole_team, 20k agent steps, 2 variants
 """
@@ -49,10 +51,84 @@ VARIANTS = {
     "central_obs": ["agents.critic=observations"],  # MAPPO's concatenated local observations
     "central_state": ["agents.critic=state"],  # the env's global state (cartpole_team has none)
     "per_agent": ["agents.policies=per_agent"],  # a policy (and critic) per agent, no sharing
+    "rllib": None,  # RLlib's multi-agent PPO, one shared policy, the same settings (rllib_run below)
 }
 
 
+def run_rllib(task: str, seed: int, steps: int) -> dict:
+    """RLlib's PPO on ``task`` (spread only), in a process of its own (``--rllib-run``): its own Ray."""
+    if task != "spread":
+        raise RuntimeError(f"{task} rllib seed {seed}: the RLlib variant runs spread only")
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "multiagent.py"), "--rllib-run", str(seed), str(steps)]
+    start = time.perf_counter()
+    result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=4 * 3600,
+                            env={**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"})  # fmt: skip
+    if result.returncode != 0:
+        raise RuntimeError(f"{task} rllib seed {seed}: exit {result.returncode}: {result.stderr.strip()[-600:]}")
+    row = json.loads(result.stdout.strip().splitlines()[-1])
+    return {"task": task, "variant": "rllib", "seed": seed, "env_steps": row["env_steps"], "final_return": row["final_return"],
+            "best_return": row["best_return"], "wall_s": time.perf_counter() - start, "curve": row["curve"]}  # fmt: skip
+
+
+def spread_env(_config=None):
+    from mpe2 import simple_spread_v3
+    from ray.rllib.env.wrappers.pettingzoo_env import ParallelPettingZooEnv
+
+    return ParallelPettingZooEnv(simple_spread_v3.parallel_env(N=3, max_cycles=25, continuous_actions=False))
+
+
+def rllib_run(seed: int, steps: int) -> None:
+    """The ``rllib`` variant, in a process of its own (its own Ray): RLlib's PPO (the new API stack of RLlib 2.60) on
+    spread through RLlib's PettingZoo wrapper (``ParallelPettingZooEnv``), every agent mapped to one shared policy
+    (parameter sharing, as the ``independent`` variant), with distrl's settings where RLlib has them: the same batch of
+    agent steps (64 env copies x 3 agents x 50 steps), 4 epochs of 4 minibatches, lr 3e-4, gamma 0.9, GAE lambda 0.95,
+    clip 0.2, entropy 0.01, value loss 0.5, gradient norm 0.5, no KL penalty, a [64, 64] tanh MLP with a value
+    network of its own, one env runner. RLlib has no return normalisation (distrl's variants normalise returns).
+    Prints one JSON row: the per-agent return of the last episodes (``agent_episode_returns_mean`` averaged over the
+    agents; distrl's ``episode_return_mean`` is per agent too), its best, the agent steps, the wall time."""
+    start = time.perf_counter()
+    import ray
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+    from ray.tune.registry import register_env
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    register_env("spread", spread_env)
+    agents = 3
+    env_steps_per_batch = 192 * 50 // agents  # distrl's 9,600 agent steps an update
+    config = (
+        PPOConfig()
+        .environment("spread")
+        .multi_agent(policies={"shared"}, policy_mapping_fn=lambda agent_id, *a, **k: "shared")
+        .env_runners(num_env_runners=1, num_envs_per_env_runner=64, rollout_fragment_length=50)
+        .training(lr=3e-4, gamma=0.9, lambda_=0.95, clip_param=0.2, entropy_coeff=0.01, vf_loss_coeff=0.5,
+                  grad_clip=0.5, use_kl_loss=False, kl_coeff=0.0, num_epochs=4,
+                  train_batch_size_per_learner=env_steps_per_batch, minibatch_size=env_steps_per_batch * agents // 4)
+        .rl_module(model_config=DefaultModelConfig(fcnet_hiddens=[64, 64], fcnet_activation="tanh",
+                                                   vf_share_layers=False))
+        .debugging(seed=seed)
+    )  # fmt: skip
+    algo = config.build_algo()
+    curve, agent_steps, returns = [], 0, []
+    while agent_steps < steps:
+        result = algo.train()
+        runners = result.get("env_runners", {})
+        agent_steps = int(runners.get("num_agent_steps_sampled_lifetime", {}).get("__all_agents__", 0)
+                          or sum(runners.get("num_agent_steps_sampled_lifetime", {}).values()))  # fmt: skip
+        per_agent = runners.get("agent_episode_returns_mean", {})
+        if per_agent:
+            returns.append(sum(per_agent.values()) / len(per_agent))
+            curve.append((agent_steps, returns[-1]))
+    wall = time.perf_counter() - start
+    algo.stop()
+    ray.shutdown()
+    print(json.dumps({"system": "rllib", "seed": seed, "env_steps": agent_steps, "final_return": returns[-1],
+                      "best_return": max(returns), "wall_s": wall, "curve": curve}))  # fmt: skip
+
+
 def run(task: str, variant: str, seed: int, steps: int) -> dict:
+    if variant == "rllib":
+        return run_rllib(task, seed, steps)
     overrides, _ = TASKS[task]
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
@@ -81,8 +157,12 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
     parser.add_argument("--steps", type=int, help="agent steps per run (default: the task's)")
     parser.add_argument("--quick", action="store_true", help="cartpole_team, 20k agent steps, independent and central_obs")
+    parser.add_argument("--rllib-run", nargs=2, type=int, metavar=("SEED", "STEPS"), help=argparse.SUPPRESS)
     add_results_dir_argument(parser)
     args = parser.parse_args(argv)
+    if args.rllib_run:
+        rllib_run(*args.rllib_run)
+        return 0
     if args.quick:
         args.tasks, args.variants, args.seeds, args.steps = ["cartpole_team"], ["independent", "central_obs"], [0], 20_000
     info = machine_info()
@@ -91,8 +171,8 @@ def main(argv=None) -> int:
     for task in args.tasks:
         steps = args.steps or TASKS[task][1]
         for variant in args.variants:
-            if variant == "central_state" and task == "cartpole_team":
-                continue  # no global state
+            if variant in ("central_state", "rllib") and task == "cartpole_team":
+                continue  # no global state; RLlib runs spread
             for seed in args.seeds:
                 try:
                     row = run(task, variant, seed, steps)

@@ -25,8 +25,8 @@ from distrl.models.distributions import ActionDist
 CONNECT4 = "pettingzoo/classic/connect_four-v3"
 
 
-def league_config(**league):
-    return load_config({"env": {"id": CONNECT4, "num_envs_per_worker": 16}, "rollout": {"rollout_length": 32},
+def league_config(env: dict | None = None, **league):
+    return load_config({"env": env or {"id": CONNECT4, "num_envs_per_worker": 16}, "rollout": {"rollout_length": 32},
                         "ppo": {"minibatch_size": 128}, "model": {"hidden": [32]}, "league": league})  # fmt: skip
 
 
@@ -210,15 +210,56 @@ def test_connect_four_heuristic_wins_then_blocks():
 def test_duel_pushes_out_and_scores():
     game = make_game("distrl/Duel-v0", 3)
     game.reset(np.ones(3, dtype=bool), seed=0)
-    game.pos[:] = [[0.0, 0.0], [0.95, 0.0]]
+    game.pos[:, :, 0] = [[0.0, 0.0], [0.95, 0.0]]
     game.vel[:] = 0.0
-    game.vel[:, 1] = [0.2, 0.0]  # seat 1 drifts out: seat 0 wins
-    result = game.step(np.zeros((3, 2), dtype=np.int64), np.ones((3, 2), dtype=bool))
-    assert result.done.all() and (result.score == 1.0).all()
-    np.testing.assert_array_equal(result.rewards, [[1, -1]] * 3)
+    game.vel[:, 1, 0] = [0.2, 0.0]  # seat 1 drifts out: seat 0 wins
+    result = game.step(np.zeros((3, 2, 1), dtype=np.int64), np.ones((3, 2), dtype=bool))
+    assert result.done.all() and (result.score == 1.0).all() and not result.out.any()
+    np.testing.assert_array_equal(result.rewards, [[[1], [-1]]] * 3)
     obs0, _ = game.observe(0, np.ones(3, dtype=bool))
     obs1, _ = game.observe(1, np.ones(3, dtype=bool))
+    assert obs0.shape == (3, 9)  # 1v1: own position and velocity, the other's, time left
     np.testing.assert_allclose(obs0[:, :4], obs1[:, 4:8])  # each seat sees itself first
+
+
+def test_duel_teams_play_on_until_a_side_is_out():
+    """2v2 laid out for 3v3: a disc out while the game goes on has lost (-1) and stays out; the side with discs left
+    wins when the other has none; every row sees itself first, its teammate, then the opponents, with flags."""
+    game = make_game("distrl/Duel-v0", 2, {"team_size": 2, "max_team_size": 3})
+    assert game.observation_space.shape == (4 + 2 * 5 + 3 * 5 + 1,)
+    game.reset(np.ones(2, dtype=bool), seed=0)
+    game.pos[:] = [[[0.0, 0.3], [0.0, -0.3]], [[0.5, 0.0], [0.95, 0.0]]]
+    game.vel[:] = 0.0
+    game.vel[:, 1, 1] = [0.2, 0.0]  # seat 1's second disc drifts out
+    still = np.zeros((2, 2, 2), dtype=np.int64)
+    result = game.step(still, np.ones((2, 2), dtype=bool))
+    assert not result.done.any()
+    np.testing.assert_array_equal(result.out[:, 1], [[False, True]] * 2)
+    np.testing.assert_array_equal(result.rewards[:, 1], [[0, -1]] * 2)
+    obs0, _ = game.observe(0, np.ones(2, dtype=bool))  # [copies * 2, 30]
+    assert obs0.shape == (4, 30)
+    np.testing.assert_allclose(obs0[0, 4:9], [1, 0.0, -0.3, 0, 0])  # its teammate, in play
+    np.testing.assert_allclose(obs0[0, 9:14], 0)  # no third teammate
+    np.testing.assert_allclose(obs0[0, 14:24], [1, 0.5, 0, 0, 0, 0, 0, 0, 0, 0])  # one opponent in play, one out
+    game.vel[:, 1, 0] = [0.6, 0.0]  # the last of seat 1 follows: seat 0 wins, both its discs in play get +1
+    result = game.step(still, np.ones((2, 2), dtype=bool))
+    assert result.done.all() and (result.score == 1.0).all() and not result.out.any()
+    np.testing.assert_array_equal(result.rewards[:, 0], [[1, 1]] * 2)
+    np.testing.assert_array_equal(result.rewards[:, 1], [[-1, 0]] * 2)  # the disc out earlier got its -1 then
+    with pytest.raises(GameError, match="team_size=4, max_team_size=3: need 1 <= team_size"):
+        probe_game(league_config(env={"id": "distrl/Duel-v0", "kwargs": {"team_size": 4, "max_team_size": 3}}))
+
+
+def test_duel_team_curriculum_is_checked_before_ray():
+    stages = [{"name": "1v1", "env_kwargs": {"team_size": 1}, "promote": {"win_rate": 0.8, "min_games": 10}},
+              {"name": "3v3", "env_kwargs": {"team_size": 3}}]  # fmt: skip
+    env = {"id": "distrl/Duel-v0", "num_envs_per_worker": 12}
+    with pytest.raises(GameError, match="stage '3v3' plays with observations Box.*max_team_size"):
+        probe_game(league_config(env=env, curriculum=stages))
+    env["kwargs"] = {"max_team_size": 3}
+    assert probe_game(league_config(env=env, curriculum=stages))[0].shape == (30,)
+    with pytest.raises(GameError, match="env.num_envs_per_worker=16: stage '3v3' plays teams of 3"):
+        probe_game(league_config(env={**env, "num_envs_per_worker": 16}, curriculum=stages))
 
 
 def test_games_refused_with_one_line():
@@ -311,7 +352,7 @@ def _checking_legality(monkeypatch) -> dict:
     def step(self, actions, acting):
         for i in np.flatnonzero(acting.any(axis=1)):
             seat = int(np.flatnonzero(acting[i])[0])
-            assert self.obs[i][self.agents[seat]]["action_mask"][int(actions[i, seat])], "illegal move"
+            assert self.obs[i][self.agents[seat]]["action_mask"][int(actions[i, seat, 0])], "illegal move"
             checked["moves"] += 1
         return real_step(self, actions, acting)
 
@@ -469,3 +510,63 @@ def test_a_league_workers_games_are_the_same_in_every_process():
         assert done.returncode == 0, done.stderr[-2000:]
         outputs.add(done.stdout.strip().splitlines()[-1])
     assert len(outputs) == 1, outputs
+
+
+# --- teams ---------------------------------------------------------------------------------
+def _duel_teams_config(**league):
+    env = {"id": "distrl/Duel-v0", "num_envs_per_worker": 12, "kwargs": {"max_team_size": 3, "max_steps": 60}}
+    return league_config(env=env, **league)
+
+
+def test_a_team_seat_gives_each_member_a_slot_and_dead_steps_after_it_is_out():
+    """2v2 Duel from the learner's seat: 12 slots are 6 games of 2; a member pushed out ends its episode and its slot
+    gives dead steps until its game's next one starts; each game ends every member's episode once."""
+    from distrl.envs.games.seat import LeagueVecEnv
+
+    env = LeagueVecEnv(_duel_teams_config(curriculum=[{"name": "2v2", "env_kwargs": {"team_size": 2}}]))
+    assert env.games == 6 and env.num_envs == 12
+    env.set_plan({"shares": {"random": 0.5, "heuristic": 0.5}, "env_kwargs": {"team_size": 2}})
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (12, 30)
+    rng = np.random.default_rng(0)
+    episodes = np.zeros(12, dtype=int)
+    after_end = np.zeros(12, dtype=bool)  # the slot's episode ended: its next steps are dead until a restart
+    dead_steps = games = 0
+    for _ in range(400):
+        restarting = env.done.copy()
+        obs, rewards, terminated, truncated, info = env.step(rng.integers(0, 9, 12))
+        dead = info.get("_env_reset", np.zeros(12, dtype=bool))
+        restarted = np.repeat(restarting, 2)
+        assert not (dead & restarted).any() and not truncated.any()
+        np.testing.assert_array_equal(dead, after_end & ~restarted)  # dead exactly while its game goes on
+        assert (terminated[dead]).all() and (rewards[dead] == 0).all()
+        ended_now = terminated & ~dead
+        episodes += ended_now
+        after_end = (after_end & ~restarted) | ended_now
+        dead_steps += int(dead.sum())
+        games += len(env.pop_results())
+    assert dead_steps > 0 and games > 20
+    # every game ended both members' episodes once (games still going on: at most one of its members has ended)
+    per_game = episodes.reshape(6, 2)
+    assert (np.abs(per_game[:, 0] - per_game[:, 1]) <= 1).all()
+
+
+def test_a_curriculum_stage_changes_the_team_size_in_the_worker():
+    """A worker whose plan moves the league from 1v1 to 3v3: the games are rebuilt (12 slots: 12 games, then 4),
+    games report their team size, every opponent member acts (random and the scripted team), and dead steps stay
+    out of the batch's valid steps."""
+    stages = [{"name": "1v1", "env_kwargs": {"team_size": 1}, "promote": {"win_rate": 0.8, "min_games": 10}},
+              {"name": "3v3", "env_kwargs": {"team_size": 3}}]  # fmt: skip
+    worker = _worker(_duel_teams_config(curriculum=stages))
+    game_env = worker.env_side.game_env
+    info, _ = worker.sample(None, {"shares": {"random": 0.5, "heuristic": 0.5}, "weights": {}})
+    assert game_env.games == 12 and {r["team_size"] for r in info.league_results} <= {1}
+    plan = {"shares": {"random": 0.5, "heuristic": 0.5}, "weights": {}, "env_kwargs": {"team_size": 3}}
+    results, invalid = [], 0
+    for _ in range(4):
+        info, batch = worker.sample(None, plan)
+        results += info.league_results
+        invalid += int((~batch.valid).sum())
+    assert game_env.games == 4 and game_env.team_size == 3
+    assert results and {r["team_size"] for r in results} == {3} and {r["opponent"] for r in results} == {"random", "heuristic"}
+    assert invalid > 0  # the switch's truncation, restarts and the dead steps of members out

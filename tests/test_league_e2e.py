@@ -90,15 +90,29 @@ def test_tournament_and_eval(league_run, tmp_path):
     assert done.returncode == 2 and "give --opponent" in done.stderr
 
 
-def test_duel_league_with_shaping_runs_and_replays_as_video(tmp_path):
+def test_duel_teams_league_steps_through_team_sizes_rates_and_replays_as_video(tmp_path):
+    """configs/league_duel_teams.yaml through Ray with promotions made easy: 1v1, then 2v2, then 3v3 (the worker's
+    96 slots rebuilt as 96, 48 and 32 games), each stage's games rated; then a tournament of 3v3 teams with videos."""
     run = tmp_path / "duel"
-    done = run_cli("train", "configs/league_duel.yaml", "--run-dir", str(run), "--set", "stop.env_steps=40000",
-                   "--set", "stop.time_s=null", "--set", "league.snapshot_every=3", timeout=600)  # fmt: skip
+    stages = ("league.curriculum=[{name: 1v1, env_kwargs: {team_size: 1}, promote: {win_rate: 0.0, min_games: 20}}, "
+              "{name: 2v2, env_kwargs: {team_size: 2}, promote: {win_rate: 0.0, min_games: 20}}, "
+              "{name: 3v3, env_kwargs: {team_size: 3}}]")  # fmt: skip
+    done = run_cli("train", "configs/league_duel_teams.yaml", "--run-dir", str(run), "--set", "stop.env_steps=100000",
+                   "--set", "stop.time_s=null", "--set", "league.snapshot_every=2", "--set", stages,
+                   "--set", "rollout.rollout_length=64", timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
+    assert "curriculum: stage '1v1' -> '2v2'" in done.stdout + done.stderr
     rows = _rows(run)
-    assert rows[-1]["league_size"] >= 2 and "league_win_heuristic" in {k for r in rows for k in r}
+    sizes = [r["league_team_size"] for r in rows if "league_team_size" in r]
+    assert sizes[0] == 1 and 2 in sizes and sizes[-1] == 3, sizes
+    assert rows[-1]["league_stage"] == 2 and rows[-1]["league_size"] >= 2
+    assert "league_win_heuristic" in {k for r in rows for k in r}
+    summary = json.loads((run / "summary.json").read_text())
+    assert [e["to"] for e in summary["league"]["events"] if e["event"] == "stage"] == ["2v2", "3v3"]
     done = run_cli("league", str(run), "--games", "4", "--replays", str(tmp_path / "replays"))
     assert done.returncode == 0, done.stderr[-3000:]
+    replay = json.loads((tmp_path / "replays" / "replay_0.json").read_text())
+    assert replay["team_size"] == 3 and len(replay["positions"][0][0]) == 3  # three discs a side
     assert list((tmp_path / "replays").glob("replay_*.mp4"))
 
 

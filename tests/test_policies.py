@@ -23,6 +23,7 @@ from tests.conftest import run_cli
 
 DYING = "distrl.envs.testing:dying_agents"
 TEAM = "distrl.envs.testing:cartpole_team"
+SPEAKER = "distrl.envs.testing:speaker_listener"
 
 
 def config_for(env_id: str, slots: int, policies, *overrides: str):
@@ -154,3 +155,33 @@ def test_a_team_mapping_learns_both_policies_through_ray_and_resumes(tmp_path):
     assert rows[-1]["learner_version"] > last["learner_version"] and rows[-1]["iteration"] > last["iteration"]
     played = run_cli("eval", str(run), "--policy", "pair", "--episodes", "4", timeout=120)
     assert played.returncode == 0 and "(policies solo, pair)" in played.stdout and "4 episodes" in played.stdout
+
+
+def test_policies_whose_agents_spaces_differ_act_train_export_and_play_in_their_own_spaces(tmp_path):
+    """speaker_listener: the speaker sees 3 numbers and says one of 4 words, the listener sees 5 and names one of 3.
+    A policy each: each acts, batches, trains, exports and plays in its own agents' spaces; and they learn to talk
+    (random play scores 1/3 a step after the first, 5 an episode)."""
+    config = config_for(SPEAKER, 64, "per_agent", "rollout.rollout_length=16", "ppo.minibatch_size=256",
+                        "ppo.lr=0.003", "ppo.ent_coef=0.003", "ppo.gamma=0.5")  # fmt: skip
+    worker = make_worker(config)
+    learner = learner_class(config)(config, *probe_run_spaces(config))
+    speaker, listener = learner.learners["speaker"], learner.learners["listener"]
+    assert speaker.model.policy_head.out_features == 4 and listener.model.policy_head.out_features == 3
+    returns = []
+    for _ in range(60):
+        info, batches = worker.sample()
+        assert batches.batches["speaker"].obs.shape[2:] == (3,) and batches.batches["listener"].obs.shape[2:] == (5,)
+        assert batches.batches["speaker"].actions.max() <= 3 and batches.batches["listener"].actions.max() <= 2
+        returns.append(info.policies["listener"].episode_returns)
+        learner.update((info, batches))
+        worker.set_weights(learner.get_weights())
+    first, last = np.mean(sum(returns[:6], [])), np.mean(sum(returns[-6:], []))
+    assert first < 7 and last > 10, (first, last)
+    payload = {"counters": RunState().state(), "learner": learner.state(), "config": config.model_dump(mode="json")}
+    path = save_checkpoint(tmp_path / "run", 1, payload, keep=1)
+    written = export_policies(path, tmp_path / "out" / "policy.onnx")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["policy.listener.onnx", "policy.speaker.onnx"]
+    assert all(info["max_abs_diff"] < 1e-4 for info in written)
+    assert Policy.from_checkpoint(path, policy="listener").observation_space.shape == (5,)
+    assert np.mean(evaluate(path, episodes=16, policy="listener")) > 10
+    worker.close()

@@ -10,9 +10,10 @@ import numpy as np
 from distrl.common.checkpoint import CheckpointError
 from distrl.deploy.policy import Policy, checkpoint_policy_names
 from distrl.envs import make_run_vec_env
-from distrl.envs.agents import agent_names, policy_map
-from distrl.envs.kinds import env_kind
+from distrl.envs.agents import agent_names, policy_map, view_spaces
 from distrl.envs.episodes import EpisodeTracker
+from distrl.envs.kinds import env_kind
+from distrl.envs.slot_views import slot_views
 
 
 def evaluate(path: str | Path, episodes: int = 10, deterministic: bool = True, seed: int = 12345,
@@ -50,24 +51,25 @@ def evaluate(path: str | Path, episodes: int = 10, deterministic: bool = True, s
         agents = len(agent_names(config))
         num_envs = -(-num_envs // agents) * agents
     envs = make_run_vec_env(config.model_copy(update={"env": config.env.model_copy(update={"num_envs_per_worker": num_envs})}))
-    columns = policy_map(config).columns(num_envs) if names else [np.arange(num_envs)]
+    # each policy plays its slots through a view of the env, as in a worker (its spaces its own)
+    views = slot_views(envs, policy_map(config).columns(num_envs), view_spaces(config)) if names else [envs]
     counted = [k for k, name in enumerate(names or [None]) if policy is None or name == policy]
-    obs, _ = envs.reset(seed=seed)
-    trackers = [EpisodeTracker(len(cols)) for cols in columns]
-    states = [player.initial_state(len(cols)) for player, cols in zip(players, columns)]
-    start = np.ones(num_envs, dtype=bool)
-    actions = None
+    seen = [view.reset(seed=seed)[0] for view in views]
+    trackers = [EpisodeTracker(view.num_envs) for view in views]
+    states = [player.initial_state(view.num_envs) for player, view in zip(players, views)]
+    starts = [np.ones(view.num_envs, dtype=bool) for view in views]
     while sum(len(trackers[k].returns) for k in counted) < episodes:
-        for k, (player, cols) in enumerate(zip(players, columns)):
-            own, states[k] = player.predict(obs[cols], states[k], start[cols], deterministic)
-            if actions is None:
-                actions = np.empty((num_envs, *np.shape(own)[1:]), dtype=np.asarray(own).dtype)
-            actions[cols] = own
-        obs, reward, terminated, truncated, info = envs.step(actions)
-        # after a reset step an episode starts; an agent's steps after it finished (``_env_reset``) count for none
-        dead = info.get("_env_reset")
-        for tracker, cols in zip(trackers, columns):
-            start[cols] = ~tracker.step(reward[cols], terminated[cols], truncated[cols],
-                                        None if dead is None else dead[cols])  # fmt: skip
+        if not names:
+            own, states[0] = players[0].predict(seen[0], states[0], starts[0], deterministic)
+            results = [envs.step(own)]
+        else:
+            for k, (player, view) in enumerate(zip(players, views)):
+                own, states[k] = player.predict(seen[k], states[k], starts[k], deterministic)
+                view.start(own)
+            results = [view.finish() for view in views]
+        for k, (obs, reward, terminated, truncated, info) in enumerate(results):
+            # after a reset step an episode starts; an agent's steps after it finished (``_env_reset``) count for none
+            seen[k] = obs
+            starts[k] = ~trackers[k].step(reward, terminated, truncated, info.get("_env_reset"))
     envs.close()
     return np.asarray([r for k in counted for r in trackers[k].returns][:episodes])

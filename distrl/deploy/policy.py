@@ -61,7 +61,7 @@ def policy_from_checkpoint(path: str | Path, env_id: str | None = None, trusted_
     # --trust-env keeps the checkpoint's env.kwargs; --env ID would build ID without them.
     check_env_trust(config.env.id, trusted_envs, f"checkpoint {str(path)!r}")
     try:
-        obs_space, action_space = probe_run_spaces(config)  # a league run's policy: one seat of its game
+        obs_space, action_space = probe_run_spaces(config, policy)  # a league run's policy: one seat of its game
         model = build_model(obs_space, action_space, config.model)
         model.load_state_dict(state["model"])
     except (KeyError, RuntimeError) as exc:

@@ -1,5 +1,6 @@
 """N-agent PettingZoo parallel envs as one gymnasium vector env: each agent of each env copy is a slot of the batch
-(Sample Factory's model), all slots acting with one shared policy (parameter sharing).
+(Sample Factory's model), all slots acting with one shared policy (parameter sharing) or each policy with its own
+(``agents.policies``: a view of its slots per policy, ``distrl/envs/slot_views.py``).
 
 Slot ``c * N + i`` is agent ``i`` (in ``possible_agents`` order) of copy ``c``. A step sends every live agent its
 slot's action and returns one row per slot:
@@ -13,7 +14,9 @@ slot's action and returns one row per slot:
 
 An agent's episode return is its own rewards summed; the statistics report one episode per agent. Observations
 that are Dicts or Tuples are flattened per agent, as a gymnasium env's are (``distrl/common/spaces.py``); the model
-reads the parts back from ``structured_observation_space``.
+reads the parts back from ``structured_observation_space``. Agents of different policies may see different spaces:
+each agent's observation is then flattened into one zero-padded array (``widths``: each agent's part), and each
+policy's view reads its own.
 """
 
 from __future__ import annotations
@@ -32,8 +35,8 @@ class AgentSlotsVectorEnv(gym.vector.VectorEnv):
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP}
 
     def __init__(self, make_env: Callable[[], object], copies: int, critic: str = "local"):
-        """``make_env()``: one PettingZoo ``ParallelEnv`` whose agents share their observation and action spaces
-        (``distrl/envs/agents.py`` checks that before Ray starts). ``critic`` (``agents.critic``): ``local``, or what
+        """``make_env()``: one PettingZoo ``ParallelEnv`` (``distrl/envs/agents.py`` checks its spaces before Ray starts:
+        alike for every agent of a policy, vectors of one dtype where policies' differ). ``critic`` (``agents.critic``): ``local``, or what
         each slot's observation adds for a central critic as its ``critic`` part: the env's ``state()`` (``state``),
         or every agent's observation in the copy, in slot order (``observations``)."""
         self.envs = [make_env() for _ in range(copies)]
@@ -43,9 +46,23 @@ class AgentSlotsVectorEnv(gym.vector.VectorEnv):
         self.num_agents = len(self.agent_names)
         self.num_envs = copies * self.num_agents
         self.critic = critic
-        own = first.observation_space(self.agent_names[0])
-        self._own_structured = own if is_structured(own) else None
-        own_flat = gym.spaces.flatten_space(own) if is_structured(own) else own
+        spaces = [first.observation_space(name) for name in self.agent_names]
+        # Agents whose spaces differ (each policy's agents alike: distrl/envs/agents.py checks) share one array: each
+        # agent's flattened observation, zero-padded to the widest; a policy's view reads its own width.
+        self._structured = [space if is_structured(space) else None for space in spaces]
+        flats = [gym.spaces.flatten_space(space) if is_structured(space) else space for space in spaces]
+        self.widths = [int(np.prod(f.shape)) for f in flats]
+        own = spaces[0]
+        self._own_structured = self._structured[0]
+        own_flat = flats[0]
+        self._padded = any(f != own_flat for f in flats[1:])
+        if self._padded:
+            wide = max(self.widths)
+            low, high = np.zeros((2, len(flats), wide), own_flat.dtype)
+            for i, f in enumerate(flats):
+                low[i, : self.widths[i]], high[i, : self.widths[i]] = f.low.reshape(-1), f.high.reshape(-1)
+            own = own_flat = gym.spaces.Box(low.min(axis=0), high.max(axis=0), (wide,), own_flat.dtype)
+            self._own_structured = None
         obs_space = own
         if critic != "local":  # the actor reads "actor", the critic both (model.critic_parts)
             extra = central_part_space(getattr(first, "state_space", None), critic, own_flat, self.num_agents)
@@ -65,8 +82,13 @@ class AgentSlotsVectorEnv(gym.vector.VectorEnv):
     def _write(self, copy: int, observations: dict) -> None:
         base = copy * self.num_agents
         for name, obs in observations.items():
-            self._own[base + self.slot_of[name]] = gym.spaces.flatten(self._own_structured, obs) \
-                if self._own_structured is not None else obs  # fmt: skip
+            i = self.slot_of[name]
+            structured = self._structured[i]
+            flat = gym.spaces.flatten(structured, obs) if structured is not None else obs
+            if self._padded:
+                self._own[base + i, : self.widths[i]] = flat
+            else:
+                self._own[base + i] = flat
         if self.critic == "local":
             return
         # every slot of the copy: its own observation, then the copy's central part (an agent that finished: its last)

@@ -1,5 +1,6 @@
 """The ``agents`` env kind: an N-agent PettingZoo parallel env, each agent of each copy a slot of the worker's batch
-and all of them acting with one shared policy (``distrl/envs/agent_slots.py``).
+(``distrl/envs/agent_slots.py``), acting with one shared policy or with the policies ``agents.policies`` maps to them
+(agents of different policies may have spaces of their own: ``policy_spaces``).
 
 A run is of this kind (and not a league's: that is a ``league`` section) when its ``env.id`` is
 
@@ -22,6 +23,7 @@ import gymnasium as gym
 import numpy as np
 
 from distrl.common.errors import EnvSpecError, describe_error
+from distrl.common.spaces import is_structured
 from distrl.envs.agent_slots import AgentSlotsVectorEnv, central_part_space
 from distrl.envs.factory import SUPPORTED_SPACES, _supported_actions, _supported_observations, resolve_env_id
 from distrl.envs.guard import GuardedVectorEnv
@@ -128,18 +130,13 @@ def runs(config) -> bool:
     return ":" in env_id and _factory_builds_parallel_env(env_id, _key(config))
 
 
-def _check(config, agents: _Agents) -> tuple[gym.Space, gym.Space]:
-    """The agents' shared spaces; EnvSpecError where distrl cannot train them with one policy."""
+def _check(config, agents: _Agents) -> dict[str | None, tuple[gym.Space, gym.Space]]:
+    """Each trained policy's spaces (``None``: the one shared policy), its agents' own; EnvSpecError where distrl cannot
+    train them."""
     cfg = config.env
     names = agents.names
     if not names:
         raise EnvSpecError(f"env.id={cfg.id!r}: the parallel env has no agents")
-    obs_space, action_space = agents.observation_spaces[0], agents.action_spaces[0]
-    for name, observed, acting in zip(names[1:], agents.observation_spaces[1:], agents.action_spaces[1:]):
-        if observed != obs_space or acting != action_space:
-            raise EnvSpecError(
-                f"env.id={cfg.id!r}: agent {name!r} has observation {observed} and actions {acting}, agent "
-                f"{names[0]!r} {obs_space} and {action_space}; distrl's agent slots need the same spaces for every agent")  # fmt: skip
     if cfg.num_envs_per_worker % len(names):
         raise EnvSpecError(
             f"env.num_envs_per_worker={cfg.num_envs_per_worker}: counts agent slots, and {cfg.id!r} has {len(names)} "
@@ -156,13 +153,38 @@ def _check(config, agents: _Agents) -> tuple[gym.Space, gym.Space]:
     if config.logging.video_every_iterations:
         raise EnvSpecError(f"logging.video_every_iterations={config.logging.video_every_iterations}: videos of a "
                            "PettingZoo parallel env are not recorded yet; use 0")  # fmt: skip
-    if not _supported_observations(obs_space):
-        raise EnvSpecError(f"env.id={cfg.id!r}: observation space {obs_space} is not supported ({SUPPORTED_SPACES})")
-    if not _supported_actions(action_space):
-        raise EnvSpecError(f"env.id={cfg.id!r}: action space {action_space} is not supported ({SUPPORTED_SPACES})")
+    mapping = resolve(config.agents.policies, names) if config.agents.several else None
+    spaces_of = {name: (observed, acting) for name, observed, acting in zip(names, agents.observation_spaces,
+                                                                           agents.action_spaces)}  # fmt: skip
+    policies: dict[str | None, tuple[gym.Space, gym.Space]] = {}
+    for policy, members in (zip(mapping.names, mapping.agents) if mapping else [(None, names)]):
+        obs_space, action_space = spaces_of[members[0]]
+        for name in members[1:]:
+            if spaces_of[name] != (obs_space, action_space):
+                who = "one shared policy (agents.policies: shared)" if policy is None else f"policy {policy!r}"
+                raise EnvSpecError(
+                    f"env.id={cfg.id!r}: agent {name!r} has observation {spaces_of[name][0]} and actions "
+                    f"{spaces_of[name][1]}, agent {members[0]!r} {obs_space} and {action_space}; {who} needs the same "
+                    "spaces for all its agents (map agents whose spaces differ to policies of their own)")  # fmt: skip
+        if not _supported_observations(obs_space):
+            raise EnvSpecError(f"env.id={cfg.id!r}: observation space {obs_space} is not supported ({SUPPORTED_SPACES})")
+        if not _supported_actions(action_space):
+            raise EnvSpecError(f"env.id={cfg.id!r}: action space {action_space} is not supported ({SUPPORTED_SPACES})")
+        policies[policy] = (obs_space, action_space)
     critic = config.agents.critic
+    first = next(iter(policies.values()))[0]
+    if any(o != first for o, _ in policies.values()):  # one array for every slot: each agent's vector, zero-padded
+        seen = [o for o, _ in policies.values()]
+        flat = [gym.spaces.flatten_space(o) for o in seen]
+        if any(not is_structured(o) and len(o.shape) != 1 for o in seen) or len({f.dtype for f in flat}) > 1:
+            raise EnvSpecError(f"env.id={cfg.id!r}: policies whose observation spaces differ need vector (or Dict/Tuple) "
+                               f"observations of one dtype; they are {', '.join(str(o) for o in seen)}")  # fmt: skip
+        if critic != "local":
+            raise EnvSpecError(f"agents.critic={critic}: the agents' observation spaces differ; a central critic needs "
+                               "them alike; use local")  # fmt: skip
     if critic == "local":
-        return obs_space, action_space
+        return policies
+    obs_space = first
     if not isinstance(obs_space, gym.spaces.Box) or obs_space.dtype == np.uint8:
         raise EnvSpecError(f"agents.critic={critic}: needs agents whose observations are vectors (a Box), not "
                            f"{obs_space}; use local")  # fmt: skip
@@ -171,7 +193,8 @@ def _check(config, agents: _Agents) -> tuple[gym.Space, gym.Space]:
                            "observations (every agent's observation) or local")  # fmt: skip
     own = gym.spaces.flatten_space(obs_space)
     extra = central_part_space(agents.state_space, critic, own, len(names))
-    return gym.spaces.Dict({"actor": obs_space, "critic": extra}), action_space
+    central = gym.spaces.Dict({"actor": obs_space, "critic": extra})
+    return {policy: (central, acting) for policy, (_, acting) in policies.items()}
 
 
 def _built(config) -> _Agents:
@@ -213,12 +236,23 @@ def describe(config) -> str:
             f"{policies}{critic}; stepped in the worker's process")
 
 
+def policy_spaces(config) -> dict[str | None, tuple[gym.Space, gym.Space]]:
+    """Each trained policy's observation and action spaces, checked (``None``: the one shared policy): its agents'
+    own, which may differ from another policy's (``agents.policies``)."""
+    return _check(config, _built(config))
+
+
+def view_spaces(config) -> list[tuple[gym.Space, gym.Space]] | None:
+    """Each policy's spaces in ``agents.policies`` order where they differ between policies (each policy's view of the
+    env then reads its own: ``distrl/envs/slot_views.py``); None where every policy acts in the same spaces."""
+    spaces = list(policy_spaces(config).values())
+    return spaces if any(each != spaces[0] for each in spaces) else None
+
+
 def probe_run(config) -> tuple[gym.Space, gym.Space]:
-    """The ``agents`` kind's probe (``distrl/envs/kinds.py``): its agents' shared spaces, checked, and the policies
-    mapped to them."""
-    spaces = _check(config, _built(config))
-    policy_map(config)
-    return spaces
+    """The ``agents`` kind's probe (``distrl/envs/kinds.py``): every policy's spaces checked; the first policy's
+    returned (every policy's where they are alike; ``policy_spaces`` has each one's)."""
+    return next(iter(policy_spaces(config).values()))
 
 
 def make_run_vec_env(config, num_threads: int | None = None) -> gym.vector.VectorEnv:
@@ -230,4 +264,5 @@ def make_run_vec_env(config, num_threads: int | None = None) -> gym.vector.Vecto
     structured = envs.structured_observation_space
     envs = GuardedVectorEnv(envs, cfg.max_consecutive_errors)
     envs.structured_observation_space = structured
+    envs.widths = envs.env.widths  # each agent's observation width in the shared, zero-padded array
     return envs

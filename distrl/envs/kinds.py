@@ -43,9 +43,10 @@ def _kind(config) -> ModuleType:
     return ENV_KINDS[env_kind(config)]
 
 
-def probe_run_spaces(config) -> tuple[gym.Space, gym.Space]:
+def probe_run_spaces(config, policy: str | None = None) -> tuple[gym.Space, gym.Space]:
     """The spaces a run's policy acts in: its env's, or in a league run its game's from one seat (checking the
-    league's settings against the game too)."""
+    league's settings against the game too); ``policy``: which of several trained policies (``agents.policies``:
+    their agents' spaces may differ; None: the first's)."""
     kind = env_kind(config)
     if config.agents.several and kind != "agents":
         raise EnvSpecError(f"agents.policies={config.agents.policies}: several policies need a PettingZoo parallel env "
@@ -54,6 +55,8 @@ def probe_run_spaces(config) -> tuple[gym.Space, gym.Space]:
         raise EnvSpecError(f"agents.critic={config.agents.critic}: a central critic needs a PettingZoo parallel env "
                            f"(env.id={config.env.id!r} is a {kind} env); use local (a single-agent env gives its critic "
                            "privileged observations as a Dict observation's 'critic' part: model.critic_parts)")  # fmt: skip
+    if policy is not None and config.agents.several:
+        return agents.policy_spaces(config)[policy]
     return ENV_KINDS[kind].probe_run(config)
 
 

@@ -4,12 +4,16 @@ Each trained policy acts for its own slots (``distrl/envs/policy_map.py``), so t
 policy, each over a view of the same vector env. A view's ``step`` only leaves its slots' actions; the env steps once
 every view has sent them, at the first view's ``finish``, and each view reads its own columns of the result (the
 worker's runners take turns in that order: ``distrl/rollout/env_runner.py``). Reset works the same way: the first
-view's reset resets the env, the others read their columns of it.
+view's reset resets the env, the others read their columns of it. Policies whose agents' spaces differ each read the
+first columns of the env's zero-padded observations that are theirs, and send actions of their own kind.
 """
 
 from __future__ import annotations
 
+import gymnasium as gym
 import numpy as np
+
+from distrl.common.spaces import is_structured
 
 
 class _Joint:
@@ -29,9 +33,17 @@ class _Joint:
         return self.result
 
     def start(self, view: int, actions: np.ndarray) -> None:
+        actions = np.asarray(actions)
         if self.actions is None:
             self.actions = np.empty((self.envs.num_envs, *actions.shape[1:]), dtype=actions.dtype)
-        self.actions[self.columns[view]] = actions
+        if isinstance(self.actions, np.ndarray) and (actions.shape[1:], actions.dtype) != (self.actions.shape[1:],
+                                                                                          self.actions.dtype):  # fmt: skip
+            self.actions = list(self.actions)  # policies whose action spaces differ: one action per slot
+        if isinstance(self.actions, list):
+            for column, action in zip(self.columns[view], actions):
+                self.actions[column] = action
+        else:
+            self.actions[self.columns[view]] = actions
         self.sent[view] = True
 
     def finish(self) -> tuple:
@@ -56,7 +68,10 @@ class SlotView:
 
     kind = "joint"  # the stepper's kind, as ``distrl/envs/stepping.py``'s steppers name theirs
 
-    def __init__(self, joint: _Joint, index: int):
+    def __init__(self, joint: _Joint, index: int, spaces: tuple | None = None):
+        """``spaces``: the view's own (observation, action) spaces where its agents' differ from the env's first
+        agent's (``distrl/envs/agents.py: policy_spaces``); its observations are then the first columns of the env's
+        zero-padded ones."""
         self.joint, self.index = joint, index
         self.columns = joint.columns[index]
         envs = joint.envs
@@ -64,11 +79,19 @@ class SlotView:
         self.single_observation_space = envs.single_observation_space
         self.single_action_space = envs.single_action_space
         self.structured_observation_space = getattr(envs, "structured_observation_space", None)
+        self.width = None  # its observations' width in the env's wider array, where they are narrower
+        if spaces is not None:
+            observed, self.single_action_space = spaces
+            self.structured_observation_space = observed if is_structured(observed) else None
+            self.single_observation_space = gym.spaces.flatten_space(observed) if is_structured(observed) else observed
+            width = int(np.prod(self.single_observation_space.shape))
+            self.width = width if width < envs.single_observation_space.shape[0] else None
 
     def _part(self, result: tuple) -> tuple:
-        *arrays, info = result
+        obs, *arrays, info = result
         n = self.joint.envs.num_envs
-        return (*(np.asarray(a)[self.columns] for a in arrays),
+        obs = np.asarray(obs)[self.columns]
+        return (obs if self.width is None else obs[:, : self.width], *(np.asarray(a)[self.columns] for a in arrays),
                 {k: _columns_of(v, self.columns, n) for k, v in info.items()})  # fmt: skip
 
     def reset(self, *, seed: int | None = None, options=None) -> tuple:
@@ -90,7 +113,8 @@ class SlotView:
             self.joint.envs.close()
 
 
-def slot_views(envs, columns: list[np.ndarray]) -> list[SlotView]:
-    """A view per column set of ``envs`` (each is its env runner's env and stepper)."""
+def slot_views(envs, columns: list[np.ndarray], spaces: list[tuple] | None = None) -> list[SlotView]:
+    """A view per column set of ``envs`` (each is its env runner's env and stepper); ``spaces``: each view's own
+    (observation, action) spaces, where policies' differ."""
     joint = _Joint(envs, columns)
-    return [SlotView(joint, i) for i in range(len(columns))]
+    return [SlotView(joint, i, None if spaces is None else spaces[i]) for i in range(len(columns))]

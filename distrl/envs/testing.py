@@ -353,11 +353,71 @@ def dying_agents(**kwargs):
 
 
 class _MixedSpaceAgents(_DyingAgents):
-    """``_DyingAgents`` whose last agent sees a longer observation than the others."""
+    """``_DyingAgents`` whose last agent sees a longer observation than the others (the agents left, too)."""
 
     def observation_space(self, agent):
         return gym.spaces.Box(0.0, 1e6, (3 if agent == self.possible_agents[-1] else 2,), np.float32)
 
+    def _obs(self, name):
+        own = super()._obs(name)
+        return np.append(own, np.float32(len(self.agents))) if name == self.possible_agents[-1] else own
+
 
 def mixed_space_agents(**kwargs):
     return _as_parallel_env(_MixedSpaceAgents)(**kwargs)
+
+
+class _SpeakerListener:
+    """Two agents whose spaces differ, in MPE's ``simple_speaker_listener`` manner: each step a target of ``n`` is drawn;
+    the speaker sees it (one-hot, ``n``) and says one of ``n + 1`` words; the listener sees the word said the step
+    before (one-hot, ``n + 1``) and the step's share of the episode, and names one of ``n`` targets. Both are rewarded
+    1 when the listener names the previous step's target. ``max_steps`` steps, then truncated."""
+
+    metadata = {"name": "speaker_listener_v0"}
+
+    def __init__(self, n: int = 3, max_steps: int = 16):
+        self.possible_agents = ["speaker", "listener"]
+        self.agents: list[str] = []
+        self.n, self.max_steps = n, max_steps
+        self.rng = np.random.default_rng()
+        self.t, self.target, self.previous, self.word = 0, 0, None, n
+
+    def observation_space(self, agent):
+        size = self.n if agent == "speaker" else self.n + 2
+        return gym.spaces.Box(0.0, 1.0, (size,), np.float32)
+
+    def action_space(self, agent):
+        return gym.spaces.Discrete(self.n + 1 if agent == "speaker" else self.n)
+
+    def _observations(self) -> dict:
+        heard = np.zeros(self.n + 2, np.float32)
+        heard[self.word] = 1.0
+        heard[-1] = self.t / self.max_steps
+        return {"speaker": np.eye(self.n, dtype=np.float32)[self.target], "listener": heard}
+
+    def reset(self, seed=None, options=None):
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
+        self.agents, self.t, self.previous, self.word = list(self.possible_agents), 0, None, self.n
+        self.target = int(self.rng.integers(self.n))
+        return self._observations(), {name: {} for name in self.agents}
+
+    def step(self, actions):
+        self.t += 1
+        hit = float(self.previous is not None and int(actions["listener"]) == self.previous)
+        self.previous, self.word = self.target, int(actions["speaker"])
+        self.target = int(self.rng.integers(self.n))
+        done = self.t >= self.max_steps
+        obs = self._observations()
+        self.agents = [] if done else self.agents
+        flags = {name: False for name in self.possible_agents}
+        return obs, {name: hit for name in self.possible_agents}, flags, {name: done for name in self.possible_agents}, \
+            {name: {} for name in self.possible_agents}  # fmt: skip
+
+    def close(self):
+        pass
+
+
+def speaker_listener(**kwargs):
+    """A PettingZoo parallel env of two agents with spaces of their own (``_SpeakerListener``)."""
+    return _as_parallel_env(_SpeakerListener)(**kwargs)

@@ -30,6 +30,7 @@ SHIPPED_FACTORIES = frozenset({
     "distrl.envs.testing:cartpole_team",
     "distrl.envs.testing:dying_agents",
     "distrl.envs.testing:mixed_space_agents",
+    "distrl.envs.testing:speaker_listener",
 })  # fmt: skip
 
 

@@ -4,6 +4,9 @@ Pure: no Ray, no torch. The driver's ``LeagueRun`` feeds it the match results wo
 and asks it for snapshots, promotions and each opponent's share of games; ``state()`` goes into
 every checkpoint and ``from_state`` continues it on ``--resume``.
 
+In a team game (Duel 2v2) every member of a team acts with one player, so a member below is a
+team: a snapshot's rating is its team's, and a game is one result whatever the team size.
+
 Members: the scripted baselines ``random`` (uniform over legal moves; its rating is the anchor,
 held at ``league.elo.initial``) and ``heuristic`` (the game's scripted player), and frozen
 snapshots of the learner, ``main@ITERATION``. The learner itself is ``main``; games against its
@@ -173,6 +176,9 @@ class League:
         """The metrics row's league keys: Elo, size, stage, and win/draw/loss rates by group for these games."""
         row = {"league_elo": self.rating, "league_size": len(self.snapshots), "league_stage": self.stage,
                "league_games": len(results)}  # fmt: skip
+        sizes = {int(result.get("team_size", 1)) for result in results}
+        if sizes:  # a curriculum over team sizes (Duel's 1v1 -> 3v3): which size these games were
+            row["league_team_size"] = max(sizes)
         by_group: dict[str, Record] = {}
         for result in results:
             by_group.setdefault(group_of(result["opponent"]), Record()).add(float(result["score"]), int(result["seat"]))

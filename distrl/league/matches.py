@@ -1,6 +1,7 @@
 """Games between two players outside training: ``distrl eval`` of a league run, and tournaments.
 
-A player is a function ``(obs, mask, rng) -> actions`` on one seat's observations: the random
+A player is a function ``(obs, mask, rng) -> actions`` on one seat's observations (a row per member of its
+team; a team's members all act with one player): the random
 and scripted baselines, or a trained policy (the run's learner or a snapshot) acting in eager
 torch with its action masks, greedily or by sampling.
 """
@@ -54,13 +55,14 @@ def play(env_id: str, kwargs: dict, player_a: Player, player_b: Player, games: i
     space = game.action_space
     while live.any():
         to_move = game.to_move() & live[:, None]
-        joint = np.zeros((games, 2, *space.shape), dtype=space.dtype)
+        joint = np.zeros((games, 2, game.team_size, *space.shape), dtype=space.dtype)
         for seat in (0, 1):
             for player, sits in ((player_a, seat_a == seat), (player_b, seat_a != seat)):
                 copies = to_move[:, seat] & sits
-                if copies.any():
+                if copies.any():  # every member of the seat's team acts with the player, one batch
                     obs, mask = game.observe(seat, copies)
-                    joint[copies, seat] = player(obs, mask, rng)
+                    joint[copies, seat] = np.asarray(player(obs, mask, rng)).reshape(int(copies.sum()), game.team_size,
+                                                                                     *space.shape)  # fmt: skip
         result = game.step(joint, to_move)
         for i in np.flatnonzero(result.done & live):
             score = result.score[i] if seat_a[i] == 0 else 1.0 - result.score[i]

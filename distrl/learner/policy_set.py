@@ -14,7 +14,7 @@ import gymnasium as gym
 from distrl.common.wire import from_wire, to_wire
 from distrl.config.schema import Config
 from distrl.data.messages import SampleInfo, UpdateResult, Weights
-from distrl.envs.agents import policy_map
+from distrl.envs.agents import policy_map, policy_spaces
 from distrl.learner.hardware import LearnerHardware
 from distrl.learner.learner import Learner
 from distrl.learner.refs import UpdatesByRef
@@ -27,8 +27,9 @@ class PolicySetLearner(UpdatesByRef):
         self.config, self.rank, self.world_size = config, rank, world_size
         self.names = policy_map(config).names
         self.hardware = LearnerHardware(config, rank, world_size)
-        self.learners = {name: Learner(config, obs_space, action_space, rank, world_size, policy_index=k,
-                                       hardware=self.hardware) for k, name in enumerate(self.names)}  # fmt: skip
+        spaces = policy_spaces(config)  # each policy's own (``obs_space``, ``action_space``: the first policy's)
+        self.learners = {name: Learner(config, *spaces[name], rank, world_size, policy_index=k, hardware=self.hardware)
+                         for k, name in enumerate(self.names)}  # fmt: skip
         self.first = self.learners[self.names[0]]
 
     # --- as a ``Learner`` reads ------------------------------------------------------------

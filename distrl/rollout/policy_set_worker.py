@@ -24,7 +24,7 @@ from distrl.data.batch import Batch, PolicyBatches, policy_observation
 from distrl.data.memory import memory_for
 from distrl.data.messages import PolicySample, SampleInfo, Weights
 from distrl.envs import make_run_vec_env
-from distrl.envs.agents import policy_map
+from distrl.envs.agents import policy_map, view_spaces
 from distrl.envs.kinds import WorkerSide
 from distrl.envs.slot_views import slot_views
 from distrl.models import build_model
@@ -51,15 +51,16 @@ class PolicySetWorker(RolloutWorker):
         self.groups, self.groups_reason = 1, f"{len(mapping.names)} policies take turns over the worker's one env"
         self.envs = make_run_vec_env(config, num_threads=self.threads)
         self.env_groups = [self.envs]
-        self.model_obs_space = getattr(self.envs, "structured_observation_space", None) or self.envs.single_observation_space
+        views = slot_views(self.envs, mapping.columns(self.num_envs), view_spaces(config))
         self.models = []
-        for k in range(len(mapping.names)):  # policy k's initial weights are its learner's version 0
+        for k, view in enumerate(views):  # policy k's initial weights are its learner's version 0
             torch.manual_seed(config.seed + k)
-            self.models.append(build_model(self.model_obs_space, self.envs.single_action_space, config.model))
+            observed = view.structured_observation_space or view.single_observation_space
+            self.models.append(build_model(observed, view.single_action_space, config.model))
         torch.manual_seed(self.seed)
         self.model, self.dist = self.models[0], self.models[0].dist
+        self.model_obs_space = views[0].structured_observation_space or views[0].single_observation_space
         self.obs_rms_of: list[RunningMeanStd | None] = [None] * len(self.models)
-        views = slot_views(self.envs, mapping.columns(self.num_envs))
         # The first view's reset resets the env with the worker's seed; the others read their slots of it.
         self.runners = [EnvRunner(view, memory_for(model), partial(self._observe_as, k), model.dist, config, self.seed,
                                   self.rng, view) for k, (view, model) in enumerate(zip(views, self.models))]  # fmt: skip

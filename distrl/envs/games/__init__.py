@@ -1,8 +1,8 @@
-"""League games: two-player games distrl can train a league on, by ``env.id``, and the ``league`` env kind.
+"""League games: two-sided games distrl can train a league on, by ``env.id``, and the ``league`` env kind.
 
 - ``pettingzoo/ID``: a two-player game in PettingZoo's registry (``pettingzoo/classic/connect_four-v3``),
   parallel or turn-based (``pettingzoo_game.py``);
-- ``distrl/Duel-v0``: distrl's own simultaneous-move game (``duel.py``).
+- ``distrl/Duel-v0``: distrl's own simultaneous-move game, 1v1 or between teams (``duel.py``).
 
 Both are names, not code paths: building one imports only PettingZoo or distrl. Adding a game of
 distrl's own: a file here and a row in ``OWN_GAMES``. The rest of this folder plays them: ``seat.py``
@@ -39,7 +39,7 @@ def make_game(env_id: str, num_envs: int, kwargs: dict | None = None) -> Game:
     if env_id in OWN_GAMES:
         try:
             return OWN_GAMES[env_id](num_envs, **kwargs)
-        except TypeError as exc:
+        except (TypeError, ValueError) as exc:  # an unknown or out-of-range argument
             raise GameError(f"env.id={env_id!r} with env.kwargs={kwargs}: {exc}") from None
     raise GameError(f"env.id={env_id!r}: not a league game (use pettingzoo/REGISTRY_ID, e.g. "
                     f"pettingzoo/classic/connect_four-v3, or one of {', '.join(OWN_GAMES)})")  # fmt: skip
@@ -51,7 +51,8 @@ def probe_game(config) -> tuple:
     from distrl.common.errors import describe_error
 
     league = config.league
-    game = None
+    game = first = None
+    slots = config.env.num_envs_per_worker
     for stage in league.stages():
         kwargs = {**config.env.kwargs, **stage.env_kwargs}
         try:
@@ -61,6 +62,15 @@ def probe_game(config) -> tuple:
         except Exception as exc:  # the game's own constructor refused its kwargs
             raise GameError(f"env.id={config.env.id!r} with kwargs {kwargs}: the game could not be built: "
                             f"{describe_error(exc)}") from None  # fmt: skip
+        if slots % game.team_size:
+            raise GameError(f"env.num_envs_per_worker={slots}: stage {stage.name!r} plays teams of {game.team_size}, and "
+                            "each member is a slot of the batch: use a multiple of every stage's team size")  # fmt: skip
+        first = first or (stage, game)
+        if (game.observation_space, game.action_space) != (first[1].observation_space, first[1].action_space):
+            raise GameError(f"league.curriculum: stage {stage.name!r} plays with observations {game.observation_space} "
+                            f"and actions {game.action_space}, stage {first[0].name!r} with "
+                            f"{first[1].observation_space} and {first[1].action_space}: one policy plays every stage "
+                            "(Duel: set env.kwargs.max_team_size to the largest team)")  # fmt: skip
         if not game.has_heuristic and "heuristic" in stage.opponents and len(stage.opponents) == 1:
             raise GameError(f"league.curriculum: stage {stage.name!r} plays only the heuristic, and distrl has no "
                             f"scripted player for {config.env.id}")  # fmt: skip

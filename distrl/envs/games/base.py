@@ -1,8 +1,11 @@
-"""What a two-player game offers the league: N copies stepped together, both seats' views, masks, scores.
+"""What a two-sided game offers the league: N copies stepped together, both seats' views, masks, scores.
 
-Seats are 0 and 1 (seat 0 moves first in turn-based games). Arrays have the copies on axis 0.
-``step`` takes both seats' actions and ``acting [N, 2]`` (who moves in each copy now); copies
-where nobody acts are left as they are. A finished copy stays finished until ``reset``.
+Seats are 0 and 1 (seat 0 moves first in turn-based games); each seat is a side of ``team_size``
+members (1 for two-player games; Duel's teams have more), all acting with the same player.
+Arrays have the copies on axis 0. ``observe`` returns one row per member, copy by copy; ``step``
+takes every member's action, ``[N, 2, team_size, ...]``, and ``acting [N, 2]`` (which sides move
+in each copy now); copies where nobody acts are left as they are. A finished copy stays finished
+until ``reset``.
 """
 
 from __future__ import annotations
@@ -22,15 +25,17 @@ class GameError(EnvSpecError):
 
 @dataclass
 class StepResult:
-    rewards: np.ndarray  # [N, 2] the game's own reward of each seat
+    rewards: np.ndarray  # [N, 2, team_size] the game's own reward of each member of each seat
     done: np.ndarray  # [N] bool, the game ended at this step
     score: np.ndarray  # [N] seat 0's score where done (1 win, 0.5 draw, 0 loss), NaN elsewhere
-    shaping: dict[str, np.ndarray]  # term -> [N, 2], per seat (league.reward.shaping)
+    shaping: dict[str, np.ndarray]  # term -> [N, 2, team_size], per member (league.reward.shaping)
+    out: np.ndarray | None = None  # [N, 2, team_size] members out of play from this step on, the game going on
 
 
 class Game(Protocol):
     num_envs: int
-    observation_space: gym.spaces.Box  # one seat's observation (float32)
+    team_size: int  # members of each side
+    observation_space: gym.spaces.Box  # one member's observation (float32)
     action_space: gym.Space
     masked: bool  # observe returns action masks
     shaping_terms: tuple[str, ...]
@@ -42,13 +47,15 @@ class Game(Protocol):
         """``[N, 2]`` bool: which seats act now (turn-based: one; simultaneous: both; finished: none)."""
 
     def observe(self, seat: int, copies: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        """``seat``'s observations ``[k, ...]`` (float32) and action masks ``[k, n]`` (bool) in ``copies``."""
+        """The observations ``[k * team_size, ...]`` (float32) and action masks ``[k * team_size, n]`` (bool) of
+        ``seat``'s members in ``copies``, copy by copy."""
 
     def step(self, actions: np.ndarray, acting: np.ndarray) -> StepResult:
-        """Apply ``actions [N, 2, ...]`` of the seats in ``acting [N, 2]``."""
+        """Apply ``actions [N, 2, team_size, ...]`` of the seats in ``acting [N, 2]``."""
 
     def heuristic(self, obs: np.ndarray, mask: np.ndarray | None, rng: np.random.Generator, noise: float = 0.0) -> np.ndarray:
-        """The game's scripted player on one seat's observations: ``noise`` of its moves are uniformly random."""
+        """The game's scripted player on one seat's members' observations: ``noise`` of its moves are uniformly
+        random."""
 
     def record(self, copy: int) -> dict:
         """What a replay of the copy's current game needs (its moves so far, and frames where it renders)."""

@@ -80,6 +80,7 @@ class PettingZooGame:
                                                 space.shape, np.float32)  # fmt: skip
         self.action_space = first.action_space(self.agents[0])
         self.shaping_terms: tuple[str, ...] = ()
+        self.team_size = 1  # two players: a member a side
         self._heuristic = HEURISTICS.get(name)
         self.obs = [dict() for _ in range(num_envs)]
         self.moving = np.zeros((num_envs, 2), dtype=bool)
@@ -119,18 +120,18 @@ class PettingZooGame:
 
     def step(self, actions: np.ndarray, acting: np.ndarray) -> StepResult:
         n = self.num_envs
-        rewards = np.zeros((n, 2))
+        rewards = np.zeros((n, 2, 1))
         done = np.zeros(n, dtype=bool)
         score = np.full(n, np.nan)
         for i in np.flatnonzero(acting.any(axis=1)):
             env = self.envs[i]
             # Every agent submits an action; a turn-based conversion applies only the mover's.
-            step_actions = {agent: _plain(actions[i, seat]) for seat, agent in enumerate(self.agents)}
-            self.moves[i].append([int(s) for s in np.flatnonzero(acting[i])] + [_plain(actions[i, s]) for s in np.flatnonzero(acting[i])])
+            step_actions = {agent: _plain(actions[i, seat, 0]) for seat, agent in enumerate(self.agents)}
+            self.moves[i].append([int(s) for s in np.flatnonzero(acting[i])] + [_plain(actions[i, s, 0]) for s in np.flatnonzero(acting[i])])
             obs, reward, terminated, truncated, infos = env.step(step_actions)
             self.obs[i].update(obs)
-            rewards[i] = [float(reward.get(agent, 0.0)) for agent in self.agents]
-            self.returns[i] += rewards[i]
+            rewards[i, :, 0] = [float(reward.get(agent, 0.0)) for agent in self.agents]
+            self.returns[i] += rewards[i, :, 0]
             finished = not env.agents or all(terminated.get(a, False) or truncated.get(a, False) for a in self.agents)
             if finished:
                 done[i] = True

@@ -8,6 +8,14 @@ opponent's replies (and its opening move when it moves first) happen inside ``st
 observation the worker sees is one where the learner is to move; in simultaneous games both act
 in the same step. The worker therefore records the learner's transitions only.
 
+Teams (a game whose sides have ``team_size`` members, Duel's 2v2 and 3v3): each member of the
+learner's team is a slot of the batch, slot ``g * team_size + m`` member ``m`` in game ``g``, so
+``env.num_envs_per_worker`` counts slots and the worker runs ``num_envs_per_worker / team_size``
+games; every member of the opposing team acts with the same opponent (one snapshot, one
+baseline). A member out of play while its game goes on ends its episode there, and its slot
+gives dead steps (``info["_env_reset"]``: no transition, no episode) until the game's next
+one starts. A curriculum stage may change the team size: the slots stay, the games are rebuilt.
+
 Gymnasium's NEXT_STEP autoreset: the step after a game ends starts the copy's next game and
 ignores its action. ``info["action_mask"]`` holds the legal moves of masked games (the worker
 masks with it). Finished games are reported by ``pop_results``. A curriculum stage that changes
@@ -26,7 +34,7 @@ from gymnasium.vector.utils import batch_space
 
 from distrl.common.errors import OwnCodeError, describe_error
 from distrl.envs.games import baseline_actions, make_game, probe_game
-from distrl.envs.games.base import StepResult
+from distrl.envs.games.base import GameError, StepResult
 from distrl.envs.games.matchmaking import WinRates, opponent_shares
 from distrl.envs.games.opponents import LearnedOpponents
 from distrl.envs.guard import GuardedVectorEnv
@@ -45,18 +53,16 @@ class LeagueVecEnv(gym.vector.VectorEnv):
     def __init__(self, config):
         self.config = config
         self.league_cfg = config.league
-        self.num_envs = config.env.num_envs_per_worker
+        self.num_envs = config.env.num_envs_per_worker  # slots: games x the learner's team members
         stage = self.league_cfg.stages()[0]
         self.game_kwargs = {**config.env.kwargs, **stage.env_kwargs}
-        self.game = make_game(config.env.id, self.num_envs, self.game_kwargs)
+        self._build_game(make_game(config.env.id, 1, self.game_kwargs).team_size)
         self.single_observation_space = self.game.observation_space
         self.single_action_space = self.game.action_space
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self.rng = np.random.default_rng()
-        self.seat = np.zeros(self.num_envs, dtype=np.int64)
-        self.opponent = np.full(self.num_envs, "random", dtype=object)
-        self.done = np.zeros(self.num_envs, dtype=bool)
+        self.dead = np.zeros(self.num_envs, dtype=bool)  # a member out of play earlier in its game: dead steps
         # Until the driver's first plan: the shares of a league with no games yet (what its first plan holds).
         matchmaking = self.league_cfg.matchmaking
         first = opponent_shares([], list(stage.opponents), WinRates(matchmaking.win_rate_decay), matchmaking)
@@ -65,6 +71,19 @@ class LeagueVecEnv(gym.vector.VectorEnv):
         self.learned = None  # LearnedOpponents, attached by the worker once its policy exists
         self.results: list[dict] = []
         self._pending_kwargs: dict | None = None
+
+    def _build_game(self, team_size: int) -> None:
+        """The game for ``self.game_kwargs``: as many copies as the slots hold teams of ``team_size``; per game, the
+        learner's seat (alternating), opponent and end."""
+        if self.num_envs % team_size:
+            raise GameError(f"env.num_envs_per_worker={self.num_envs}: not a multiple of the team size {team_size} "
+                            f"({self.config.env.id} with {self.game_kwargs})")  # fmt: skip
+        self.team_size = team_size
+        self.games = self.num_envs // team_size
+        self.game = make_game(self.config.env.id, self.games, self.game_kwargs)
+        self.seat = np.arange(self.games) % 2 if self.league_cfg.both_seats else np.zeros(self.games, dtype=np.int64)
+        self.opponent = np.full(self.games, "random", dtype=object)
+        self.done = np.zeros(self.games, dtype=bool)
 
     # --- the seam to the worker and the driver ---------------------------------------------------
     def attach(self, learned) -> None:
@@ -84,7 +103,7 @@ class LeagueVecEnv(gym.vector.VectorEnv):
             self._pending_kwargs = kwargs
 
     def pop_results(self) -> list[dict]:
-        """Games finished since the last call: ``{"opponent", "score"`` (the learner's), ``"seat"}``."""
+        """Games finished since the last call: ``{"opponent", "score"`` (the learner's), ``"seat", "team_size"}``."""
         out, self.results = self.results, []
         return out
 
@@ -92,61 +111,70 @@ class LeagueVecEnv(gym.vector.VectorEnv):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         if seed is not None:
             self.rng = np.random.default_rng(seed)
-        every = np.ones(self.num_envs, dtype=bool)
+        every = np.ones(self.games, dtype=bool)
         self.game.reset(every, seed)
         first = self.game.to_move()
         self.seat[:] = np.where(first[:, 0] | ~first[:, 1], 0, 1)  # the first mover's seat, for the first game
         self._draw_opponents(every)
         self.done[:] = False
+        self.dead[:] = False
         obs, mask = self._learner_view()
         return obs, _info(mask)
 
     def step(self, actions):
         actions = np.asarray(actions)
-        n = self.num_envs
         if self._pending_kwargs is not None:
             return self._change_game()
         restart = self.done.copy()
         if restart.any():
             self._start(restart)
         live = ~restart
-        rewards = np.zeros(n, dtype=np.float64)
-        done = np.zeros(n, dtype=bool)
-        rows = np.arange(n)
+        dead = self.dead.copy()  # out on an earlier step of a game still going on: a dead step
+        rewards = np.zeros(self.num_envs, dtype=np.float64)
+        ended = np.zeros(self.games, dtype=bool)
+        terminated = dead.copy()
+        rows = np.arange(self.games)
         to_move = self.game.to_move()
-        joint = self._empty_actions()
-        acting = np.zeros((n, 2), dtype=bool)
+        joint, acting = self._empty_actions(), np.zeros((self.games, 2), dtype=bool)
         mine = live & to_move[rows, self.seat]
-        joint[rows[mine], self.seat[mine]] = actions[mine]
+        joint[rows[mine], self.seat[mine]] = actions.reshape(self.games, self.team_size, *actions.shape[1:])[mine]
         acting[rows[mine], self.seat[mine]] = True
         self._opponents_act(live & to_move[rows, 1 - self.seat], joint, acting)  # simultaneous games: at once
-        self._fold(self.game.step(joint, acting), live, rewards, done)
+        self._fold(self.game.step(joint, acting), live, rewards, ended, terminated)
         while True:  # turn-based: the opponent replies until the learner is to move again or the game is over
             to_move = self.game.to_move()
-            reply = live & ~done & to_move[rows, 1 - self.seat] & ~to_move[rows, self.seat]
+            reply = live & ~ended & to_move[rows, 1 - self.seat] & ~to_move[rows, self.seat]
             if not reply.any():
                 break
-            joint, acting = self._empty_actions(), np.zeros((n, 2), dtype=bool)
+            joint, acting = self._empty_actions(), np.zeros((self.games, 2), dtype=bool)
             self._opponents_act(reply, joint, acting)
-            self._fold(self.game.step(joint, acting), live, rewards, done)
-        self.done = done
+            self._fold(self.game.step(joint, acting), live, rewards, ended, terminated)
+        self.done = ended
         obs, mask = self._learner_view()
-        return obs, rewards, done.copy(), np.zeros(n, dtype=bool), _info(mask)
+        info = _info(mask)
+        if dead.any():
+            info["_env_reset"] = dead  # no transition of its own: the worker leaves it out of the loss and the episodes
+        return obs, rewards, terminated, np.zeros(self.num_envs, dtype=bool), info
 
     # --- games -------------------------------------------------------------------------
+    def _slots(self, games: np.ndarray) -> np.ndarray:
+        """A per-game mask as a per-slot one (every member of the learner's team)."""
+        return np.repeat(games, self.team_size)
+
     def _start(self, copies: np.ndarray) -> None:
         """New games in ``copies``: the other seat (both_seats), a new opponent, and its opening moves."""
         if self.league_cfg.both_seats:
             self.seat[copies] = 1 - self.seat[copies]
         self._draw_opponents(copies)
         self.game.reset(copies, None)
-        rows = np.arange(self.num_envs)
+        self.dead[self._slots(copies)] = False
+        rows = np.arange(self.games)
         while True:
             to_move = self.game.to_move()
             opening = copies & to_move[rows, 1 - self.seat] & ~to_move[rows, self.seat]
             if not opening.any():
                 return
-            joint, acting = self._empty_actions(), np.zeros((self.num_envs, 2), dtype=bool)
+            joint, acting = self._empty_actions(), np.zeros((self.games, 2), dtype=bool)
             self._opponents_act(opening, joint, acting)
             result = self.game.step(joint, acting)
             if result.done.any():  # a game the opponent ended before the learner moved: start it again
@@ -157,23 +185,32 @@ class LeagueVecEnv(gym.vector.VectorEnv):
         probs = np.array([self.shares[n] for n in names])
         self.opponent[copies] = np.asarray(names, dtype=object)[self.rng.choice(len(names), int(copies.sum()), p=probs / probs.sum())]
 
-    def _fold(self, result: StepResult, live: np.ndarray, rewards: np.ndarray, done: np.ndarray) -> None:
-        """Add one game step to the learner's rewards, ends and reported results."""
-        rows = np.arange(self.num_envs)
-        reward = result.rewards[rows, self.seat]
+    def _fold(self, result: StepResult, live: np.ndarray, rewards: np.ndarray, ended: np.ndarray,
+              terminated: np.ndarray) -> None:  # fmt: skip
+        """Add one game step to the learner's members' rewards and ends, and to the reported results."""
+        rows = np.arange(self.games)
+        reward = result.rewards[rows, self.seat]  # [games, team]
         shaping = self.league_cfg.reward
         if not shaping.sparse:
             for term, coef in shaping.shaping.items():
                 reward = reward + coef * result.shaping[term][rows, self.seat]
-        rewards += np.where(live, reward, 0.0)
-        ended = result.done & live & ~done
-        done |= ended
-        for i in np.flatnonzero(ended):
+        playing = self._slots(live) & ~self.dead  # members in play before this step
+        rewards += np.where(playing, reward.reshape(-1), 0.0)
+        now = result.done & live & ~ended
+        ended |= now
+        terminated |= self._slots(now) & playing
+        if result.out is not None:  # members pushed out of a game that goes on: their episodes end here
+            out = result.out[rows, self.seat].reshape(-1) & playing
+            terminated |= out
+            self.dead |= out
+        for i in np.flatnonzero(now):
             score = result.score[i] if self.seat[i] == 0 else 1.0 - result.score[i]
-            self.results.append({"opponent": str(self.opponent[i]), "score": float(score), "seat": int(self.seat[i])})
+            self.results.append({"opponent": str(self.opponent[i]), "score": float(score), "seat": int(self.seat[i]),
+                                 "team_size": self.team_size})  # fmt: skip
 
     def _opponents_act(self, copies: np.ndarray, joint: np.ndarray, acting: np.ndarray) -> None:
-        """Fill the opponents' actions in ``copies``, one batched call per opponent and seat."""
+        """Fill the opponents' actions in ``copies``, one batched call per opponent and seat (every member of the
+        opposing team acts with the same player)."""
         opp_seat = 1 - self.seat
         for name in sorted(set(self.opponent[copies])):  # a set of str iterates in a per-process order
             for seat in (0, 1):
@@ -181,7 +218,8 @@ class LeagueVecEnv(gym.vector.VectorEnv):
                 if not chosen.any():
                     continue
                 obs, mask = self.game.observe(seat, chosen)
-                joint[chosen, seat] = self._act(name, obs, mask)
+                moves = np.asarray(self._act(name, obs, mask))
+                joint[chosen, seat] = moves.reshape(int(chosen.sum()), self.team_size, *moves.shape[1:])
                 acting[chosen, seat] = True
 
     def _act(self, name: str, obs: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
@@ -198,7 +236,7 @@ class LeagueVecEnv(gym.vector.VectorEnv):
 
     def _empty_actions(self) -> np.ndarray:
         space = self.single_action_space
-        return np.zeros((self.num_envs, 2, *space.shape), dtype=space.dtype)
+        return np.zeros((self.games, 2, self.team_size, *space.shape), dtype=space.dtype)
 
     def _learner_view(self) -> tuple[np.ndarray, np.ndarray | None]:
         obs = np.empty((self.num_envs, *self.single_observation_space.shape), dtype=np.float32)
@@ -206,21 +244,32 @@ class LeagueVecEnv(gym.vector.VectorEnv):
         for seat in (0, 1):
             rows = self.seat == seat
             if rows.any():
-                obs[rows], seat_mask = self.game.observe(seat, rows)
+                slots = self._slots(rows)
+                obs[slots], seat_mask = self.game.observe(seat, rows)
                 if mask is not None:
-                    mask[rows] = seat_mask
+                    mask[slots] = seat_mask
         return obs, mask
 
     def _change_game(self):
-        """A new curriculum stage's game kwargs: end the games in progress (truncated, unscored); the new ones start
-        at the next step."""
+        """A new curriculum stage's game kwargs (a new team size too): end the games in progress (truncated,
+        unscored); the new ones start at the next step."""
         obs, mask = self._learner_view()
+        dead = self.dead.copy()
         self.game_kwargs, self._pending_kwargs = self._pending_kwargs, None
-        self.game = make_game(self.config.env.id, self.num_envs, self.game_kwargs)
-        self.game.reset(np.ones(self.num_envs, dtype=bool), None)
+        seat = self.seat
+        self._build_game(make_game(self.config.env.id, 1, self.game_kwargs).team_size)
+        if len(seat) == self.games:  # the same games: each keeps its seat order
+            self.seat = seat
+        else:  # the first new games (after _start's turn) alternate from seat 0
+            self.seat = (self.seat + 1) % 2 if self.league_cfg.both_seats else self.seat
+        self.game.reset(np.ones(self.games, dtype=bool), None)
         self.done[:] = True
+        self.dead[:] = False
         n = self.num_envs
-        return obs, np.zeros(n), np.zeros(n, dtype=bool), np.ones(n, dtype=bool), _info(mask)
+        info = _info(mask)
+        if dead.any():
+            info["_env_reset"] = dead
+        return obs, np.zeros(n), dead, ~dead, info
 
 
 def _info(mask: np.ndarray | None) -> dict:
