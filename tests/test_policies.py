@@ -14,7 +14,7 @@ from distrl.config import load_config
 from distrl.deploy import evaluate, export_policies
 from distrl.deploy.policy import Policy
 from distrl.driver.run_state import RunState
-from distrl.envs import probe_run_spaces
+from distrl.envs import make_run_vec_env, probe_run_spaces
 from distrl.envs.policy_map import resolve
 from distrl.learner import Learner
 from distrl.learner.policy_set import PolicySetLearner, learner_class
@@ -185,3 +185,8 @@ def test_policies_whose_agents_spaces_differ_act_train_export_and_play_in_their_
     assert Policy.from_checkpoint(path, policy="listener").observation_space.shape == (5,)
     assert np.mean(evaluate(path, episodes=16, policy="listener")) > 10
     worker.close()
+    envs = make_run_vec_env(config)  # the joint env's own action space: each slot's kind (what distrl diagnose samples)
+    envs.reset(seed=0)
+    sampled = envs.action_space.sample()
+    assert len(sampled) == 64 and max(sampled[0::2]) <= 3 and max(sampled[1::2]) <= 2
+    assert envs.step(sampled)[0].shape == (64, 5)

@@ -72,6 +72,9 @@ class AgentSlotsVectorEnv(gym.vector.VectorEnv):
         self.single_action_space = first.action_space(self.agent_names[0])
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
+        acting = [first.action_space(name) for name in self.agent_names]
+        if any(space != acting[0] for space in acting[1:]):  # agents of different policies: a slot's own kind of action
+            self.action_space = gym.spaces.Tuple([acting[i % self.num_agents] for i in range(self.num_envs)])
         space = self.single_observation_space
         self._obs = np.zeros((self.num_envs, *space.shape), dtype=space.dtype)
         # each agent's own observation (flattened): the whole observation, or its actor part with a central critic
