@@ -97,7 +97,7 @@ def measure(config, seconds: float = 0.5) -> dict:
         from distrl.envs.games import random_actions
 
         envs = LeagueVecEnv(config)
-        envs.set_plan({"shares": {"random": 1.0}})
+        envs.set_plan({"shares": {"random": 1.0}, "env_kwargs": dict(config.league.stages()[0].env_kwargs)})
         act = lambda mask: random_actions(envs.single_action_space, mask, rng, envs.num_envs)  # noqa: E731 (legal moves)
     else:
         envs = make_run_vec_env(config)
