@@ -51,22 +51,19 @@ def evaluate(path: str | Path, episodes: int = 10, deterministic: bool = True, s
         agents = len(agent_names(config))
         num_envs = -(-num_envs // agents) * agents
     envs = make_run_vec_env(config.model_copy(update={"env": config.env.model_copy(update={"num_envs_per_worker": num_envs})}))
-    # each policy plays its slots through a view of the env, as in a worker (its spaces its own)
-    views = slot_views(envs, policy_map(config).columns(num_envs), view_spaces(config)) if names else [envs]
+    # each policy plays its slots through a view of the env, as in a worker (its spaces its own); one policy: all slots
+    views = slot_views(envs, policy_map(config).columns(num_envs), view_spaces(config)) if names \
+        else slot_views(envs, [np.arange(num_envs)])  # fmt: skip
     counted = [k for k, name in enumerate(names or [None]) if policy is None or name == policy]
     seen = [view.reset(seed=seed)[0] for view in views]
     trackers = [EpisodeTracker(view.num_envs) for view in views]
     states = [player.initial_state(view.num_envs) for player, view in zip(players, views)]
     starts = [np.ones(view.num_envs, dtype=bool) for view in views]
     while sum(len(trackers[k].returns) for k in counted) < episodes:
-        if not names:
-            own, states[0] = players[0].predict(seen[0], states[0], starts[0], deterministic)
-            results = [envs.step(own)]
-        else:
-            for k, (player, view) in enumerate(zip(players, views)):
-                own, states[k] = player.predict(seen[k], states[k], starts[k], deterministic)
-                view.start(own)
-            results = [view.finish() for view in views]
+        for k, (player, view) in enumerate(zip(players, views)):
+            own, states[k] = player.predict(seen[k], states[k], starts[k], deterministic)
+            view.start(own)
+        results = [view.finish() for view in views]
         for k, (obs, reward, terminated, truncated, info) in enumerate(results):
             # after a reset step an episode starts; an agent's steps after it finished (``_env_reset``) count for none
             seen[k] = obs

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from distrl.config import Config
 from distrl.envs import probe_run_spaces
-from distrl.envs.agents import policy_map
+from distrl.envs.agents import policy_spaces
 
 
 def check_before_ray(config: Config) -> tuple:
@@ -17,10 +17,10 @@ def check_before_ray(config: Config) -> tuple:
     from distrl.models.fit import check_model_fits
 
     spaces = probe_run_spaces(config)
-    each = [probe_run_spaces(config, name) for name in policy_map(config).names] if config.agents.several else [spaces]
+    each = list(policy_spaces(config).values()) if config.agents.several else [spaces]
     try:
-        for policy_spaces in each:  # several policies: each one's model, in its agents' spaces
-            check_model_fits(*policy_spaces, config.model)
+        for one in each:  # several policies: each one's model, in its agents' spaces
+            check_model_fits(*one, config.model)
     except ValueError as exc:
         raise ConfigError([str(exc)]) from None
     log_cfg = config.logging

@@ -52,9 +52,7 @@ class AgentSlotsVectorEnv(gym.vector.VectorEnv):
         self._structured = [space if is_structured(space) else None for space in spaces]
         flats = [gym.spaces.flatten_space(space) if is_structured(space) else space for space in spaces]
         self.widths = [int(np.prod(f.shape)) for f in flats]
-        own = spaces[0]
-        self._own_structured = self._structured[0]
-        own_flat = flats[0]
+        own, own_flat = spaces[0], flats[0]
         self._padded = any(f != own_flat for f in flats[1:])
         if self._padded:
             wide = max(self.widths)
@@ -62,7 +60,6 @@ class AgentSlotsVectorEnv(gym.vector.VectorEnv):
             for i, f in enumerate(flats):
                 low[i, : self.widths[i]], high[i, : self.widths[i]] = f.low.reshape(-1), f.high.reshape(-1)
             own = own_flat = gym.spaces.Box(low.min(axis=0), high.max(axis=0), (wide,), own_flat.dtype)
-            self._own_structured = None
         obs_space = own
         if critic != "local":  # the actor reads "actor", the critic both (model.critic_parts)
             extra = central_part_space(getattr(first, "state_space", None), critic, own_flat, self.num_agents)

@@ -264,5 +264,4 @@ def make_run_vec_env(config, num_threads: int | None = None) -> gym.vector.Vecto
     structured = envs.structured_observation_space
     envs = GuardedVectorEnv(envs, cfg.max_consecutive_errors)
     envs.structured_observation_space = structured
-    envs.widths = envs.env.widths  # each agent's observation width in the shared, zero-padded array
     return envs
