@@ -1,12 +1,13 @@
-"""Two learner actors on a real local Ray, joined by torch DDP (gloo): identical weights after updates."""
+"""Two learner actors on a real local Ray, joined by torch DDP (gloo): identical weights after updates, for one
+policy and for a learner per policy (``agents.policies``)."""
 
 import numpy as np
 
 from distrl.config import load_config
 from distrl.data.messages import SampleReport
-from distrl.envs import probe_spaces
-from distrl.learner import Learner
-from distrl.rollout import RolloutWorker
+from distrl.envs import probe_run_spaces
+from distrl.learner.policy_set import learner_class
+from distrl.rollout import make_worker
 
 
 def _assert_same_weights(a: dict, b: dict):
@@ -15,16 +16,21 @@ def _assert_same_weights(a: dict, b: dict):
         np.testing.assert_array_equal(a[key], b[key], err_msg=key)
 
 
+def _models(weights) -> dict:
+    """Every trained policy's weights by name (one policy: ``None``)."""
+    return {name: own.model for name, own in weights.policies.items()} if weights.policies else {None: weights.model}
+
+
 def run_two_learners(ray, overrides):
     config = load_config(None, ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=128",
                                 "learner.num_learners=2", *overrides])  # fmt: skip
-    worker = RolloutWorker(config)
-    spaces = probe_spaces(worker.config.env)
-    remote = ray.remote(Learner)
+    worker = make_worker(config)
+    spaces = probe_run_spaces(config)
+    remote = ray.remote(learner_class(config))
     learners = [remote.options(num_cpus=1).remote(config, *spaces, rank, 2) for rank in range(2)]
     address, port = ray.get(learners[0].rendezvous_address.remote())
     ray.get([learner.init_distributed.remote(address, port) for learner in learners])
-    initial = ray.get(learners[0].get_weights.remote()).model
+    initial = _models(ray.get(learners[0].get_weights.remote()))
     for _ in range(3):
         weights = ray.get(learners[0].get_weights.remote())
         worker.set_weights(weights)
@@ -39,9 +45,11 @@ def run_two_learners(ray, overrides):
         # Each rank fetched half the batch; only rank 0 returned weights (and its state snapshot).
         assert metrics0["learner_batch_bytes"] == metrics1["learner_batch_bytes"] == info.batch_bytes // 2
         assert new_weights.version == state["version"] == weights.version + 1
-    w0, w1 = ray.get([learner.get_weights.remote() for learner in learners])
-    _assert_same_weights(w0.model, w1.model)
-    assert not all(np.array_equal(initial[k], w0.model[k]) for k in initial), "weights must have changed"
+    w0, w1 = (_models(weights) for weights in ray.get([learner.get_weights.remote() for learner in learners]))
+    assert w0.keys() == initial.keys()
+    for name in initial:  # each policy: the ranks agree, and it moved
+        _assert_same_weights(w0[name], w1[name])
+        assert not all(np.array_equal(initial[name][k], w0[name][k]) for k in initial[name]), f"{name} did not change"
     ray.get([learner.close.remote() for learner in learners])
     for learner in learners:
         ray.kill(learner)
@@ -53,3 +61,10 @@ def test_two_learners_hold_identical_weights(ray_local):
 
 def test_two_learners_recurrent(ray_local):
     run_two_learners(ray_local, ["model.lstm_size=16", "model.shared_trunk=true", "ppo.seq_len=8"])
+
+
+def test_two_learners_train_a_policy_per_agent(ray_local):
+    """Each rank holds every policy and trains it on its half of that policy's slots (4 copies of the CartPole team:
+    4 slots a policy, 2 a rank); each policy's gradients average over the ranks, so the ranks agree policy by policy."""
+    run_two_learners(ray_local, ["env.id=distrl.envs.testing:cartpole_team", "env.num_envs_per_worker=12",
+                                 "agents.policies=per_agent", "ppo.minibatch_size=32"])  # fmt: skip

@@ -134,12 +134,13 @@ def test_a_multi_policy_checkpoint_resumes_exports_and_plays_each_policy_by_name
 
 @pytest.mark.slow
 def test_a_team_mapping_learns_both_policies_through_ray_and_resumes(tmp_path):
-    """A policy per team on the CartPole team, each with a central critic (every agent's observation), through Ray:
-    each policy's agents learn (random play: about 22), the metrics row says each one's return, the checkpoint holds
-    both, and a resumed run goes on from them."""
+    """A policy per team on the CartPole team, each with a central critic (every agent's observation), through Ray on
+    two DDP learner ranks: each policy's agents learn (random play: about 22), the metrics row says each one's return,
+    the checkpoint holds both, and a resumed run (its ranks joined again) goes on from them."""
     run = tmp_path / "run"
     common = ["--set", f"env.id={TEAM}", "--set", "env.num_envs_per_worker=48", "--set",
-              "agents.policies={solo: [pole_0], pair: [pole_1, pole_2]}", "--set", "agents.critic=observations"]  # fmt: skip
+              "agents.policies={solo: [pole_0], pair: [pole_1, pole_2]}", "--set", "agents.critic=observations",
+              "--set", "learner.num_learners=2", "--set", "learner.num_cpus_per_learner=0.5"]  # fmt: skip
     done = run_cli("train", "configs/cartpole.yaml", *common, "--set", "stop.env_steps=150000", "--run-dir", str(run),
                    timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
@@ -149,6 +150,7 @@ def test_a_team_mapping_learns_both_policies_through_ray_and_resumes(tmp_path):
     assert "solo/loss_value" in last and "pair/loss_value" in last
     summary = json.loads((run / "summary.json").read_text())
     assert set(summary["policy_return_means"]) == {"solo", "pair"}
+    assert {"learner-0", "learner-1"} <= set(json.loads((run / "placement.json").read_text()))
     more = run_cli("train", "--resume", str(run), "--set", "stop.env_steps=180000", timeout=300)
     assert more.returncode == 0, more.stderr[-2000:]
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]

@@ -524,9 +524,6 @@ class Config(Section):
         shown = self.agents.policies if isinstance(self.agents.policies, str) else "{...}"
         if self.league is not None:
             problems.append(f"agents.policies={shown}: a league trains one policy against its snapshots; use shared")
-        if self.learner.num_learners > 1:
-            problems.append(f"learner.num_learners={self.learner.num_learners}: not with several policies "
-                            f"(agents.policies={shown}) yet; use 1")  # fmt: skip
         return problems
 
     @property

@@ -96,7 +96,7 @@ class Batch:
 @dataclass
 class PolicyBatches:
     """A worker's batch where several policies train (``agents.policies``): each policy's slots as a batch of its own,
-    by name. One learner actor trains them all, so it travels whole."""
+    by name. Each learner rank trains them all on its shard of every policy's slots."""
 
     batches: dict[str, Batch]
 
@@ -105,6 +105,9 @@ class PolicyBatches:
         return sum(batch.nbytes for batch in self.batches.values())
 
     def split(self, num_shards: int) -> list[PolicyBatches]:
-        if num_shards != 1:
-            raise ValueError(f"several policies train in one learner actor: {num_shards} learner shards asked")
-        return [self]
+        """``num_shards`` shards for as many learner ranks: shard r holds every policy's shard r (an equal slice of
+        that policy's slots)."""
+        if num_shards == 1:
+            return [self]
+        parts = {name: batch.split(num_shards) for name, batch in self.batches.items()}
+        return [PolicyBatches({name: shards[r] for name, shards in parts.items()}) for r in range(num_shards)]

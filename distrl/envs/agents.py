@@ -15,6 +15,7 @@ copies step in the worker's process, one after another (``env.vectorization``: a
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass
 from functools import lru_cache, partial
@@ -154,6 +155,16 @@ def _check(config, agents: _Agents) -> dict[str | None, tuple[gym.Space, gym.Spa
         raise EnvSpecError(f"logging.video_every_iterations={config.logging.video_every_iterations}: videos of a "
                            "PettingZoo parallel env are not recorded yet; use 0")  # fmt: skip
     mapping = resolve(config.agents.policies, names) if config.agents.several else None
+    ranks = config.learner.num_learners
+    for policy, members in zip(mapping.names, mapping.agents) if mapping and ranks > 1 else []:
+        slots = cfg.num_envs_per_worker // len(names) * len(members)
+        if slots % ranks:
+            raise EnvSpecError(
+                f"learner.num_learners={ranks}: policy {policy!r} has {slots} slots a worker "
+                f"({cfg.num_envs_per_worker // len(names)} copies x {len(members)} agent{'s' if len(members) > 1 else ''}), "
+                f"which do not split into "
+                f"{ranks} equal learner shards; use env.num_envs_per_worker a multiple of "
+                f"{len(names) * ranks // math.gcd(len(members), ranks)}")  # fmt: skip
     spaces_of = {name: (observed, acting) for name, observed, acting in zip(names, agents.observation_spaces,
                                                                            agents.action_spaces)}  # fmt: skip
     policies: dict[str | None, tuple[gym.Space, gym.Space]] = {}

@@ -24,13 +24,23 @@ def rendezvous_address() -> tuple[str, int]:
     return ray.util.get_node_ip_address(), port
 
 
-def join(forward: nn.Module, device: torch.device, address: str, port: int, rank: int, world_size: int) -> nn.Module:
-    """Join the process group; returns ``forward`` wrapped in DDP (which broadcasts rank 0's parameters, so every rank
-    starts identical)."""
+def start_group(device: torch.device, address: str, port: int, rank: int, world_size: int) -> None:
+    """Join the process group rank 0 hosts at ``address:port``."""
     backend = "nccl" if device.type == "cuda" else "gloo"
     dist.init_process_group(backend, init_method=f"tcp://{address}:{port}", rank=rank, world_size=world_size,
                             timeout=timedelta(seconds=120))  # fmt: skip
+
+
+def wrap(forward: nn.Module) -> nn.Module:
+    """``forward`` in DDP (which broadcasts rank 0's parameters, so every rank starts identical). Several wrapped
+    modules may share the group (a learner per policy): every rank runs their collectives in the same order."""
     return nn.parallel.DistributedDataParallel(forward)
+
+
+def join(forward: nn.Module, device: torch.device, address: str, port: int, rank: int, world_size: int) -> nn.Module:
+    """Join the process group; returns ``forward`` wrapped in DDP."""
+    start_group(device, address, port, rank, world_size)
+    return wrap(forward)
 
 
 def average(value: torch.Tensor, world_size: int) -> torch.Tensor:

@@ -4,7 +4,9 @@ RLlib's multi-agent learner holds a module per policy the same way. Each policy'
 every worker's batch (``PolicyBatches``, ``SampleInfo.for_policy``) with its own model, optimiser, running statistics
 and device step; they update together, so the policy version is one number for all of them. Its weights, state and
 metrics hold every policy's by name: the metrics row has ``NAME/key`` for each policy's learner keys, and the plain
-keys as the mean over the policies (the progress bar and the report read those).
+keys as the mean over the policies (the progress bar and the report read those). With ``learner.num_learners``
+ranks, each rank holds every policy and trains it on its shard of that policy's slots; each policy's forward is in
+DDP of its own over the ranks' one process group.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from distrl.common.wire import from_wire, to_wire
 from distrl.config.schema import Config
 from distrl.data.messages import SampleInfo, UpdateResult, Weights
 from distrl.envs.agents import policy_map, policy_spaces
+from distrl.learner import distributed
 from distrl.learner.hardware import LearnerHardware
 from distrl.learner.learner import Learner
 from distrl.learner.refs import UpdatesByRef
@@ -22,8 +25,6 @@ from distrl.learner.refs import UpdatesByRef
 
 class PolicySetLearner(UpdatesByRef):
     def __init__(self, config: Config, obs_space: gym.Space, action_space: gym.Space, rank: int = 0, world_size: int = 1):
-        if world_size != 1:
-            raise ValueError("several policies train in one learner actor (learner.num_learners: 1)")
         self.config, self.rank, self.world_size = config, rank, world_size
         self.names = policy_map(config).names
         self.hardware = LearnerHardware(config, rank, world_size)
@@ -50,7 +51,17 @@ class PolicySetLearner(UpdatesByRef):
         return self.first.placement()
 
     def close(self) -> None:
-        pass
+        distributed.leave()
+
+    # --- distributed: one process group, each policy's forward in DDP of its own -----------
+    rendezvous_address = staticmethod(distributed.rendezvous_address)
+
+    def init_distributed(self, address: str, port: int) -> None:
+        """Join rank 0's group once; every policy's learner then averages its own gradients over it. Every rank
+        updates the policies in the same order on equal shards, so their collectives line up."""
+        distributed.start_group(self.device, address, port, self.rank, self.world_size)
+        for learner in self.learners.values():
+            learner.loss.set_forward(distributed.wrap(learner.loss.train_forward))
 
     # --- weights and state -------------------------------------------------------------
     def get_weights(self) -> Weights:
@@ -76,8 +87,10 @@ class PolicySetLearner(UpdatesByRef):
 
     # --- the update ----------------------------------------------------------------------
     def update(self, *samples, min_version: int | None = None) -> UpdateResult:
-        """One update of every policy on ``(info, batches)`` pairs (``PolicySetWorker.sample``), in-process."""
-        return self._update([info for info, _ in samples], [batches for _, batches in samples], min_version)
+        """One update of every policy on this rank's shard of ``(info, batches)`` pairs (``PolicySetWorker.sample``),
+        in-process."""
+        return self._update([info for info, _ in samples],
+                            [batches.split(self.world_size)[self.rank] for _, batches in samples], min_version)  # fmt: skip
 
     def _update(self, infos: list[SampleInfo], shards: list, min_version: int | None) -> UpdateResult:
         results = {name: learner._update([info.for_policy(name) for info in infos], [s.batches[name] for s in shards],

@@ -5,7 +5,8 @@
 - ``distrl/Duel-v0``: distrl's own simultaneous-move game, 1v1 or between teams (``duel.py``).
 
 Both are names, not code paths: building one imports only PettingZoo or distrl. Adding a game of
-distrl's own: a file here and a row in ``OWN_GAMES``. The rest of this folder plays them: ``seat.py``
+distrl's own: a file here and a row in ``OWN_GAMES`` (its class says its team size from its kwargs,
+``team_size_of``, without building one). The rest of this folder plays them: ``seat.py``
 (the learner's seat as a vector env: the ``league`` env kind), ``opponents.py`` (learned opponents
 acting inside it), ``matchmaking.py`` (whom the learner plays: the league's plan, and the seat's
 first games before one arrives). The league itself (snapshots, ratings, curriculum, tournaments)
@@ -43,6 +44,12 @@ def make_game(env_id: str, num_envs: int, kwargs: dict | None = None) -> Game:
             raise GameError(f"env.id={env_id!r} with env.kwargs={kwargs}: {exc}") from None
     raise GameError(f"env.id={env_id!r}: not a league game (use pettingzoo/REGISTRY_ID, e.g. "
                     f"pettingzoo/classic/connect_four-v3, or one of {', '.join(OWN_GAMES)})")  # fmt: skip
+
+
+def team_size_of(env_id: str, kwargs: dict | None = None) -> int:
+    """Members a side in the game ``env_id`` with ``kwargs``, read without building it (a PettingZoo game's: 1)."""
+    game = OWN_GAMES.get(env_id)
+    return 1 if game is None else game.team_size_of(dict(kwargs or {}))
 
 
 def probe_game(config) -> tuple:
@@ -94,4 +101,4 @@ def probe_game(config) -> tuple:
 
 
 __all__ = ["Game", "GameError", "OWN_GAMES", "StepResult", "baseline_actions", "is_game_id", "make_game", "probe_game",
-           "random_actions"]
+           "random_actions", "team_size_of"]

@@ -37,6 +37,11 @@ class DuelGame:
     masked = False
     has_heuristic = True
 
+    @staticmethod
+    def team_size_of(kwargs: dict) -> int:
+        """Discs a side with these constructor ``kwargs``, without building a game."""
+        return int(kwargs.get("team_size", 1))
+
     def __init__(self, num_envs: int, arena_radius: float = 1.0, disc_radius: float = 0.1, accel: float = 0.01,
                  friction: float = 0.9, max_steps: int = 200, continuous: bool = False, team_size: int = 1,
                  max_team_size: int | None = None, tiebreak: str = "none"):  # fmt: skip

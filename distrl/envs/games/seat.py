@@ -33,7 +33,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from distrl.common.errors import OwnCodeError, describe_error
-from distrl.envs.games import baseline_actions, make_game, probe_game
+from distrl.envs.games import baseline_actions, make_game, probe_game, team_size_of
 from distrl.envs.games.base import GameError, StepResult
 from distrl.envs.games.matchmaking import WinRates, opponent_shares
 from distrl.envs.games.opponents import LearnedOpponents
@@ -56,7 +56,7 @@ class LeagueVecEnv(gym.vector.VectorEnv):
         self.num_envs = config.env.num_envs_per_worker  # slots: games x the learner's team members
         stage = self.league_cfg.stages()[0]
         self.game_kwargs = {**config.env.kwargs, **stage.env_kwargs}
-        self._build_game(make_game(config.env.id, 1, self.game_kwargs).team_size)
+        self._build_game()
         self.single_observation_space = self.game.observation_space
         self.single_action_space = self.game.action_space
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
@@ -72,9 +72,10 @@ class LeagueVecEnv(gym.vector.VectorEnv):
         self.results: list[dict] = []
         self._pending_kwargs: dict | None = None
 
-    def _build_game(self, team_size: int) -> None:
-        """The game for ``self.game_kwargs``: as many copies as the slots hold teams of ``team_size``; per game, the
+    def _build_game(self) -> None:
+        """The game for ``self.game_kwargs``: as many copies as the slots hold teams of its team size; per game, the
         learner's seat (alternating), opponent and end."""
+        team_size = team_size_of(self.config.env.id, self.game_kwargs)
         if self.num_envs % team_size:
             raise GameError(f"env.num_envs_per_worker={self.num_envs}: not a multiple of the team size {team_size} "
                             f"({self.config.env.id} with {self.game_kwargs})")  # fmt: skip
@@ -257,7 +258,7 @@ class LeagueVecEnv(gym.vector.VectorEnv):
         dead = self.dead.copy()
         self.game_kwargs, self._pending_kwargs = self._pending_kwargs, None
         seat = self.seat
-        self._build_game(make_game(self.config.env.id, 1, self.game_kwargs).team_size)
+        self._build_game()
         if len(seat) == self.games:  # the same games: each keeps its seat order
             self.seat = seat
         else:  # the first new games (after _start's turn) alternate from seat 0
