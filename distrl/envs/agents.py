@@ -155,16 +155,15 @@ def _check(config, agents: _Agents) -> dict[str | None, tuple[gym.Space, gym.Spa
         raise EnvSpecError(f"logging.video_every_iterations={config.logging.video_every_iterations}: videos of a "
                            "PettingZoo parallel env are not recorded yet; use 0")  # fmt: skip
     mapping = resolve(config.agents.policies, names) if config.agents.several else None
-    ranks = config.learner.num_learners
-    for policy, members in zip(mapping.names, mapping.agents) if mapping and ranks > 1 else []:
-        slots = cfg.num_envs_per_worker // len(names) * len(members)
-        if slots % ranks:
-            raise EnvSpecError(
-                f"learner.num_learners={ranks}: policy {policy!r} has {slots} slots a worker "
-                f"({cfg.num_envs_per_worker // len(names)} copies x {len(members)} agent{'s' if len(members) > 1 else ''}), "
-                f"which do not split into "
-                f"{ranks} equal learner shards; use env.num_envs_per_worker a multiple of "
-                f"{len(names) * ranks // math.gcd(len(members), ranks)}")  # fmt: skip
+    ranks, copies = config.learner.num_learners, cfg.num_envs_per_worker // len(names)
+    uneven = [(p, m) for p, m in zip(mapping.names, mapping.agents) if copies * len(m) % ranks] if mapping else []
+    if uneven:  # each learner rank trains an equal slice of every policy's slots
+        policy, members = uneven[0]
+        every = math.lcm(*(ranks // math.gcd(len(m), ranks) for m in mapping.agents))  # copies that split every policy
+        raise EnvSpecError(
+            f"learner.num_learners={ranks}: policy {policy!r} has {copies * len(members)} slots a worker ({copies} copies "
+            f"x {len(members)} agent{'' if len(members) == 1 else 's'}), which do not split into {ranks} equal learner "
+            f"shards; use env.num_envs_per_worker a multiple of {len(names) * every}")  # fmt: skip
     spaces_of = {name: (observed, acting) for name, observed, acting in zip(names, agents.observation_spaces,
                                                                            agents.action_spaces)}  # fmt: skip
     policies: dict[str | None, tuple[gym.Space, gym.Space]] = {}
