@@ -37,12 +37,6 @@ def wrap(forward: nn.Module) -> nn.Module:
     return nn.parallel.DistributedDataParallel(forward)
 
 
-def join(forward: nn.Module, device: torch.device, address: str, port: int, rank: int, world_size: int) -> nn.Module:
-    """Join the process group; returns ``forward`` wrapped in DDP."""
-    start_group(device, address, port, rank, world_size)
-    return wrap(forward)
-
-
 def average(value: torch.Tensor, world_size: int) -> torch.Tensor:
     """``value`` averaged over the ranks (as it is with one)."""
     if world_size > 1:

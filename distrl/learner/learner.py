@@ -141,14 +141,11 @@ class Learner(UpdatesByRef):
         self.counters.version = value
 
     # --- distributed -----------------------------------------------------------------
-    @staticmethod
-    def rendezvous_address() -> tuple[str, int]:
-        """An address and free port on this node for rank 0 to host the process group."""
-        return distributed.rendezvous_address()
+    rendezvous_address = staticmethod(distributed.rendezvous_address)
 
     def init_distributed(self, address: str, port: int) -> None:
-        self.loss.set_forward(distributed.join(self.loss.train_forward, self.device, address, port, self.rank,
-                                               self.world_size))  # fmt: skip
+        distributed.start_group(self.device, address, port, self.rank, self.world_size)
+        self.loss.set_forward(distributed.wrap(self.loss.train_forward))
 
     def policy_version(self) -> int:
         """Updates done so far: the version of the weights ``get_weights`` returns."""
