@@ -83,10 +83,11 @@ class RunActors:
         self.coordinator = ray.remote(SampleCoordinator).options(
             name=coordinator_name, num_cpus=0, scheduling_strategy=here, max_concurrency=4
         ).remote(self.world_size, cfg.env.id, cfg.rollout.max_restarts, [self.artifacts_ref] if large else None)
-        self.workers = [self._new_worker(i, first_iteration) for i in range(cfg.rollout.max_workers)]
-        # Created last: the first batch needs the workers and the coordinator, not the learners, so those two
-        # take the worker processes Ray has already started (and loaded torch into) on a small machine.
+        # The learners next: on a small machine they are the start-up's longest path (torch, then the optimiser's
+        # first use imports torch._dynamo), so they take the processes Ray started first (and loaded torch into);
+        # the first batch, which the workers sample meanwhile, waits for them (benchmarks/startup.py).
         self.learners = self._create_learners()
+        self.workers = [self._new_worker(i, first_iteration) for i in range(cfg.rollout.max_workers)]
         ready = {f"worker-{i}": worker.backend_info.remote() for i, worker in enumerate(self.workers)}
         ready["coordinator"] = self.coordinator.attach.remote(self.workers)
         # A worker range: the run starts with min workers up; the rest start when a node with room joins.

@@ -99,10 +99,12 @@ def resolve_target(address: str | None, environ: dict[str, str] | None = None) -
 def prepare_private_ray_environment() -> None:
     """Settings for a private Ray, made before ``ray`` is imported (it reads them then). Token authentication
     (Ray's default for local clusters; saying so keeps its notice quiet), no usage reports off this machine, and
-    Ray's worker processes import torch and the rollout code while they wait for work: a run's actors are then
-    created in processes that have done their imports during Ray's own start-up."""
+    Ray's worker processes import torch and the rollout code while they wait for work, and are started with the
+    raylet rather than when the driver connects: a run's actors are then created in processes that have done (or
+    begun) their imports during Ray's own start-up (benchmarks/startup.py measures it)."""
     import os
 
     os.environ.setdefault("RAY_AUTH_MODE", "token")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     os.environ.setdefault("RAY_preload_python_modules", "torch,onnxruntime,distrl.rollout.worker,distrl.learner.learner")
+    os.environ.setdefault("RAY_enable_worker_prestart", "1")
