@@ -92,14 +92,16 @@ def test_tournament_and_eval(league_run, tmp_path):
 
 def test_duel_teams_league_steps_through_team_sizes_rates_and_replays_as_video(tmp_path):
     """configs/league_duel_teams.yaml through Ray with promotions made easy: 1v1, then 2v2, then 3v3 (the worker's
-    96 slots rebuilt as 96, 48 and 32 games), each stage's games rated; then a tournament of 3v3 teams with videos."""
+    96 slots rebuilt as 96, 48 and 32 games), each stage's games rated; then a tournament of 3v3 teams with videos.
+    Under the async pipeline (the connect-four run above is the shipped overlap): stage changes, snapshots and
+    ratings reach a worker whose sampling never waits for an update."""
     run = tmp_path / "duel"
     stages = ("league.curriculum=[{name: 1v1, env_kwargs: {team_size: 1}, promote: {win_rate: 0.0, min_games: 20}}, "
               "{name: 2v2, env_kwargs: {team_size: 2}, promote: {win_rate: 0.0, min_games: 20}}, "
               "{name: 3v3, env_kwargs: {team_size: 3}}]")  # fmt: skip
     done = run_cli("train", "configs/league_duel_teams.yaml", "--run-dir", str(run), "--set", "stop.env_steps=100000",
                    "--set", "stop.time_s=null", "--set", "league.snapshot_every=2", "--set", stages,
-                   "--set", "rollout.rollout_length=64", timeout=600)  # fmt: skip
+                   "--set", "rollout.rollout_length=64", "--set", "rollout.pipeline=async", timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert "curriculum: stage '1v1' -> '2v2'" in done.stdout + done.stderr
     rows = _rows(run)
