@@ -18,6 +18,7 @@ Peers are optional extras: pip install 'distrl[peers]' (stable-baselines3, ray[r
     python benchmarks/peers.py                  # 3 seeds, every system
     python benchmarks/peers.py --systems distrl sb3 --seeds 5
     python benchmarks/peers.py --quick
+    python benchmarks/peers.py --systems distrl sb3 --set rollout.pipeline=async   # a variant of distrl's config
 """
 
 from __future__ import annotations
@@ -138,14 +139,15 @@ def child(code: str, spec: dict | None = None) -> dict:
     return json.loads(lines[-1][len("RESULT ") :])
 
 
-def run_distrl(seed: int, limits: dict) -> dict:
+def run_distrl(seed: int, limits: dict, overrides: list[str]) -> dict:
+    """``configs/cartpole.yaml`` with ``overrides`` (``--set``) to the target or a limit."""
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
         proc = subprocess.run(
             [sys.executable, "-m", "distrl", "train", "configs/cartpole.yaml", "--run-dir", str(run_dir),
              "--set", f"seed={seed}", "--set", f"stop.env_steps={limits['max_steps']}",
              "--set", f"stop.time_s={limits['max_wall_s']}", "--set", f"stop.episode_return_mean={limits['target']}",
-             "--set", "logging.tensorboard=false"],
+             "--set", "logging.tensorboard=false", *[arg for item in overrides for arg in ("--set", item)]],
             capture_output=True, text=True, cwd=ROOT, env={**__import__("os").environ, "RAY_ADDRESS": "local"},
         )  # fmt: skip
         if proc.returncode != 0:
@@ -169,6 +171,9 @@ def main(argv=None) -> int:
     parser.add_argument("--max-steps", type=int, default=1_000_000)
     parser.add_argument("--max-wall-s", type=float, default=300.0)
     parser.add_argument("--quick", action="store_true", help="one short run each, no return target")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="distrl's run: configs/cartpole.yaml with this setting (repeatable; RLlib's same-settings "
+                             "run follows it)")  # fmt: skip
     add_results_dir_argument(parser)
     args = parser.parse_args(argv)
     if args.quick:
@@ -183,7 +188,7 @@ def main(argv=None) -> int:
         return 2
     from distrl.config import load_config
 
-    ours = load_config(ROOT / "configs" / "cartpole.yaml")
+    ours = load_config(ROOT / "configs" / "cartpole.yaml", args.overrides)
     same = {
         "workers": ours.rollout.num_workers, "envs": ours.env.num_envs_per_worker, "fragment": ours.rollout.rollout_length,
         "batch": ours.batch_size, "minibatch": ours.ppo.minibatch_size, "epochs": ours.ppo.epochs, "lr": ours.ppo.lr,
@@ -196,10 +201,10 @@ def main(argv=None) -> int:
     tuned = {"workers": 1, "envs": 8, "fragment": "auto", "batch": 4000, "minibatch": 128, "epochs": 6, "lr": 3e-4,
              "hidden": [32], "activation": "linear", "shared": True, "vf_coef": 0.01}  # fmt: skip
     limits = {"target": TARGET if not args.quick else 1e9, "max_steps": args.max_steps, "max_wall_s": args.max_wall_s}
-    names = {"distrl": "distrl (configs/cartpole.yaml)", "sb3": "SB3 PPO (RL Zoo CartPole settings)",
+    names = {"distrl": f"distrl (configs/cartpole.yaml{''.join(', ' + item for item in args.overrides)})", "sb3": "SB3 PPO (RL Zoo CartPole settings)",
              "rllib_same": "RLlib PPO (distrl's settings)", "rllib_tuned": "RLlib PPO (its tuned CartPole example)"}  # fmt: skip
     runners = {
-        "distrl": lambda seed: run_distrl(seed, limits),
+        "distrl": lambda seed: run_distrl(seed, limits, args.overrides),
         "sb3": lambda seed: child(SB3_CHILD, {"seed": seed, **limits}),
         "rllib_same": lambda seed: child(RLLIB_CHILD, {**same, **limits, "seed": seed}),
         "rllib_tuned": lambda seed: child(RLLIB_CHILD, {**tuned, **limits, "seed": seed}),
