@@ -201,7 +201,8 @@ def main(argv=None) -> int:
     tuned = {"workers": 1, "envs": 8, "fragment": "auto", "batch": 4000, "minibatch": 128, "epochs": 6, "lr": 3e-4,
              "hidden": [32], "activation": "linear", "shared": True, "vf_coef": 0.01}  # fmt: skip
     limits = {"target": TARGET if not args.quick else 1e9, "max_steps": args.max_steps, "max_wall_s": args.max_wall_s}
-    names = {"distrl": f"distrl (configs/cartpole.yaml{''.join(', ' + item for item in args.overrides)})", "sb3": "SB3 PPO (RL Zoo CartPole settings)",
+    variant = "".join(f", {item}" for item in args.overrides)
+    names = {"distrl": f"distrl (configs/cartpole.yaml{variant})", "sb3": "SB3 PPO (RL Zoo CartPole settings)",
              "rllib_same": "RLlib PPO (distrl's settings)", "rllib_tuned": "RLlib PPO (its tuned CartPole example)"}  # fmt: skip
     runners = {
         "distrl": lambda seed: run_distrl(seed, limits, args.overrides),
