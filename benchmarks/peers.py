@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results  # noqa: E402
+from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, study_name, write_results  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = 475.0
@@ -247,7 +247,7 @@ def main(argv=None) -> int:
     columns = [("system", "system"), ("seed", "seed"), ("sps", "env steps/s (from launch)"), ("solved_at_s", "time to 475 (s)"),
                ("env_steps", "env steps"), ("wall_s", "wall s"), ("episode_return_mean", "final return")]  # fmt: skip
     failures = [] if args.quick else [f"{r['system']} seed {r['seed']} did not run" for r in rows if r["env_steps"] == 0]
-    ok = write_results("peers", {"machine": info, "args": vars(args) | {"results_dir": str(args.results_dir)},
+    ok = write_results(study_name("peers", args.overrides), {"machine": info, "args": vars(args) | {"results_dir": str(args.results_dir)},
                                  "rllib_same": same, "rllib_tuned": tuned, "ray_floor": floors, "rows": rows,
                                  "medians": medians, "targets": targets},
                        markdown_table(rows, columns), None, failures, args.quick, args.results_dir)  # fmt: skip
