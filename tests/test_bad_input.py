@@ -91,7 +91,7 @@ CASES = {
     "worker range without async": Case(f"{TRAIN} --set 'rollout.num_workers={{{{min: 1, max: 2}}}}'", 2, ("rollout.num_workers={min: 1, max: 2}: a range needs rollout.pipeline: async",)),
     "algo": Case(f"{TRAIN} --set algo=impala", 2, ("algo='impala'", "'ppo' or 'appo'")),
     "ppo.proximal": Case(f"{TRAIN} --set ppo.proximal=newest", 2, ("ppo.proximal='newest'", "'auto', 'behaviour' or 'learner'")),
-    "behaviour weights with auto off async": Case(f"{TRAIN} --set ppo.behaviour_weight_clip=2", 2, ("ppo.behaviour_weight_clip=2.0", "it is auto here: behaviour without pipeline async")),
+    "behaviour weights with auto off async": Case(f"{TRAIN} --set ppo.proximal=auto --set ppo.behaviour_weight_clip=2", 2, ("ppo.behaviour_weight_clip=2.0", "it is auto here: behaviour without pipeline async")),
     "rollout.compile.backend": Case(f"{TRAIN} --set rollout.compile.backend=tensorrt", 2, ("rollout.compile.backend='tensorrt'",)),
     "rollout.compile strict": Case(f"{TRAIN} --set rollout.compile.backend=ipex --set rollout.compile.strict=true", 2, ("rollout.compile.backend=ipex: unavailable here", "forbids falling back")),
     "rollout.compile.options ipex": Case(f"{TRAIN} --set rollout.compile.backend=ipex --set 'rollout.compile.options={{{{x: 1}}}}'", 2, ("the ipex backend takes no options",)),
