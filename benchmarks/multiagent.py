@@ -8,15 +8,18 @@ from launch. Tasks:
 
 - ``spread``: MPE ``simple_spread`` (3 agents, 25 steps an episode, discrete actions; the ``mpe2`` package, installed
   with ``pip install --no-deps mpe2``: its pygame-ce dependency would overwrite pygame's files). Settings: entropy
-  0.01 (MAPPO's), lr 3e-4, 4 epochs of 4 minibatches, gamma 0.9 and return normalisation. MAPPO's own (lr 7e-4,
-  10 epochs on one minibatch, gamma 0.99) made distrl's policies worse than random here once the critic fitted
-  (the 25-step time limit is bootstrapped in distrl, a termination in MAPPO's MPE): see docs/multiagent.md;
+  0.01 (MAPPO's), lr 3e-4, 4 epochs of 4 minibatches, gamma 0.9, return normalisation and the paper's clip
+  (``ppo.proximal: behaviour``, as these runs were measured; ``configs/cartpole.yaml``, their base, has ``learner``).
+  MAPPO's own (lr 7e-4, 10 epochs on one minibatch, gamma 0.99) made distrl's policies worse than random here once
+  the critic fitted (the 25-step time limit is bootstrapped in distrl, a termination in MAPPO's MPE): see
+  docs/multiagent.md;
 - ``cartpole_team``: distrl's team of three CartPoles (``distrl.envs.testing:cartpole_team``), where the agents do not
   interact: a central critic has nothing to add there (what --quick runs).
 
     python benchmarks/multiagent.py                                      # spread, every variant (RLlib's too), seeds 0-1
     python benchmarks/multiagent.py --variants independent rllib         # distrl beside RLlib's multi-agent PPO
     python benchmarks/multiagent.py --variants independent central_obs --seeds 0 1 2
+    python benchmarks/multiagent.py --variants independent --set ppo.anneal_lr=true   # distrl's runs with a setting
     python benchmarks/multiagent.py --quick                              # cartpole_team, 20k agent steps, 2 variants
 """
 
@@ -35,15 +38,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine, write_results  # noqa: E402
+from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine, study_name, write_results  # noqa: E402
 
 TASKS = {
     # name: (overrides on configs/cartpole.yaml, agent steps)
     "spread": (["env.id=mpe2.simple_spread_v3:parallel_env", "env.kwargs={N: 3, max_cycles: 25, continuous_actions: false}",
                 "env.num_envs_per_worker=192", "rollout.rollout_length=50", "ppo.minibatch_size=2400", "ppo.epochs=4",
-                "ppo.lr=3e-4", "ppo.ent_coef=0.01", "ppo.gamma=0.9", "env.normalize_reward=true",
+                "ppo.lr=3e-4", "ppo.ent_coef=0.01", "ppo.gamma=0.9", "env.normalize_reward=true", "ppo.proximal=behaviour",
                 "stop.episode_return_mean=null"], 1_000_000),
-    "cartpole_team": (["env.id=distrl.envs.testing:cartpole_team", "env.num_envs_per_worker=48",
+    "cartpole_team": (["env.id=distrl.envs.testing:cartpole_team", "env.num_envs_per_worker=48", "ppo.proximal=behaviour",
                        "stop.episode_return_mean=null"], 300_000),
 }  # fmt: skip
 VARIANTS = {
@@ -126,7 +129,8 @@ def rllib_run(seed: int, steps: int) -> None:
                       "best_return": max(returns), "wall_s": wall, "curve": curve}))  # fmt: skip
 
 
-def run(task: str, variant: str, seed: int, steps: int) -> dict:
+def run(task: str, variant: str, seed: int, steps: int, extra: list[str]) -> dict:
+    """One run of ``variant`` on ``task``; ``extra``: ``--set`` items after the task's and the variant's (distrl only)."""
     if variant == "rllib":
         return run_rllib(task, seed, steps)
     overrides, _ = TASKS[task]
@@ -135,7 +139,7 @@ def run(task: str, variant: str, seed: int, steps: int) -> dict:
         cmd = [sys.executable, "-m", "distrl", "train", str(ROOT / "configs" / "cartpole.yaml"), "--run-dir", str(run_dir),
                "--set", f"seed={seed}", "--set", f"stop.env_steps={steps}", "--set", "logging.tensorboard=false",
                "--set", "logging.progress=lines"]  # fmt: skip
-        for item in overrides + VARIANTS[variant]:
+        for item in overrides + VARIANTS[variant] + extra:
             cmd += ["--set", item]
         env = {**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"}
         start = time.perf_counter()
@@ -157,6 +161,9 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
     parser.add_argument("--steps", type=int, help="agent steps per run (default: the task's)")
     parser.add_argument("--quick", action="store_true", help="cartpole_team, 20k agent steps, independent and central_obs")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="distrl's runs: this setting after the task's and the variant's (repeatable; RLlib's runs "
+                        "keep theirs); the results are written apart from the plain run's")
     parser.add_argument("--rllib-run", nargs=2, type=int, metavar=("SEED", "STEPS"), help=argparse.SUPPRESS)
     add_results_dir_argument(parser)
     args = parser.parse_args(argv)
@@ -175,7 +182,7 @@ def main(argv=None) -> int:
                 continue  # no global state; RLlib runs spread
             for seed in args.seeds:
                 try:
-                    row = run(task, variant, seed, steps)
+                    row = run(task, variant, seed, steps, args.overrides)
                 except Exception as exc:
                     failures.append(str(exc))
                     print(f"FAILED {exc}", flush=True)
@@ -196,7 +203,7 @@ def main(argv=None) -> int:
     columns = [("task", "task"), ("variant", "variant"), ("seeds", "seeds"), ("final_return", "final return (median)"),
                ("finals", "per seed"), ("best_return", "best (median)"), ("wall_s", "wall s (median)")]  # fmt: skip
     payload = {"machine": info, "args": vars(args) | {"results_dir": str(args.results_dir)}, "rows": rows, "summary": summary}
-    ok = write_results("multiagent", payload, markdown_table(summary, columns), None,
+    ok = write_results(study_name("multiagent", args.overrides), payload, markdown_table(summary, columns), None,
                        failures, args.quick, args.results_dir)  # fmt: skip
     print(json.dumps(summary, indent=1))
     return 0 if ok else 1
