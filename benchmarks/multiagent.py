@@ -3,8 +3,9 @@
 invocation.
 
 Each run trains ``distrl train`` on the task for its budget of agent steps (one seed each), and reports the mean return
-of the last 100 agent episodes (the metrics row's ``episode_return_mean``), its best over the run, and the wall time
-from launch. Tasks:
+of the last 100 agent episodes (the metrics row's ``episode_return_mean``) at the end, its mean over the reports of
+the last 10 % of the steps (steadier: one report moves by a return point from the next), its best over the run, and
+the wall time from launch. Tasks:
 
 - ``spread``: MPE ``simple_spread`` (3 agents, 25 steps an episode, discrete actions; the ``mpe2`` package, installed
   with ``pip install --no-deps mpe2``: its pygame-ce dependency would overwrite pygame's files). Settings: entropy
@@ -49,6 +50,7 @@ TASKS = {
     "cartpole_team": (["env.id=distrl.envs.testing:cartpole_team", "env.num_envs_per_worker=48", "ppo.proximal=behaviour",
                        "stop.episode_return_mean=null"], 300_000),
 }  # fmt: skip
+TAIL = 0.1  # the share of a run's steps its "last steps" return averages over
 VARIANTS = {
     "independent": ["agents.critic=local"],  # parameter sharing, each agent's critic on its own observation
     "central_obs": ["agents.critic=observations"],  # MAPPO's concatenated local observations
@@ -129,6 +131,14 @@ def rllib_run(seed: int, steps: int) -> None:
                       "best_return": max(returns), "wall_s": wall, "curve": curve}))  # fmt: skip
 
 
+def tail_mean(curve: list, fraction: float = TAIL) -> float:
+    """The mean return over the last ``fraction`` of a run's steps (every report from there on): the last report alone
+    averages a few hundred episodes of one policy version, and moves by a return point from one report to the next."""
+    last = curve[-1][0]
+    tail = [ret for steps, ret in curve if steps >= (1 - fraction) * last and ret is not None]
+    return statistics.fmean(tail)
+
+
 def run(task: str, variant: str, seed: int, steps: int, extra: list[str]) -> dict:
     """One run of ``variant`` on ``task``; ``extra``: ``--set`` items after the task's and the variant's (distrl only)."""
     if variant == "rllib":
@@ -197,11 +207,14 @@ def main(argv=None) -> int:
             if runs:
                 summary.append({"task": task, "variant": variant, "seeds": len(runs),
                                 "final_return": statistics.median(r["final_return"] for r in runs),
+                                "tail_return": statistics.median(tail_mean(r["curve"]) for r in runs),
+                                "tails": " ".join(f"{tail_mean(r['curve']):.1f}" for r in runs),
                                 "best_return": statistics.median(r["best_return"] for r in runs),
                                 "wall_s": statistics.median(r["wall_s"] for r in runs),
                                 "finals": " ".join(f"{r['final_return']:.1f}" for r in runs)})  # fmt: skip
     columns = [("task", "task"), ("variant", "variant"), ("seeds", "seeds"), ("final_return", "final return (median)"),
-               ("finals", "per seed"), ("best_return", "best (median)"), ("wall_s", "wall s (median)")]  # fmt: skip
+               ("finals", "per seed"), ("tail_return", f"last {TAIL:.0%} of steps (median)"), ("tails", "per seed"),
+               ("best_return", "best (median)"), ("wall_s", "wall s (median)")]  # fmt: skip
     payload = {"machine": info, "args": vars(args) | {"results_dir": str(args.results_dir)}, "rows": rows, "summary": summary}
     ok = write_results(study_name("multiagent", args.overrides), payload, markdown_table(summary, columns), None,
                        failures, args.quick, args.results_dir)  # fmt: skip
