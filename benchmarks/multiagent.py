@@ -134,9 +134,9 @@ def rllib_run(seed: int, steps: int) -> None:
 def tail_mean(curve: list, fraction: float = TAIL) -> float:
     """The mean return over the last ``fraction`` of a run's steps (every report from there on): the last report alone
     averages a few hundred episodes of one policy version, and moves by a return point from one report to the next."""
-    last = curve[-1][0]
-    tail = [ret for steps, ret in curve if steps >= (1 - fraction) * last and ret is not None]
-    return statistics.fmean(tail)
+    reported = [(steps, ret) for steps, ret in curve if ret is not None]
+    last = reported[-1][0]
+    return statistics.fmean(ret for steps, ret in reported if steps >= (1 - fraction) * last)
 
 
 def run(task: str, variant: str, seed: int, steps: int, extra: list[str]) -> dict:
