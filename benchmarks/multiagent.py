@@ -197,6 +197,7 @@ def main(argv=None) -> int:
                     failures.append(str(exc))
                     print(f"FAILED {exc}", flush=True)
                     continue
+                row["tail_return"] = tail_mean(row["curve"])
                 rows.append(row)
                 print(f"{task:14s} {variant:14s} seed {seed}: return {row['final_return']:8.2f} (best {row['best_return']:8.2f}) "
                       f"at {row['env_steps']:,} agent steps in {row['wall_s']:.0f} s", flush=True)  # fmt: skip
@@ -207,8 +208,8 @@ def main(argv=None) -> int:
             if runs:
                 summary.append({"task": task, "variant": variant, "seeds": len(runs),
                                 "final_return": statistics.median(r["final_return"] for r in runs),
-                                "tail_return": statistics.median(tail_mean(r["curve"]) for r in runs),
-                                "tails": " ".join(f"{tail_mean(r['curve']):.1f}" for r in runs),
+                                "tail_return": statistics.median(r["tail_return"] for r in runs),
+                                "tails": " ".join(f"{r['tail_return']:.1f}" for r in runs),
                                 "best_return": statistics.median(r["best_return"] for r in runs),
                                 "wall_s": statistics.median(r["wall_s"] for r in runs),
                                 "finals": " ".join(f"{r['final_return']:.1f}" for r in runs)})  # fmt: skip
