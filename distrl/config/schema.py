@@ -191,6 +191,13 @@ class RolloutConfig(Section):
         "the env steps outside Python's lock (ale-py's native vector env, env.vectorization async) and the pipeline is "
         "sync (its learner idles while workers sample), else 1",
     )
+    ready_envs: NonNegativeInt = Field(
+        0, description="act on a worker's env copies as they become ready: the env steps every copy in its own threads "
+        "and returns the first this many whose step is done, the policy acts for them while the rest step (EnvPool's and "
+        "ale-py's batch_size), so no copy waits for the slowest; each copy's column of the batch fills at its own pace "
+        "(one running ahead begins the next batch's). Needs ale-py's native vector env (an ALE/ id) and a model without "
+        "memory; fewer than env.num_envs_per_worker; 0: every copy steps together (rollout.env_groups applies)",
+    )
     max_policy_lag: NonNegativeInt = Field(
         4, description="async: a step that acted with weights more than this many versions behind the learner at its "
         "update is left out of it (stale_steps); a batch with no newer step is dropped (stale_batches)",
@@ -566,6 +573,32 @@ class Config(Section):
                 return size
         return self.batch_size  # no fewer whole batches fit the minibatch: a round, which the checks below judge
 
+    def _ready_envs_problems(self) -> list[str]:
+        """rollout.ready_envs: the envs and models it can act for (distrl/rollout/ready_runner.py)."""
+        ready, env = self.rollout.ready_envs, self.env
+        if not ready:
+            return []
+        problems = []
+        if ready >= env.num_envs_per_worker:
+            problems.append(f"rollout.ready_envs={ready}: must be fewer than env.num_envs_per_worker="
+                            f"{env.num_envs_per_worker} (the copies acted on at once; 0: all of them together)")
+        if not env.id.startswith("ALE/") or env.vectorization not in ("auto", "native") or env.action_repeat > 1:
+            problems.append(f"rollout.ready_envs={ready}: needs ale-py's native vector env (an ALE/ env id with "
+                            f"env.vectorization auto or native; here env.id={env.id!r}, env.vectorization="
+                            f"{env.vectorization}), the one env here that returns its copies as they become ready; "
+                            "use 0")
+        memory = ("model.lstm_size" if self.model.lstm_size > 0 else
+                  "model.window" if self.model.type == "attention" and self.model.window > 0 else None)  # fmt: skip
+        if memory is not None:
+            problems.append(f"rollout.ready_envs={ready}: needs a model without memory ({memory} carries state from "
+                            "step to step, which ready copies would have to take out of turn); use 0")
+        if self.rollout.env_groups not in (1, "auto"):
+            problems.append(f"rollout.ready_envs={ready}: not with rollout.env_groups={self.rollout.env_groups} (acting "
+                            "on ready copies already overlaps the env and the policy); use env_groups 1 or auto")
+        if self.league is not None:
+            problems.append(f"rollout.ready_envs={ready}: a league's game table steps as one; use 0")
+        return problems
+
     def _async_problems(self) -> list[str]:
         rollout = self.rollout
         if rollout.pipeline != "async":
@@ -653,6 +686,7 @@ class Config(Section):
                 problems.append(
                     f"ppo.minibatch_size={self.ppo.minibatch_size}: must be a multiple of ppo.seq_len={self.ppo.seq_len}"
                 )
+        problems.extend(self._ready_envs_problems())
         groups = self.rollout.env_groups if self.rollout.env_groups != "auto" else 1
         if groups > 1 and self.env.num_envs_per_worker % groups:
             problems.append(f"rollout.env_groups={groups}: must divide env.num_envs_per_worker="

@@ -37,6 +37,22 @@ class EpisodeTracker:
         self.prev_done = ended
         return valid
 
+    def step_copies(self, ids: np.ndarray, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
+                    error: np.ndarray) -> np.ndarray:  # fmt: skip
+        """``step`` for some copies only (``ids``, each once): an env that returns its copies as they become ready."""
+        valid = ~self.prev_done[ids]
+        ended = terminated | truncated
+        self.running_return[ids] += np.where(valid, reward, 0.0)
+        self.running_length[ids] += valid
+        if ended.any():
+            finished = ids[ended & valid & ~error]
+            self.returns.extend(self.running_return[finished].tolist())
+            self.lengths.extend((self.running_length[finished] * self.length_scale).tolist())
+            self.running_return[ids[ended]] = 0.0
+            self.running_length[ids[ended]] = 0
+        self.prev_done[ids] = ended
+        return valid
+
     def pop(self) -> tuple[list[float], list[int]]:
         """Returns and lengths of the episodes finished since the last call."""
         out = (self.returns, self.lengths)

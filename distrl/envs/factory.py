@@ -126,8 +126,9 @@ def make_env(cfg: EnvConfig, **kwargs) -> gym.Env:
     return _single_env_thunk(target, {**base, **kwargs}, cfg.action_repeat, atari, cfg.max_consecutive_errors)
 
 
-def make_vec_env(cfg: EnvConfig, num_threads: int | None = None) -> gym.vector.VectorEnv:
-    """The worker's vector env of ``cfg.num_envs_per_worker`` copies (not yet reset).
+def make_vec_env(cfg: EnvConfig, num_threads: int | None = None, ready: int = 0) -> gym.vector.VectorEnv:
+    """The worker's vector env of ``cfg.num_envs_per_worker`` copies (not yet reset); ``ready``: ale-py's vector env
+    returns the first this many copies whose step is done (its ``batch_size``; ``rollout.ready_envs``).
 
     ``num_threads``: the CPUs the worker was given. ale-py's vector env otherwise starts a thread per
     env copy: 14 one-CPU workers x 8 envs ran 112 emulator threads on 16 cores, starving the learner.
@@ -151,6 +152,8 @@ def make_vec_env(cfg: EnvConfig, num_threads: int | None = None) -> gym.vector.V
             kwargs.setdefault("reward_clipping", False)
             if num_threads is not None:
                 kwargs.setdefault("num_threads", num_threads)
+            if ready:
+                kwargs["batch_size"] = ready
         envs = gym.make_vec(target, num_envs=n, vectorization_mode="vector_entry_point", **kwargs)
         if is_structured(envs.single_observation_space):
             envs.close()

@@ -125,6 +125,29 @@ class GuardedVectorEnv(gym.vector.VectorWrapper):
     def step(self, actions):
         return self._guarded(lambda: self.env.step(actions))
 
+    def recv_ready(self) -> tuple[tuple | None, str, np.ndarray | None]:
+        """``recv`` for an env that returns its copies as they become ready (ale-py's ``batch_size``, their ids in
+        ``info["env_id"]``): ``(result, "", None)``, or where the step (or the send before it) raised or returned
+        non-finite numbers ``(None, message, nonfinite)`` (``nonfinite``: per returned copy, or None for a raise),
+        counted against the error budget (past it, ``EnvFailure``). Such an env cannot be reset here: its other copies'
+        steps are in flight, and a reset in their midst mixes up its queue (seen with ale-py 0.12), so the caller
+        builds a new one."""
+        error, self._send_error = self._send_error, None
+        nonfinite = None
+        try:
+            if error is not None:
+                raise error
+            result = self.env.recv()
+            nonfinite = self._nonfinite(result[0], result[1])
+            if nonfinite is not None:
+                raise _NonFinite(f"{int(nonfinite.sum())} of {len(nonfinite)} copies returned non-finite numbers")
+        except (EnvFailure, OwnCodeError):
+            raise
+        except Exception as exc:
+            return None, self.errors.failed(exc), nonfinite
+        self.errors.succeeded()
+        return result, "", None
+
     def _guarded(self, step, error: BaseException | None = None):
         """``step()``'s result, or where it (or the send before it: ``error``) raised or returned non-finite numbers,
         the reset copies as a truncated step with the error in its info."""

@@ -112,6 +112,8 @@ def env_groups(config) -> tuple[int, str]:
         return chosen, ""
     if config.league is not None:
         return 1, "a league's game table steps as one"
+    if config.rollout.ready_envs:
+        return 1, "rollout.ready_envs acts on the copies as they become ready, which overlaps the env and the policy"
     from distrl.envs.kinds import env_kind  # (the kinds' table imports every kind)
 
     if env_kind(config) == "agents":

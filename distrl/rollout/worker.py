@@ -35,9 +35,11 @@ from distrl.data.memory import memory_for
 from distrl.data.messages import SampleInfo, Weights
 from distrl.envs import make_run_vec_env
 from distrl.envs.kinds import worker_side
+from distrl.envs.factory import make_vec_env
 from distrl.envs.stepping import SerialStepper, background_stepper, env_groups
 from distrl.models import build_model
 from distrl.rollout.env_runner import EnvRunner, run_groups
+from distrl.rollout.ready_runner import ReadyEnvRunner
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,10 @@ class RolloutWorker:
         self.groups = groups
         group_config = config if groups == 1 else config.model_copy(
             update={"env": config.env.model_copy(update={"num_envs_per_worker": self.num_envs // groups})})
-        self.env_groups = [make_run_vec_env(group_config, num_threads=threads) for _ in range(groups)]
+        ready = config.rollout.ready_envs  # acting on the copies as they become ready (ready_runner.py)
+        make_ready_envs = lambda: make_vec_env(config.env, threads, ready)  # noqa: E731
+        self.env_groups = [make_ready_envs() if ready else make_run_vec_env(group_config, num_threads=threads)
+                           for _ in range(groups)]  # fmt: skip
         self.envs = self.env_groups[0]
         # Built from the learner's seed, so the initial weights are the learner's version 0: a new run's
         # first batch can be sampled while the learner is still starting.
@@ -75,9 +80,14 @@ class RolloutWorker:
         self.memory = memory_for(self.model)
         # Group g's copies take the seeds a single vector env would give them (seed + their index among all copies).
         per_group = self.num_envs // groups
-        self.runners = [EnvRunner(envs, self.memory, self._observe, self.dist, config, seed + g * per_group, self.rng,
-                                  SerialStepper(envs) if groups == 1 else background_stepper(envs))
-                        for g, envs in enumerate(self.env_groups)]  # fmt: skip
+        if ready:
+            built = iter(self.env_groups)  # the env built above first, then new ones for any that fails
+            self.runners = [ReadyEnvRunner(lambda: next(built, None) or make_ready_envs(), self._observe, self.dist,
+                                           config, seed, self.rng)]  # fmt: skip
+        else:
+            self.runners = [EnvRunner(envs, self.memory, self._observe, self.dist, config, seed + g * per_group,
+                                      self.rng, SerialStepper(envs) if groups == 1 else background_stepper(envs))
+                            for g, envs in enumerate(self.env_groups)]  # fmt: skip
         self.runner = self.runners[0]
         start = time.perf_counter()
         cfg = config.rollout.compile
@@ -212,8 +222,11 @@ class RolloutWorker:
         self._take_staged()
         self.env_side.before_sample(league)
         start = time.perf_counter()
-        batch = self.runner.new_batch(self.num_envs)
-        run = run_groups(self.runners, batch, self.policy, self._before_step)
+        if isinstance(self.runner, ReadyEnvRunner):
+            batch, run = self.runner.next_batch(self.policy, self._before_step)
+        else:
+            batch = self.runner.new_batch(self.num_envs)
+            run = run_groups(self.runners, batch, self.policy, self._before_step)
         info = self._report(run, batch, start)
         self.env_side.after_sample(info)
         return info, batch

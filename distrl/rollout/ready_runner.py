@@ -1,0 +1,231 @@
+"""ReadyEnvRunner: a worker's env copies acted on as they become ready (``rollout.ready_envs``).
+
+ale-py's vector env with ``batch_size`` (EnvPool's async model) steps every copy in its own threads and returns the
+first ``batch_size`` copies whose step is done, with their ids. The policy acts for those at once and sends their
+actions while the others are still stepping, so the env's time and the policy's overlap and no copy waits for the
+slowest one (``env_groups`` splits the copies once and for all: a group waits for its slowest copy).
+
+The batch keeps its layout: ``[T, n]``, column ``i`` holding ``T`` consecutive steps of copy ``i`` and its bootstrap
+observation. Each column fills at its own pace (a step cursor per copy). A copy whose column is full keeps stepping
+(the env does not wait for it): its observation at ``T`` is the bootstrap of this batch and step 0 of the next, and
+its further steps fill the next batch's column. A batch is returned once every column is full; the copies still
+stepping go on meanwhile. So a step near a batch's start may have acted with the weights of the batch before:
+each step records the version that acted at it, and the report's ``version_changes`` gives each row its oldest
+(the staleness bound and the policy lag read them), while every step's log-probability is its acting policy's.
+
+The env must say which copies a result belongs to, so this runs only on ale-py's native vector env, and only for
+models without memory (an LSTM's state or an attention window would be taken out of turn); the config refuses the
+rest before anything starts. An env error or non-finite numbers end every copy's step in flight as the guard does for
+any native vector env (truncated, kept out of the loss and the statistics), and a new env replaces the old: ale-py
+cannot reset with copies in flight.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from distrl.common.running_mean_std import RunningMeanStd
+from distrl.data.batch import Batch
+from distrl.envs.episodes import EpisodeTracker
+from distrl.rollout.env_runner import RunStats
+
+
+@dataclass
+class _Fill:
+    """One batch while its columns fill."""
+
+    batch: Batch
+    versions: np.ndarray  # [T, n] the policy version that acted at each step
+    raw_obs_seen: np.ndarray | None  # [T+1, n, *obs] raw observations (env.normalize_obs)
+    returns_seen: np.ndarray | None  # [T, n] discounted returns (env.normalize_reward)
+
+
+class ReadyStepping:
+    """What the worker's start-up report says of how the copies step (``env_stepping``)."""
+
+    def __init__(self, ready: int, num_envs: int):
+        self.kind = f"ale-py send/recv, acting on the first {ready} of {num_envs} copies whose step is done"
+
+    def close(self) -> None:
+        pass
+
+
+class ReadyEnvRunner:
+    def __init__(self, make_envs: Callable, observe: Callable[[np.ndarray], np.ndarray], dist, config, seed: int,
+                 rng: np.random.Generator):  # fmt: skip
+        """``make_envs()``: the worker's vector env with ``batch_size`` (not reset; called again to replace one that
+        failed); ``observe(raw)``: the observation as the policy takes it; ``dist``: the model's ``ActionDist``;
+        ``rng``: the worker's random stream for actions."""
+        self.make_envs, self.observe, self.dist, self.config, self.rng = make_envs, observe, dist, config, rng
+        self.envs = make_envs()
+        self.num_envs = n = self.envs.num_envs
+        self.steps = config.rollout.rollout_length
+        self.stepper = ReadyStepping(config.rollout.ready_envs, n)
+        space = self.envs.single_observation_space
+        self.raw_obs = np.zeros((n, *space.shape), dtype=space.dtype)  # each copy's newest observation
+        self.seen = np.zeros(n, dtype=bool)  # copies whose first observation has come back
+        self.in_flight = np.zeros(n, dtype=bool)  # copies stepping with an action sent
+        self.cursor = np.zeros(n, dtype=np.int64)  # steps recorded in each column since the oldest open batch began
+        self.fills: list[_Fill] = []  # the oldest open batch first, then those begun by copies running ahead
+        self.episodes = EpisodeTracker(n, config.env.action_repeat)
+        self.discounted_returns = np.zeros(n, np.float64) if config.env.normalize_reward else None
+        self._first = self._reset(seed)  # (ids, observations): the copies the reset returned, acted on first
+
+    def _reset(self, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """Reset the env (copy ``i`` seeded ``seed + i``, as every vector env); the copies it returned. The others'
+        first observations come back with later ``recv``s, in their turn."""
+        raw, info = self.envs.reset(seed=seed)
+        ids = np.asarray(info["env_id"])
+        self.raw_obs[ids] = raw
+        self.seen[ids] = True
+        return ids, raw
+
+    def policy_inputs(self) -> tuple[np.ndarray, ...]:
+        """A real batch as the policy sees it: the copies' newest observations (those that have come back)."""
+        return (self.observe(self.raw_obs[self.seen]),)
+
+    def close(self) -> None:
+        self.envs.close()
+
+    # --- one batch ----------------------------------------------------------------------------------------------
+    def next_batch(self, policy, before_step: Callable[[], int]) -> tuple[Batch, RunStats]:
+        """The next full batch: receive the ready copies, record their steps, act for them, send, until every column
+        holds ``rollout_length`` steps and its bootstrap observation. ``before_step()`` runs before each act and returns
+        the policy version that acts (newer weights staged meanwhile are taken there)."""
+        stats = RunStats()
+        while True:
+            if self._first is not None:
+                ids, raw = self._first
+                self._first = None
+            else:
+                tick = time.perf_counter()
+                result, problem, nonfinite = self.envs.recv_ready()
+                stats.env_s += time.perf_counter() - tick
+                if problem:
+                    self._replace_envs(result, problem, nonfinite, stats)
+                    continue
+                raw, reward, terminated, truncated, info = result
+                ids = np.asarray(info["env_id"])
+                stepped = self.in_flight[ids]
+                if stepped.all():
+                    self._record(ids, raw, reward, terminated, truncated)
+                else:  # copies whose first observation this is (ale-py returns them in their turn after a reset)
+                    self._record(ids[stepped], raw[stepped], reward[stepped], terminated[stepped], truncated[stepped])
+                    self.raw_obs[ids[~stepped]] = raw[~stepped]
+                    self.seen[ids] = True
+            actions = self._act(ids, policy, before_step(), stats)
+            self.envs.send(actions)
+            self.in_flight[ids] = True
+            if self.in_flight.all() and self.cursor.min() >= self.steps:
+                return self._finish(stats)
+
+    def _fill(self, k: int) -> _Fill:
+        """Open batch ``k`` (0: the oldest), begun here if no copy has reached it yet."""
+        while len(self.fills) <= k:
+            cfg, n, steps = self.config, self.num_envs, self.steps
+            space = self.envs.single_observation_space
+            batch = Batch.empty(steps, n, space, self.dist.action_shape, self.dist.action_dtype)
+            self.fills.append(_Fill(
+                batch=batch,
+                versions=np.zeros((steps, n), np.int64),
+                raw_obs_seen=np.empty((steps + 1, n, *space.shape), dtype=batch.obs.dtype) if cfg.env.normalize_obs else None,
+                returns_seen=np.zeros((steps, n), np.float64) if self.discounted_returns is not None else None,
+            ))  # fmt: skip
+        return self.fills[k]
+
+    def _act(self, ids: np.ndarray, policy, version: int, stats: RunStats) -> np.ndarray:
+        """The policy on copies ``ids``' newest observations, into each one's column at its cursor (and, at a column's
+        step 0 of a later batch, into the batch before as its bootstrap); returns their actions as the env takes them."""
+        tick = time.perf_counter()
+        raw = self.raw_obs[ids]
+        obs = self.observe(raw)
+        pd_params, value = policy(obs)[:2]
+        actions, logp = self.dist.sample_numpy(pd_params, self.rng)
+        which, row = np.divmod(self.cursor[ids], self.steps)
+        for k in np.unique(which):
+            sel = which == k
+            fill, r, c = self._fill(int(k)), row[sel], ids[sel]
+            batch = fill.batch
+            batch.obs[r, c], batch.values[r, c] = obs[sel], value[sel]
+            batch.actions[r, c], batch.logp[r, c] = actions[sel], logp[sel]
+            fill.versions[r, c] = version
+            if fill.raw_obs_seen is not None:
+                fill.raw_obs_seen[r, c] = raw[sel]
+            boot = sel & (row == 0)
+            if k > 0 and boot.any():  # observation T of the batch before: its bootstrap value
+                before, c = self.fills[int(k) - 1], ids[boot]
+                before.batch.obs[self.steps, c], before.batch.values[self.steps, c] = obs[boot], value[boot]
+                if before.raw_obs_seen is not None:
+                    before.raw_obs_seen[self.steps, c] = raw[boot]
+        stats.policy_s += time.perf_counter() - tick
+        return self.dist.env_actions(actions, self.envs.single_action_space)
+
+    def _record(self, ids: np.ndarray, raw: np.ndarray, reward: np.ndarray, terminated: np.ndarray,
+                truncated: np.ndarray, error: np.ndarray | None = None) -> None:  # fmt: skip
+        """The steps of copies ``ids`` into their columns at their cursors; ``error``: steps that failed (kept out of
+        the loss and the statistics)."""
+        reset = np.zeros(len(ids), dtype=bool) if error is None else error
+        valid = self.episodes.step_copies(ids, reward, terminated, truncated, reset)
+        which, row = np.divmod(self.cursor[ids], self.steps)
+        for k in np.unique(which):
+            sel = which == k
+            fill, r, c = self.fills[int(k)], row[sel], ids[sel]
+            batch = fill.batch
+            batch.rewards[r, c], batch.terminated[r, c], batch.truncated[r, c] = reward[sel], terminated[sel], truncated[sel]
+            batch.valid[r, c] = valid[sel] & ~reset[sel]
+            if fill.returns_seen is not None:
+                self._track_returns(c, r, reward[sel], batch.valid[r, c], (terminated | truncated | reset)[sel], fill)
+        self.cursor[ids] += 1
+        self.raw_obs[ids] = raw
+
+    def _track_returns(self, ids, rows, reward, valid, ended, fill: _Fill) -> None:
+        """env.normalize_reward: each copy's discounted return, as ``EnvRunner._track_returns`` keeps it."""
+        reward = np.where(valid, np.nan_to_num(np.asarray(reward, np.float64), nan=0.0, posinf=0.0, neginf=0.0), 0.0)
+        returns = self.discounted_returns
+        returns[ids] = np.where(valid, returns[ids] * self.config.ppo.gamma + reward, returns[ids])
+        fill.returns_seen[rows, ids] = returns[ids]
+        returns[ids[ended]] = 0.0
+
+    def _replace_envs(self, result, problem: str, nonfinite: np.ndarray | None, stats: RunStats) -> None:
+        """The env raised (or returned non-finite numbers): every copy's step in flight ends there, truncated and
+        kept out of the loss (a native vector env fails as a whole), and a new env takes its place."""
+        failed = np.flatnonzero(self.in_flight)
+        n = len(failed)
+        zeros = np.zeros(n, dtype=bool)
+        self._record(failed, self.raw_obs[failed], np.zeros(n), zeros, ~zeros, error=~zeros)
+        if nonfinite is not None:
+            stats.env_nonfinite += int(nonfinite.sum())
+            ids = np.asarray(result[4]["env_id"])[nonfinite]
+            stats.nonfinite_messages.extend(f"env {i}: not finite" for i in ids[:3])
+        else:
+            stats.env_errors += n
+            stats.error_messages.append(problem)
+        errors = self.envs.errors  # the budget of consecutive failures carries over to the new env
+        self.envs.close()
+        self.envs = self.make_envs()
+        self.envs.errors = errors
+        self.in_flight[:] = False
+        self.seen[:] = False
+        self._first = self._reset(int(self.rng.integers(2**31 - self.num_envs)))
+
+    def _finish(self, stats: RunStats) -> tuple[Batch, RunStats]:
+        """The oldest open batch is full: it leaves, with its statistics; the next one becomes the oldest."""
+        fill = self.fills.pop(0)
+        self.cursor -= self.steps
+        versions = fill.versions.min(axis=1)  # each row's oldest acting version (never older going down the rows)
+        stats.acted_versions = float(fill.versions.mean(axis=1).sum())
+        stats.version_changes = [(0, int(versions[0]))] + [
+            (t, int(versions[t])) for t in range(1, self.steps) if versions[t] != versions[t - 1]]  # fmt: skip
+        returns, lengths = self.episodes.pop()
+        stats.episode_returns.extend(returns)
+        stats.episode_lengths.extend(lengths)
+        if fill.raw_obs_seen is not None:
+            stats.obs_stats = RunningMeanStd.batch_stats(fill.raw_obs_seen[: self.steps],
+                                                         len(self.envs.single_observation_space.shape))  # fmt: skip
+        if fill.returns_seen is not None:
+            stats.return_stats = RunningMeanStd.batch_stats(fill.returns_seen[fill.batch.valid], 0)
+        return fill.batch, stats
