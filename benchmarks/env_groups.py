@@ -1,8 +1,10 @@
 """Double-buffered workers (``rollout.env_groups``) in a real ``distrl train`` run: a worker's sampling rate against
 the env alone, and the learning itself, with the env copies in one group and in two.
 
-For each pipeline asked (``--pipelines``), the config runs twice, one after the other: ``rollout.env_groups=1``
-(step, act, step) and ``=2`` (one group's envs step while the policy acts for the other's). Reported per run:
+For each pipeline asked (``--pipelines``), the config runs once per way of stepping (``--stepping``), one after the
+other: ``rollout.env_groups=1`` (step, act, step), ``=2`` (one group's envs step while the policy acts for the
+other's) and, for ale-py's envs, ``rollout.ready_envs`` at half the copies (the policy acts for whichever half of
+the copies is ready first, while the rest step). Reported per run:
 
 - a worker's sampling rate: its batch (``num_envs_per_worker x rollout_length`` env steps) over its ``sample_s``,
   median of the iterations after the first two, with the learner beside it as the pipeline has it (sync: idle while
@@ -10,9 +12,10 @@ For each pipeline asked (``--pipelines``), the config runs twice, one after the 
 - that rate's share of one process stepping the same vector env alone (random actions, one thread, the worker's
   own env: ``scale_machine.env_alone_aggregate``), and of the env at its own best (ale-py's thread pool over every
   core, all copies a step or its async mode's first half ready, where the env has one);
-- whether the two runs learned the same: every metric of every row that is not a time is compared. The groups fill
-  the batch one vector env fills (``tests/test_env_groups.py``), so in sync and overlap the rows are identical; in
-  async which batch lands first varies, so there only the returns are reported.
+- whether the runs with one and two groups learned the same: every metric of every row that is not a time is
+  compared. The groups fill the batch one vector env fills (``tests/test_env_groups.py``), so in sync and overlap
+  the rows are identical; in async which batch lands first varies, so there only the returns are reported. Ready
+  copies step in the order they finish, so their run's returns are reported, not compared.
 
     python benchmarks/env_groups.py                                   # Breakout as shipped, sync and overlap
     python benchmarks/env_groups.py --quick                           # Breakout, sync, 4 iterations
@@ -74,10 +77,15 @@ def env_best(config_path: str, overrides: list[str], seconds: float) -> tuple[fl
     return rates[batch], how
 
 
-def run(config_path: str, overrides: list[str], pipeline: str, groups: int, iterations: int) -> dict:
+STEPPING = {"1": (1, False), "2": (2, False), "ready": (1, True)}  # name: (env groups, half the copies acted on as ready)
+
+
+def run(config_path: str, overrides: list[str], pipeline: str, groups: int, iterations: int, ready: bool = False) -> dict:
     from distrl.config import load_config
 
-    items = [*overrides, f"rollout.pipeline={pipeline}", f"rollout.env_groups={groups}"]
+    copies = load_config(config_path, overrides).env.num_envs_per_worker
+    items = [*overrides, f"rollout.pipeline={pipeline}", f"rollout.env_groups={groups}",
+             f"rollout.ready_envs={copies // 2 if ready else 0}"]  # fmt: skip
     base = load_config(config_path, items)
     per_worker = base.env.num_envs_per_worker * base.rollout.rollout_length * base.env.action_repeat
     steps = base.update_size * base.env.action_repeat * iterations
@@ -91,13 +99,14 @@ def run(config_path: str, overrides: list[str], pipeline: str, groups: int, iter
         env = {**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"}
         result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=3600, check=False)
         if result.returncode != 0:
-            raise RuntimeError(f"{pipeline} env_groups={groups} failed:\n{result.stderr[-3000:]}")
+            raise RuntimeError(f"{pipeline} env_groups={groups} ready={ready} failed:\n{result.stderr[-3000:]}")
         rows = metrics_rows(run_dir)
         summary = json.loads((run_dir / "summary.json").read_text())
     steady = rows[WARMUP_ITERATIONS:] or rows[-1:]
     sample_s = statistics.median(r["sample_s"] for r in steady)
-    line = next((s.strip() for s in result.stdout.splitlines() if s.strip().startswith("env groups")), "")
-    return {"pipeline": pipeline, "env_groups": groups, "sample_s": sample_s, "worker_sampling_sps": per_worker / sample_s,
+    line = next((s.strip() for s in result.stdout.splitlines() if s.strip().startswith(("env groups", "env copies"))), "")
+    stepping = f"the first {copies // 2} of {copies} ready" if ready else f"{groups} group" + "s" * (groups > 1)
+    return {"pipeline": pipeline, "env_groups": groups, "stepping": stepping, "sample_s": sample_s, "worker_sampling_sps": per_worker / sample_s,
             "policy_s": statistics.median(r["policy_s"] for r in steady), "env_s": statistics.median(r["env_s"] for r in steady),
             "learn_s": statistics.median(r["learn_s"] for r in steady), "sps": statistics.median(r["sps"] for r in steady),
             "return": summary.get("episode_return_mean"), "rows": rows, "start_line": line}  # fmt: skip
@@ -115,6 +124,8 @@ def main() -> int:
     parser.add_argument("--config", default="configs/breakout.yaml")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--pipelines", nargs="+", default=["sync", "overlap"], choices=["sync", "overlap", "async"])
+    parser.add_argument("--stepping", nargs="+", default=list(STEPPING), choices=list(STEPPING),
+                        help="1 and 2 env groups, and half the copies acted on as they become ready (ale-py's envs)")
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--env-seconds", type=float, default=8.0, help="seconds of each env-alone measurement")
     parser.add_argument("--quick", action="store_true", help="sync only, 4 iterations, 3 s env-alone")
@@ -128,34 +139,41 @@ def main() -> int:
     best, how = env_best(args.config, args.overrides, args.env_seconds) or (None, "")
     print(f"env alone, one process, one thread: {alone:,.0f} env steps/s"
           + (f"; at its best ({how}): {best:,.0f}" if best else ""), flush=True)
+    from distrl.config import load_config
+    from distrl.envs.factory import is_atari
+
+    ways = [w for w in args.stepping if w != "ready" or is_atari(load_config(args.config, args.overrides).env.id)]
     rows, failures = [], []
     for pipeline in args.pipelines:
-        pair = {}
-        for groups in (1, 2):
-            result = run(args.config, args.overrides, pipeline, groups, args.iterations)
-            pair[groups] = result
+        done = {}
+        for way in ways:
+            groups, ready = STEPPING[way]
+            result = run(args.config, args.overrides, pipeline, groups, args.iterations, ready)
+            done[way] = result
             result.update(env_alone_sps=alone, share_of_env_alone=result["worker_sampling_sps"] / alone,
                           share_of_env_best=result["worker_sampling_sps"] / best if best else None)  # fmt: skip
-            print(f"{pipeline:8s} env_groups={groups}: a worker samples {result['worker_sampling_sps']:,.0f} env steps/s "
+            print(f"{pipeline:8s} {result['stepping']}: a worker samples {result['worker_sampling_sps']:,.0f} env steps/s "
                   f"({result['share_of_env_alone']:.2f} of the env alone), sample {result['sample_s']:.3f} s "
                   f"(policy {result['policy_s']:.3f}, waiting on the env {result['env_s']:.3f}), learner "
-                  f"{result['learn_s']:.3f} s/update, run {result['sps']:,.0f} env steps/s; {result['start_line']}",
-                  flush=True)  # fmt: skip
-        same, differ = learned_alike(pair[1]["rows"], pair[2]["rows"])
-        for groups in (1, 2):
-            pair[groups]["speedup"] = pair[1]["sample_s"] / pair[groups]["sample_s"]
-            pair[groups]["rows_identical"] = same if pipeline != "async" else None
-            rows.append({k: v for k, v in pair[groups].items() if k != "rows"})
-        print(f"{pipeline:8s} sampling 2 groups / 1: {pair[2]['speedup']:.2f}x faster; rows of the two runs "
-              + ("not compared (async)" if pipeline == "async" else "identical" if same else f"DIFFER in {differ[:6]}"),
-              flush=True)  # fmt: skip
-        if pipeline != "async" and not same:
+                  f"{result['learn_s']:.3f} s/update, run {result['sps']:,.0f} env steps/s, return {result['return']}; "
+                  f"{result['start_line']}", flush=True)  # fmt: skip
+        same, differ = learned_alike(done["1"]["rows"], done["2"]["rows"]) if {"1", "2"} <= done.keys() else (None, [])
+        for way, result in done.items():
+            result["speedup"] = done["1"]["sample_s"] / result["sample_s"] if "1" in done else None
+            result["rows_identical"] = same if pipeline != "async" and way == "2" else None
+            rows.append({k: v for k, v in result.items() if k != "rows"})
+            if way != "1" and "1" in done:
+                print(f"{pipeline:8s} sampling {result['stepping']} / 1 group: {result['speedup']:.2f}x faster", flush=True)
+        if same is not None:
+            print(f"{pipeline:8s} rows of the runs with 1 and 2 groups: " + ("not compared (async)" if pipeline == "async"
+                  else "identical" if same else f"DIFFER in {differ[:6]}"), flush=True)  # fmt: skip
+        if same is False and pipeline != "async":
             failures.append(f"{pipeline}: the runs with 1 and 2 env groups learned differently ({differ[:6]})")
-    columns = [("pipeline", "pipeline"), ("env_groups", "env groups"), ("worker_sampling_sps", "a worker's env steps/s while sampling"),
+    columns = [("pipeline", "pipeline"), ("stepping", "env copies"), ("worker_sampling_sps", "a worker's env steps/s while sampling"),
                ("share_of_env_alone", "of the env alone (1 thread)"), ("share_of_env_best", "of the env at its best"),
                ("sample_s", "sample s"), ("policy_s", "policy s"), ("env_s", "waiting on the env s"),
                ("speedup", "sampling speed-up"), ("learn_s", "learner s/update"), ("sps", "run env steps/s"),
-               ("rows_identical", "rows identical to 1 group")]  # fmt: skip
+               ("return", "return"), ("rows_identical", "rows identical to 1 group")]  # fmt: skip
     payload = {"machine": machine, "config": args.config, "overrides": args.overrides, "env_alone_sps": alone,
                "env_best_sps": best, "env_best_how": how, "rows": rows}  # fmt: skip
     name = study_name("env_groups_" + Path(args.config).stem, args.overrides)
