@@ -81,9 +81,12 @@ class RolloutWorker:
         # Group g's copies take the seeds a single vector env would give them (seed + their index among all copies).
         per_group = self.num_envs // groups
         if ready:
-            built = iter(self.env_groups)  # the env built above first, then new ones for any that fails
-            self.runners = [ReadyEnvRunner(lambda: next(built, None) or make_ready_envs(), self._observe, self.dist,
-                                           config, seed, self.rng)]  # fmt: skip
+            built = [self.envs]  # the env built above first, then a new one for each that fails
+
+            def envs_for_runner():
+                return built.pop() if built else make_ready_envs()
+
+            self.runners = [ReadyEnvRunner(envs_for_runner, self._observe, self.dist, config, seed, self.rng)]
         else:
             self.runners = [EnvRunner(envs, self.memory, self._observe, self.dist, config, seed + g * per_group,
                                       self.rng, SerialStepper(envs) if groups == 1 else background_stepper(envs))
