@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# Every check and benchmark that needs the GPU machine (16-core Xeon + one NVIDIA GPU), in one run, most wanted first:
+# Every check and benchmark that needs the GPU machine (16-core Xeon + one NVIDIA GPU), in one run; the stages run
+# most wanted first (STAGES' default order: 4 and 7, acting on ready copies there, are what is not yet measured):
 #   1. the learner's minibatch step beside a bare PyTorch step (benchmarks/learner_step.py: loop, device step with eager
 #      kernels and with inductor's, each captured as a CUDA graph);
 #   2. the CUDA tests (pytest -m gpu);
 #   3. the CPU learner on that machine's CPU (it has AMX bf16): the CNN update in fp32, channels-last and bf16, and
 #      learner.amp/compile auto, which times those ways on its first update and says which it kept;
-#   4. Breakout at GPU_WORKERS rollout workers (14) with the GPU learner, async, its envs in one group and in two
-#      (benchmarks/env_groups.py: a worker's sampling rate against the env alone);
+#   4. Breakout at GPU_WORKERS rollout workers (14) with the GPU learner, async, its envs in one group and half of them
+#      acted on as they become ready (rollout.ready_envs; benchmarks/env_groups.py: a worker's sampling rate against
+#      the env alone; two groups were measured there before: 0.97x one);
 #   5. the same workers and learner beside as many processes stepping the env alone (benchmarks/scale_machine.py);
 #   6. a worker policy's forward in each precision and layout on that CPU (benchmarks/inference_forms.py);
 #   7. the workers' policy on the GPU (rollout.compile.backend cuda): a step's policy call there beside the CPU
 #      backends and a Ray round trip (benchmarks/worker_inference.py), then Breakout at GPU_WORKERS workers acting on
-#      their GPU shares, async, env groups 1 and 2 (benchmarks/env_groups.py).
+#      their GPU shares, async, one group and half the copies ready (benchmarks/env_groups.py).
 # Each stage has its own time limit, so one that hangs leaves the others their time. Results go to OUTDIR (argument 1,
 # default benchmarks/results/gpu), with everything printed in OUTDIR/log.
 #
@@ -21,7 +23,7 @@
 set -u
 OUTDIR=${1:-benchmarks/results/gpu}
 WORKERS=${GPU_WORKERS:-14}
-STAGES=${STAGES-"1 2 3 4 5 6 7"}  # in this order; unset: every stage; empty: none (the machine lines only)
+STAGES=${STAGES-"4 7 2 1 3 5 6"}  # in this order; unset: every stage; empty: none (the machine lines only)
 mkdir -p "$OUTDIR"
 exec > >(tee -a "$OUTDIR/log") 2>&1
 export PYTHONUNBUFFERED=1 RAY_USAGE_STATS_ENABLED=0
@@ -54,8 +56,8 @@ stage_3() {
     echo "stage 3 exit $?"
 }
 stage_4() {
-    stage 4 "Breakout, $WORKERS workers, GPU learner, async, env groups 1 and 2 (env_groups.py)" 220
-    timeout 220 python3 benchmarks/env_groups.py --pipelines async --iterations 6 --env-seconds 3 \
+    stage 4 "Breakout, $WORKERS workers, GPU learner, async, one group and half the copies ready (env_groups.py)" 220
+    timeout 220 python3 benchmarks/env_groups.py --pipelines async --stepping 1 ready --iterations 6 --env-seconds 3 \
         --set rollout.num_workers="$WORKERS" --set learner.num_gpus_per_learner="$(gpus)" --results-dir "$OUTDIR"
     echo "stage 4 exit $?"
 }
@@ -76,7 +78,7 @@ stage_7() {
     timeout 60 python3 benchmarks/worker_inference.py --seconds 0.5 --repeats 3 --results-dir "$OUTDIR"
     echo "stage 7a exit $?"
     # The learner and the workers share the one GPU: half for the learner, the rest split among the workers.
-    timeout 240 python3 benchmarks/env_groups.py --pipelines async --iterations 6 --env-seconds 3 \
+    timeout 240 python3 benchmarks/env_groups.py --pipelines async --stepping 1 ready --iterations 6 --env-seconds 3 \
         --set rollout.num_workers="$WORKERS" --set learner.num_gpus_per_learner=0.5 \
         --set rollout.compile.backend=cuda --set rollout.compile.strict=true \
         --set rollout.num_gpus_per_worker="$(python3 -c "print(round(0.5 / $WORKERS, 4))")" --results-dir "$OUTDIR"
