@@ -89,7 +89,7 @@ CASES = {
     "env_groups in a league": Case("train configs/league_duel.yaml --set rollout.env_groups=2", 2, ("rollout.env_groups=2: a league run's seats step as one game table",)),
     "ready_envs on an env that cannot say which copies are ready": Case(f"{TRAIN} --set rollout.ready_envs=32", 2, ("rollout.ready_envs=32: needs ale-py's native vector env", "env.id='CartPole-v1'")),
     "ready_envs as many as the copies": Case("train configs/breakout.yaml --set rollout.ready_envs=8", 2, ("rollout.ready_envs=8: must be fewer than env.num_envs_per_worker=8",)),
-    "ready_envs with model memory": Case("train configs/breakout.yaml --set rollout.ready_envs=4 --set model.lstm_size=64", 2, ("rollout.ready_envs=4: needs a model without memory (model.lstm_size",)),
+    "ready_envs with an attention window": Case("train configs/breakout.yaml --set rollout.ready_envs=4 --set model.type=attention", 2, ("rollout.ready_envs=4: not with an attention window (model.window=16)",)),
     "worker range min > max": Case(f"{TRAIN} --set rollout.pipeline=async --set 'rollout.num_workers={{{{min: 4, max: 2}}}}'", 2, ("rollout.num_workers={min: 4, max: 2}: min must be <= max",)),
     "worker range without async": Case(f"{TRAIN} --set 'rollout.num_workers={{{{min: 1, max: 2}}}}'", 2, ("rollout.num_workers={min: 1, max: 2}: a range needs rollout.pipeline: async",)),
     "algo": Case(f"{TRAIN} --set algo=impala", 2, ("algo='impala'", "'ppo' or 'appo'")),

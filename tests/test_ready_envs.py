@@ -70,6 +70,32 @@ def test_columns_are_each_copys_consecutive_steps_and_log_probs_are_the_policys(
         worker.close()
 
 
+def test_an_lstm_state_follows_each_copy_into_its_column():
+    """With an LSTM each column's chunks start from the state its copy had there (h0, c0) and mark its episode starts:
+    the learner's unroll over the batch (``forward_sequence``) gives back every step's log-probability and value."""
+    seq_len = 8
+    worker = _worker("model.lstm_size=16", f"ppo.seq_len={seq_len}")
+    try:
+        samples = [worker.sample() for _ in range(3)]
+        _check_columns([s[1] for s in samples], [s[0] for s in samples])
+        module = worker.policy.module
+        for _, batch in samples:
+            assert batch.h0.shape == (T // seq_len, 8, 16) and batch.starts.shape == (T, 8)
+            for j in range(T // seq_len):
+                rows = slice(j * seq_len, (j + 1) * seq_len)
+                with torch.no_grad():
+                    pd_params, values = module.forward_sequence(
+                        torch.as_tensor(batch.obs[rows]), torch.as_tensor(batch.h0[j]), torch.as_tensor(batch.c0[j]),
+                        torch.as_tensor(batch.starts[rows]))
+                    logp, _ = worker.dist.log_prob_entropy(pd_params.reshape(seq_len * 8, -1),
+                                                           torch.as_tensor(batch.actions[rows].reshape(-1)))  # fmt: skip
+                np.testing.assert_allclose(logp.numpy().reshape(seq_len, 8), batch.logp[rows], atol=1e-4)
+                np.testing.assert_allclose(values.numpy(), batch.values[rows], atol=1e-4)
+        assert not np.allclose(samples[-1][1].h0, 0)  # the state is carried, not zeroed
+    finally:
+        worker.close()
+
+
 def _log_probs(module, batch) -> np.ndarray:
     with torch.no_grad():
         pd_params, _ = module(torch.as_tensor(batch.obs[:T].reshape(T * 8, 4, 84, 84)))
@@ -134,7 +160,8 @@ def _failing_runner(fail_at: tuple[int, ...], max_errors: int):
         return envs
 
     worker = _worker()  # for its policy and action distribution
-    runner = ReadyEnvRunner(make_envs, lambda raw: raw, worker.dist, config, seed=0, rng=np.random.default_rng(0))
+    runner = ReadyEnvRunner(make_envs, worker.memory, lambda raw: raw, worker.dist, config, seed=0,
+                            rng=np.random.default_rng(0))
     return worker, runner, built
 
 

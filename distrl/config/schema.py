@@ -195,8 +195,8 @@ class RolloutConfig(Section):
         0, description="act on a worker's env copies as they become ready: the env steps every copy in its own threads "
         "and returns the first this many whose step is done, the policy acts for them while the rest step (EnvPool's and "
         "ale-py's batch_size), so no copy waits for the slowest; each copy's column of the batch fills at its own pace "
-        "(one running ahead begins the next batch's). Needs ale-py's native vector env (an ALE/ id) and a model without "
-        "memory; fewer than env.num_envs_per_worker; 0: every copy steps together (rollout.env_groups applies)",
+        "(one running ahead begins the next batch's). Needs ale-py's native vector env (an ALE/ id), no attention window; "
+        "fewer than env.num_envs_per_worker; 0: every copy steps together (rollout.env_groups applies)",
     )
     max_policy_lag: NonNegativeInt = Field(
         4, description="async: a step that acted with weights more than this many versions behind the learner at its "
@@ -587,11 +587,9 @@ class Config(Section):
                             f"env.vectorization auto or native; here env.id={env.id!r}, env.vectorization="
                             f"{env.vectorization}), the one env here that returns its copies as they become ready; "
                             "use 0")
-        memory = ("model.lstm_size" if self.model.lstm_size > 0 else
-                  "model.window" if self.model.type == "attention" and self.model.window > 0 else None)  # fmt: skip
-        if memory is not None:
-            problems.append(f"rollout.ready_envs={ready}: needs a model without memory ({memory} carries state from "
-                            "step to step, which ready copies would have to take out of turn); use 0")
+        if self.model.type == "attention" and self.model.window > 0:
+            problems.append(f"rollout.ready_envs={ready}: not with an attention window (model.window="
+                            f"{self.model.window}); use model.window: 0, an LSTM (model.lstm_size) or ready_envs: 0")
         if self.rollout.env_groups not in (1, "auto"):
             problems.append(f"rollout.ready_envs={ready}: not with rollout.env_groups={self.rollout.env_groups} (acting "
                             "on ready copies already overlaps the env and the policy); use env_groups 1 or auto")

@@ -13,9 +13,10 @@ stepping go on meanwhile. So a step near a batch's start may have acted with the
 each step records the version that acted at it, and the report's ``version_changes`` gives each row its oldest
 (the staleness bound and the policy lag read them), while every step's log-probability is its acting policy's.
 
-The env must say which copies a result belongs to, so this runs only on ale-py's native vector env, and only for
-models without memory (an LSTM's state or an attention window would be taken out of turn); the config refuses the
-rest before anything starts. An env error or non-finite numbers end every copy's step in flight as the guard does for
+The env must say which copies a result belongs to, so this runs only on ale-py's native vector env. A model's memory
+follows each copy: an LSTM's ``(h, c)`` is kept per copy and recorded into its column at each ``ppo.seq_len`` chunk's
+start, where that column reaches it (an attention window is not offered: ale-py's frames are not its tokens). The
+config refuses the rest before anything starts. An env error or non-finite numbers end every copy's step in flight as the guard does for
 any native vector env (truncated, kept out of the loss and the statistics), and a new env replaces the old: ale-py
 cannot reset with copies in flight.
 """
@@ -55,12 +56,13 @@ class ReadyStepping:
 
 
 class ReadyEnvRunner:
-    def __init__(self, make_envs: Callable, observe: Callable[[np.ndarray], np.ndarray], dist, config, seed: int,
-                 rng: np.random.Generator):  # fmt: skip
+    def __init__(self, make_envs: Callable, memory, observe: Callable[[np.ndarray], np.ndarray], dist, config,
+                 seed: int, rng: np.random.Generator):  # fmt: skip
         """``make_envs()``: the worker's vector env with ``batch_size`` (not reset; called again to replace one that
-        failed); ``observe(raw)``: the observation as the policy takes it; ``dist``: the model's ``ActionDist``;
-        ``rng``: the worker's random stream for actions."""
-        self.make_envs, self.observe, self.dist, self.config, self.rng = make_envs, observe, dist, config, rng
+        failed); ``memory``: the model's ``Memory``; ``observe(raw)``: the observation as the policy takes it;
+        ``dist``: the model's ``ActionDist``; ``rng``: the worker's random stream for actions."""
+        self.make_envs, self.memory, self.observe, self.dist = make_envs, memory, observe, dist
+        self.config, self.rng = config, rng
         self.envs = make_envs()
         self.num_envs = n = self.envs.num_envs
         self.steps = config.rollout.rollout_length
@@ -71,6 +73,8 @@ class ReadyEnvRunner:
         self.in_flight = np.zeros(n, dtype=bool)  # copies stepping with an action sent
         self.cursor = np.zeros(n, dtype=np.int64)  # steps recorded in each column since the oldest open batch began
         self.fills: list[_Fill] = []  # the oldest open batch first, then those begun by copies running ahead
+        self.state = memory.initial(n)  # the model memory's, per copy
+        self.next_is_start = np.ones(n, dtype=bool)  # an episode begins at the copy's next observation
         self.episodes = EpisodeTracker(n, config.env.action_repeat)
         self.discounted_returns = np.zeros(n, np.float64) if config.env.normalize_reward else None
         self._first = self._reset(seed)  # (ids, observations): the copies the reset returned, acted on first
@@ -85,8 +89,10 @@ class ReadyEnvRunner:
         return ids, raw
 
     def policy_inputs(self) -> tuple[np.ndarray, ...]:
-        """A real batch as the policy sees it: the copies' newest observations (those that have come back)."""
-        return (self.observe(self.raw_obs[self.seen]),)
+        """A real batch as the policy sees it: the copies' newest observations (those that have come back), with the
+        memory's state."""
+        ids = np.flatnonzero(self.seen)
+        return self.memory.inputs(_rows(self.state, ids), self.observe(self.raw_obs[ids]), self.next_is_start[ids])[0]
 
     def close(self) -> None:
         self.envs.close()
@@ -128,7 +134,8 @@ class ReadyEnvRunner:
         while len(self.fills) <= k:
             cfg, n, steps = self.config, self.num_envs, self.steps
             space = self.envs.single_observation_space
-            batch = Batch.empty(steps, n, space, self.dist.action_shape, self.dist.action_dtype)
+            batch = Batch.empty(steps, n, space, self.dist.action_shape, self.dist.action_dtype,
+                                **self.memory.batch_layout(cfg.ppo.seq_len))  # fmt: skip
             self.fills.append(_Fill(
                 batch=batch,
                 versions=np.zeros((steps, n), np.int64),
@@ -143,8 +150,13 @@ class ReadyEnvRunner:
         tick = time.perf_counter()
         raw = self.raw_obs[ids]
         obs = self.observe(raw)
-        pd_params, value = policy(obs)[:2]
+        state, starts = _rows(self.state, ids), self.next_is_start[ids]
+        inputs, seen = self.memory.inputs(state, obs, starts)
+        pd_params, value, *extra = policy(*inputs)
         actions, logp = self.dist.sample_numpy(pd_params, self.rng)
+        if self.memory.name != "none":  # the state before this step, into each column at its step
+            self._record_memory(ids, state, starts)
+        _put_rows(self.state, ids, self.memory.after(seen, tuple(extra)))
         which, row = np.divmod(self.cursor[ids], self.steps)
         for k in np.unique(which):
             sel = which == k
@@ -164,12 +176,22 @@ class ReadyEnvRunner:
         stats.policy_s += time.perf_counter() - tick
         return self.dist.env_actions(actions, self.envs.single_action_space)
 
+    def _record_memory(self, ids: np.ndarray, state, starts: np.ndarray) -> None:
+        """``Memory.record_step`` for copies ``ids`` (each at its own step): one call per step they are at."""
+        cursors = self.cursor[ids]
+        for cursor in np.unique(cursors):
+            sel = cursors == cursor
+            k, t = divmod(int(cursor), self.steps)
+            self.memory.record_step(self._fill(k).batch, t, _rows(state, np.flatnonzero(sel)), starts[sel],
+                                    self.config.ppo.seq_len, cols=ids[sel])  # fmt: skip
+
     def _record(self, ids: np.ndarray, raw: np.ndarray, reward: np.ndarray, terminated: np.ndarray,
                 truncated: np.ndarray, error: np.ndarray | None = None) -> None:  # fmt: skip
         """The steps of copies ``ids`` into their columns at their cursors; ``error``: steps that failed (kept out of
         the loss and the statistics)."""
         reset = np.zeros(len(ids), dtype=bool) if error is None else error
         valid = self.episodes.step_copies(ids, reward, terminated, truncated, reset)
+        self.next_is_start[ids] = ~valid  # the observation after a reset step starts an episode
         which, row = np.divmod(self.cursor[ids], self.steps)
         for k in np.unique(which):
             sel = which == k
@@ -229,3 +251,18 @@ class ReadyEnvRunner:
         if fill.returns_seen is not None:
             stats.return_stats = RunningMeanStd.batch_stats(fill.returns_seen[fill.batch.valid], 0)
         return fill.batch, stats
+
+
+def _rows(state, ids: np.ndarray):
+    """The memory's state of copies ``ids`` (None, an array, or a tuple of arrays, one row per copy)."""
+    if state is None:
+        return None
+    return tuple(part[ids] for part in state) if isinstance(state, tuple) else state[ids]
+
+
+def _put_rows(state, ids: np.ndarray, rows) -> None:
+    """Copies ``ids``' new state into the memory's state (``_rows``' inverse)."""
+    if state is None:
+        return
+    for part, new in zip(state, rows) if isinstance(state, tuple) else ((state, rows),):
+        part[ids] = new

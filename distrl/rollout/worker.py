@@ -86,7 +86,7 @@ class RolloutWorker:
             def envs_for_runner():
                 return built.pop() if built else make_ready_envs()
 
-            self.runners = [ReadyEnvRunner(envs_for_runner, self._observe, self.dist, config, seed, self.rng)]
+            self.runners = [ReadyEnvRunner(envs_for_runner, self.memory, self._observe, self.dist, config, seed, self.rng)]
         else:
             self.runners = [EnvRunner(envs, self.memory, self._observe, self.dist, config, seed + g * per_group,
                                       self.rng, SerialStepper(envs) if groups == 1 else background_stepper(envs))

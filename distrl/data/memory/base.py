@@ -34,8 +34,9 @@ class Memory(Protocol):
     def record_start(self, batch, state: Any) -> None:
         """Into a new ``batch``: what the learner needs of the state before its first step."""
 
-    def record_step(self, batch, t: int, state: Any, starts: np.ndarray, seq_len: int) -> None:
-        """Into ``batch`` at step ``t`` (which acts): the state before the step and where episodes begin."""
+    def record_step(self, batch, t: int, state: Any, starts: np.ndarray, seq_len: int, cols=slice(None)) -> None:
+        """Into ``batch`` at step ``t`` (which acts): the state before the step and where episodes begin; ``cols``: the
+        batch's columns ``state`` and ``starts`` are for (every one; the ready runner's copies at step ``t``)."""
 
     def example(self, obs_rows: np.ndarray, rng: np.random.Generator | None) -> tuple:
         """Example inputs from ``obs_rows [B * rows_per_example, *obs]`` (export, compile artifacts): any state

@@ -38,10 +38,10 @@ class LSTMMemory:
     def record_start(self, batch, state) -> None:
         pass
 
-    def record_step(self, batch, t: int, state, starts: np.ndarray, seq_len: int) -> None:
+    def record_step(self, batch, t: int, state, starts: np.ndarray, seq_len: int, cols=slice(None)) -> None:
         if t % seq_len == 0:
-            batch.h0[t // seq_len], batch.c0[t // seq_len] = state
-        batch.starts[t] = starts
+            batch.h0[t // seq_len, cols], batch.c0[t // seq_len, cols] = state
+        batch.starts[t, cols] = starts
 
     def example(self, obs_rows: np.ndarray, rng) -> tuple:
         n = len(obs_rows)

@@ -28,7 +28,7 @@ class NoMemory:
     def record_start(self, batch, state) -> None:
         pass
 
-    def record_step(self, batch, t: int, state, starts: np.ndarray, seq_len: int) -> None:
+    def record_step(self, batch, t: int, state, starts: np.ndarray, seq_len: int, cols=slice(None)) -> None:
         pass
 
     def example(self, obs_rows: np.ndarray, rng) -> tuple:

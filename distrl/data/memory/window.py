@@ -36,8 +36,8 @@ class WindowMemory:
     def record_start(self, batch, state: np.ndarray) -> None:
         batch.context[:] = np.swapaxes(state[:, 1:], 0, 1)
 
-    def record_step(self, batch, t: int, state, starts: np.ndarray, seq_len: int) -> None:
-        batch.starts[t] = starts
+    def record_step(self, batch, t: int, state, starts: np.ndarray, seq_len: int, cols=slice(None)) -> None:
+        batch.starts[t, cols] = starts
 
     def example(self, obs_rows: np.ndarray, rng) -> tuple:
         return (obs_rows.reshape(-1, self.window, *self.obs_shape),)
