@@ -136,21 +136,27 @@ def test_a_step_acted_before_new_weights_keeps_its_version():
 
 
 class _FailingAtari(ale_py.vector_env.AtariVectorEnv):
-    """ale-py's vector env whose ``recv`` raises on its ``fail_at``-th call (counted across every instance)."""
+    """ale-py's vector env whose ``recv`` raises on its ``fail_at``-th call (counted across every instance), and returns
+    a NaN reward for its first copy on its ``nan_at``-th."""
 
     calls = 0
     fail_at: tuple[int, ...] = ()
+    nan_at = 0
 
     def recv(self):
         _FailingAtari.calls += 1
         if _FailingAtari.calls in self.fail_at:
             raise RuntimeError("emulator fault")
-        return super().recv()
+        obs, reward, terminated, truncated, info = super().recv()
+        if _FailingAtari.calls == self.nan_at:
+            reward = reward.astype(np.float64)
+            reward[0] = np.nan
+        return obs, reward, terminated, truncated, info
 
 
-def _failing_runner(fail_at: tuple[int, ...], max_errors: int):
+def _failing_runner(fail_at: tuple[int, ...], max_errors: int, nan_at: int = 0):
     config = load_config(None, [*BASE, f"env.max_consecutive_errors={max_errors}"])
-    _FailingAtari.calls, _FailingAtari.fail_at = 0, fail_at
+    _FailingAtari.calls, _FailingAtari.fail_at, _FailingAtari.nan_at = 0, fail_at, nan_at
     built = []
 
     def make_envs():
@@ -180,6 +186,18 @@ def test_an_env_error_ends_the_steps_in_flight_and_a_new_env_goes_on():
         assert failed.sum(axis=0).min() >= 1  # each column holds its failed step, out of the loss
         for batch in batches:
             np.testing.assert_array_equal(batch.obs[0].shape, (8, 4, 84, 84))
+    finally:
+        runner.close()
+        worker.close()
+
+
+def test_a_non_finite_reward_is_counted_and_a_new_env_goes_on():
+    worker, runner, built = _failing_runner(fail_at=(), max_errors=3, nan_at=15)
+    try:
+        infos = [runner.next_batch(worker.policy, lambda: 0)[1] for _ in range(3)]
+        assert len(built) == 2
+        assert sum(s.env_nonfinite for s in infos) == 1 and sum(s.env_errors for s in infos) == 0
+        assert any(m.endswith("not finite") for s in infos for m in s.nonfinite_messages)
     finally:
         runner.close()
         worker.close()

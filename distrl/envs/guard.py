@@ -58,7 +58,12 @@ def nonfinite_parts(obs, reward) -> str:
 
 
 class _NonFinite(Exception):
-    """An env step returned NaN or infinity (handled like an error the env raised)."""
+    """An env step returned NaN or infinity (handled like an error the env raised); a vector env's carries which copies
+    (``mask``) and the step's ``result``."""
+
+    def __init__(self, message: str, mask: np.ndarray | None = None, result: tuple | None = None):
+        super().__init__(message)
+        self.mask, self.result = mask, result
 
 
 class GuardedEnv(gym.Wrapper):
@@ -127,38 +132,39 @@ class GuardedVectorEnv(gym.vector.VectorWrapper):
 
     def recv_ready(self) -> tuple[tuple | None, str, np.ndarray | None]:
         """``recv`` for an env that returns its copies as they become ready (ale-py's ``batch_size``, their ids in
-        ``info["env_id"]``): ``(result, "", None)``, or where the step (or the send before it) raised or returned
-        non-finite numbers ``(None, message, nonfinite)`` (``nonfinite``: per returned copy, or None for a raise),
+        ``info["env_id"]``): ``(result, "", None)``; where the step (or the send before it) raised, ``(None, message,
+        None)``; where it returned non-finite numbers, ``(result, message, nonfinite)`` (per returned copy). Either is
         counted against the error budget (past it, ``EnvFailure``). Such an env cannot be reset here: its other copies'
         steps are in flight, and a reset in their midst mixes up its queue (seen with ale-py 0.12), so the caller
         builds a new one."""
         error, self._send_error = self._send_error, None
-        nonfinite = None
         try:
-            if error is not None:
-                raise error
-            result = self.env.recv()
-            nonfinite = self._nonfinite(result[0], result[1])
-            if nonfinite is not None:
-                raise _NonFinite(f"{int(nonfinite.sum())} of {len(nonfinite)} copies returned non-finite numbers")
+            result = self._checked(self.env.recv, error)
         except (EnvFailure, OwnCodeError):
             raise
         except Exception as exc:
-            return None, self.errors.failed(exc), nonfinite
+            bad = exc if isinstance(exc, _NonFinite) else None
+            return (None if bad is None else bad.result), self.errors.failed(exc), (None if bad is None else bad.mask)
         self.errors.succeeded()
         return result, "", None
+
+    def _checked(self, step, error: BaseException | None) -> tuple:
+        """``step()``'s result; raises the send's ``error`` before it, or ``_NonFinite`` where the result holds NaN or
+        infinity."""
+        if error is not None:
+            raise error
+        result = step()
+        nonfinite = self._nonfinite(result[0], result[1])
+        if nonfinite is not None:
+            raise _NonFinite(f"{int(nonfinite.sum())} of {len(nonfinite)} copies returned non-finite numbers", nonfinite,
+                             result)  # fmt: skip
+        return result
 
     def _guarded(self, step, error: BaseException | None = None):
         """``step()``'s result, or where it (or the send before it: ``error``) raised or returned non-finite numbers,
         the reset copies as a truncated step with the error in its info."""
-        nonfinite = None
         try:
-            if error is not None:
-                raise error
-            result = step()
-            nonfinite = self._nonfinite(result[0], result[1])
-            if nonfinite is not None:
-                raise _NonFinite(f"{int(nonfinite.sum())} of {self.num_envs} copies returned non-finite numbers")
+            result = self._checked(step, error)
         except (EnvFailure, OwnCodeError):
             raise
         except Exception as exc:
@@ -168,9 +174,9 @@ class GuardedVectorEnv(gym.vector.VectorWrapper):
             except Exception as reset_exc:
                 raise EnvFailure(f"vector env step raised {message}, and reset then raised {_describe(reset_exc)}", 1) from None
             n = self.num_envs
-            if nonfinite is not None:  # the copies at fault are counted; the rest were reset with them (masked too)
-                parts = np.array([nonfinite_parts(o, r) + " not finite" for o, r in zip(result[0], result[1])], dtype=object)
-                info = {**info, "env_nonfinite": parts, "_env_nonfinite": nonfinite, "_env_reset": np.ones(n, dtype=bool)}
+            if isinstance(exc, _NonFinite):  # the copies at fault are counted; the rest were reset with them (masked too)
+                parts = np.array([nonfinite_parts(o, r) + " not finite" for o, r in zip(*exc.result[:2])], dtype=object)
+                info = {**info, "env_nonfinite": parts, "_env_nonfinite": exc.mask, "_env_reset": np.ones(n, dtype=bool)}
             else:
                 info = {**info, "env_error": np.full(n, message, dtype=object), "_env_error": np.ones(n, dtype=bool)}
             return obs, np.zeros(n), np.zeros(n, dtype=bool), np.ones(n, dtype=bool), info
