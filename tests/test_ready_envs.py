@@ -96,6 +96,28 @@ def test_an_lstm_state_follows_each_copy_into_its_column():
         worker.close()
 
 
+def test_each_copys_discounted_return_runs_on_across_its_columns():
+    """env.normalize_reward: each copy's discounted return is kept per copy as its column fills (and on into the next
+    batch's), so the statistics a batch reports are those of its columns' returns, recomputed here step by step."""
+    worker = _worker("env.normalize_reward=true", "ppo.gamma=0.9")
+    try:
+        samples = [worker.sample() for _ in range(4)]
+        returns = np.zeros(8)
+        for info, batch in samples:
+            seen = np.zeros((T, 8))
+            for t in range(T):
+                valid = batch.valid[t]
+                returns = np.where(valid, returns * 0.9 + batch.rewards[t], returns)
+                seen[t] = returns
+                returns[batch.terminated[t] | batch.truncated[t]] = 0.0
+            count, mean, var = info.return_stats
+            assert count == batch.valid.sum()
+            np.testing.assert_allclose([mean, var], [seen[batch.valid].mean(), seen[batch.valid].var()], rtol=1e-6)
+        assert any(batch.rewards.any() for _, batch in samples)  # rewards came, so the returns are not all zero
+    finally:
+        worker.close()
+
+
 def _log_probs(module, batch) -> np.ndarray:
     with torch.no_grad():
         pd_params, _ = module(torch.as_tensor(batch.obs[:T].reshape(T * 8, 4, 84, 84)))
