@@ -164,6 +164,7 @@ class _FailingAtari(ale_py.vector_env.AtariVectorEnv):
     calls = 0
     fail_at: tuple[int, ...] = ()
     nan_at = 0
+    nan_copy = -1
 
     def recv(self):
         _FailingAtari.calls += 1
@@ -173,6 +174,7 @@ class _FailingAtari(ale_py.vector_env.AtariVectorEnv):
         if _FailingAtari.calls == self.nan_at:
             reward = reward.astype(np.float64)
             reward[0] = np.nan
+            _FailingAtari.nan_copy = int(info["env_id"][0])
         return obs, reward, terminated, truncated, info
 
 
@@ -219,7 +221,7 @@ def test_a_non_finite_reward_is_counted_and_a_new_env_goes_on():
         infos = [runner.next_batch(worker.policy, lambda: 0)[1] for _ in range(3)]
         assert len(built) == 2
         assert sum(s.env_nonfinite for s in infos) == 1 and sum(s.env_errors for s in infos) == 0
-        assert any(m.endswith("not finite") for s in infos for m in s.nonfinite_messages)
+        assert [m for s in infos for m in s.nonfinite_messages] == [f"env {_FailingAtari.nan_copy}: reward not finite"]
     finally:
         runner.close()
         worker.close()

@@ -32,6 +32,7 @@ import numpy as np
 from distrl.common.running_mean_std import RunningMeanStd
 from distrl.data.batch import Batch
 from distrl.envs.episodes import EpisodeTracker
+from distrl.envs.guard import nonfinite_parts
 from distrl.rollout.env_runner import RunStats
 
 
@@ -219,10 +220,11 @@ class ReadyEnvRunner:
         n = len(failed)
         zeros = np.zeros(n, dtype=bool)
         self._record(failed, self.raw_obs[failed], np.zeros(n), zeros, ~zeros, error=~zeros)
-        if nonfinite is not None:
+        if nonfinite is not None:  # named as the guard names them in a vector env's step
             stats.env_nonfinite += int(nonfinite.sum())
-            ids = np.asarray(result[4]["env_id"])[nonfinite]
-            stats.nonfinite_messages.extend(f"env {i}: not finite" for i in ids[:3])
+            ids, obs, reward = np.asarray(result[4]["env_id"]), result[0], result[1]
+            stats.nonfinite_messages.extend(f"env {ids[j]}: {nonfinite_parts(obs[j], reward[j])} not finite"
+                                            for j in np.flatnonzero(nonfinite)[:3])  # fmt: skip
         else:
             stats.env_errors += n
             stats.error_messages.append(problem)
