@@ -16,9 +16,9 @@ each step records the version that acted at it, and the report's ``version_chang
 The env must say which copies a result belongs to, so this runs only on ale-py's native vector env. A model's memory
 follows each copy: an LSTM's ``(h, c)`` is kept per copy and recorded into its column at each ``ppo.seq_len`` chunk's
 start, where that column reaches it (an attention window is not offered: ale-py's frames are not its tokens). The
-config refuses the rest before anything starts. An env error or non-finite numbers end every copy's step in flight as the guard does for
-any native vector env (truncated, kept out of the loss and the statistics), and a new env replaces the old: ale-py
-cannot reset with copies in flight.
+config refuses the rest before anything starts. An env error or non-finite numbers end every copy's step in flight,
+as the guard does for any native vector env (truncated, kept out of the loss and the statistics), and a new env
+replaces the old: ale-py cannot reset with copies in flight.
 """
 
 from __future__ import annotations
