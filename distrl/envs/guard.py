@@ -156,8 +156,8 @@ class GuardedVectorEnv(gym.vector.VectorWrapper):
         result = step()
         nonfinite = self._nonfinite(result[0], result[1])
         if nonfinite is not None:
-            raise _NonFinite(f"{int(nonfinite.sum())} of {len(nonfinite)} copies returned non-finite numbers", nonfinite,
-                             result)  # fmt: skip
+            message = f"{int(nonfinite.sum())} of {len(nonfinite)} copies returned non-finite numbers"
+            raise _NonFinite(message, nonfinite, result)
         return result
 
     def _guarded(self, step, error: BaseException | None = None):

@@ -140,14 +140,16 @@ class ReadyEnvRunner:
             self.fills.append(_Fill(
                 batch=batch,
                 versions=np.zeros((steps, n), np.int64),
-                raw_obs_seen=np.empty((steps + 1, n, *space.shape), dtype=batch.obs.dtype) if cfg.env.normalize_obs else None,
+                raw_obs_seen=(np.empty((steps + 1, n, *space.shape), dtype=batch.obs.dtype)
+                              if cfg.env.normalize_obs else None),
                 returns_seen=np.zeros((steps, n), np.float64) if self.discounted_returns is not None else None,
             ))  # fmt: skip
         return self.fills[k]
 
     def _act(self, ids: np.ndarray, policy, version: int, stats: RunStats) -> np.ndarray:
         """The policy on copies ``ids``' newest observations, into each one's column at its cursor (and, at a column's
-        step 0 of a later batch, into the batch before as its bootstrap); returns their actions as the env takes them."""
+        step 0 of a later batch, into the batch before as its bootstrap); returns their actions as the env takes
+        them."""
         tick = time.perf_counter()
         raw = self.raw_obs[ids]
         obs = self.observe(raw)
@@ -198,7 +200,8 @@ class ReadyEnvRunner:
             sel = which == k
             fill, r, c = self.fills[int(k)], row[sel], ids[sel]
             batch = fill.batch
-            batch.rewards[r, c], batch.terminated[r, c], batch.truncated[r, c] = reward[sel], terminated[sel], truncated[sel]
+            batch.rewards[r, c], batch.terminated[r, c] = reward[sel], terminated[sel]
+            batch.truncated[r, c] = truncated[sel]
             batch.valid[r, c] = valid[sel] & ~reset[sel]
             if fill.returns_seen is not None:
                 self._track_returns(c, r, reward[sel], batch.valid[r, c], (terminated | truncated | reset)[sel], fill)
