@@ -190,7 +190,7 @@ def _failing_runner(fail_at: tuple[int, ...], max_errors: int, nan_at: int = 0):
         return envs
 
     worker = _worker()  # for its policy and action distribution
-    runner = ReadyEnvRunner(make_envs, worker.memory, lambda raw: raw, worker.dist, config, seed=0,
+    runner = ReadyEnvRunner(make_envs(), make_envs, worker.memory, lambda raw: raw, worker.dist, config, seed=0,
                             rng=np.random.default_rng(0))
     return worker, runner, built
 

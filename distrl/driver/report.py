@@ -86,12 +86,12 @@ def print_start(say, config: Config, run_dir: str, joined: RayTarget, actors, re
         + f"/worker, policy backend {backend} "
         f"(ready in {info['startup_s']:.2f} s{shared})"
     )
-    groups = f"{info['env_groups']} groups of {cfg.env.num_envs_per_worker // info['env_groups']} envs" if info[
-        "env_groups"] > 1 else "1 group (step, act, step)"
-    chosen = f", chosen by auto: {info['env_groups_reason']}" if info["env_groups_reason"] else ""
     if cfg.rollout.ready_envs:  # rollout.ready_envs: no groups, each copy acted on as it becomes ready
         say(f"           env copies: {info['env_stepping']} (rollout.ready_envs)")
     else:
+        groups = f"{info['env_groups']} groups of {cfg.env.num_envs_per_worker // info['env_groups']} envs" if info[
+            "env_groups"] > 1 else "1 group (step, act, step)"
+        chosen = f", chosen by auto: {info['env_groups_reason']}" if info["env_groups_reason"] else ""
         say(f"           env groups: {groups}" + (f", stepped by {info['env_stepping']}" if info["env_groups"] > 1 else "")
             + chosen)
     forms = sorted({i["form"] for i in actors.backend_infos})

@@ -171,11 +171,16 @@ class EnvRunner:
         """env.normalize_reward: add step ``t``'s reward to each env's discounted return (valid steps only: a reset
         step's reward is no reward), record it for the statistics, and start again where an episode ended
         (SB3's VecNormalize: ``returns = returns * gamma + reward``, zeroed at done)."""
-        gamma = self.config.ppo.gamma
-        reward = np.where(valid, np.nan_to_num(np.asarray(reward, np.float64), nan=0.0, posinf=0.0, neginf=0.0), 0.0)
-        self.discounted_returns = np.where(valid, self.discounted_returns * gamma + reward, self.discounted_returns)
+        self.discounted_returns = discounted_step(self.discounted_returns, reward, valid, self.config.ppo.gamma)
         seen[t] = self.discounted_returns
         self.discounted_returns[ended] = 0.0
+
+
+def discounted_step(returns: np.ndarray, reward: np.ndarray, valid: np.ndarray, gamma: float) -> np.ndarray:
+    """Discounted returns after one step: ``returns * gamma + reward`` where the step is valid (a reset step's reward
+    is no reward; NaN or inf counts as 0), unchanged elsewhere."""
+    reward = np.where(valid, np.nan_to_num(np.asarray(reward, np.float64), nan=0.0, posinf=0.0, neginf=0.0), 0.0)
+    return np.where(valid, returns * gamma + reward, returns)
 
 
 def run_groups(runners: list[EnvRunner], batch: Batch, policy, before_step: Callable[[], int]) -> RunStats:

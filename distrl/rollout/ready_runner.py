@@ -33,7 +33,7 @@ from distrl.common.running_mean_std import RunningMeanStd
 from distrl.data.batch import Batch
 from distrl.envs.episodes import EpisodeTracker
 from distrl.envs.guard import nonfinite_parts
-from distrl.rollout.env_runner import RunStats
+from distrl.rollout.env_runner import RunStats, discounted_step
 
 
 @dataclass
@@ -57,14 +57,14 @@ class ReadyStepping:
 
 
 class ReadyEnvRunner:
-    def __init__(self, make_envs: Callable, memory, observe: Callable[[np.ndarray], np.ndarray], dist, config,
+    def __init__(self, envs, make_envs: Callable, memory, observe: Callable[[np.ndarray], np.ndarray], dist, config,
                  seed: int, rng: np.random.Generator):  # fmt: skip
-        """``make_envs()``: the worker's vector env with ``batch_size`` (not reset; called again to replace one that
-        failed); ``memory``: the model's ``Memory``; ``observe(raw)``: the observation as the policy takes it;
+        """``envs``: the worker's vector env with ``batch_size`` (not reset); ``make_envs()``: another like it, to
+        replace one that failed; ``memory``: the model's ``Memory``; ``observe(raw)``: the observation as the policy takes it;
         ``dist``: the model's ``ActionDist``; ``rng``: the worker's random stream for actions."""
         self.make_envs, self.memory, self.observe, self.dist = make_envs, memory, observe, dist
         self.config, self.rng = config, rng
-        self.envs = make_envs()
+        self.envs = envs
         self.num_envs = n = self.envs.num_envs
         self.steps = config.rollout.rollout_length
         self.stepper = ReadyStepping(config.rollout.ready_envs, n)
@@ -210,9 +210,8 @@ class ReadyEnvRunner:
 
     def _track_returns(self, ids, rows, reward, valid, ended, fill: _Fill) -> None:
         """env.normalize_reward: each copy's discounted return, as ``EnvRunner._track_returns`` keeps it."""
-        reward = np.where(valid, np.nan_to_num(np.asarray(reward, np.float64), nan=0.0, posinf=0.0, neginf=0.0), 0.0)
         returns = self.discounted_returns
-        returns[ids] = np.where(valid, returns[ids] * self.config.ppo.gamma + reward, returns[ids])
+        returns[ids] = discounted_step(returns[ids], reward, valid, self.config.ppo.gamma)
         fill.returns_seen[rows, ids] = returns[ids]
         returns[ids[ended]] = 0.0
 

@@ -81,12 +81,8 @@ class RolloutWorker:
         # Group g's copies take the seeds a single vector env would give them (seed + their index among all copies).
         per_group = self.num_envs // groups
         if ready:
-            built = [self.envs]  # the env built above first, then a new one for each that fails
-
-            def envs_for_runner():
-                return built.pop() if built else make_ready_envs()
-
-            self.runners = [ReadyEnvRunner(envs_for_runner, self.memory, self._observe, self.dist, config, seed, self.rng)]
+            self.runners = [ReadyEnvRunner(self.envs, make_ready_envs, self.memory, self._observe, self.dist, config,
+                                           seed, self.rng)]  # fmt: skip
         else:
             self.runners = [EnvRunner(envs, self.memory, self._observe, self.dist, config, seed + g * per_group,
                                       self.rng, SerialStepper(envs) if groups == 1 else background_stepper(envs))
