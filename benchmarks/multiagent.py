@@ -8,17 +8,19 @@ the last 10 % of the steps (steadier: one report moves by a return point from th
 the wall time from launch. Tasks:
 
 - ``spread``: MPE ``simple_spread`` (3 agents, 25 steps an episode, discrete actions; the ``mpe2`` package, installed
-  with ``pip install --no-deps mpe2``: its pygame-ce dependency would overwrite pygame's files). Settings: entropy
-  0.01 (MAPPO's), lr 3e-4, 4 epochs of 4 minibatches, gamma 0.9, return normalisation and the paper's clip
-  (``ppo.proximal: behaviour``, as these runs were measured; ``configs/cartpole.yaml``, their base, has ``learner``).
-  MAPPO's own (lr 7e-4, 10 epochs on one minibatch, gamma 0.99) made distrl's policies worse than random here once
-  the critic fitted (the 25-step time limit is bootstrapped in distrl, a termination in MAPPO's MPE): see
-  docs/multiagent.md;
+  with ``pip install --no-deps mpe2``: its pygame-ce dependency would overwrite pygame's files). Settings (``SETTINGS``,
+  which RLlib's runs take too): entropy 0.01 (MAPPO's), lr 3e-4, 4 epochs of 4 minibatches, gamma 0.9, a tanh MLP;
+  distrl's runs add return normalisation and the paper's clip (``ppo.proximal: behaviour``, as these runs were
+  measured; ``configs/cartpole.yaml``, their base, has ``learner``);
+- ``spread_relu``: the same with MAPPO's gamma 0.99 and its ReLU activation. With tanh at gamma 0.99 distrl's policies
+  drifted off the map once the critic fitted: a tanh critic saturates on the far positions a drifting agent reaches
+  and values them as it values nearer ones (docs/multiagent.md);
 - ``cartpole_team``: distrl's team of three CartPoles (``distrl.envs.testing:cartpole_team``), where the agents do not
   interact: a central critic has nothing to add there (what --quick runs).
 
     python benchmarks/multiagent.py                                      # spread, every variant (RLlib's too), seeds 0-1
     python benchmarks/multiagent.py --variants independent rllib         # distrl beside RLlib's multi-agent PPO
+    python benchmarks/multiagent.py --tasks spread_relu --variants independent rllib --seeds 0 1 2 3
     python benchmarks/multiagent.py --variants independent central_obs --seeds 0 1 2
     python benchmarks/multiagent.py --variants independent --set ppo.anneal_lr=true   # distrl's runs with a setting
     python benchmarks/multiagent.py --quick                              # cartpole_team, 20k agent steps, 2 variants
@@ -41,12 +43,26 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine, study_name, write_results  # noqa: E402
 
+SPREAD_ENV = ["env.id=mpe2.simple_spread_v3:parallel_env", "env.kwargs={N: 3, max_cycles: 25, continuous_actions: false}",
+              "env.num_envs_per_worker=192", "rollout.rollout_length=50", "env.normalize_reward=true",
+              "stop.episode_return_mean=null"]  # fmt: skip
+# The learning settings both systems take (RLlib's runs read them too, rllib_run): distrl's --set items are built from
+# them. ``spread`` is the round measured first (tanh, gamma 0.9); ``spread_relu`` takes MAPPO's gamma and activation.
+SPREAD = {"gamma": 0.9, "lr": 3e-4, "epochs": 4, "minibatches": 4, "ent_coef": 0.01, "activation": "tanh"}
+SETTINGS = {"spread": SPREAD, "spread_relu": SPREAD | {"gamma": 0.99, "activation": "relu"}}
+
+
+def distrl_settings(settings: dict) -> list[str]:
+    """``--set`` items for a task's shared settings (64 copies x 3 agents x 50 steps: 9,600 agent steps an update)."""
+    return [f"ppo.gamma={settings['gamma']}", f"ppo.lr={settings['lr']}", f"ppo.epochs={settings['epochs']}",
+            f"ppo.minibatch_size={192 * 50 // settings['minibatches']}", f"ppo.ent_coef={settings['ent_coef']}",
+            f"model.activation={settings['activation']}", "ppo.proximal=behaviour"]  # fmt: skip
+
+
 TASKS = {
     # name: (overrides on configs/cartpole.yaml, agent steps)
-    "spread": (["env.id=mpe2.simple_spread_v3:parallel_env", "env.kwargs={N: 3, max_cycles: 25, continuous_actions: false}",
-                "env.num_envs_per_worker=192", "rollout.rollout_length=50", "ppo.minibatch_size=2400", "ppo.epochs=4",
-                "ppo.lr=3e-4", "ppo.ent_coef=0.01", "ppo.gamma=0.9", "env.normalize_reward=true", "ppo.proximal=behaviour",
-                "stop.episode_return_mean=null"], 1_000_000),
+    "spread": (SPREAD_ENV + distrl_settings(SETTINGS["spread"]), 1_000_000),
+    "spread_relu": (SPREAD_ENV + distrl_settings(SETTINGS["spread_relu"]), 1_000_000),
     "cartpole_team": (["env.id=distrl.envs.testing:cartpole_team", "env.num_envs_per_worker=48", "ppo.proximal=behaviour",
                        "stop.episode_return_mean=null"], 300_000),
 }  # fmt: skip
@@ -62,9 +78,9 @@ VARIANTS = {
 
 def run_rllib(task: str, seed: int, steps: int) -> dict:
     """RLlib's PPO on ``task`` (spread only), in a process of its own (``--rllib-run``): its own Ray."""
-    if task != "spread":
-        raise RuntimeError(f"{task} rllib seed {seed}: the RLlib variant runs spread only")
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "multiagent.py"), "--rllib-run", str(seed), str(steps)]
+    if task not in SETTINGS:
+        raise RuntimeError(f"{task} rllib seed {seed}: the RLlib variant runs {', '.join(SETTINGS)} only")
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "multiagent.py"), "--rllib-run", task, str(seed), str(steps)]
     start = time.perf_counter()
     result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=4 * 3600,
                             env={**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"})  # fmt: skip
@@ -82,13 +98,13 @@ def spread_env(_config=None):
     return ParallelPettingZooEnv(simple_spread_v3.parallel_env(N=3, max_cycles=25, continuous_actions=False))
 
 
-def rllib_run(seed: int, steps: int) -> None:
+def rllib_run(task: str, seed: int, steps: int) -> None:
     """The ``rllib`` variant, in a process of its own (its own Ray): RLlib's PPO (the new API stack of RLlib 2.60) on
     spread through RLlib's PettingZoo wrapper (``ParallelPettingZooEnv``), every agent mapped to one shared policy
     (parameter sharing, as the ``independent`` variant), with distrl's settings where RLlib has them: the same batch of
-    agent steps (64 env copies x 3 agents x 50 steps), 4 epochs of 4 minibatches, lr 3e-4, gamma 0.9, GAE lambda 0.95,
-    clip 0.2, entropy 0.01, value loss 0.5, gradient norm 0.5, no KL penalty, a [64, 64] tanh MLP with a value
-    network of its own, one env runner. RLlib has no return normalisation (distrl's variants normalise returns).
+    agent steps (64 env copies x 3 agents x 50 steps), the task's ``SETTINGS`` (gamma, lr, epochs, minibatches,
+    entropy, activation), GAE lambda 0.95, clip 0.2, value loss 0.5, gradient norm 0.5, no KL penalty, a [64, 64] MLP
+    with a value network of its own, one env runner. RLlib has no return normalisation (distrl's variants normalise returns).
     Prints one JSON row: the per-agent return of the last episodes (``agent_episode_returns_mean`` averaged over the
     agents; distrl's ``episode_return_mean`` is per agent too), its best, the agent steps, the wall time."""
     start = time.perf_counter()
@@ -101,15 +117,17 @@ def rllib_run(seed: int, steps: int) -> None:
     register_env("spread", spread_env)
     agents = 3
     env_steps_per_batch = 192 * 50 // agents  # distrl's 9,600 agent steps an update
+    settings = SETTINGS[task]
     config = (
         PPOConfig()
         .environment("spread")
         .multi_agent(policies={"shared"}, policy_mapping_fn=lambda agent_id, *a, **k: "shared")
         .env_runners(num_env_runners=1, num_envs_per_env_runner=64, rollout_fragment_length=50)
-        .training(lr=3e-4, gamma=0.9, lambda_=0.95, clip_param=0.2, entropy_coeff=0.01, vf_loss_coeff=0.5,
-                  grad_clip=0.5, use_kl_loss=False, kl_coeff=0.0, num_epochs=4,
-                  train_batch_size_per_learner=env_steps_per_batch, minibatch_size=env_steps_per_batch * agents // 4)
-        .rl_module(model_config=DefaultModelConfig(fcnet_hiddens=[64, 64], fcnet_activation="tanh",
+        .training(lr=settings["lr"], gamma=settings["gamma"], lambda_=0.95, clip_param=0.2,
+                  entropy_coeff=settings["ent_coef"], vf_loss_coeff=0.5, grad_clip=0.5, use_kl_loss=False, kl_coeff=0.0,
+                  num_epochs=settings["epochs"], train_batch_size_per_learner=env_steps_per_batch,
+                  minibatch_size=env_steps_per_batch * agents // settings["minibatches"])
+        .rl_module(model_config=DefaultModelConfig(fcnet_hiddens=[64, 64], fcnet_activation=settings["activation"],
                                                    vf_share_layers=False))
         .debugging(seed=seed)
     )  # fmt: skip
@@ -174,11 +192,12 @@ def main(argv=None) -> int:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="distrl's runs: this setting after the task's and the variant's (repeatable; RLlib's runs "
                         "keep theirs); the results are written apart from the plain run's")
-    parser.add_argument("--rllib-run", nargs=2, type=int, metavar=("SEED", "STEPS"), help=argparse.SUPPRESS)
+    parser.add_argument("--rllib-run", nargs=3, metavar=("TASK", "SEED", "STEPS"), help=argparse.SUPPRESS)
     add_results_dir_argument(parser)
     args = parser.parse_args(argv)
     if args.rllib_run:
-        rllib_run(*args.rllib_run)
+        task, seed, steps = args.rllib_run
+        rllib_run(task, int(seed), int(steps))
         return 0
     if args.quick:
         args.tasks, args.variants, args.seeds, args.steps = ["cartpole_team"], ["independent", "central_obs"], [0], 20_000
@@ -189,7 +208,7 @@ def main(argv=None) -> int:
         steps = args.steps or TASKS[task][1]
         for variant in args.variants:
             if variant in ("central_state", "rllib") and task == "cartpole_team":
-                continue  # no global state; RLlib runs spread
+                continue  # no global state; RLlib runs the spread tasks
             for seed in args.seeds:
                 try:
                     row = run(task, variant, seed, steps, args.overrides)
