@@ -1,6 +1,7 @@
 """Sampling per worker core: the env alone (random actions, the physical ceiling) against a full
 ``RolloutWorker.sample`` with each policy backend, one thread, in one process, with the env copies in one group
-and in two (``rollout.env_groups``: one group's envs step while the policy acts for the other's).
+and in two (``rollout.env_groups``: one group's envs step while the policy acts for the other's) and, for ale-py's
+envs, with half the copies acted on as they become ready (``rollout.ready_envs``).
 
 For each case it reports env steps/s per core and where a worker's time goes: the vector env's
 step, the policy (forward and action sampling) and the rest (bookkeeping: writing the batch,
@@ -10,6 +11,7 @@ fails the run.
 
     python benchmarks/sampling.py              # CartPole MLP (64 envs), CartPole-LSTM, CartPole as 48 envs and as
                                                # 16 copies of 3 agents, Breakout CNN (8, 32 envs)
+    python benchmarks/sampling.py --cases breakout_cnn_8 --backends onnxrt --stepping 1 2 ready
     python benchmarks/sampling.py --quick      # seconds; the test suite runs this
 """
 
@@ -29,6 +31,7 @@ from benchmarks.common import add_results_dir_argument, machine_info, markdown_t
 from distrl.compile import available_backends  # noqa: E402
 from distrl.config import load_config  # noqa: E402
 from distrl.envs import make_run_vec_env  # noqa: E402
+from distrl.envs.factory import is_atari  # noqa: E402
 from distrl.rollout import make_worker  # noqa: E402
 
 CASES = {
@@ -51,12 +54,16 @@ CASES = {
 }  # fmt: skip
 
 
-def case_config(name: str, backend: str, env_groups: int = 1):
+STEPPING = {"1": (1, False), "2": (2, False), "ready": (1, True)}  # name: (env groups, half the copies acted on as ready)
+
+
+def case_config(name: str, backend: str, env_groups: int = 1, ready: bool = False):
     overrides, length = CASES[name]
     num_envs = int(next(o for o in overrides if o.startswith("env.num_envs_per_worker=")).split("=")[1])
     return load_config(None, [*overrides, f"rollout.rollout_length={length}", f"ppo.minibatch_size={num_envs * length}",
                               f"rollout.compile.backend={backend}", f"rollout.compile.strict={backend != 'auto'}",
-                              "rollout.compile.verify_every_sync=false", f"rollout.env_groups={env_groups}"])  # fmt: skip
+                              "rollout.compile.verify_every_sync=false", f"rollout.env_groups={env_groups}",
+                              f"rollout.ready_envs={num_envs // 2 if ready else 0}"])  # fmt: skip
 
 
 def env_alone(config, min_seconds: float) -> float:
@@ -102,9 +109,9 @@ def main(argv=None) -> int:
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     parser.add_argument("--backends", nargs="+", help="default: every available one (auto included)")
     parser.add_argument("--min-seconds", type=float, default=3.0, help="time per measurement")
-    parser.add_argument("--env-groups", nargs="+", type=int, default=[1, 2],
-                        help="rollout.env_groups to compare (1: step, act, step; 2: one group steps while the policy "
-                             "acts for the other)")
+    parser.add_argument("--stepping", nargs="+", default=["1", "2"], choices=list(STEPPING),
+                        help="1 and 2 env groups (1: step, act, step; 2: one group steps while the policy acts for the "
+                             "other), ready: half the copies acted on as they become ready (ale-py's envs only)")
     parser.add_argument("--quick", action="store_true", help="seconds: CartPole MLP, eager and onnxrt")
     add_results_dir_argument(parser)
     args = parser.parse_args(argv)
@@ -119,20 +126,24 @@ def main(argv=None) -> int:
     for case in args.cases:
         ceiling = env_alone(case_config(case, "eager"), args.min_seconds)
         print(f"{case:18s} env alone       : {ceiling:12,.0f} env steps/s", flush=True)
-        for backend, groups in [(b, g) for b in backends for g in args.env_groups]:
-            config = case_config(case, backend, groups)
+        ways = [w for w in args.stepping if w != "ready" or is_atari(case_config(case, "eager").env.id)]
+        for backend, way in [(b, w) for b in backends for w in ways]:
+            groups, ready = STEPPING[way]
+            config = case_config(case, backend, groups, ready)
+            copies = config.env.num_envs_per_worker
+            stepping = f"the first {copies // 2} of {copies} ready" if ready else f"{groups} group" + "s" * (groups > 1)
             try:
                 row = worker_rate(config, args.min_seconds)
             except Exception as exc:  # strict: a backend that fails its check against eager fails the run
-                failures.append(f"{case} {backend} env_groups={groups}: {type(exc).__name__}: {exc}")
+                failures.append(f"{case} {backend} {stepping}: {type(exc).__name__}: {exc}")
                 continue
-            row.update(case=case, backend=backend, env_groups=groups, env_alone_sps=ceiling,
+            row.update(case=case, backend=backend, env_groups=groups, stepping=stepping, env_alone_sps=ceiling,
                        share_of_ceiling=row["worker_sps"] / ceiling)  # fmt: skip
             rows.append(row)
-            print(f"{case:18s} {backend:8s} -> {row['backend_used']:8s} groups {groups}: {row['worker_sps']:12,.0f} env steps/s "
+            print(f"{case:18s} {backend:8s} -> {row['backend_used']:8s} {stepping}: {row['worker_sps']:12,.0f} env steps/s "
                   f"({row['share_of_ceiling']:.0%} of env alone); env {row['env_share']:.0%}, policy {row['policy_share']:.0%} "
                   f"({row['policy_us_per_step']:.0f} us/step), bookkeeping {row['bookkeeping_share']:.0%}", flush=True)  # fmt: skip
-    columns = [("case", "case"), ("backend_used", "backend"), ("env_groups", "env groups"), ("env_alone_sps", "env alone steps/s"),
+    columns = [("case", "case"), ("backend_used", "backend"), ("stepping", "stepping"), ("env_alone_sps", "env alone steps/s"),
                ("worker_sps", "worker steps/s"), ("share_of_ceiling", "of env alone"), ("env_share", "env"),
                ("policy_share", "policy"), ("bookkeeping_share", "bookkeeping"), ("policy_us_per_step", "policy us/step")]  # fmt: skip
     ok = write_results("sampling", {"machine": info, "args": vars(args) | {"results_dir": str(args.results_dir)}, "rows": rows},
