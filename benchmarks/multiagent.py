@@ -77,7 +77,7 @@ VARIANTS = {
 
 
 def run_rllib(task: str, seed: int, steps: int) -> dict:
-    """RLlib's PPO on ``task`` (spread only), in a process of its own (``--rllib-run``): its own Ray."""
+    """RLlib's PPO on ``task`` (the spread tasks), in a process of its own (``--rllib-run``): its own Ray."""
     if task not in SETTINGS:
         raise RuntimeError(f"{task} rllib seed {seed}: the RLlib variant runs {', '.join(SETTINGS)} only")
     cmd = [sys.executable, str(ROOT / "benchmarks" / "multiagent.py"), "--rllib-run", task, str(seed), str(steps)]
@@ -104,7 +104,8 @@ def rllib_run(task: str, seed: int, steps: int) -> None:
     (parameter sharing, as the ``independent`` variant), with distrl's settings where RLlib has them: the same batch of
     agent steps (64 env copies x 3 agents x 50 steps), the task's ``SETTINGS`` (gamma, lr, epochs, minibatches,
     entropy, activation), GAE lambda 0.95, clip 0.2, value loss 0.5, gradient norm 0.5, no KL penalty, a [64, 64] MLP
-    with a value network of its own, one env runner. RLlib has no return normalisation (distrl's variants normalise returns).
+    with a value network of its own, one env runner. RLlib has no return normalisation (distrl's variants normalise
+    returns).
     Prints one JSON row: the per-agent return of the last episodes (``agent_episode_returns_mean`` averaged over the
     agents; distrl's ``episode_return_mean`` is per agent too), its best, the agent steps, the wall time."""
     start = time.perf_counter()

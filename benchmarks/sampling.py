@@ -54,7 +54,8 @@ CASES = {
 }  # fmt: skip
 
 
-STEPPING = {"1": (1, False), "2": (2, False), "ready": (1, True)}  # name: (env groups, half the copies acted on as ready)
+# name: (env groups, half the copies acted on as they become ready)
+STEPPING = {"1": (1, False), "2": (2, False), "ready": (1, True)}
 
 
 def case_config(name: str, backend: str, env_groups: int = 1, ready: bool = False):
