@@ -237,7 +237,8 @@ def main(argv=None) -> int:
                ("finals", "per seed"), ("tail_return", f"last {TAIL:.0%} of steps (median)"), ("tails", "per seed"),
                ("best_return", "best (median)"), ("wall_s", "wall s (median)")]  # fmt: skip
     payload = {"machine": info, "args": vars(args) | {"results_dir": str(args.results_dir)}, "rows": rows, "summary": summary}
-    ok = write_results(study_name("multiagent", args.overrides), payload, markdown_table(summary, columns), None,
+    tasks = "" if args.tasks == ["spread"] else "_" + "_".join(args.tasks)  # the first task's results keep their name
+    ok = write_results(study_name("multiagent" + tasks, args.overrides), payload, markdown_table(summary, columns), None,
                        failures, args.quick, args.results_dir)  # fmt: skip
     print(json.dumps(summary, indent=1))
     return 0 if ok else 1
