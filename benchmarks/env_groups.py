@@ -37,7 +37,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine, study_name, write_results  # noqa: E402
+from benchmarks.common import (STEPPING, add_results_dir_argument, machine_info, markdown_table, metrics_rows,  # noqa: E402
+                               print_machine, stepping_label, stepping_settings, study_name, write_results)
 from benchmarks.scale_machine import env_alone_aggregate  # noqa: E402
 
 WARMUP_ITERATIONS = 2
@@ -77,15 +78,11 @@ def env_best(config_path: str, overrides: list[str], seconds: float) -> tuple[fl
     return rates[batch], how
 
 
-STEPPING = {"1": (1, False), "2": (2, False), "ready": (1, True)}  # name: (env groups, half the copies acted on as ready)
-
-
-def run(config_path: str, overrides: list[str], pipeline: str, groups: int, iterations: int, ready: bool = False) -> dict:
+def run(config_path: str, overrides: list[str], pipeline: str, way: str, iterations: int) -> dict:
     from distrl.config import load_config
 
     copies = load_config(config_path, overrides).env.num_envs_per_worker
-    items = [*overrides, f"rollout.pipeline={pipeline}", f"rollout.env_groups={groups}",
-             f"rollout.ready_envs={copies // 2 if ready else 0}"]  # fmt: skip
+    items = [*overrides, f"rollout.pipeline={pipeline}", *stepping_settings(way, copies)]
     base = load_config(config_path, items)
     per_worker = base.env.num_envs_per_worker * base.rollout.rollout_length * base.env.action_repeat
     steps = base.update_size * base.env.action_repeat * iterations
@@ -99,14 +96,13 @@ def run(config_path: str, overrides: list[str], pipeline: str, groups: int, iter
         env = {**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"}
         result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=3600, check=False)
         if result.returncode != 0:
-            raise RuntimeError(f"{pipeline} env_groups={groups} ready={ready} failed:\n{result.stderr[-3000:]}")
+            raise RuntimeError(f"{pipeline} {stepping_label(way, copies)} failed:\n{result.stderr[-3000:]}")
         rows = metrics_rows(run_dir)
         summary = json.loads((run_dir / "summary.json").read_text())
     steady = rows[WARMUP_ITERATIONS:] or rows[-1:]
     sample_s = statistics.median(r["sample_s"] for r in steady)
     line = next((s.strip() for s in result.stdout.splitlines() if s.strip().startswith(("env groups", "env copies"))), "")
-    stepping = f"the first {copies // 2} of {copies} ready" if ready else f"{groups} group" + "s" * (groups > 1)
-    return {"pipeline": pipeline, "env_groups": groups, "stepping": stepping, "sample_s": sample_s, "worker_sampling_sps": per_worker / sample_s,
+    return {"pipeline": pipeline, "env_groups": STEPPING[way][0], "stepping": stepping_label(way, copies), "sample_s": sample_s, "worker_sampling_sps": per_worker / sample_s,
             "policy_s": statistics.median(r["policy_s"] for r in steady), "env_s": statistics.median(r["env_s"] for r in steady),
             "learn_s": statistics.median(r["learn_s"] for r in steady), "sps": statistics.median(r["sps"] for r in steady),
             "return": summary.get("episode_return_mean"), "rows": rows, "start_line": line}  # fmt: skip
@@ -147,8 +143,7 @@ def main() -> int:
     for pipeline in args.pipelines:
         done = {}
         for way in ways:
-            groups, ready = STEPPING[way]
-            result = run(args.config, args.overrides, pipeline, groups, args.iterations, ready)
+            result = run(args.config, args.overrides, pipeline, way, args.iterations)
             done[way] = result
             result.update(env_alone_sps=alone, share_of_env_alone=result["worker_sampling_sps"] / alone,
                           share_of_env_best=result["worker_sampling_sps"] / best if best else None)  # fmt: skip

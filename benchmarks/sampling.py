@@ -27,7 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results  # noqa: E402
+from benchmarks.common import (STEPPING, add_results_dir_argument, machine_info, markdown_table, print_machine,  # noqa: E402
+                               stepping_label, stepping_settings, write_results)
 from distrl.compile import available_backends  # noqa: E402
 from distrl.config import load_config  # noqa: E402
 from distrl.envs import make_run_vec_env  # noqa: E402
@@ -54,17 +55,13 @@ CASES = {
 }  # fmt: skip
 
 
-# name: (env groups, half the copies acted on as they become ready)
-STEPPING = {"1": (1, False), "2": (2, False), "ready": (1, True)}
-
-
-def case_config(name: str, backend: str, env_groups: int = 1, ready: bool = False):
+def case_config(name: str, backend: str, stepping: str = "1"):
     overrides, length = CASES[name]
     num_envs = int(next(o for o in overrides if o.startswith("env.num_envs_per_worker=")).split("=")[1])
     return load_config(None, [*overrides, f"rollout.rollout_length={length}", f"ppo.minibatch_size={num_envs * length}",
                               f"rollout.compile.backend={backend}", f"rollout.compile.strict={backend != 'auto'}",
-                              "rollout.compile.verify_every_sync=false", f"rollout.env_groups={env_groups}",
-                              f"rollout.ready_envs={num_envs // 2 if ready else 0}"])  # fmt: skip
+                              "rollout.compile.verify_every_sync=false",
+                              *stepping_settings(stepping, num_envs)])  # fmt: skip
 
 
 def env_alone(config, min_seconds: float) -> float:
@@ -125,14 +122,13 @@ def main(argv=None) -> int:
     print_machine(info)
     rows, failures = [], []
     for case in args.cases:
-        ceiling = env_alone(case_config(case, "eager"), args.min_seconds)
+        plain = case_config(case, "eager")
+        ceiling = env_alone(plain, args.min_seconds)
         print(f"{case:18s} env alone       : {ceiling:12,.0f} env steps/s", flush=True)
-        ways = [w for w in args.stepping if w != "ready" or is_atari(case_config(case, "eager").env.id)]
+        ways = [w for w in args.stepping if w != "ready" or is_atari(plain.env.id)]
         for backend, way in [(b, w) for b in backends for w in ways]:
-            groups, ready = STEPPING[way]
-            config = case_config(case, backend, groups, ready)
-            copies = config.env.num_envs_per_worker
-            stepping = f"the first {copies // 2} of {copies} ready" if ready else f"{groups} group" + "s" * (groups > 1)
+            config = case_config(case, backend, way)
+            groups, stepping = STEPPING[way][0], stepping_label(way, config.env.num_envs_per_worker)
             try:
                 row = worker_rate(config, args.min_seconds)
             except Exception as exc:  # strict: a backend that fails its check against eager fails the run

@@ -60,8 +60,8 @@ class ReadyEnvRunner:
     def __init__(self, envs, make_envs: Callable, memory, observe: Callable[[np.ndarray], np.ndarray], dist, config,
                  seed: int, rng: np.random.Generator):  # fmt: skip
         """``envs``: the worker's vector env with ``batch_size`` (not reset); ``make_envs()``: another like it, to
-        replace one that failed; ``memory``: the model's ``Memory``; ``observe(raw)``: the observation as the policy takes it;
-        ``dist``: the model's ``ActionDist``; ``rng``: the worker's random stream for actions."""
+        replace one that failed; ``memory``: the model's ``Memory``; ``observe(raw)``: the observation as the policy
+        takes it; ``dist``: the model's ``ActionDist``; ``rng``: the worker's random stream for actions."""
         self.make_envs, self.memory, self.observe, self.dist = make_envs, memory, observe, dist
         self.config, self.rng = config, rng
         self.envs = envs
