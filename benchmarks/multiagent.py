@@ -5,7 +5,8 @@ invocation.
 Each run trains ``distrl train`` on the task for its budget of agent steps (one seed each), and reports the mean return
 of the last 100 agent episodes (the metrics row's ``episode_return_mean``) at the end, its mean over the reports of
 the last 10 % of the steps (steadier: one report moves by a return point from the next), its best over the run, and
-the wall time from launch. Tasks:
+the wall time from launch. On the spread tasks the summary also gives the last 10 % in MAPPO's scale (the return its
+code reports: ``benchmarks/spread_reference.py``, which also places scripted teams on both scales). Tasks:
 
 - ``spread``: MPE ``simple_spread`` (3 agents, 25 steps an episode, discrete actions; the ``mpe2`` package, installed
   with ``pip install --no-deps mpe2``: its pygame-ce dependency would overwrite pygame's files). Settings (``SETTINGS``,
@@ -42,6 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine, study_name, write_results  # noqa: E402
+from benchmarks.spread_reference import mappo_return  # noqa: E402
 
 SPREAD_ENV = ["env.id=mpe2.simple_spread_v3:parallel_env", "env.kwargs={N: 3, max_cycles: 25, continuous_actions: false}",
               "env.num_envs_per_worker=192", "rollout.rollout_length=50", "env.normalize_reward=true",
@@ -230,11 +232,14 @@ def main(argv=None) -> int:
                                 "final_return": statistics.median(r["final_return"] for r in runs),
                                 "tail_return": statistics.median(r["tail_return"] for r in runs),
                                 "tails": " ".join(f"{r['tail_return']:.1f}" for r in runs),
+                                "tail_mappo": mappo_return(statistics.median(r["tail_return"] for r in runs))
+                                if task in SETTINGS else None,  # MAPPO's own MPE reward (spread_reference.py)
                                 "best_return": statistics.median(r["best_return"] for r in runs),
                                 "wall_s": statistics.median(r["wall_s"] for r in runs),
                                 "finals": " ".join(f"{r['final_return']:.1f}" for r in runs)})  # fmt: skip
     columns = [("task", "task"), ("variant", "variant"), ("seeds", "seeds"), ("final_return", "final return (median)"),
                ("finals", "per seed"), ("tail_return", f"last {TAIL:.0%} of steps (median)"), ("tails", "per seed"),
+               ("tail_mappo", "the same in MAPPO's scale"),
                ("best_return", "best (median)"), ("wall_s", "wall s (median)")]  # fmt: skip
     payload = {"machine": info, "args": vars(args) | {"results_dir": str(args.results_dir)}, "rows": rows, "summary": summary}
     tasks = "" if args.tasks == ["spread"] else "_" + "_".join(args.tasks)  # the first task's results keep their name

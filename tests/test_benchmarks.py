@@ -14,7 +14,7 @@ from tests.conftest import ROOT
 SCRIPTS = ["inference", "sampling", "learner", "ppo", "peers", "compile_check", "scale", "scale_machine", "soak",
            "learner_step", "attention", "league", "league_rllib", "straggler", "async_learning", "elastic", "mujoco_scores",
            "many_workers", "cpu_accounting", "reserve_cores", "env_groups", "startup", "peers_breakout", "inference_forms",
-           "learner_defaults", "snapshot_cost", "worker_inference", "multiagent"]
+           "learner_defaults", "snapshot_cost", "worker_inference", "multiagent", "spread_reference"]
 
 
 def run_script(name, *args, timeout=900):
@@ -236,3 +236,20 @@ def test_same_learning_compares_rows_key_by_key_timings_aside(tmp_path):
     assert same.returncode == 0 and "case: identical (2 rows" in same.stdout, same.stdout + same.stderr
     differ = run_script("same_learning", "--compare", str(tmp_path / "a.json"), str(tmp_path / "c.json"), timeout=120)
     assert differ.returncode == 1 and "case: DIFFERENT: row 1 (2): loss_value" in differ.stdout
+
+
+def test_spread_reference_scales_a_per_agent_return_to_mappos_and_checks_it_on_the_world(tmp_path):
+    from benchmarks.spread_reference import mappo_return
+
+    # 25 steps of 3 agents: 6 x the per-agent return, less the 75 touches of each agent with itself.
+    assert mappo_return(0.0) == -75 and mappo_return(-20.0) == -195
+    scaled = run_script("spread_reference", "--scale", "-20.2", timeout=120)
+    assert scaled.returncode == 0 and "MAPPO's scale -196.2" in scaled.stdout
+    pytest.importorskip("mpe2")  # installed apart (.ci/run): its pygame-ce would overwrite pygame
+    result = run_script("spread_reference", "--quick", "--policies", "random", "assignment", "--results-dir", str(tmp_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    random, assignment = json.loads((tmp_path / "spread_reference_quick.json").read_text())["rows"]
+    # MAPPO's return read off the world's positions each step is the formula's, episode by episode.
+    assert random["largest_gap"] < 1e-6 and assignment["largest_gap"] < 1e-6
+    assert random["mappo_return"] == pytest.approx(mappo_return(random["return"]))
+    assert assignment["return"] > random["return"] + 10  # the scripted team covers the landmarks
