@@ -43,9 +43,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine, study_name, write_results  # noqa: E402
-from benchmarks.spread_reference import mappo_return  # noqa: E402
+from benchmarks.spread_reference import AGENTS, STEPS, mappo_return  # noqa: E402
 
-SPREAD_ENV = ["env.id=mpe2.simple_spread_v3:parallel_env", "env.kwargs={N: 3, max_cycles: 25, continuous_actions: false}",
+# The world mappo_return converts returns of (spread_reference.py): AGENTS agents, STEPS steps an episode.
+SPREAD_ENV = ["env.id=mpe2.simple_spread_v3:parallel_env",
+              f"env.kwargs={{N: {AGENTS}, max_cycles: {STEPS}, continuous_actions: false}}",
               "env.num_envs_per_worker=192", "rollout.rollout_length=50", "env.normalize_reward=true",
               "stop.episode_return_mean=null"]  # fmt: skip
 # The learning settings both systems take (RLlib's runs read them too, rllib_run): distrl's --set items are built from
@@ -97,7 +99,7 @@ def spread_env(_config=None):
     from mpe2 import simple_spread_v3
     from ray.rllib.env.wrappers.pettingzoo_env import ParallelPettingZooEnv
 
-    return ParallelPettingZooEnv(simple_spread_v3.parallel_env(N=3, max_cycles=25, continuous_actions=False))
+    return ParallelPettingZooEnv(simple_spread_v3.parallel_env(N=AGENTS, max_cycles=STEPS, continuous_actions=False))
 
 
 def rllib_run(task: str, seed: int, steps: int) -> None:
