@@ -152,6 +152,22 @@ def test_curriculum_promotes_on_win_rate_after_min_games():
     assert league.events[-1]["event"] == "stage"
 
 
+def test_games_of_an_earlier_stage_arriving_late_do_not_promote_the_new_one():
+    """Under async a worker finishes a batch or more of the old stage's games after a promotion: they are rated, but
+    only games played in the new stage count toward its own promotion."""
+    cfg = LeagueConfig(curriculum=[{"name": "1v1", "promote": {"win_rate": 0.0, "min_games": 4}},
+                                   {"name": "2v2", "promote": {"win_rate": 0.0, "min_games": 4}}, {"name": "3v3"}])  # fmt: skip
+    league = League(cfg)
+    league.record([{"opponent": "random", "score": 1.0, "seat": 0, "stage": 0}] * 4)
+    assert "'1v1' -> '2v2'" in league.maybe_promote(1)
+    elo = league.rating
+    league.record([{"opponent": "random", "score": 1.0, "seat": 0, "stage": 0}] * 10)  # the old stage's, late
+    assert league.rating > elo and league.games == 14  # rated and counted in the run's totals
+    assert league.maybe_promote(2) is None and league.current_stage.name == "2v2"
+    league.record([{"opponent": "random", "score": 0.0, "seat": 1, "stage": 1}] * 4)
+    assert "'2v2' -> '3v3'" in league.maybe_promote(3)
+
+
 def test_league_state_round_trips_through_a_checkpoint():
     league = League(LeagueConfig(curriculum=[{"name": "a", "promote": {"win_rate": 0.5, "min_games": 1}}, {"name": "b"}]))
     league.add_snapshot(0, {"w": np.arange(3, dtype=np.float32)})
@@ -560,13 +576,14 @@ def test_a_curriculum_stage_changes_the_team_size_in_the_worker():
     worker = _worker(_duel_teams_config(curriculum=stages))
     game_env = worker.env_side.game_env
     info, _ = worker.sample(None, {"shares": {"random": 0.5, "heuristic": 0.5}, "weights": {}})
-    assert game_env.games == 12 and {r["team_size"] for r in info.league_results} <= {1}
-    plan = {"shares": {"random": 0.5, "heuristic": 0.5}, "weights": {}, "env_kwargs": {"team_size": 3}}
+    assert game_env.games == 12 and {(r["team_size"], r["stage"]) for r in info.league_results} <= {(1, 0)}
+    plan = {"shares": {"random": 0.5, "heuristic": 0.5}, "weights": {}, "env_kwargs": {"team_size": 3}, "stage": 1}
     results, invalid = [], 0
     for _ in range(4):
         info, batch = worker.sample(None, plan)
         results += info.league_results
         invalid += int((~batch.valid).sum())
     assert game_env.games == 4 and game_env.team_size == 3
-    assert results and {r["team_size"] for r in results} == {3} and {r["opponent"] for r in results} == {"random", "heuristic"}
+    assert results and {(r["team_size"], r["stage"]) for r in results} == {(3, 1)}
+    assert {r["opponent"] for r in results} == {"random", "heuristic"}
     assert invalid > 0  # the switch's truncation, restarts and the dead steps of members out

@@ -120,7 +120,8 @@ class League:
 
     # --- games ---------------------------------------------------------------------------
     def record(self, results: list[dict]) -> None:
-        """Fold in finished games: ``{"opponent", "score"`` (the learner's: 1, 0.5, 0), ``"seat"}``."""
+        """Fold in finished games: ``{"opponent", "score"`` (the learner's: 1, 0.5, 0), ``"seat"}``, and
+        ``"stage"`` (the curriculum stage the game was played in; only this stage's games count toward its promotion)."""
         k = self.cfg.elo.k
         allowed = self.current_stage.opponents
         for result in results:
@@ -131,7 +132,10 @@ class League:
             if group_of(name) == "snapshots":
                 self.pool_rates.record("pool", score)
                 self.pool_games += 1
-            if name != "latest" and group_of(name) in allowed:  # mirror games say nothing of progress
+            # Mirror games say nothing of progress, nor do games of an earlier stage still arriving (a worker
+            # finishes its batch, under async several, before it plays the new stage's game).
+            this_stage = int(result.get("stage", self.stage)) == self.stage
+            if name != "latest" and group_of(name) in allowed and this_stage:
                 self.stage_rates.record("stage", score)
                 self.stage_games += 1
             member = self.members.get(name)

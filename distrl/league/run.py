@@ -38,7 +38,7 @@ class LeagueRun:
         stage = self.league.current_stage
         weights = {m.name: self._ref(m) for m in self.league.snapshots if shares.get(m.name, 0) > 0}
         return ray.put({"shares": shares, "weights": weights, "env_kwargs": dict(stage.env_kwargs),
-                        "heuristic": dict(stage.heuristic)})  # fmt: skip
+                        "heuristic": dict(stage.heuristic), "stage": self.league.stage})  # fmt: skip
 
     def after_iteration(self, infos: list[dict], iteration: int, weights_ref) -> dict:
         """Fold the round's games in, take a snapshot or change stage when due; the metrics row's league keys."""

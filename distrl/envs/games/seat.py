@@ -71,6 +71,8 @@ class LeagueVecEnv(gym.vector.VectorEnv):
         self.learned = None  # LearnedOpponents, attached by the worker once its policy exists
         self.results: list[dict] = []
         self._pending_kwargs: dict | None = None
+        self.stage = 0  # the curriculum stage whose game is being played (each result says it)
+        self._pending_stage = 0
 
     def _build_game(self) -> None:
         """The game for ``self.game_kwargs``: as many copies as the slots hold teams of its team size; per game, the
@@ -100,11 +102,15 @@ class LeagueVecEnv(gym.vector.VectorEnv):
         if self.learned is not None:
             self.learned.sync(needed, playing=set(self.opponent[~self.done]))
         kwargs = {**self.config.env.kwargs, **plan.get("env_kwargs", {})}
-        if kwargs != self.game_kwargs:
-            self._pending_kwargs = kwargs
+        stage = int(plan.get("stage", self.stage))
+        if kwargs != self.game_kwargs:  # the new stage starts when the game is rebuilt, at the next step
+            self._pending_kwargs, self._pending_stage = kwargs, stage
+        else:
+            self._pending_kwargs, self.stage = None, stage
 
     def pop_results(self) -> list[dict]:
-        """Games finished since the last call: ``{"opponent", "score"`` (the learner's), ``"seat", "team_size"}``."""
+        """Games finished since the last call: ``{"opponent", "score"`` (the learner's), ``"seat", "team_size",
+        "stage"}`` (the curriculum stage whose game it was)."""
         out, self.results = self.results, []
         return out
 
@@ -207,7 +213,7 @@ class LeagueVecEnv(gym.vector.VectorEnv):
         for i in np.flatnonzero(now):
             score = result.score[i] if self.seat[i] == 0 else 1.0 - result.score[i]
             self.results.append({"opponent": str(self.opponent[i]), "score": float(score), "seat": int(self.seat[i]),
-                                 "team_size": self.team_size})  # fmt: skip
+                                 "team_size": self.team_size, "stage": self.stage})  # fmt: skip
 
     def _opponents_act(self, copies: np.ndarray, joint: np.ndarray, acting: np.ndarray) -> None:
         """Fill the opponents' actions in ``copies``, one batched call per opponent and seat (every member of the
@@ -257,6 +263,7 @@ class LeagueVecEnv(gym.vector.VectorEnv):
         obs, mask = self._learner_view()
         dead = self.dead.copy()
         self.game_kwargs, self._pending_kwargs = self._pending_kwargs, None
+        self.stage = self._pending_stage
         seat = self.seat
         self._build_game()
         if len(seat) == self.games:  # the same games: each keeps its seat order
