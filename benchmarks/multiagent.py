@@ -16,12 +16,16 @@ code reports: ``benchmarks/spread_reference.py``, which also places scripted tea
 - ``spread_relu``: the same with MAPPO's gamma 0.99 and its ReLU activation. With tanh at gamma 0.99 distrl's policies
   drifted off the map once the critic fitted: a tanh critic saturates on the far positions a drifting agent reaches
   and values them as it values nearer ones (docs/multiagent.md);
+- ``spread_mappo``: ``spread_relu`` with every MAPPO optimiser setting both systems have (128 copies x 25 steps an
+  update, lr 7e-4, 10 epochs of one minibatch, gradient norm 10), and MAPPO's budget of 20M env steps (60M agent
+  steps: about 75 minutes of distrl on a 2-core box; ``--steps`` for a part of it);
 - ``cartpole_team``: distrl's team of three CartPoles (``distrl.envs.testing:cartpole_team``), where the agents do not
   interact: a central critic has nothing to add there (what --quick runs).
 
     python benchmarks/multiagent.py                                      # spread, every variant (RLlib's too), seeds 0-1
     python benchmarks/multiagent.py --variants independent rllib         # distrl beside RLlib's multi-agent PPO
     python benchmarks/multiagent.py --tasks spread_relu --variants independent rllib --seeds 0 1 2 3
+    python benchmarks/multiagent.py --tasks spread_mappo --variants independent rllib --seeds 0 --steps 12000000
     python benchmarks/multiagent.py --variants independent central_obs --seeds 0 1 2
     python benchmarks/multiagent.py --variants independent --set ppo.anneal_lr=true   # distrl's runs with a setting
     python benchmarks/multiagent.py --quick                              # cartpole_team, 20k agent steps, 2 variants
@@ -48,18 +52,28 @@ from benchmarks.spread_reference import AGENTS, STEPS, mappo_return  # noqa: E40
 # The world mappo_return converts returns of (spread_reference.py): AGENTS agents, STEPS steps an episode.
 SPREAD_ENV = ["env.id=mpe2.simple_spread_v3:parallel_env",
               f"env.kwargs={{N: {AGENTS}, max_cycles: {STEPS}, continuous_actions: false}}",
-              "env.num_envs_per_worker=192", "rollout.rollout_length=50", "env.normalize_reward=true",
-              "stop.episode_return_mean=null"]  # fmt: skip
+              "env.normalize_reward=true", "stop.episode_return_mean=null"]  # fmt: skip
 # The learning settings both systems take (RLlib's runs read them too, rllib_run): distrl's --set items are built from
-# them. ``spread`` is the round measured first (tanh, gamma 0.9); ``spread_relu`` takes MAPPO's gamma and activation.
-SPREAD = {"gamma": 0.9, "lr": 3e-4, "epochs": 4, "minibatches": 4, "ent_coef": 0.01, "activation": "tanh"}
-SETTINGS = {"spread": SPREAD, "spread_relu": SPREAD | {"gamma": 0.99, "activation": "relu"}}
+# them. ``spread`` is the round measured first (tanh, gamma 0.9); ``spread_relu`` takes MAPPO's gamma and activation;
+# ``spread_mappo`` every MAPPO setting both systems have (its train_mpe_spread.sh: 128 copies x 25 steps an update,
+# lr 7e-4, 10 epochs of one minibatch, gradient norm 10), at its budget of 20M env steps. Each update is
+# copies x agents x rollout agent steps: 9,600 in all three.
+SPREAD = {"gamma": 0.9, "lr": 3e-4, "epochs": 4, "minibatches": 4, "ent_coef": 0.01, "activation": "tanh",
+          "copies": 64, "rollout": 50, "max_grad_norm": 0.5}  # fmt: skip
+SPREAD_RELU = SPREAD | {"gamma": 0.99, "activation": "relu"}
+SETTINGS = {"spread": SPREAD, "spread_relu": SPREAD_RELU,
+            "spread_mappo": SPREAD_RELU | {"lr": 7e-4, "epochs": 10, "minibatches": 1, "copies": 128, "rollout": 25,
+                                           "max_grad_norm": 10.0}}  # fmt: skip
+MAPPO_BUDGET = 20_000_000 * AGENTS  # agent steps: MAPPO's 20M env steps of simple_spread
 
 
 def distrl_settings(settings: dict) -> list[str]:
-    """``--set`` items for a task's shared settings (64 copies x 3 agents x 50 steps: 9,600 agent steps an update)."""
-    return [f"ppo.gamma={settings['gamma']}", f"ppo.lr={settings['lr']}", f"ppo.epochs={settings['epochs']}",
-            f"ppo.minibatch_size={192 * 50 // settings['minibatches']}", f"ppo.ent_coef={settings['ent_coef']}",
+    """``--set`` items for a task's shared settings (each agent of each env copy is a slot of the batch)."""
+    slots = settings["copies"] * AGENTS
+    return [f"env.num_envs_per_worker={slots}", f"rollout.rollout_length={settings['rollout']}",
+            f"ppo.gamma={settings['gamma']}", f"ppo.lr={settings['lr']}", f"ppo.epochs={settings['epochs']}",
+            f"ppo.minibatch_size={slots * settings['rollout'] // settings['minibatches']}",
+            f"ppo.ent_coef={settings['ent_coef']}", f"ppo.max_grad_norm={settings['max_grad_norm']}",
             f"model.activation={settings['activation']}", "ppo.proximal=behaviour"]  # fmt: skip
 
 
@@ -67,6 +81,7 @@ TASKS = {
     # name: (overrides on configs/cartpole.yaml, agent steps)
     "spread": (SPREAD_ENV + distrl_settings(SETTINGS["spread"]), 1_000_000),
     "spread_relu": (SPREAD_ENV + distrl_settings(SETTINGS["spread_relu"]), 1_000_000),
+    "spread_mappo": (SPREAD_ENV + distrl_settings(SETTINGS["spread_mappo"]), MAPPO_BUDGET),
     "cartpole_team": (["env.id=distrl.envs.testing:cartpole_team", "env.num_envs_per_worker=48", "ppo.proximal=behaviour",
                        "stop.episode_return_mean=null"], 300_000),
 }  # fmt: skip
@@ -106,9 +121,9 @@ def rllib_run(task: str, seed: int, steps: int) -> None:
     """The ``rllib`` variant, in a process of its own (its own Ray): RLlib's PPO (the new API stack of RLlib 2.60) on
     spread through RLlib's PettingZoo wrapper (``ParallelPettingZooEnv``), every agent mapped to one shared policy
     (parameter sharing, as the ``independent`` variant), with distrl's settings where RLlib has them: the same batch of
-    agent steps (64 env copies x 3 agents x 50 steps), the task's ``SETTINGS`` (gamma, lr, epochs, minibatches,
-    entropy, activation), GAE lambda 0.95, clip 0.2, value loss 0.5, gradient norm 0.5, no KL penalty, a [64, 64] MLP
-    with a value network of its own, one env runner. RLlib has no return normalisation (distrl's variants normalise
+    agent steps and the task's ``SETTINGS`` (env copies, steps per copy, gamma, lr, epochs, minibatches, entropy,
+    activation, gradient norm), GAE lambda 0.95, clip 0.2, value loss 0.5, no KL penalty, a [64, 64] MLP with a value
+    network of its own, one env runner. RLlib has no return normalisation (distrl's variants normalise
     returns).
     Prints one JSON row: the per-agent return of the last episodes (``agent_episode_returns_mean`` averaged over the
     agents; distrl's ``episode_return_mean`` is per agent too), its best, the agent steps, the wall time."""
@@ -120,22 +135,27 @@ def rllib_run(task: str, seed: int, steps: int) -> None:
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     register_env("spread", spread_env)
-    agents = 3
-    env_steps_per_batch = 192 * 50 // agents  # distrl's 9,600 agent steps an update
     settings = SETTINGS[task]
+    env_steps_per_batch = settings["copies"] * settings["rollout"]  # distrl's batch: x AGENTS agent steps an update
     config = (
         PPOConfig()
         .environment("spread")
         .multi_agent(policies={"shared"}, policy_mapping_fn=lambda agent_id, *a, **k: "shared")
-        .env_runners(num_env_runners=1, num_envs_per_env_runner=64, rollout_fragment_length=50)
+        .env_runners(num_env_runners=1, num_envs_per_env_runner=settings["copies"],
+                     rollout_fragment_length=settings["rollout"])
         .training(lr=settings["lr"], gamma=settings["gamma"], lambda_=0.95, clip_param=0.2,
-                  entropy_coeff=settings["ent_coef"], vf_loss_coeff=0.5, grad_clip=0.5, use_kl_loss=False, kl_coeff=0.0,
-                  num_epochs=settings["epochs"], train_batch_size_per_learner=env_steps_per_batch,
-                  minibatch_size=env_steps_per_batch * agents // settings["minibatches"])
+                  entropy_coeff=settings["ent_coef"], vf_loss_coeff=0.5, grad_clip=settings["max_grad_norm"],
+                  grad_clip_by="global_norm", use_kl_loss=False, kl_coeff=0.0, num_epochs=settings["epochs"],
+                  train_batch_size_per_learner=env_steps_per_batch,
+                  minibatch_size=env_steps_per_batch * AGENTS // settings["minibatches"])
         .rl_module(model_config=DefaultModelConfig(fcnet_hiddens=[64, 64], fcnet_activation=settings["activation"],
                                                    vf_share_layers=False))
         .debugging(seed=seed)
     )  # fmt: skip
+    if env_steps_per_batch * AGENTS // settings["minibatches"] > env_steps_per_batch:
+        # RLlib's check holds minibatch_size (rows of the shared module: agent steps) against the train batch counted
+        # in env steps, so it refuses one minibatch of every agent step; its learner takes it (one slice an epoch).
+        config.experimental(_validate_config=False)
     algo = config.build_algo()
     curve, agent_steps, returns = [], 0, []
     while agent_steps < steps:
