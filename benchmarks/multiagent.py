@@ -137,6 +137,7 @@ def rllib_run(task: str, seed: int, steps: int) -> None:
     register_env("spread", spread_env)
     settings = SETTINGS[task]
     env_steps_per_batch = settings["copies"] * settings["rollout"]  # distrl's batch: x AGENTS agent steps an update
+    minibatch = env_steps_per_batch * AGENTS // settings["minibatches"]  # rows of the shared module: agent steps
     config = (
         PPOConfig()
         .environment("spread")
@@ -147,12 +148,12 @@ def rllib_run(task: str, seed: int, steps: int) -> None:
                   entropy_coeff=settings["ent_coef"], vf_loss_coeff=0.5, grad_clip=settings["max_grad_norm"],
                   grad_clip_by="global_norm", use_kl_loss=False, kl_coeff=0.0, num_epochs=settings["epochs"],
                   train_batch_size_per_learner=env_steps_per_batch,
-                  minibatch_size=env_steps_per_batch * AGENTS // settings["minibatches"])
+                  minibatch_size=minibatch)
         .rl_module(model_config=DefaultModelConfig(fcnet_hiddens=[64, 64], fcnet_activation=settings["activation"],
                                                    vf_share_layers=False))
         .debugging(seed=seed)
     )  # fmt: skip
-    if env_steps_per_batch * AGENTS // settings["minibatches"] > env_steps_per_batch:
+    if minibatch > env_steps_per_batch:
         # RLlib's check holds minibatch_size (rows of the shared module: agent steps) against the train batch counted
         # in env steps, so it refuses one minibatch of every agent step; its learner takes it (one slice an epoch).
         config.experimental(_validate_config=False)

@@ -70,9 +70,8 @@ class LeagueVecEnv(gym.vector.VectorEnv):
         self.heuristic_kwargs = dict(stage.heuristic)
         self.learned = None  # LearnedOpponents, attached by the worker once its policy exists
         self.results: list[dict] = []
-        self._pending_kwargs: dict | None = None
         self.stage = 0  # the curriculum stage whose game is being played (each result says it)
-        self._pending_stage = 0
+        self._pending: tuple[dict, int] | None = None  # the next stage's game kwargs and stage, from the next step
 
     def _build_game(self) -> None:
         """The game for ``self.game_kwargs``: as many copies as the slots hold teams of its team size; per game, the
@@ -104,9 +103,9 @@ class LeagueVecEnv(gym.vector.VectorEnv):
         kwargs = {**self.config.env.kwargs, **plan.get("env_kwargs", {})}
         stage = int(plan.get("stage", self.stage))
         if kwargs != self.game_kwargs:  # the new stage starts when the game is rebuilt, at the next step
-            self._pending_kwargs, self._pending_stage = kwargs, stage
+            self._pending = (kwargs, stage)
         else:
-            self._pending_kwargs, self.stage = None, stage
+            self._pending, self.stage = None, stage
 
     def pop_results(self) -> list[dict]:
         """Games finished since the last call: ``{"opponent", "score"`` (the learner's), ``"seat", "team_size",
@@ -130,7 +129,7 @@ class LeagueVecEnv(gym.vector.VectorEnv):
 
     def step(self, actions):
         actions = np.asarray(actions)
-        if self._pending_kwargs is not None:
+        if self._pending is not None:
             return self._change_game()
         restart = self.done.copy()
         if restart.any():
@@ -262,8 +261,7 @@ class LeagueVecEnv(gym.vector.VectorEnv):
         unscored); the new ones start at the next step."""
         obs, mask = self._learner_view()
         dead = self.dead.copy()
-        self.game_kwargs, self._pending_kwargs = self._pending_kwargs, None
-        self.stage = self._pending_stage
+        (self.game_kwargs, self.stage), self._pending = self._pending, None
         seat = self.seat
         self._build_game()
         if len(seat) == self.games:  # the same games: each keeps its seat order
