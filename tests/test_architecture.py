@@ -64,3 +64,15 @@ def test_the_driver_starts_without_torch():
             "print(sorted(m for m in ('torch', 'onnxruntime') if m in sys.modules))")  # fmt: skip
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]", result.stdout
+
+
+def test_the_coordinators_process_needs_no_torch():
+    """Ray loads an actor's class wherever a handle to it is deserialised: the coordinator, which holds every worker's
+    handle, imports the worker's actor class. That class and the coordinator's own module import no torch (the
+    worker builds itself in its own process), so the coordinator's process never pays torch's import (2-3 s of CPU
+    on two cores, before a run's first update; ``distrl/rollout/worker_actor.py``)."""
+    code = ("import sys, distrl.rollout.coordinator, distrl.rollout.worker_actor; "
+            "print(sorted(m for m in ('torch', 'onnxruntime', 'gymnasium') if m in sys.modules))")  # fmt: skip
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]", result.stdout
+

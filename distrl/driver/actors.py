@@ -23,6 +23,7 @@ from distrl.config import Config
 from distrl.driver.placement import covers, fits, learner_bundle, learner_placement_group, wait_until_ready, worker_bundle, worker_options
 from distrl.rollout.coordinator import SampleCoordinator
 from distrl.rollout.restarts import draining_nodes
+from distrl.rollout.worker_actor import remote_worker_class
 
 log = get_logger("driver")
 LEARNER_FIRST_S = 10.0  # how long a rebuilt learners' group waits for room before workers are evicted for it
@@ -83,9 +84,8 @@ class RunActors:
         self.coordinator = ray.remote(SampleCoordinator).options(
             name=coordinator_name, num_cpus=0, scheduling_strategy=here, max_concurrency=4
         ).remote(self.world_size, cfg.env.id, cfg.rollout.max_restarts, [self.artifacts_ref] if large else None)
-        # The learners next: on a small machine they are the start-up's longest path (torch, then the optimiser's
-        # first use imports torch._dynamo), so they take the processes Ray started first (and loaded torch into);
-        # the first batch, which the workers sample meanwhile, waits for them (benchmarks/startup.py).
+        # The learners next, then the workers: the learners take the processes Ray has started, the workers sample
+        # the first batch while the learners build (a new run's workers hold the learners' initial weights).
         self.learners = self._create_learners()
         self.workers = [self._new_worker(i, first_iteration) for i in range(cfg.rollout.max_workers)]
         ready = {f"worker-{i}": worker.backend_info.remote() for i, worker in enumerate(self.workers)}
@@ -101,15 +101,13 @@ class RunActors:
     def _new_worker(self, index: int, seed_offset: int):
         """Worker ``index``'s actor (``seed_offset``: the iteration it starts at, so that a replacement draws a new
         stream). Large compile artifacts are asked of the coordinator by name; small ones travel as the argument."""
-        from distrl.rollout.worker_class import remote_worker_class  # torch: imported by then, in the driver's start-up thread
-
         large = isinstance(self.artifacts_ref, ray.ObjectRef)
         artifacts = f"distrl-{self.run_id}-coordinator" if large else self.artifacts_ref
         name = f"distrl-{self.run_id}-worker-{index}"
         options = {"name": name, **worker_options(self.config), **self._worker_bundle(index)}
         for attempt in range(50):
             try:
-                return remote_worker_class(self.config).options(**options).remote(self.config, index, seed_offset, artifacts)
+                return remote_worker_class().options(**options).remote(self.config, index, seed_offset, artifacts)
             except ValueError:  # the name of the actor it replaces, not released yet
                 if attempt == 49:
                     raise

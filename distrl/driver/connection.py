@@ -99,12 +99,12 @@ def resolve_target(address: str | None, environ: dict[str, str] | None = None) -
 def prepare_private_ray_environment() -> None:
     """Settings for a private Ray, made before ``ray`` is imported (it reads them then). Token authentication
     (Ray's default for local clusters; saying so keeps its notice quiet), no usage reports off this machine, and
-    Ray's worker processes import torch and the rollout code while they wait for work, and are started with the
-    raylet rather than when the driver connects: a run's actors are then created in processes that have done (or
-    begun) their imports during Ray's own start-up (benchmarks/startup.py measures it)."""
+    Ray's worker processes started with the raylet rather than when the driver connects, so the run's first actors
+    take processes that have already started and imported Ray. Those processes do not import torch before they take
+    an actor (``RAY_preload_python_modules``): one of them goes to the coordinator, which needs no torch, and on two
+    cores its import would slow the learner's and the workers' own (benchmarks/startup.py measures it)."""
     import os
 
     os.environ.setdefault("RAY_AUTH_MODE", "token")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    os.environ.setdefault("RAY_preload_python_modules", "torch,onnxruntime,distrl.rollout.worker,distrl.learner.learner")
     os.environ.setdefault("RAY_enable_worker_prestart", "1")

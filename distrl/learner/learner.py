@@ -31,6 +31,7 @@ from distrl.learner.epochs import LoopEpochs
 from distrl.common.wire import from_wire, to_wire
 from distrl.common.hardware import cpu_bf16, has_convolutions
 from distrl.learner.hardware import LearnerHardware, choose_memory_format, resolve_device
+from distrl.learner.optimizer import Adam
 from distrl.learner.refs import UpdatesByRef
 from distrl.learner.state import LearnerCounters, Normalisers, learner_state, load_learner_state
 from distrl.learner.step import DeviceStep
@@ -83,7 +84,7 @@ class Learner(UpdatesByRef):
         # step keeps Adam's step counts on the device and reads the learning rate from a tensor the host refills.
         lr = self.algorithm.learning_rate(0)
         lr = torch.tensor(lr, device=device) if captured else lr
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=lr, eps=1e-5, fused=True, capturable=captured)
+        self.optimizer = Adam(self.model.parameters(), lr=lr, eps=1e-5, fused=True, capturable=captured)
         self.normalisers = Normalisers(config, self.model, obs_space)
         self.counters = LearnerCounters()
         self.generator = torch.Generator().manual_seed(config.seed + rank)
