@@ -84,10 +84,12 @@ class RunActors:
         self.coordinator = ray.remote(SampleCoordinator).options(
             name=coordinator_name, num_cpus=0, scheduling_strategy=here, max_concurrency=4
         ).remote(self.world_size, cfg.env.id, cfg.rollout.max_restarts, [self.artifacts_ref] if large else None)
-        # The learners next, then the workers: the learners take the processes Ray has started, the workers sample
-        # the first batch while the learners build (a new run's workers hold the learners' initial weights).
-        self.learners = self._create_learners()
+        # The workers next, then the learners: on a small machine a worker is the start-up's longest path (torch, its
+        # env, its policy session and check, then the first batch), so it takes a process Ray has already started
+        # (one per CPU, the coordinator has the first) and the learners build while it samples: a new run's workers
+        # hold the learners' initial weights (benchmarks/startup.py: 0.4 s sooner on 2 cores than learners first).
         self.workers = [self._new_worker(i, first_iteration) for i in range(cfg.rollout.max_workers)]
+        self.learners = self._create_learners()
         ready = {f"worker-{i}": worker.backend_info.remote() for i, worker in enumerate(self.workers)}
         ready["coordinator"] = self.coordinator.attach.remote(self.workers)
         # A worker range: the run starts with min workers up; the rest start when a node with room joins.
