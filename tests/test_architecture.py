@@ -75,4 +75,3 @@ def test_the_coordinators_process_needs_no_torch():
             "print(sorted(m for m in ('torch', 'onnxruntime', 'gymnasium') if m in sys.modules))")  # fmt: skip
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]", result.stdout
-

@@ -3,11 +3,14 @@
 import copy
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 from distrl.learner.optimizer import Adam
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _model():
@@ -66,6 +69,6 @@ learner.load_state(learner.snapshot())  # a checkpoint's round trip
 assert learner.version == 1 and metrics["env_steps"] == 8 * 16, metrics
 print("torch._dynamo" in sys.modules)
 """
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().splitlines()[-1] == "False"
