@@ -40,6 +40,9 @@ def machine_busy() -> tuple[float, float]:
     return (sum(ticks) - idle) / hz, sum(ticks) / hz
 
 
+ROLES = {"RolloutWorkerActor": "RolloutWorker"}  # the class Ray runs for a worker (distrl/rollout/worker_actor.py)
+
+
 def role(proc: psutil.Process, driver_pid: int) -> str:
     """The process's part in the run: its Ray actor class (``ray::Learner.update_refs`` -> Learner), the driver, or Ray."""
     if proc.pid == driver_pid:
@@ -48,6 +51,7 @@ def role(proc: psutil.Process, driver_pid: int) -> str:
     title = cmdline[0] if cmdline else proc.name()
     if title.startswith("ray::"):
         name = title[5:].split()[0].split(".")[0]
+        name = ROLES.get(name, name)
         return name if name not in ("IDLE", "DashboardAgent", "RuntimeEnvAgent") else "ray (other)"
     return "ray (other)"
 
