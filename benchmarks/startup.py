@@ -91,15 +91,15 @@ def main() -> int:
     # Within each run, past the Ray it started: free of the floor's own spread between runs (Ray's start varies by a
     # second from run to run on a small machine).
     own = [r["first_update"] - r["ray_start"] for r in runs if "first_update" in r and "ray_start" in r]
+    over_own = statistics.median(own) if own else None
     if own:
-        rows.append({"phase": "first update past the run's own Ray start", "s": statistics.median(own), "min": min(own),
+        rows.append({"phase": "first update past the run's own Ray start", "s": over_own, "min": min(own),
                      "max": max(own)})  # fmt: skip
-        print(f"first update past the run's own Ray start: median {statistics.median(own):.2f} s "
-              f"({min(own):.2f}-{max(own):.2f})")  # fmt: skip
+        print(f"first update past the run's own Ray start: median {over_own:.2f} s ({min(own):.2f}-{max(own):.2f})")
     columns = [("phase", "milestone (s from launch)"), ("s", "median"), ("min", "min"), ("max", "max")]
     payload = {"machine": machine, "config": args.config, "overrides": args.overrides, "floors": floors, "runs": runs,
                "medians": medians, "ray_floor_s": floor, "first_update_over_floor_s": over,
-               "first_update_over_own_ray_s": statistics.median(own) if own else None, "rows": rows}  # fmt: skip
+               "first_update_over_own_ray_s": over_own, "rows": rows}  # fmt: skip
     name = study_name("startup_" + Path(args.config).stem, args.overrides)
     ok = write_results(name, payload, markdown_table(rows, columns), None, None, args.quick, args.results_dir)
     return 0 if ok else 1

@@ -57,13 +57,18 @@ def test_every_env_kind_is_an_import_the_linter_sees():
     assert not graph.chain_exists(importer="distrl.envs", imported="distrl.league", as_packages=True)
 
 
+def _heavy_imports(modules: list[str], heavy: tuple[str, ...]) -> str:
+    """Which of ``heavy`` importing ``modules`` brings in, in a fresh interpreter (as printed there)."""
+    code = f"import sys, {', '.join(modules)}; print(sorted(m for m in {heavy!r} if m in sys.modules))"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+
+
 def test_the_driver_starts_without_torch():
     """``distrl train`` imports torch in a thread while Ray starts (driver.py): nothing on the way to Ray may import it
     first (the command line, the API, the driver and everything they import at module level)."""
-    code = ("import sys, distrl.cli, distrl.api, distrl.driver.driver, distrl.driver.preflight; "
-            "print(sorted(m for m in ('torch', 'onnxruntime') if m in sys.modules))")  # fmt: skip
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert result.stdout.strip() == "[]", result.stdout
+    found = _heavy_imports(["distrl.cli", "distrl.api", "distrl.driver.driver", "distrl.driver.preflight"],
+                           ("torch", "onnxruntime"))  # fmt: skip
+    assert found == "[]", found
 
 
 def test_the_coordinators_process_needs_no_torch():
@@ -71,7 +76,6 @@ def test_the_coordinators_process_needs_no_torch():
     handle, imports the worker's actor class. That class and the coordinator's own module import no torch (the
     worker builds itself in its own process), so the coordinator's process never pays torch's import (2-3 s of CPU
     on two cores, before a run's first update; ``distrl/rollout/worker_actor.py``)."""
-    code = ("import sys, distrl.rollout.coordinator, distrl.rollout.worker_actor; "
-            "print(sorted(m for m in ('torch', 'onnxruntime', 'gymnasium') if m in sys.modules))")  # fmt: skip
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert result.stdout.strip() == "[]", result.stdout
+    found = _heavy_imports(["distrl.rollout.coordinator", "distrl.rollout.worker_actor"],
+                           ("torch", "onnxruntime", "gymnasium"))  # fmt: skip
+    assert found == "[]", found

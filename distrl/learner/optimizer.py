@@ -7,9 +7,9 @@ import is 1-3 s of CPU (sympy, the tracer's rules), paid on the way to a run's f
 though distrl compiles only the minibatch loss and never traces the optimiser (``benchmarks/startup.py``).
 
 ``Adam`` here is ``torch.optim.Adam`` with those methods taken from under their wrappers (``inspect.unwrap``), and
-``step`` with gradients off (unless ``differentiable``), as its wrapper sets them. The update, the state and ``state_dict``'s layout are
-torch's, so checkpoints load either way. Where a torch version stops wrapping a method, unwrapping gives the method
-itself (tests/test_optimizer.py checks both the steps and the import).
+``step`` with gradients off (unless ``differentiable``), as its wrapper sets them. The update, the state and
+``state_dict``'s layout are torch's, so checkpoints load either way. Where a torch version stops wrapping a method,
+unwrapping gives the method itself (tests/test_optimizer.py checks both the steps and the import).
 """
 
 from __future__ import annotations
