@@ -36,6 +36,7 @@ def test_a_stale_batch_is_dropped_and_counted_never_trained_on(ray_local):
         # It holds the workers' handles (Ray loaded their actor class to deserialise them) and has no torch in it.
         pids = [p.pid for p in psutil.Process().children(recursive=True) if "ray::SampleCoordinator" in " ".join(p.cmdline())]
         assert pids and not any("libtorch" in Path(f"/proc/{pid}/maps").read_text() for pid in pids)
+        ray.get([worker.ready.remote() for worker in workers])  # constructed: the 3 s wait below times sampling only
         ray.get(coordinator.start_stream.remote([None], None, 60.0, 4))  # the workers' own weights: version 0
         # An update at version 2 that allows a lag of 1 takes version >= 1 only: every batch so far is stale.
         report, _ = ray.get(coordinator.gather.options(num_returns=2).remote(1, 1, 3.0))
