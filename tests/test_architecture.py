@@ -79,3 +79,11 @@ def test_the_coordinators_process_needs_no_torch():
     found = _heavy_imports(["distrl.rollout.coordinator", "distrl.rollout.worker_actor"],
                            ("torch", "onnxruntime", "gymnasium"))  # fmt: skip
     assert found == "[]", found
+
+
+def test_a_rollout_workers_modules_need_no_torch():
+    """An ``onnxrt`` worker built from the driver's export and check acts without torch (``distrl/compile/shipped.py``):
+    the worker's modules, its env runners, its model memory and action sampling import none at module level."""
+    found = _heavy_imports(["distrl.rollout.worker", "distrl.rollout.worker_class", "distrl.compile.shipped",
+                            "distrl.data.memory", "distrl.models.spec"], ("torch",))  # fmt: skip
+    assert found == "[]", found

@@ -6,20 +6,21 @@ after the constructor, which keep the process's default (``OMP_NUM_THREADS`` at 
 per core): four workers with a quarter of a CPU each on two cores then spun MKL's OpenMP threads against
 each other around every small matrix product, and an eager CartPole policy step (8 envs) took 22 ms
 instead of 0.5 ms (docs/performance.md, "One slow worker among four"). ``use_torch_threads`` sets the
-count on the calling thread, once per thread.
+count on the calling thread, once per thread. A process that has not loaded torch (a rollout worker acting through
+ONNX Runtime alone) has nothing to set: the first call after torch loads sets it.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
-
-import torch
 
 _set_here = threading.local()
 
 
 def use_torch_threads(count: int) -> None:
     """Torch (OpenMP and MKL) uses ``count`` threads for the calling thread's work from now on."""
-    if getattr(_set_here, "count", None) != count:
+    torch = sys.modules.get("torch")
+    if torch is not None and getattr(_set_here, "count", None) != count:
         torch.set_num_threads(count)
         _set_here.count = count

@@ -8,33 +8,18 @@ eager with a warning, or raises ``CompileError`` with ``strict``.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 
 import numpy as np
 from torch import nn
 
 from distrl.common.errors import describe_error
 from distrl.compile.backends import BACKENDS, load_backend
-from distrl.compile.backends.base import Form
-from distrl.compile.check import Float64Reference
+from distrl.compile.checked import CheckedPolicyBase
 from distrl.compile.forms import build_candidate, forms_for, keep_fastest, prepare_forms
-from distrl.compile.policy import EagerPolicy, InferencePolicy, load_state_dict_numpy
+from distrl.compile.policy import EagerPolicy, InferencePolicy
+from distrl.compile.report import BackendReport, CompileError
 
 log = logging.getLogger("distrl.compile")
-
-
-class CompileError(Exception):
-    """A backend failed to build or disagreed with eager, and ``strict`` forbids falling back."""
-
-
-@dataclass
-class BackendReport:
-    requested: str
-    backend: str  # in use, after any fallback or choice
-    reason: str = ""  # why the requested one is not in use (or, for auto, why others were passed over)
-    timings_us: dict[str, float] = field(default_factory=dict)  # auto, or forms timed: each one's time per call
-    form: Form = field(default_factory=Form)  # the precision and layout in use (forms.py)
-    form_reason: str = ""  # why that form
 
 
 def available_backends() -> list[dict]:
@@ -53,6 +38,16 @@ def prepare_artifacts(module: nn.Module, backend: str, example: tuple[np.ndarray
     if BACKENDS[backend].chooses:
         return load_backend(backend).prepare(module, example, mode, precision=precision, memory_format=memory_format)
     return prepare_forms(backend, forms_for(precision, memory_format, backend, module)[0], module, example, mode)
+
+
+def prepare_shipped(module: nn.Module, example: tuple[np.ndarray, ...], precision: str = "fp32",
+                    memory_format: str = "contiguous") -> dict:  # fmt: skip
+    """Beside the ``onnxrt`` export: what a worker needs to build and check its policy without torch (``shipped.py``;
+    the caller adds the model's spec). ``module`` holds the learner's version-0 weights; ``example``: inputs to check
+    on."""
+    from distrl.compile.check import shipped_check
+
+    return {"check": shipped_check(module, example), "form_reason": forms_for(precision, memory_format, "onnxrt", module)[1]}
 
 
 def build_inference_policy(
@@ -98,46 +93,14 @@ def build_inference_policy(
     return EagerPolicy(module), BackendReport(backend, "eager", problem, form_reason=form_reason)
 
 
-class CheckedPolicy:
+class CheckedPolicy(CheckedPolicyBase):
     """A worker's policy: built by ``build_inference_policy``, and after a weight sync checked against
     eager on the inputs it is about to act on; a mismatch replaces it with eager (``strict``: raises)."""
 
     def __init__(self, module: nn.Module, backend: str, example: tuple[np.ndarray, ...], mode: str = "default",
                  options: dict | None = None, strict: bool = False, artifacts: dict | None = None,
                  precision: str = "fp32", memory_format: str = "contiguous"):  # fmt: skip
+        super().__init__(strict)
         self.module = module
-        self.strict = strict
         self.policy, self.report = build_inference_policy(module, backend, example, mode, options, strict, artifacts,
                                                           precision, memory_format)  # fmt: skip
-        self.sync_checks = 0
-        self._reference: Float64Reference | None = None  # built at the first check
-
-    @property
-    def backend(self) -> str:
-        return self.policy.backend
-
-    def __call__(self, *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
-        return self.policy(*inputs)
-
-    def update_weights(self, state_dict: dict) -> None:
-        """Act with these weights (numpy arrays) from the next call on; the eager module follows them too."""
-        self.policy.update_weights(state_dict)
-        if not self.policy.shares_module:
-            load_state_dict_numpy(self.module, state_dict)
-
-    def verify(self, inputs: tuple[np.ndarray, ...], when: str) -> None:
-        """Check the policy against eager on ``inputs``; on a mismatch stop using it."""
-        if self.policy.backend == "eager" and self.report.form == Form():  # eager itself
-            return
-        if self._reference is None:
-            self._reference = Float64Reference(self.module)
-        problem = self._reference.mismatch(self.policy(*inputs), *inputs, precision=self.report.form.precision)
-        self.sync_checks += 1
-        if problem is None:
-            return
-        message = f"rollout.compile.backend={self.policy.backend}: {when}: {problem}"
-        if self.strict:
-            raise CompileError(message)
-        log.warning("%s; falling back to eager", message)
-        self.policy = EagerPolicy(self.module)
-        self.report.backend, self.report.reason, self.report.form = "eager", message, Form()

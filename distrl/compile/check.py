@@ -16,7 +16,6 @@ from __future__ import annotations
 import copy
 import logging
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -25,25 +24,10 @@ from torch.overrides import TorchFunctionMode
 
 from distrl.common.errors import describe_error
 from distrl.compile.policy import EagerPolicy, as_tuple
+from distrl.compile.check_answers import Answers, ShippedCheck, inputs_key
+from distrl.compile.tolerance import BF16_MULTIPLE, OutputCheck, check_output, output_mismatch
 
 log = logging.getLogger("distrl.compile")
-
-EPS32 = float(np.finfo(np.float32).eps)
-# A compiled float32 result may be this many times further from float64 than eager float32 is.
-# Rounding errors of two summation orders are of the same size (Higham, "Accuracy and Stability
-# of Numerical Algorithms", ch. 4); 16x covers a worse order with room, and a policy acting with
-# the previous weights differs by 1e3x-1e5x eager's error (see tests/test_compile.py).
-ERROR_MULTIPLE = 16.0
-# Eager's error is a small sample at small batches (a batch of one has a handful of outputs and a
-# kernel may happen to be exact there), so a floor scaled to the model remains: rounding errors
-# add up like a random walk over the accumulations on a path through the network (Higham and
-# Mary 2019, probabilistic error bounds: ~sqrt(n) u), so FLOOR_ULPS x sqrt(total reduction
-# length) float32 ulps of the output's magnitude.
-FLOOR_ULPS = 4.0
-# A bf16 policy (``forms.py``) rounds every weight and activation to bf16: it may differ from eager float32 by this many
-# times what one bf16 ulp on every weight and float input moves eager's outputs (a full ulp with random signs; bf16's
-# own rounding is at most half of one), as a bf16 learner update is judged (``distrl/learner/step_check.py``).
-BF16_MULTIPLE = 4.0
 
 
 def reduction_length(module: nn.Module) -> int:
@@ -57,80 +41,6 @@ def reduction_length(module: nn.Module) -> int:
         elif isinstance(layer, nn.RNNBase):
             total += layer.input_size + layer.hidden_size
     return max(total, 1)
-
-
-@dataclass(frozen=True)
-class OutputCheck:
-    """One output of a policy measured against eager float32 and float64 on the same inputs."""
-
-    index: int
-    difference: float  # max |got - eager float32|: what a user would see
-    error: float  # max |got - float64|: what is judged
-    eager_error: float  # max |eager float32 - float64|: what rounding alone does on these inputs
-    tolerance: float  # ERROR_MULTIPLE x eager_error + FLOOR_ULPS x sqrt(reductions) float32 ulps of max |float64|
-
-    @property
-    def ok(self) -> bool:
-        return bool(np.isfinite(self.error) and self.error <= self.tolerance)
-
-
-def check_output(index: int, got: np.ndarray, eager: np.ndarray, reference: np.ndarray, reductions: int = 1,
-                 rounding: float | None = None, multiple: float = ERROR_MULTIPLE) -> OutputCheck:  # fmt: skip
-    """Measure one output (same shapes; ``reference`` finite); ``reductions``: see ``reduction_length``.
-
-    ``rounding``: eager's own error where no float64 reference exists (``reference`` is then eager itself)."""
-    reference = np.asarray(reference, dtype=np.float64)
-    got64, eager64 = np.asarray(got, dtype=np.float64), np.asarray(eager, dtype=np.float64)
-    eager_error = float(np.max(np.abs(eager64 - reference), initial=0.0)) if rounding is None else rounding
-    scale = float(np.max(np.abs(reference), initial=0.0))
-    return OutputCheck(
-        index=index,
-        difference=float(np.max(np.abs(got64 - eager64), initial=0.0)),
-        error=float(np.max(np.abs(got64 - reference), initial=0.0)),
-        eager_error=eager_error,
-        tolerance=multiple * eager_error + FLOOR_ULPS * math.sqrt(reductions) * EPS32 * scale,
-    )
-
-
-def output_mismatch(
-    got: tuple[np.ndarray, ...],
-    eager: tuple[np.ndarray, ...],
-    reference: tuple[np.ndarray, ...],
-    reductions: int = 1,
-    rounding: list[float] | None = None,
-    multiple: float = ERROR_MULTIPLE,
-) -> str | None:
-    """None when every output of ``got`` is as close to ``reference`` (float64) as eager float32 allows.
-
-    Args:
-        got: the compiled policy's outputs on some inputs.
-        eager: the eager float32 module's outputs on the same inputs.
-        reference: the same module's outputs computed in float64.
-        reductions: the module's ``reduction_length`` (``Float64Reference.reductions``).
-        rounding: per output, eager's own error measured by perturbation, where no float64 reference
-            exists or the policy is bf16 (``reference`` is then ``eager``).
-        multiple: how many times eager's error (or rounding) ``got``'s may be (``BF16_MULTIPLE`` for bf16).
-
-    Returns:
-        None, or one line naming the first output that is off, by how much and what was allowed.
-    """
-    if len(got) != len(eager):
-        return f"{len(got)} outputs, eager has {len(eager)}"
-    for i, (a, b, ref) in enumerate(zip(got, eager, reference)):
-        if np.shape(a) != np.shape(b):
-            return f"output {i} has shape {np.shape(a)}, eager {np.shape(b)}"
-        if not np.all(np.isfinite(ref)):  # no float64 answer to measure against: ask for eager's exact outputs
-            if not np.array_equal(a, b, equal_nan=True):
-                return f"output {i} differs from eager where eager is not finite"
-            continue
-        check = check_output(i, a, b, ref, reductions, None if rounding is None else rounding[i], multiple)
-        if not check.ok:
-            return (
-                f"output {i} differs from eager by up to {check.difference:.3g} (allowed {check.tolerance:.3g}: "
-                f"{multiple:g}x eager float32's own error {check.eager_error:.3g} "
-                f"{'vs float64' if rounding is None else 'under one-ulp perturbations'})"
-            )
-    return None
 
 
 class ReferenceUnavailable(Exception):
@@ -278,6 +188,13 @@ def checks_against_eager(got: tuple[np.ndarray, ...], module: nn.Module, inputs:
             for i, (a, b, r) in enumerate(zip(got, eager, expected))]  # fmt: skip
 
 
+def _perturbed_weights(module: nn.Module) -> dict[str, np.ndarray]:
+    """``module``'s weights, each floating one moved by 5 % noise (seeded): a weight change a policy must follow."""
+    generator = torch.Generator().manual_seed(0)
+    return {k: (v + 0.05 * torch.randn(v.shape, generator=generator) if v.is_floating_point() else v).detach().numpy()
+            for k, v in module.state_dict().items()}  # fmt: skip
+
+
 def check_against_eager(policy, module: nn.Module, example: tuple[np.ndarray, ...], precision: str = "fp32") -> str | None:
     """Whether ``policy`` acts as eager ``module`` does on ``example``, now and after a weight change
     (the weights are restored afterwards); ``None`` when it does, else what differs. ``precision``: the policy's
@@ -287,9 +204,7 @@ def check_against_eager(policy, module: nn.Module, example: tuple[np.ndarray, ..
     if problem:
         return problem
     original = {k: v.detach().clone() for k, v in module.state_dict().items()}
-    generator = torch.Generator().manual_seed(0)
-    perturbed = {k: (v + 0.05 * torch.randn(v.shape, generator=generator) if v.is_floating_point() else v).numpy()
-                 for k, v in original.items()}  # fmt: skip
+    perturbed = _perturbed_weights(module)
     eager = EagerPolicy(module)
     try:
         eager.update_weights(perturbed)
@@ -302,3 +217,29 @@ def check_against_eager(policy, module: nn.Module, example: tuple[np.ndarray, ..
         eager.update_weights(restored)
         policy.update_weights(restored)
     return None
+
+
+class CheckAnswers:
+    """Eager float32's and float64's outputs of a CPU copy of ``module`` on ``inputs``, with the weights asked for: the
+    answers a worker that checks without torch compares its own outputs with (``check_answers.py``). Built from the
+    module before anything compiles it (the copy must run eagerly); each call loads the weights it is given."""
+
+    def __init__(self, module: nn.Module, inputs: tuple[np.ndarray, ...]):
+        self.twin = copy.deepcopy(module).cpu().eval()
+        self.reference = Float64Reference(self.twin)
+        self.inputs = tuple(inputs)
+        self.key = inputs_key(self.inputs)
+
+    def __call__(self, weights: dict[str, np.ndarray]) -> Answers:
+        EagerPolicy(self.twin).update_weights(weights)
+        eager, reference, rounding = self.reference.outputs(self.inputs)
+        return Answers(self.key, eager, reference, rounding, self.reference.reductions)
+
+
+def shipped_check(module: nn.Module, example: tuple[np.ndarray, ...]) -> ShippedCheck:
+    """What ``check_against_eager`` compares an fp32 policy's outputs with, computed here for a worker that checks
+    without torch (``shipped.py``): eager float32's and float64's outputs on ``example`` with ``module``'s weights,
+    then with the same perturbed weights."""
+    answers = CheckAnswers(module, example)
+    weights = {k: v.detach().cpu().numpy().copy() for k, v in module.state_dict().items()}
+    return ShippedCheck(answers.inputs, [(w, answers(w)) for w in (weights, _perturbed_weights(module))])

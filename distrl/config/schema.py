@@ -141,7 +141,9 @@ class RolloutCompileConfig(Section):
     )
     strict: bool = Field(False, description="a compile failure or mismatch is an error instead of a fallback to eager")
     verify_every_sync: bool = Field(
-        True, description="after each weight sync, check the compiled policy against eager on the last observations"
+        True, description="after each weight sync, check the compiled policy against eager on the last observations "
+        "(an onnxrt worker: on the build check's inputs, against eager's answers the learner sends with the weights, "
+        "so it needs no torch; with a convolutional model against its own eager model, docs/compile.md)",
     )
 
 

@@ -16,8 +16,12 @@ Plain dataclasses of numbers, strings and numpy arrays: they pickle through Ray 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from distrl.compile.check_answers import Answers
 
 
 @dataclass
@@ -134,3 +138,6 @@ class Weights:
     obs_norm: dict | None = None  # RunningMeanStd state with env.normalize_obs
     # several trained policies (agents.policies): each one's weights by name (``model`` is then empty)
     policies: dict[str, Weights] | None = None
+    # eager's outputs with these weights on the workers' check inputs, for an onnxrt worker's check after this sync
+    # without torch (distrl/compile/check_answers.py); None where the workers check against their own eager model
+    check: Answers | None = None

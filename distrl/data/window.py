@@ -1,4 +1,4 @@
-"""Each env's last observations, for attention policies: the window a worker acts on (``memory/window.py`` keeps it).
+"""Each env's last observations, for attention policies: the window a worker acts on (``memory/window.py`` keeps it, with ``shifted``).
 
 A window is ``[N, W, *obs]`` with the newest observation last. At an episode's first
 observation everything before it is zeroed, the rule the LSTM's state follows, so an
@@ -10,17 +10,7 @@ observations and episode starts that is all the learner needs to rebuild every s
 
 from __future__ import annotations
 
-import numpy as np
 import torch
-
-
-def shifted(window: np.ndarray, obs: np.ndarray, starts: np.ndarray | None) -> np.ndarray:
-    """A new window: ``window [N, W, *obs]`` with ``obs [N, *obs]`` pushed in and, where ``starts``, what came before
-    zeroed (``distrl.load_policy``'s ``predict`` keeps its windows with this)."""
-    out = np.concatenate([window[:, 1:], np.asarray(obs, dtype=window.dtype)[:, None]], axis=1)
-    if starts is not None:
-        out[np.asarray(starts, dtype=bool).reshape(-1), :-1] = 0
-    return out
 
 
 def windows(context: torch.Tensor, obs: torch.Tensor, starts: torch.Tensor, window: int) -> torch.Tensor:

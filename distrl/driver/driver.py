@@ -25,7 +25,6 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import numpy as np
 import ray
 
 from distrl.common.checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
@@ -34,6 +33,7 @@ from distrl.common.log import get_logger
 from distrl.config import Config, config_to_yaml
 from distrl.driver import report
 from distrl.driver.actors import RunActors
+from distrl.driver.artifacts import worker_artifacts
 from distrl.driver.loops import loop_class
 from distrl.driver.connection import RayTarget, resolve_target
 from distrl.driver.drain import DrainWatcher
@@ -128,35 +128,6 @@ class Driver:
         """The launch as a wall-clock time, to place the workers' timestamps."""
         return time.time() - (time.perf_counter() - self._launch)
 
-    def _build_artifacts(self, obs_space, action_space) -> dict | None:
-        """Export / compile the worker policy once here (in a thread, while Ray starts); None when nothing is shared."""
-        cfg = self.config.rollout.compile
-        if self.config.agents.several:  # each policy acts on its own slots' batch size: each worker builds its own
-            return None
-        import torch
-
-        from distrl.compile import prepare_artifacts
-        from distrl.data.memory import memory_for
-        from distrl.models import build_model
-
-        model = build_model(obs_space, action_space, self.config.model).eval()
-        n = self.config.env.num_envs_per_worker
-        obs_space = model.input_space  # a Dict or Tuple reaches the policy flattened
-        memory = memory_for(model)  # the inputs the workers' policy takes: a window, an LSTM's state
-        obs = np.stack([obs_space.sample() for _ in range(n * memory.rows_per_example())])
-        if obs.dtype != np.uint8:
-            obs = obs.astype(np.float32)
-        example = memory.example(obs, None)
-        torch.set_num_threads(1)
-        try:
-            artifacts = prepare_artifacts(model, cfg.backend, example, cfg.mode, cfg.precision, cfg.memory_format)
-            if not artifacts:  # nothing this backend shares
-                return None
-        except Exception as exc:  # workers will compile for themselves (and fall back if that fails too)
-            log.warning(f"shared compile artifacts unavailable ({type(exc).__name__}: {exc}); each worker compiles")
-            return None
-        return artifacts
-
     @staticmethod
     def _share(artifacts: dict | None):
         """What each worker's constructor gets: the artifacts inline when small, else one object-store ref."""
@@ -198,7 +169,7 @@ class Driver:
                             + f"; building the workers' {self.config.rollout.compile.backend} policy meanwhile")
         with ThreadPoolExecutor(1, thread_name_prefix="distrl-artifacts") as pool:
             export_start = time.perf_counter()
-            building = pool.submit(self._build_artifacts, *spaces)
+            building = pool.submit(worker_artifacts, self.config, *spaces)
             building.add_done_callback(lambda _: self.timeline.__setitem__("export_s", time.perf_counter() - export_start))
             try:
                 joined = connect_ray(target)

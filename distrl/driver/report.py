@@ -79,6 +79,8 @@ def print_start(say, config: Config, run_dir: str, joined: RayTarget, actors, re
     used = backends_in_use([i["backend"] for i in actors.backend_infos])
     backend = used if used == info["requested"] else f"{used} (requested {info['requested']})"
     shared = ", artifacts shared" if info["shared_artifacts"] else ""
+    if all(i.get("without_torch") for i in actors.backend_infos):  # the export and its check shipped (compile/shipped.py)
+        shared += ", built without torch"
     say(
         f"  rollout  {cfg.rollout.rollout_length} steps/env, pipeline {cfg.rollout.pipeline}, "
         f"{cfg.rollout.num_cpus_per_worker:g} CPU"

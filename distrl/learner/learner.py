@@ -68,6 +68,8 @@ class Learner(UpdatesByRef):
         device = self.hardware.device
         torch.manual_seed(config.seed + policy_index)
         self.model = build_model(obs_space, action_space, config.model).to(device)
+        # An onnxrt worker checks each sync against eager's answers sent with the weights: it needs no torch for it.
+        self.check_answers = _check_answers(config, self.model) if rank == 0 else None
         # Before the optimiser: Adam's moments take each parameter's layout (a convolution's input follows its weight).
         self.memory_format, self.memory_format_reason = choose_memory_format(config.learner.memory_format, self.model,
                                                                              device)  # fmt: skip
@@ -177,11 +179,13 @@ class Learner(UpdatesByRef):
 
     # --- weights and state -------------------------------------------------------------
     def get_weights(self) -> Weights:
+        # contiguous: the workers' policies take plain C-ordered arrays (a channels-last weight is not one)
+        model = {k: v.detach().cpu().contiguous().numpy() for k, v in self.model.state_dict().items()}
         return Weights(
             version=self.counters.version,
-            # contiguous: the workers' policies take plain C-ordered arrays (a channels-last weight is not one)
-            model={k: v.detach().cpu().contiguous().numpy() for k, v in self.model.state_dict().items()},
+            model=model,
             obs_norm=self.obs_rms.state() if self.obs_rms is not None else None,
+            check=self.check_answers(model) if self.check_answers is not None else None,
         )
 
     def state(self) -> dict:
@@ -215,3 +219,19 @@ class Learner(UpdatesByRef):
     def close(self) -> None:
         distributed.leave()
 
+
+def _check_answers(config: Config, model: nn.Module):
+    """What computes eager's answers for the check an ``onnxrt`` worker runs after each weight sync
+    (``distrl/compile/check_answers.py``), on the inputs the driver's build check used; None where no worker needs them.
+    Built from the model before anything compiles it.
+
+    Not for a convolutional model: its float64 forward is slow on a CPU (eager fp32 and float64 on 8 Breakout frames
+    took 45 ms in a one-thread worker, 80-300 ms in a 2-core learner process), which the learner's every update would
+    wait for. Such a worker checks against its own eager model, loading torch at its first sync."""
+    cfg = config.rollout.compile
+    if cfg.backend != "onnxrt" or not cfg.verify_every_sync or config.agents.several or has_convolutions(model):
+        return None
+    from distrl.compile.check import CheckAnswers
+    from distrl.data.memory import example_inputs
+
+    return CheckAnswers(model, example_inputs(model, config.env.num_envs_per_worker, config.seed))

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from distrl.compile.check import EPS32, ERROR_MULTIPLE, FLOOR_ULPS, reduction_length
+from distrl.compile.check import reduction_length
+from distrl.compile.tolerance import EPS32, ERROR_MULTIPLE, FLOOR_ULPS
 
 COUNTS = ("gradient_steps", "skipped_steps", "kl_early_stop")  # equal, unless one ulp moves them too
 

@@ -31,7 +31,7 @@ from distrl.common.errors import describe_error
 from distrl.data.samples import TrainingSamples
 from distrl.learner.epochs import LoopEpochs
 from distrl.learner.step import DeviceStep
-from distrl.compile.check import ERROR_MULTIPLE
+from distrl.compile.tolerance import ERROR_MULTIPLE
 from distrl.learner.step_check import BF16_MULTIPLE, EPS, StepCheck, StepCheckFailed, UpdateState, compare_updates, nudge_one_ulp
 
 log = logging.getLogger("distrl.learner")

@@ -58,7 +58,7 @@ class PolicySetWorker(RolloutWorker):
             observed = view.structured_observation_space or view.single_observation_space
             self.models.append(build_model(observed, view.single_action_space, config.model))
         torch.manual_seed(self.seed)
-        self.model, self.dist = self.models[0], self.models[0].dist
+        self._model, self.dist = self.models[0], self.models[0].dist
         self.model_obs_space = views[0].structured_observation_space or views[0].single_observation_space
         self.obs_rms_of: list[RunningMeanStd | None] = [None] * len(self.models)
         # The first view's reset resets the env with the worker's seed; the others read their slots of it.
@@ -72,7 +72,7 @@ class PolicySetWorker(RolloutWorker):
             CheckedPolicy(model, cfg.backend, runner.policy_inputs(), cfg.mode, cfg.options, cfg.strict, None,
                           cfg.precision, cfg.memory_format) for model, runner in zip(self.models, self.runners)])  # fmt: skip
         self.startup_s = time.perf_counter() - start
-        self.shared_artifacts, self.artifacts = False, None
+        self.shared_artifacts, self.artifacts, self.without_torch = False, None, False
         self.env_side = WorkerSide()
         self.compile_counts = dynamo_counts()
 

@@ -13,6 +13,7 @@ staleness bound reads it per step) and their mean (the policy lag).
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 import uuid
@@ -21,14 +22,14 @@ from dataclasses import dataclass
 
 import numpy as np
 import ray
-import torch
 
 from distrl.common import affinity, priority
 from distrl.common.ray_actor import in_ray_actor
 from distrl.common.running_mean_std import RunningMeanStd
 from distrl.common.threads import use_torch_threads
-from distrl.compile.build import CheckedPolicy
+from distrl.compile.checked import CheckedPolicyBase
 from distrl.compile.dynamo_stats import dynamo_counts
+from distrl.compile.shipped import ShippedPolicy, ships_policy
 from distrl.config.schema import Config
 from distrl.data.batch import Batch, policy_observation
 from distrl.data.memory import memory_for
@@ -37,7 +38,6 @@ from distrl.envs import make_run_vec_env
 from distrl.envs.kinds import worker_side
 from distrl.envs.factory import make_vec_env
 from distrl.envs.stepping import SerialStepper, background_stepper, env_groups
-from distrl.models import build_model
 from distrl.rollout.env_runner import EnvRunner, run_groups
 from distrl.rollout.ready_runner import ReadyEnvRunner
 
@@ -46,8 +46,8 @@ from distrl.rollout.ready_runner import ReadyEnvRunner
 class PolicyTools:
     """What an env kind's worker side may use of the worker's policy (``distrl.envs.kinds.worker_side``)."""
 
-    policy: CheckedPolicy  # the worker's own, acting with the newest weights
-    new_policy: Callable[[], CheckedPolicy]  # another policy of the same model on the same backend, checked likewise
+    policy: CheckedPolicyBase  # the worker's own, acting with the newest weights
+    new_policy: Callable[[], CheckedPolicyBase]  # another policy of the same model on the same backend, checked likewise
     inputs: Callable[[], tuple]  # the inputs the worker acts on next (for the checks)
     dist: object  # the model's ActionDist
 
@@ -68,16 +68,22 @@ class RolloutWorker:
         self.env_groups = [make_ready_envs() if ready else make_run_vec_env(group_config, num_threads=threads)
                            for _ in range(groups)]  # fmt: skip
         self.envs = self.env_groups[0]
-        # Built from the learner's seed, so the initial weights are the learner's version 0: a new run's
-        # first batch can be sampled while the learner is still starting.
-        torch.manual_seed(config.seed)
         # The model reads a Dict or Tuple observation's parts from its flattening (distrl/common/spaces.py).
         self.model_obs_space = getattr(self.envs, "structured_observation_space", None) or self.envs.single_observation_space
-        self.model = build_model(self.model_obs_space, self.envs.single_action_space, config.model)
-        torch.manual_seed(seed)
-        self.dist = self.model.dist
+        self._model = None
+        start = time.perf_counter()
+        cfg = config.rollout.compile
+        if isinstance(artifacts, str):  # large artifacts: the named coordinator hands out their object-store ref
+            artifacts = _fetch_artifacts(artifacts)
+        fetch_s = time.perf_counter() - start
+        # onnxrt with the driver's export and check: this process acts without loading torch (compile/shipped.py)
+        shipped = cfg.backend == "onnxrt" and ships_policy(artifacts)
+        if not shipped:
+            self._model = self._build_model()
+        spec = artifacts["model_spec"] if shipped else self._model  # what the step loop needs of the model
+        self.dist = spec.dist
         self.obs_rms: RunningMeanStd | None = None
-        self.memory = memory_for(self.model)
+        self.memory = memory_for(spec)
         # Group g's copies take the seeds a single vector env would give them (seed + their index among all copies).
         per_group = self.num_envs // groups
         if ready:
@@ -89,12 +95,15 @@ class RolloutWorker:
                             for g, envs in enumerate(self.env_groups)]  # fmt: skip
         self.runner = self.runners[0]
         start = time.perf_counter()
-        cfg = config.rollout.compile
-        if isinstance(artifacts, str):  # large artifacts: the named coordinator hands out their object-store ref
-            artifacts = _fetch_artifacts(artifacts)
-        self.policy = CheckedPolicy(self.model, cfg.backend, self._policy_inputs(), cfg.mode, cfg.options, cfg.strict,
-                                    artifacts, cfg.precision, cfg.memory_format)  # fmt: skip
-        self.startup_s = time.perf_counter() - start
+        if shipped:
+            self.policy = ShippedPolicy(artifacts, cfg.options, cfg.strict, threads, self._build_model)
+        else:
+            from distrl.compile.build import CheckedPolicy
+
+            self.policy = CheckedPolicy(self.model, cfg.backend, self._policy_inputs(), cfg.mode, cfg.options,
+                                        cfg.strict, artifacts, cfg.precision, cfg.memory_format)  # fmt: skip
+        self.startup_s = fetch_s + time.perf_counter() - start
+        self.without_torch = sys.modules.get("torch") is None  # built without loading it (a shipped policy's worker)
         self.shared_artifacts = bool(artifacts)
         self.artifacts = artifacts
         # What the env kind adds to the worker (a league game: opponents that act with this worker's policies).
@@ -128,13 +137,36 @@ class RolloutWorker:
         self.staged_lock = threading.Lock()
 
     # --- the policy --------------------------------------------------------------------
+    @property
+    def model(self):
+        """The eager torch model, with the weights in use. A worker acting through a shipped policy builds it (and
+        loads torch) only when it is asked for: by a check after a sync, a fallback to eager, or a caller."""
+        return self.policy.module if self._model is None else self._model
+
+    def _build_model(self):
+        """The model, built with the learner's seed so its weights are the learner's version 0 (a new run's first
+        batch can be sampled while the learner is still starting)."""
+        import torch
+
+        from distrl.models import build_model
+
+        use_torch_threads(self.threads)  # torch may have loaded just now
+        torch.manual_seed(self.config.seed)
+        model = build_model(self.model_obs_space, self.envs.single_action_space, self.config.model)
+        torch.manual_seed(self.seed)
+        return model
+
     def _policy_inputs(self) -> tuple[np.ndarray, ...]:
         """A real batch as the policy sees it: the current observations with the model memory's state."""
         return self.runner.policy_inputs()
 
-    def _new_policy(self) -> CheckedPolicy:
+    def _new_policy(self) -> CheckedPolicyBase:
         """Another policy of this model on this worker's backend, checked like its own (a league opponent's)."""
+        from distrl.compile.build import CheckedPolicy
+        from distrl.models import build_model
+
         cfg = self.config.rollout.compile
+        use_torch_threads(self.threads)  # torch may have loaded just now
         module = build_model(self.model_obs_space, self.envs.single_action_space, self.config.model)
         return CheckedPolicy(module, cfg.backend, self._policy_inputs(), cfg.mode, cfg.options, cfg.strict, self.artifacts,
                              cfg.precision, cfg.memory_format)  # fmt: skip
@@ -147,6 +179,7 @@ class RolloutWorker:
         report = self.policy.report
         return {"requested": report.requested, "backend": report.backend, "reason": report.reason,
                 "startup_s": self.startup_s, "shared_artifacts": self.shared_artifacts,
+                "without_torch": self.without_torch,
                 "timings_us": report.timings_us, "form": str(report.form), "form_reason": report.form_reason,
                 "env_groups": self.groups,
                 "env_stepping": self.runner.stepper.kind, "env_groups_reason": self.groups_reason}  # fmt: skip
@@ -183,7 +216,7 @@ class RolloutWorker:
         self.policy_version = weights.version
         if self.config.rollout.compile.verify_every_sync:
             # On the observations it is about to act on: a compiled graph holding stale weights fails here.
-            self.policy.verify(self._policy_inputs(), f"after weight sync {self.policy_version}")
+            self.policy.verify(self._policy_inputs(), f"after weight sync {self.policy_version}", weights.check)
 
     def stage_weights(self, weights: Weights) -> int:
         """Act with ``weights`` from the next step of the sample running now (or of the next sample); returns their

@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 from distrl.config.schema import Config
-from distrl.rollout.policy_set_worker import PolicySetWorker
 from distrl.rollout.worker import RolloutWorker
 
 
 def worker_class(config: Config) -> type[RolloutWorker]:
-    return PolicySetWorker if config.agents.several else RolloutWorker
+    if config.agents.several:  # imported only then: it loads torch, which an onnxrt RolloutWorker may not need
+        from distrl.rollout.policy_set_worker import PolicySetWorker
+
+        return PolicySetWorker
+    return RolloutWorker
 
 
 def make_worker(config: Config, *args, **kwargs) -> RolloutWorker:

@@ -9,17 +9,9 @@ import numpy as np
 from torch import nn
 
 from distrl.compile.policy import InferencePolicy
+from distrl.compile.report import Form
 
-
-@dataclass(frozen=True)
-class Form:
-    """The precision and memory layout a backend runs the torch module in (``distrl/compile/forms.py``)."""
-
-    precision: str = "fp32"
-    memory_format: str = "contiguous"
-
-    def __str__(self) -> str:
-        return f"{self.precision}, {self.memory_format}"
+__all__ = ["Backend", "Built", "Form"]
 
 
 @dataclass

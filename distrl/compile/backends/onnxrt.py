@@ -1,20 +1,6 @@
 """``onnxrt``: the policy exported once to ONNX (on the driver) and run by ONNX Runtime on the CPU.
 
-The weights are the graph's initializers, so ONNX Runtime folds constants and pre-packs the
-GEMM and convolution weights when it builds the session: the policy runs at the runtime's own
-speed. A weight sync writes the new weights into the model's initializers (no re-export) and
-builds a new session before the next action, so the policy never acts with stale weights (and
-the every-sync check against eager would catch it if it did). ``SessionOptions.add_initializer``
-would skip the serialisation, but ONNX Runtime folds constants with the model's own initializer
-values before applying those overrides: the LSTM's gate weights (sliced and concatenated in the
-graph) came out stale. A sync costs one serialisation and one session build (measured in
-``benchmarks/inference.py``).
-
-The weights are written into a ModelProto parsed anew for each sync from a skeleton whose
-initializers hold no data, and dropped after the session is built. protobuf's upb runtime
-allocates an assigned bytes field in the message's arena and frees nothing until the message
-itself goes: a ModelProto kept for the run and rewritten at every sync grew by one copy of the
-weights per sync (about 70 KB for the MLP, megabytes for the Nature-CNN; ``benchmarks/soak.py``).
+The session and how a weight sync reaches it: ``distrl/compile/onnx_session.py``.
 """
 
 from __future__ import annotations
@@ -23,16 +9,15 @@ import copy
 import io
 import warnings
 
-import numpy as np
 import torch
 from torch import nn
 
 from distrl.compile.backends.base import Built
+from distrl.compile.onnx_session import OnnxRuntimePolicy
 from distrl.compile.policy import as_tuple
 
 INPUT_NAMES = ("obs", "h", "c")
 OUTPUT_NAMES = ("pd_params", "value", "h_out", "c_out")
-OPTIONS = ("intra_op_num_threads", "graph_optimization_level")
 
 
 class OnnxRuntimeBackend:
@@ -50,7 +35,7 @@ class OnnxRuntimeBackend:
 
     def build(self, module, example, mode, options, artifacts) -> Built:
         model_bytes = artifacts.get("onnx") or self.prepare(module, example, mode)["onnx"]
-        policy = OnnxRuntimePolicy(model_bytes, len(example), options)
+        policy = OnnxRuntimePolicy(model_bytes, len(example), options, torch.get_num_threads())
         policy.update_weights({k: v.detach().numpy() for k, v in module.state_dict().items()})
         return Built(policy)
 
@@ -101,69 +86,6 @@ def io_names(num_inputs: int, num_outputs: int) -> tuple[list[str], list[str]]:
     if policy_shape:
         return list(INPUT_NAMES[:num_inputs]), list(OUTPUT_NAMES[:num_outputs])
     return [f"input_{i}" for i in range(num_inputs)], [f"output_{i}" for i in range(num_outputs)]
-
-
-class OnnxRuntimePolicy:
-    backend = "onnxrt"
-    shares_module = False
-
-    def __init__(self, model_bytes: bytes, num_inputs: int, options: dict | None = None):
-        import onnx
-        import onnxruntime as ort
-
-        options = dict(options or {})
-        self.threads = int(options.pop("intra_op_num_threads", torch.get_num_threads()))
-        level = options.pop("graph_optimization_level", "all")
-        levels = {"disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL, "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-                  "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED, "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}  # fmt: skip
-        if options or level not in levels:
-            unknown = sorted(options) or [f"graph_optimization_level={level}"]
-            raise ValueError(f"unknown onnxrt options {unknown} (allowed: {', '.join(OPTIONS)}; levels {', '.join(levels)})")
-        self.level = levels[level]
-        model = onnx.load_from_string(model_bytes)
-        # The exporter drops weights the graph does not use; the rest are the initializers to rewrite.
-        self.initializers = {tensor.name: (tuple(tensor.dims), onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type))
-                             for tensor in model.graph.initializer}  # fmt: skip
-        for tensor in model.graph.initializer:
-            tensor.ClearField("float_data")
-            tensor.ClearField("raw_data")
-        self.skeleton = model.SerializeToString()  # the graph without weight data: parsed anew at each sync
-        self.input_names = [value.name for value in model.graph.input if value.name not in self.initializers]
-        self.session = None  # built by the first update_weights
-
-    def _session_options(self):
-        import onnxruntime as ort
-
-        session_options = ort.SessionOptions()
-        # N workers on N cores: each session uses its actor's CPUs and never spins waiting for work.
-        session_options.intra_op_num_threads = self.threads
-        session_options.inter_op_num_threads = 1
-        session_options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        session_options.graph_optimization_level = self.level
-        session_options.log_severity_level = 3
-        return session_options
-
-    def update_weights(self, state_dict: dict) -> None:
-        import onnx
-        import onnxruntime as ort
-
-        model = onnx.ModelProto()
-        model.ParseFromString(self.skeleton)  # a new message (and arena) per sync, freed when this returns
-        for tensor in model.graph.initializer:
-            shape, dtype = self.initializers[tensor.name]
-            array = np.asarray(state_dict[tensor.name], dtype=dtype)
-            if array.shape != shape:
-                raise ValueError(f"weight {tensor.name}: shape {array.shape}, the exported graph has {shape}")
-            tensor.raw_data = np.ascontiguousarray(array).tobytes()
-        serialized = model.SerializeToString()
-        del model
-        self.session = None  # the old session goes before the new one is built: one session's memory at a time
-        self.session = ort.InferenceSession(serialized, self._session_options(), providers=["CPUExecutionProvider"])
-
-    def __call__(self, *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
-        feed = {name: np.ascontiguousarray(array) for name, array in zip(self.input_names, inputs)}
-        return tuple(self.session.run(None, feed))
 
 
 BACKEND = OnnxRuntimeBackend()

@@ -10,6 +10,10 @@ all go through it, so a new kind is a file here and a row in ``MEMORY_KINDS``.
 
 from __future__ import annotations
 
+import copy
+
+import numpy as np
+
 from distrl.data.memory.base import Memory
 from distrl.data.memory.lstm import LSTMMemory
 from distrl.data.memory.none import NoMemory
@@ -28,4 +32,16 @@ def memory_for(model) -> Memory:
     return MEMORY_KINDS[model.memory](model)
 
 
-__all__ = ["MEMORY_KINDS", "Memory", "memory_for"]
+def example_inputs(model, num_envs: int, seed: int) -> tuple[np.ndarray, ...]:
+    """Policy inputs for ``num_envs`` env copies, the same in every process for the same ``seed``: observations drawn
+    from ``model``'s input space, any memory state random (the export's and the weight checks' inputs)."""
+    memory = memory_for(model)
+    space = copy.deepcopy(model.input_space)  # seeded here, not the model's own
+    space.seed(seed)
+    obs = np.stack([space.sample() for _ in range(num_envs * memory.rows_per_example())])
+    if obs.dtype != np.uint8:
+        obs = obs.astype(np.float32)
+    return memory.example(obs, np.random.default_rng(seed))
+
+
+__all__ = ["MEMORY_KINDS", "Memory", "example_inputs", "memory_for"]

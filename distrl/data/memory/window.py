@@ -8,7 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from distrl.data.window import shifted
+
+def shifted(window: np.ndarray, obs: np.ndarray, starts: np.ndarray | None) -> np.ndarray:
+    """A new window: ``window [N, W, *obs]`` with ``obs [N, *obs]`` pushed in and, where ``starts``, what came before
+    zeroed (``distrl.load_policy``'s ``predict`` keeps its windows with this)."""
+    out = np.concatenate([window[:, 1:], np.asarray(obs, dtype=window.dtype)[:, None]], axis=1)
+    if starts is not None:
+        out[np.asarray(starts, dtype=bool).reshape(-1), :-1] = 0
+    return out
 
 
 class WindowMemory:

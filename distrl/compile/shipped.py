@@ -1,0 +1,83 @@
+"""An ``onnxrt`` worker built without torch: the driver ships its export, the check's answers and the model's spec.
+
+Torch's import was most of a rollout worker's start-up (about 2 s of CPU of its 2.2 s on a 2-core Xeon, while the
+learner imported torch on the other core), and an ``onnxrt`` worker acts through ONNX Runtime alone. So the driver,
+which exports the policy once anyway, also runs the build check every worker would run (``check.py``): the model's
+outputs in float64 and in eager float32 on example inputs, with its version-0 weights (the learner's) and with
+perturbed ones (``shipped_check``). A worker builds its session from the export, sets each set of weights and judges
+its own outputs against those answers by the same rule (``tolerance.py``), on its own CPU and ONNX Runtime: a session
+that computes something else, or ignores new weights, falls back or fails as ``CheckedPolicy``'s does.
+
+Torch loads in such a worker only where it is needed: the check after each weight sync
+(``rollout.compile.verify_every_sync``, on by default: at the first sync, after the run's first update), a fallback to
+eager, a league's opponent policies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from distrl.common.errors import describe_error
+from distrl.compile.checked import CheckedPolicyBase
+from distrl.compile.onnx_session import OnnxRuntimePolicy
+from distrl.compile.report import BackendReport
+from distrl.compile.check_answers import Answers, ShippedCheck, inputs_key
+
+
+def ships_policy(artifacts: dict | None) -> bool:
+    """Whether ``artifacts`` hold what a worker needs to act without torch (``prepare_shipped``)."""
+    return bool(artifacts) and all(key in artifacts for key in ("onnx", "check", "model_spec", "form_reason"))
+
+
+class ShippedPolicy(CheckedPolicyBase):
+    """``CheckedPolicy``'s counterpart for an ``onnxrt`` worker built from shipped artifacts (see the module's doc).
+
+    ``make_module``: the eager torch module with the learner's version-0 weights (it imports torch), called the first
+    time a check or a fallback needs it; it then follows the weights."""
+
+    def __init__(self, artifacts: dict, options: dict | None, strict: bool, threads: int,
+                 make_module: Callable[[], object]):  # fmt: skip
+        super().__init__(strict)
+        check: ShippedCheck = artifacts["check"]
+        self.check_inputs = check.inputs
+        self.check_key = inputs_key(check.inputs)
+        self._make_module = make_module
+        self._module = None
+        self.weights = check.cases[0][0]  # the ones in use: the module is built with them when needed
+        self.report = BackendReport("onnxrt", "onnxrt", form_reason=artifacts["form_reason"])
+        try:
+            self.policy = OnnxRuntimePolicy(artifacts["onnx"], len(check.inputs), options, threads)
+            problem = check.mismatch(self.policy)
+        except Exception as exc:  # a session that does not build falls back as CheckedPolicy's does
+            problem = describe_error(exc, 200)
+        if problem:
+            self._fall_back(f"rollout.compile.backend=onnxrt: {problem}", problem)
+
+    @property
+    def module(self):
+        if self._module is None:
+            from distrl.compile.policy import load_state_dict_numpy
+
+            self._module = self._make_module()
+            load_state_dict_numpy(self._module, self.weights)
+        return self._module
+
+    def _follow(self, state_dict: dict) -> None:
+        self.weights = state_dict
+        if self._module is not None:
+            super()._follow(state_dict)
+
+    def verify(self, inputs: tuple[np.ndarray, ...], when: str, answers: Answers | None = None) -> None:
+        """The check after a weight sync: against the learner's ``answers`` for these weights (``Weights.check``) on
+        the shipped check's inputs, without torch; with none (or answers for other inputs), against the eager module
+        on ``inputs``, as ``CheckedPolicy`` does."""
+        if answers is None or answers.inputs_key != self.check_key or self.policy.backend != "onnxrt":
+            super().verify(inputs, when, answers)
+            return
+        problem = answers.mismatch(self.policy, self.check_inputs)
+        self.sync_checks += 1
+        if problem is not None:
+            message = f"rollout.compile.backend=onnxrt: {when}: {problem}"
+            self._fall_back(message, message)
