@@ -84,12 +84,13 @@ class RunActors:
         self.coordinator = ray.remote(SampleCoordinator).options(
             name=coordinator_name, num_cpus=0, scheduling_strategy=here, max_concurrency=4
         ).remote(self.world_size, cfg.env.id, cfg.rollout.max_restarts, [self.artifacts_ref] if large else None)
-        # The workers next, then the learners: on a small machine a worker is the start-up's longest path (torch, its
-        # env, its policy session and check, then the first batch), so it takes a process Ray has already started
-        # (one per CPU, the coordinator has the first) and the learners build while it samples: a new run's workers
-        # hold the learners' initial weights (benchmarks/startup.py: 0.4 s sooner on 2 cores than learners first).
-        self.workers = [self._new_worker(i, first_iteration) for i in range(cfg.rollout.max_workers)]
+        # The learners next, then the workers: Ray starts one process per CPU ahead of time (the coordinator takes the
+        # first) and the actor created after those waits for a new one (0.8 s on 2 cores). A learner is the start-up's
+        # longest path (torch, its model, its first update); an onnxrt worker built from shipped artifacts imports no
+        # torch and samples in about a second. A new run's workers hold the learners' initial weights, so the first
+        # batch needs no learner (benchmarks/startup.py on 2 cores: first update 0.26-1.0 s sooner, five runs in turns).
         self.learners = self._create_learners()
+        self.workers = [self._new_worker(i, first_iteration) for i in range(cfg.rollout.max_workers)]
         ready = {f"worker-{i}": worker.backend_info.remote() for i, worker in enumerate(self.workers)}
         ready["coordinator"] = self.coordinator.attach.remote(self.workers)
         # A worker range: the run starts with min workers up; the rest start when a node with room joins.
