@@ -8,9 +8,10 @@ perturbed ones (``shipped_check``). A worker builds its session from the export,
 its own outputs against those answers by the same rule (``tolerance.py``), on its own CPU and ONNX Runtime: a session
 that computes something else, or ignores new weights, falls back or fails as ``CheckedPolicy``'s does.
 
-Torch loads in such a worker only where it is needed: the check after each weight sync
-(``rollout.compile.verify_every_sync``, on by default: at the first sync, after the run's first update), a fallback to
-eager, a league's opponent policies.
+After a weight sync (``rollout.compile.verify_every_sync``) it is judged the same way on the same inputs, against the
+answers the learner sends with the weights (``Weights.check``). Torch loads in such a worker only where it is needed:
+the check after a sync where the learner sends no answers (a convolutional model, whose float64 forward is too slow
+for every update to wait on), a fallback to eager, a league's opponent policies.
 """
 
 from __future__ import annotations
