@@ -183,3 +183,20 @@ def test_under_ray_an_onnxrt_worker_samples_and_takes_syncs_without_loading_torc
         assert pids and not any("libtorch" in Path(f"/proc/{pid}/maps").read_text() for pid in pids)
     finally:
         ray.kill(worker)
+
+
+def test_the_shipped_initial_weights_are_a_workers_own_whatever_the_drivers_threads():
+    """The driver builds the model with one thread, as a worker does: an orthogonal init's QR rounds differently with
+    more, and the shipped weights are what a new run's workers act with first."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        config = load_config(None, SMALL)
+        shipped = artifacts_for(config)["check"].cases[0][0]
+        own = RolloutWorker(config).model.state_dict()
+        for name, value in own.items():
+            np.testing.assert_array_equal(value.numpy(), shipped[name], err_msg=name)
+    finally:
+        torch.set_num_threads(threads)

@@ -24,11 +24,13 @@ def worker_artifacts(config: Config, obs_space, action_space) -> dict | None:
     from distrl.models import build_model
     from distrl.models.spec import spec_of
 
-    with torch.random.fork_rng():  # the learner's version-0 weights, as every worker's and learner's model has them
+    # One thread, as a worker builds its model: an orthogonal init's QR rounds differently with more threads, and the
+    # shipped weights are the workers' version 0 (the learner's, seeded alike, up to that rounding).
+    torch.set_num_threads(1)
+    with torch.random.fork_rng():
         torch.manual_seed(config.seed)
         model = build_model(obs_space, action_space, config.model).eval()
     example = example_inputs(model, config.env.num_envs_per_worker, config.seed)  # the learner's checks use them too
-    torch.set_num_threads(1)
     try:
         artifacts = prepare_artifacts(model, cfg.backend, example, cfg.mode, cfg.precision, cfg.memory_format)
         if not artifacts:  # nothing this backend shares
