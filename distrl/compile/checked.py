@@ -53,16 +53,20 @@ class CheckedPolicyBase:
         the shipped inputs (``Weights.check``), which only ``ShippedPolicy`` reads."""
         if self.policy.backend == "eager" and self.report.form == Form():  # eager itself
             return
-        if self._reference is None:
-            from distrl.compile.check import Float64Reference
-
-            self._reference = Float64Reference(self.module)
-        problem = self._reference.mismatch(self.policy(*inputs), *inputs, precision=self.report.form.precision)
+        problem = self._sync_mismatch(inputs, answers)
         self.sync_checks += 1
         if problem is None:
             return
         message = f"rollout.compile.backend={self.policy.backend}: {when}: {problem}"
         self._fall_back(message, message)
+
+    def _sync_mismatch(self, inputs: tuple[np.ndarray, ...], answers) -> str | None:
+        """What differs between the policy and the eager module on ``inputs`` (None: nothing)."""
+        if self._reference is None:
+            from distrl.compile.check import Float64Reference
+
+            self._reference = Float64Reference(self.module)
+        return self._reference.mismatch(self.policy(*inputs), *inputs, precision=self.report.form.precision)
 
     def _fall_back(self, message: str, reason: str) -> None:
         """Act eagerly from now on (``strict``: raise ``message`` instead); the report says why (``reason``)."""

@@ -24,7 +24,7 @@ from distrl.common.errors import describe_error
 from distrl.compile.checked import CheckedPolicyBase
 from distrl.compile.onnx_session import OnnxRuntimePolicy
 from distrl.compile.report import BackendReport
-from distrl.compile.check_answers import Answers, ShippedCheck, inputs_key
+from distrl.compile.check_answers import Answers, ShippedCheck
 
 
 def ships_policy(artifacts: dict | None) -> bool:
@@ -43,7 +43,7 @@ class ShippedPolicy(CheckedPolicyBase):
         super().__init__(strict)
         check: ShippedCheck = artifacts["check"]
         self.check_inputs = check.inputs
-        self.check_key = inputs_key(check.inputs)
+        self.check_key = check.cases[0][1].inputs_key  # the digest the learner's answers name their inputs by
         self._make_module = make_module
         self._module = None
         self.weights = check.cases[0][0]  # the ones in use: the module is built with them when needed
@@ -70,15 +70,10 @@ class ShippedPolicy(CheckedPolicyBase):
         if self._module is not None:
             super()._follow(state_dict)
 
-    def verify(self, inputs: tuple[np.ndarray, ...], when: str, answers: Answers | None = None) -> None:
-        """The check after a weight sync: against the learner's ``answers`` for these weights (``Weights.check``) on
-        the shipped check's inputs, without torch; with none (or answers for other inputs), against the eager module
-        on ``inputs``, as ``CheckedPolicy`` does."""
-        if answers is None or answers.inputs_key != self.check_key or self.policy.backend != "onnxrt":
-            super().verify(inputs, when, answers)
-            return
-        problem = answers.mismatch(self.policy, self.check_inputs)
-        self.sync_checks += 1
-        if problem is not None:
-            message = f"rollout.compile.backend=onnxrt: {when}: {problem}"
-            self._fall_back(message, message)
+    def _sync_mismatch(self, inputs: tuple[np.ndarray, ...], answers: Answers | None) -> str | None:
+        """After a weight sync: against the learner's ``answers`` for these weights (``Weights.check``) on the shipped
+        check's inputs, without torch; with none (or answers for other inputs), against the eager module on
+        ``inputs``, as ``CheckedPolicy`` does."""
+        if answers is None or answers.inputs_key != self.check_key:
+            return super()._sync_mismatch(inputs, answers)
+        return answers.mismatch(self.policy, self.check_inputs)
