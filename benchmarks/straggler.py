@@ -11,7 +11,8 @@ times longer. For each pipeline, in one run of this script:
 
 The figure is the run's steady env steps/s trained on: env steps over wall time between its third metrics
 row and its last (start-up and warm-up left out), less the steps async left out as too old (``stale_steps``);
-each run trains ``--seconds`` past its start-up. Target: with async, four workers with one slow one
+each run trains ``--seconds`` past its start-up (``--updates``: a number of updates instead, whatever the start-up took;
+``--quick`` does that). Target: with async, four workers with one slow one
 give at least the throughput of three fast workers alone. Writes JSON, Markdown and a PNG.
 
     python benchmarks/straggler.py                # 3 pipelines x 3 cases, about 30 s each
@@ -42,14 +43,22 @@ CASES = {  # name -> (workers, slow worker index or None)
 }
 
 
+def stop_settings(pipeline: str, workers: int, args) -> list[str]:
+    """``--seconds`` past start-up (``stop.time_s`` counts from launch, so a start-up past ``STARTUP_S`` eats into it),
+    or with ``--updates`` that many updates' env steps, the time a cap for a run that hangs."""
+    if args.updates is None:
+        return [f"stop.time_s={STARTUP_S + args.seconds}", "stop.env_steps=null"]
+    per_update = 2048 if pipeline == "async" else workers * 8 * 64  # samples_per_update, or one batch of each worker
+    return [f"stop.env_steps={args.updates * per_update}", f"stop.time_s={STARTUP_S + 10 * args.seconds}"]
+
+
 def run(pipeline: str, workers: int, slow: int | None, args) -> dict:
     kwargs = f"{{step_s: {args.step_s}, slow_factor: {args.slow_factor}" + (f", slow_worker: {slow}}}" if slow is not None else "}")
     overrides = [
         "env.id=distrl.envs.testing:sleepy_cartpole", f"env.kwargs={kwargs}", "env.vectorization=sync",
         "env.num_envs_per_worker=8", "rollout.rollout_length=64", f"rollout.num_workers={workers}",
         "rollout.num_cpus_per_worker=0.25", f"rollout.pipeline={pipeline}", "ppo.minibatch_size=512", "ppo.epochs=2",
-        "rollout.compile.backend=eager", f"stop.time_s={STARTUP_S + args.seconds}", "stop.env_steps=null",
-        "stop.episode_return_mean=null", "checkpoint.every_iterations=0", "logging.tensorboard=false",
+        "rollout.compile.backend=eager", *stop_settings(pipeline, workers, args), "stop.episode_return_mean=null", "checkpoint.every_iterations=0", "logging.tensorboard=false",
         "logging.progress=lines",
     ]  # fmt: skip
     if pipeline == "async":  # an update per four fast workers' batches, whoever delivered them
@@ -61,7 +70,7 @@ def run(pipeline: str, workers: int, slow: int | None, args) -> dict:
         for item in overrides:
             cmd += ["--set", item]
         env = {**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"}
-        result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=args.seconds + 300)
+        result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=STARTUP_S + 10 * args.seconds + 300)
         if result.returncode != 0:
             raise RuntimeError(f"{pipeline} with {workers} workers failed:\n{result.stderr[-3000:]}")
         rows = metrics_rows(run_dir)
@@ -93,12 +102,14 @@ def main() -> None:
     parser.add_argument("--slow-factor", type=float, default=10.0)
     parser.add_argument("--repeats", type=int, default=1,
                         help="runs of each case, in turns (case by case, then again): the table has their medians")
-    parser.add_argument("--quick", action="store_true", help="async only, 15 s runs")
+    parser.add_argument("--updates", type=int, help="stop each run after this many updates instead of --seconds")
+    parser.add_argument("--quick", action="store_true", help="async only, 16 updates a run")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a config override for every run")
     add_results_dir_argument(parser)
     args = parser.parse_args()
     if args.quick:
-        args.pipelines, args.seconds = ["async"], 15.0  # 8 s left one update on a loaded box (start-up ran long)
+        # by updates, not by time from launch: on a loaded box a long start-up left 15 s runs two updates
+        args.pipelines, args.seconds, args.updates = ["async"], 15.0, 16
     machine = machine_info()
     print_machine(machine)
     rows = []
