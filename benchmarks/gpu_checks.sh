@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every check and benchmark that needs the GPU machine (16-core Xeon + one NVIDIA GPU), in one run; the stages run
-# most wanted first (STAGES' default order: 4 and 7, acting on ready copies there, are what is not yet measured):
+# most wanted first (STAGES' default order: 4 and 7, acting on ready copies there, and 8, start-up, are what is not yet
+# measured):
 #   1. the learner's minibatch step beside a bare PyTorch step (benchmarks/learner_step.py: loop, device step with eager
 #      kernels and with inductor's, each captured as a CUDA graph);
 #   2. the CUDA tests (pytest -m gpu);
@@ -13,7 +14,9 @@
 #   6. a worker policy's forward in each precision and layout on that CPU (benchmarks/inference_forms.py);
 #   7. the workers' policy on the GPU (rollout.compile.backend cuda): a step's policy call there beside the CPU
 #      backends and a Ray round trip (benchmarks/worker_inference.py), then Breakout at GPU_WORKERS workers acting on
-#      their GPU shares, async, one group and half the copies ready (benchmarks/env_groups.py).
+#      their GPU shares, async, one group and half the copies ready (benchmarks/env_groups.py);
+#   8. start-up with GPU_WORKERS Breakout workers and the GPU learner: launch to first update beside Ray's own start
+#      (benchmarks/startup.py; target: first update <= Ray's floor + 3 s).
 # Each stage has its own time limit, so one that hangs leaves the others their time. Results go to OUTDIR (argument 1,
 # default benchmarks/results/gpu), with everything printed in OUTDIR/log.
 #
@@ -23,7 +26,7 @@
 set -u
 OUTDIR=${1:-benchmarks/results/gpu}
 WORKERS=${GPU_WORKERS:-14}
-STAGES=${STAGES-"4 7 2 1 3 5 6"}  # in this order; unset: every stage; empty: none (the machine lines only)
+STAGES=${STAGES-"4 7 8 2 1 3 5 6"}  # in this order; unset: every stage; empty: none (the machine lines only)
 mkdir -p "$OUTDIR"
 exec > >(tee -a "$OUTDIR/log") 2>&1
 export PYTHONUNBUFFERED=1 RAY_USAGE_STATS_ENABLED=0
@@ -83,6 +86,12 @@ stage_7() {
         --set rollout.compile.backend=cuda --set rollout.compile.strict=true \
         --set rollout.num_gpus_per_worker="$(python3 -c "print(round(0.5 / $WORKERS, 4))")" --results-dir "$OUTDIR"
     echo "stage 7b exit $?"
+}
+stage_8() {
+    stage 8 "start-up, Breakout, $WORKERS workers, GPU learner (startup.py, 3 runs)" 180
+    timeout 180 python3 benchmarks/startup.py --config configs/breakout.yaml --runs 3 \
+        --set rollout.num_workers="$WORKERS" --set learner.num_gpus_per_learner="$(gpus)" --results-dir "$OUTDIR"
+    echo "stage 8 exit $?"
 }
 gpus() { python3 -c "import torch; print(int(torch.cuda.is_available()))"; }
 
