@@ -13,6 +13,8 @@ fails the run.
                                                # 16 copies of 3 agents, Breakout CNN (8, 32 envs)
     python benchmarks/sampling.py --cases breakout_cnn_8 --backends onnxrt --stepping 1 2 ready
     python benchmarks/sampling.py --quick      # seconds; the test suite runs this
+    python benchmarks/sampling.py --cases cartpole_mlp_64 --backends onnxrt --stepping 1 --bare-loop
+                                               # and the floor of any step-by-step loop on this core (bare_loop_rate)
 """
 
 from __future__ import annotations
@@ -102,6 +104,29 @@ def worker_rate(config, min_seconds: float) -> dict:
     }
 
 
+def bare_loop_rate(config, min_seconds: float) -> float:
+    """Env steps/s of the least a step-by-step worker can do: the worker's own policy call on its own vector env's
+    observations (its memory carried), the greedy action, the env's step, and nothing else: no sampling, no batch, no
+    episode statistics, no timers. What no bookkeeping can beat on this core with this policy; episode starts are not
+    tracked (the memory's state is never reset), which changes what an LSTM computes, not what it costs."""
+    worker = make_worker(config)
+    runner, policy, dist = worker.runner, worker.policy, worker.runner.dist
+    envs, space = runner.envs, runner.envs.single_action_space
+    raw, state, mask = runner.raw_obs, runner.state, runner.action_mask
+    starts = np.zeros(runner.num_envs, dtype=bool)
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < min_seconds or steps < 4 * runner.num_envs:
+        inputs, seen = runner.memory.inputs(state, runner.observe(raw), starts)
+        pd_params, _value, *extra = policy(*inputs)
+        state = runner.memory.after(seen, tuple(extra))
+        raw, _reward, _terminated, _truncated, info = envs.step(dist.env_actions(dist.greedy_numpy(pd_params, mask), space))
+        mask = info.get("action_mask", mask)
+        steps += runner.num_envs
+    elapsed = time.perf_counter() - start
+    worker.close()
+    return steps * config.env.action_repeat / elapsed
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
@@ -110,6 +135,8 @@ def main(argv=None) -> int:
     parser.add_argument("--stepping", nargs="+", default=["1", "2"], choices=list(STEPPING),
                         help="1 and 2 env groups (1: step, act, step; 2: one group steps while the policy acts for the "
                              "other), ready: half the copies acted on as they become ready (ale-py's envs only)")
+    parser.add_argument("--bare-loop", action="store_true",
+                        help="also each backend's bare loop (policy, greedy action, env step: nothing else), one group")
     parser.add_argument("--quick", action="store_true", help="seconds: CartPole MLP, eager and onnxrt")
     add_results_dir_argument(parser)
     args = parser.parse_args(argv)
@@ -120,7 +147,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     info = machine_info()
     print_machine(info)
-    rows, failures = [], []
+    rows, bare, failures = [], [], []
     for case in args.cases:
         plain = case_config(case, "eager")
         ceiling = env_alone(plain, args.min_seconds)
@@ -140,11 +167,22 @@ def main(argv=None) -> int:
             print(f"{case:18s} {backend:8s} -> {row['backend_used']:8s} {stepping}: {row['worker_sps']:12,.0f} env steps/s "
                   f"({row['share_of_ceiling']:.0%} of env alone); env {row['env_share']:.0%}, policy {row['policy_share']:.0%} "
                   f"({row['policy_us_per_step']:.0f} us/step), bookkeeping {row['bookkeeping_share']:.0%}", flush=True)  # fmt: skip
+        for backend in backends if args.bare_loop else []:
+            sps = bare_loop_rate(case_config(case, backend), args.min_seconds)
+            bare.append({"case": case, "backend": backend, "bare_sps": sps, "env_alone_sps": ceiling,
+                         "share_of_ceiling": sps / ceiling})  # fmt: skip
+            print(f"{case:18s} {backend:8s} bare loop (policy, greedy action, env step): {sps:12,.0f} env steps/s "
+                  f"({sps / ceiling:.0%} of env alone)", flush=True)  # fmt: skip
     columns = [("case", "case"), ("backend_used", "backend"), ("stepping", "stepping"), ("env_alone_sps", "env alone steps/s"),
                ("worker_sps", "worker steps/s"), ("share_of_ceiling", "of env alone"), ("env_share", "env"),
                ("policy_share", "policy"), ("bookkeeping_share", "bookkeeping"), ("policy_us_per_step", "policy us/step")]  # fmt: skip
-    ok = write_results("sampling", {"machine": info, "args": vars(args) | {"results_dir": str(args.results_dir)}, "rows": rows},
-                       markdown_table(rows, columns), None, failures, args.quick, args.results_dir)  # fmt: skip
+    table = markdown_table(rows, columns)
+    if bare:
+        table += "\n\nBare loops (the worker's policy call, the greedy action and the env's step, nothing else; one group):\n\n"
+        table += markdown_table(bare, [("case", "case"), ("backend", "backend"), ("env_alone_sps", "env alone steps/s"),
+                                       ("bare_sps", "bare loop steps/s"), ("share_of_ceiling", "of env alone")])  # fmt: skip
+    payload = {"machine": info, "args": vars(args) | {"results_dir": str(args.results_dir)}, "rows": rows, "bare_loops": bare}
+    ok = write_results("sampling", payload, table, None, failures, args.quick, args.results_dir)
     return 0 if ok else 1
 
 
