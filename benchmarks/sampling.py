@@ -104,12 +104,16 @@ def worker_rate(config, min_seconds: float) -> dict:
     }
 
 
-def bare_loop_rate(config, min_seconds: float) -> float:
+def bare_loop_rate(config, min_seconds: float) -> float | None:
     """Env steps/s of the least a step-by-step worker can do: the worker's own policy call on its own vector env's
     observations (its memory carried), the greedy action, the env's step, and nothing else: no sampling, no batch, no
     episode statistics, no timers. What no bookkeeping can beat on this core with this policy; episode starts are not
-    tracked (the memory's state is never reset), which changes what an LSTM computes, not what it costs."""
+    tracked (the memory's state is never reset), which changes what an LSTM computes, not what it costs. None for a
+    worker of several runners (several policies over one env's slots): its loop is theirs in turn."""
     worker = make_worker(config)
+    if len(worker.runners) != 1:
+        worker.close()
+        return None
     runner, policy, dist = worker.runner, worker.policy, worker.runner.dist
     envs, space = runner.envs, runner.envs.single_action_space
     raw, state, mask = runner.raw_obs, runner.state, runner.action_mask
@@ -169,6 +173,9 @@ def main(argv=None) -> int:
                   f"({row['policy_us_per_step']:.0f} us/step), bookkeeping {row['bookkeeping_share']:.0%}", flush=True)  # fmt: skip
         for backend in backends if args.bare_loop else []:
             sps = bare_loop_rate(case_config(case, backend), args.min_seconds)
+            if sps is None:
+                print(f"{case:18s} {backend:8s} bare loop: not measured (a policy per runner)", flush=True)
+                continue
             bare.append({"case": case, "backend": backend, "bare_sps": sps, "env_alone_sps": ceiling,
                          "share_of_ceiling": sps / ceiling})  # fmt: skip
             print(f"{case:18s} {backend:8s} bare loop (policy, greedy action, env step): {sps:12,.0f} env steps/s "
