@@ -36,6 +36,8 @@ from benchmarks.common import add_results_dir_argument, machine_info, markdown_t
 
 STARTUP_S = 25.0  # launch to first update on a 2-core machine is 15-20 s: stop.time_s counts from launch
 WARMUP_ROWS = 2
+ENVS_PER_WORKER, ROLLOUT_LENGTH = 8, 64
+ASYNC_SAMPLES_PER_UPDATE = 2048  # async: an update per four fast workers' batches, whoever delivered them
 CASES = {  # name -> (workers, slow worker index or None)
     "4 fast": (4, None),
     "4, one slow": (4, 3),
@@ -43,26 +45,31 @@ CASES = {  # name -> (workers, slow worker index or None)
 }
 
 
+def time_cap_s(args) -> float:
+    """With ``--updates``, the ``stop.time_s`` that ends a run that hangs."""
+    return STARTUP_S + 10 * args.seconds
+
+
 def stop_settings(pipeline: str, workers: int, args) -> list[str]:
     """``--seconds`` past start-up (``stop.time_s`` counts from launch, so a start-up past ``STARTUP_S`` eats into it),
-    or with ``--updates`` that many updates' env steps, the time a cap for a run that hangs."""
+    or with ``--updates`` that many updates' env steps, capped by ``time_cap_s``."""
     if args.updates is None:
         return [f"stop.time_s={STARTUP_S + args.seconds}", "stop.env_steps=null"]
-    per_update = 2048 if pipeline == "async" else workers * 8 * 64  # samples_per_update, or one batch of each worker
-    return [f"stop.env_steps={args.updates * per_update}", f"stop.time_s={STARTUP_S + 10 * args.seconds}"]
+    per_update = ASYNC_SAMPLES_PER_UPDATE if pipeline == "async" else workers * ENVS_PER_WORKER * ROLLOUT_LENGTH
+    return [f"stop.env_steps={args.updates * per_update}", f"stop.time_s={time_cap_s(args)}"]
 
 
 def run(pipeline: str, workers: int, slow: int | None, args) -> dict:
     kwargs = f"{{step_s: {args.step_s}, slow_factor: {args.slow_factor}" + (f", slow_worker: {slow}}}" if slow is not None else "}")
     overrides = [
         "env.id=distrl.envs.testing:sleepy_cartpole", f"env.kwargs={kwargs}", "env.vectorization=sync",
-        "env.num_envs_per_worker=8", "rollout.rollout_length=64", f"rollout.num_workers={workers}",
-        "rollout.num_cpus_per_worker=0.25", f"rollout.pipeline={pipeline}", "ppo.minibatch_size=512", "ppo.epochs=2",
-        "rollout.compile.backend=eager", *stop_settings(pipeline, workers, args), "stop.episode_return_mean=null", "checkpoint.every_iterations=0", "logging.tensorboard=false",
-        "logging.progress=lines",
+        f"env.num_envs_per_worker={ENVS_PER_WORKER}", f"rollout.rollout_length={ROLLOUT_LENGTH}",
+        f"rollout.num_workers={workers}", "rollout.num_cpus_per_worker=0.25", f"rollout.pipeline={pipeline}",
+        "ppo.minibatch_size=512", "ppo.epochs=2", "rollout.compile.backend=eager", *stop_settings(pipeline, workers, args),
+        "stop.episode_return_mean=null", "checkpoint.every_iterations=0", "logging.tensorboard=false", "logging.progress=lines",
     ]  # fmt: skip
-    if pipeline == "async":  # an update per four fast workers' batches, whoever delivered them
-        overrides.append("rollout.samples_per_update=2048")
+    if pipeline == "async":
+        overrides.append(f"rollout.samples_per_update={ASYNC_SAMPLES_PER_UPDATE}")
     overrides += args.set
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
@@ -70,7 +77,7 @@ def run(pipeline: str, workers: int, slow: int | None, args) -> dict:
         for item in overrides:
             cmd += ["--set", item]
         env = {**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"}
-        result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=STARTUP_S + 10 * args.seconds + 300)
+        result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=time_cap_s(args) + 300)
         if result.returncode != 0:
             raise RuntimeError(f"{pipeline} with {workers} workers failed:\n{result.stderr[-3000:]}")
         rows = metrics_rows(run_dir)
