@@ -56,13 +56,16 @@ class TrainResult:
 
 
 def final_line(result) -> str:
-    """The line a run ends with: why it stopped, its steps and time (the rate over the whole run, start-up included,
-    where the live bar shows the current one), its return, when it met its return target (only where it did), and
+    """The line a run ends with: why it stopped, this command's steps and time (the rate over the command, start-up
+    included, where the live bar shows the current one; a resumed run's totals beside them), its return, when it met its return target (only where it did), and
     where it is."""
     ret = result.episode_return_mean
-    parts = [f"done: {result.stop_reason}",
-             f"{result.env_steps:,} env steps in {result.wall_s:.1f} s ({result.sps:,.0f} steps/s from launch)",
-             f"return {'-' if ret is None else f'{ret:.1f}'}"]  # fmt: skip
+    command = result.summary.get("this_command") or {"env_steps": result.env_steps, "wall_s": result.wall_s,
+                                                      "sps": result.sps, "resumed_at_env_steps": None}  # fmt: skip
+    done = f"{command['env_steps']:,} env steps in {command['wall_s']:.1f} s ({command['sps']:,.0f} steps/s from launch)"
+    if command["resumed_at_env_steps"] is not None:  # a resumed run: this command's part, then the run's whole
+        done += f"; the run {result.env_steps:,} in {result.wall_s:.1f} s"
+    parts = [f"done: {result.stop_reason}", done, f"return {'-' if ret is None else f'{ret:.1f}'}"]
     if result.solved_at_s is not None:
         parts.append(f"return target met at {result.solved_at_s:.1f} s")
     return " | ".join([*parts, str(result.run_dir)])
@@ -231,9 +234,10 @@ def check_writable(directory: Path, key: str) -> None:
 
 
 def load_policy(checkpoint: str | Path, *, env_id: str | None = None, trusted_envs: Collection[str] = (),
-                policy: str | None = None):  # fmt: skip
-    """The policy in ``checkpoint`` (a file or a run directory: its newest), acting on numpy observations; ``policy``
-    names one of a run's several trained policies (``agents.policies``).
+                policy: str | None = None, which: str = "best"):  # fmt: skip
+    """The policy in ``checkpoint`` (a file, or a run directory: its best checkpoint, or its newest with ``which``
+    latest), acting on numpy observations; ``policy`` names one of a run's several trained policies
+    (``agents.policies``).
 
     Returns a ``distrl.deploy.Policy``: ``predict(obs, state=None, episode_start=None, deterministic=True)
     -> (actions, state)`` as in Stable-Baselines3. The checkpoint is data: nothing in it is executed, and an
@@ -241,4 +245,4 @@ def load_policy(checkpoint: str | Path, *, env_id: str | None = None, trusted_en
     """
     from distrl.deploy.policy import Policy
 
-    return Policy.from_checkpoint(checkpoint, env_id=env_id, trusted_envs=trusted_envs, policy=policy)
+    return Policy.from_checkpoint(checkpoint, env_id=env_id, trusted_envs=trusted_envs, policy=policy, which=which)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from distrl.api import UsageError as _UsageError  # one class for the CLI's and the API's argument errors
 from distrl.api import check_writable as _check_writable
+from distrl.common.checkpoint import CHOICES as CHECKPOINT_CHOICES
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -119,7 +120,7 @@ def _cmd_eval(args) -> int:
         _check_writable(Path(args.video), "--video")
     returns = evaluate(args.checkpoint, episodes=args.episodes, deterministic=not args.stochastic, seed=args.seed,
                        env_id=args.env, trusted_envs=args.trust_env, video_dir=args.video, say=print,
-                       policy=args.policy)  # fmt: skip
+                       policy=args.policy, which=args.which)  # fmt: skip
     if args.video is not None:
         print(f"videos: {', '.join(sorted(p.name for p in Path(args.video).glob('*.mp4')))} in {args.video}")
     print(f"{len(returns)} episodes: return mean {returns.mean():.2f} std {returns.std():.2f} (min {returns.min():.1f}, max {returns.max():.1f})")
@@ -135,9 +136,10 @@ def _cmd_export(args) -> int:
     _check_writable(out.parent if str(out.parent) else Path("."), "out")
     created = not out.absolute().parent.exists()
     written = export_policies(args.checkpoint, out, env_id=args.env, trusted_envs=args.trust_env,
-                              exporter=args.exporter, policy=args.policy)  # fmt: skip
+                              exporter=args.exporter, policy=args.policy, which=args.which)  # fmt: skip
     if created:  # as train does for a --run-dir that is not there yet: made, and said
         print(f"created the directory {out.parent}")
+    print(f"checkpoint {written[0]['checkpoint']} ({written[0]['chosen']})")
     for info in written:
         print(f"wrote {info['path']} ({info['exporter']} exporter): inputs {info['inputs']}, outputs {info['outputs']}; "
               f"max |onnx - torch| = {info['max_abs_diff']:.2e}")  # fmt: skip
@@ -210,7 +212,10 @@ def build_parser() -> argparse.ArgumentParser:
     show.set_defaults(func=_cmd_config_show)
 
     ev = sub.add_parser("eval", help="play episodes with a trained policy")
-    ev.add_argument("checkpoint", help="checkpoint file or run directory")
+    ev.add_argument("checkpoint", help="checkpoint file or run directory (its best checkpoint; see --checkpoint)")
+    ev.add_argument("--checkpoint", dest="which", choices=CHECKPOINT_CHOICES, default="best",
+                    help="of a run directory's checkpoints: the best (the highest mean return it was written at; "
+                    "the default) or the latest")  # fmt: skip
     ev.add_argument("--episodes", type=_positive_int, default=10)
     ev.add_argument("--env", metavar="ID", help="play in this env instead of the checkpoint's (a factory named here is trusted)")
     ev.add_argument("--trust-env", action="append", default=[], metavar="ID", help=trust)
@@ -232,7 +237,9 @@ def build_parser() -> argparse.ArgumentParser:
     lg.set_defaults(func=_cmd_league)
 
     ex = sub.add_parser("export", help="write the trained policy as an ONNX model")
-    ex.add_argument("checkpoint", help="checkpoint file or run directory")
+    ex.add_argument("checkpoint", help="checkpoint file or run directory (its best checkpoint; see --checkpoint)")
+    ex.add_argument("--checkpoint", dest="which", choices=CHECKPOINT_CHOICES, default="best",
+                    help="of a run directory's checkpoints: the best (the default) or the latest")  # fmt: skip
     ex.add_argument("out", help="output .onnx path")
     ex.add_argument("--env", metavar="ID", help="build the policy for this env instead of the checkpoint's")
     ex.add_argument("--trust-env", action="append", default=[], metavar="ID", help=trust)

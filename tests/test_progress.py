@@ -38,3 +38,15 @@ def test_progress_lines_name_the_stop_they_count_toward(caplog):
     assert caplog.messages[-1].endswith("ETA 8:20 (return)"), caplog.messages[-1]
     reporter.phase("starting Ray")  # no bar: nothing to name it on
     reporter.close()
+
+
+def test_a_resumed_runs_progress_gives_this_commands_time_and_the_runs_apart(caplog):
+    config = load_config(None, ["stop.env_steps=1000000", "logging.log_every_s=0.001"])
+    row = {"iteration": 30, "env_steps": 200_000, "sps": 100.0, "sps_avg": 100.0, "episode_return_mean": 1.0,
+           "time_s": 59.0}  # fmt: skip
+    with caplog.at_level("INFO", logger="distrl.progress"):
+        ProgressReporter(config).update(row)
+        ProgressReporter(config, resumed_s=35.0).update(row)  # the run's first 35 s came before this command
+    fresh, resumed = caplog.messages[-2:]
+    assert "| 0:59 elapsed, ETA" in fresh
+    assert "| 0:24 elapsed (run 0:59), ETA" in resumed, resumed

@@ -79,9 +79,14 @@ def test_the_final_line_names_its_rate_and_says_a_met_target_only_where_there_wa
     from distrl.api import final_line
 
     run = dict(stop_reason="env_steps", env_steps=253952, wall_s=43.0, sps=5906.0, episode_return_mean=500.0,
-               run_dir="runs/x")  # fmt: skip
+               run_dir="runs/x", summary={})  # fmt: skip
     line = final_line(SimpleNamespace(**run, solved_at_s=None))
     assert line == "done: env_steps | 253,952 env steps in 43.0 s (5,906 steps/s from launch) | return 500.0 | runs/x"
     assert "None" not in final_line(SimpleNamespace(**{**run, "episode_return_mean": None}, solved_at_s=None))
     met = final_line(SimpleNamespace(**{**run, "stop_reason": "episode_return_mean"}, solved_at_s=14.42))
     assert met.endswith("| return 500.0 | return target met at 14.4 s | runs/x")
+    # A resumed run: this command's steps, time and rate first, the run's totals beside them.
+    command = {"env_steps": 81920, "wall_s": 21.0, "sps": 3900.9, "resumed_at_env_steps": 172032}
+    resumed = final_line(SimpleNamespace(**{**run, "summary": {"this_command": command}}, solved_at_s=None))
+    assert resumed == ("done: env_steps | 81,920 env steps in 21.0 s (3,901 steps/s from launch); the run 253,952 in "
+                       "43.0 s | return 500.0 | runs/x")  # fmt: skip

@@ -74,21 +74,57 @@ def test_cartpole_solves_then_eval_and_export(tmp_path):
 
 
 @pytest.mark.slow
-def test_resume_continues_counters(tmp_path):
+def test_resume_continues_counters_the_best_checkpoint_and_the_learning_rate(tmp_path):
+    """Trained to 40,960 env steps, resumed twice with a larger budget each time and one checkpoint kept: the counters
+    go on, the best checkpoint survives every prune and is named in summary.json, eval plays it and says so, the
+    annealed rate never rises, and a resumed command's end line gives its own time beside the run's."""
     run_dir = tmp_path / "run"
-    common = ["--set", "stop.episode_return_mean=null", "--set", "checkpoint.every_iterations=2"]
+    common = ["--set", "stop.episode_return_mean=null", "--set", "checkpoint.every_iterations=2", "--set",
+              "checkpoint.keep=1", "--set", "ppo.anneal_lr=true"]  # fmt: skip
     first = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(run_dir), "--set", "stop.env_steps=40000", *common)
     assert first.returncode == 0, first.stderr[-3000:]
     rows1, summary1 = check_run_dir(run_dir)
     assert summary1["stop_reason"] == "env_steps" and summary1["env_steps"] == 40960
-    second = run_cli("train", "--resume", str(run_dir), "--set", "stop.env_steps=80000", *common)
-    assert second.returncode == 0, second.stderr[-3000:]
+    commands = []
+    for budget in (80000, 120000):
+        started = time.monotonic()
+        resumed = run_cli("train", "--resume", str(run_dir), "--set", f"stop.env_steps={budget}", *common)
+        commands.append((resumed, time.monotonic() - started))
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+    second, third = commands[0][0], commands[1][0]
     rows, summary = check_run_dir(run_dir)
-    assert "resuming at iteration 5" in second.stdout
-    assert [r["iteration"] for r in rows] == list(range(1, 11))
+    assert "resuming at iteration 5" in second.stdout and "resuming at iteration 10" in third.stdout
+    assert [r["iteration"] for r in rows] == list(range(1, 16))
     assert rows[5]["env_steps"] == 49152 and rows[5]["time_s"] > rows[4]["time_s"]
     assert rows[5]["learner_version"] == 6
-    assert summary["env_steps"] == 81920
+    assert summary["env_steps"] == 122880
+    # The best checkpoint: the highest return any checkpoint was written at (every 2nd iteration and each command's
+    # last), still on disk beside the one newest kept, and named.
+    written = [r for r in rows if r["iteration"] % 2 == 0 or r["iteration"] in (5, 10, 15)]
+    best = max(written, key=lambda r: r["episode_return_mean"])
+    best_file = run_dir / "checkpoints" / f"ckpt_{best['iteration']:07d}.pt"
+    assert summary["best_checkpoint"] == str(best_file) and best_file.is_file()
+    assert summary["best_checkpoint_return"] == pytest.approx(best["episode_return_mean"])
+    on_disk = sorted(p.name for p in (run_dir / "checkpoints").glob("ckpt_*.pt"))
+    assert on_disk == sorted({best_file.name, "ckpt_0000015.pt"})
+    # The rate: annealed to 0 at the first budget, it goes on from there under the larger ones, never up.
+    rates = [r["lr"] for r in rows]
+    assert all(later <= earlier for earlier, later in zip(rates, rates[1:])), rates
+    assert "lr       continues at 0, annealed to 0 already" in second.stdout
+    assert "stop.env_steps 40,000 -> 80,000: on from the rate reached" in second.stdout
+    # A resumed command's end line: this command's steps and time, then the run's.
+    for (result, took), steps in zip(commands, ("40,960", "40,960")):
+        line = result.stdout.strip().splitlines()[-1]
+        own_s = float(line.split(f"{steps} env steps in ")[1].split(" s")[0])
+        run_s = float(line.split("; the run ")[1].split(" in ")[1].split(" s")[0])
+        assert own_s <= took < run_s, line
+    assert summary["this_command"]["env_steps"] == 40960 and summary["this_command"]["resumed_at_env_steps"] == 81920
+    # eval plays the best, and says which file; --checkpoint latest plays the newest.
+    played = run_cli("eval", str(run_dir), "--episodes", "2")
+    assert played.returncode == 0, played.stderr[-3000:]
+    assert f"checkpoint {best_file} (the run's best, mean return {best['episode_return_mean']:.1f}" in played.stdout
+    latest = run_cli("eval", str(run_dir), "--episodes", "2", "--checkpoint", "latest")
+    assert f"checkpoint {run_dir / 'checkpoints' / 'ckpt_0000015.pt'} (the run's " in latest.stdout, latest.stdout
     # Starting a new run on top of an old one is refused rather than mixing them.
     again = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(run_dir))
     assert again.returncode == 2 and "already holds a run" in again.stderr

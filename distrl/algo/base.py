@@ -18,6 +18,8 @@ from typing import NamedTuple
 
 import torch
 
+from distrl.algo.schedule import LinearSchedule
+
 
 @dataclass(frozen=True)
 class EpochPlan:
@@ -49,6 +51,7 @@ class Targets(NamedTuple):
 
 class Algorithm(ABC):
     plan: EpochPlan
+    schedule: LinearSchedule  # the learning rate over the run: learner state, continued on a resume (schedule.py)
 
     @abstractmethod
     def targets(self, data: dict[str, torch.Tensor], current: Callable[[], CurrentOutputs]) -> Targets:
@@ -69,6 +72,6 @@ class Algorithm(ABC):
         other key is averaged over the update's steps into its metrics.
         """
 
-    @abstractmethod
     def learning_rate(self, trained_env_steps: int) -> float:
         """The optimiser's learning rate after ``trained_env_steps`` env steps of training."""
+        return self.schedule.rate(trained_env_steps)

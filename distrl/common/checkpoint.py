@@ -78,21 +78,43 @@ def load_checkpoint(path: str | Path) -> dict:
     return load_checkpoint_file(path)[0]
 
 
-def load_checkpoint_file(path: str | Path) -> tuple[dict, Path]:
-    """``load_checkpoint``, and the file it read (a run directory's newest intact checkpoint)."""
+CHOICES = ("best", "latest")  # which of a run directory's checkpoints: `distrl eval RUN --checkpoint latest`
+
+
+def load_checkpoint_file(path: str | Path, which: str = "latest") -> tuple[dict, Path]:
+    """``load_checkpoint``, and the file it read. In a run directory: its newest intact checkpoint (``latest``, what a
+    resume continues), or the best one (``best``: the highest return the run checkpointed at, which every checkpoint
+    names; the newest where none is named, as in checkpoints written before they did)."""
+    if which not in CHOICES:
+        raise CheckpointError(f"checkpoint={which!r}: not one of {', '.join(CHOICES)}")
     path = Path(path)
     newest = resolve_checkpoint(path)
-    if path.is_dir():
-        for candidate in reversed(list_checkpoints(path)):
-            try:
-                payload = _load_file(candidate)
-            except CheckpointError:
-                continue
-            if candidate != newest:
-                print(f"distrl: warning: {str(newest)!r} is not a loadable checkpoint; using the newest intact one, "
-                      f"{str(candidate)!r}", file=sys.stderr)  # fmt: skip
-            return payload, candidate
-    return _load_file(newest), newest
+    if not path.is_dir():
+        return _load_file(newest), newest
+    payload, file = _newest_intact(path, newest)
+    best = payload.get("best")
+    if which == "best" and best is not None and checkpoint_path(path, int(best["iteration"])) != file:
+        chosen = checkpoint_path(path, int(best["iteration"]))
+        try:
+            if not chosen.is_file():
+                raise CheckpointError(f"{str(chosen)!r} is not in the run directory")
+            return _load_file(chosen), chosen
+        except CheckpointError as exc:
+            print(f"distrl: warning: the best checkpoint: {exc}; using the newest, {str(file)!r}", file=sys.stderr)
+    return payload, file
+
+
+def _newest_intact(run_dir: Path, newest: Path) -> tuple[dict, Path]:
+    for candidate in reversed(list_checkpoints(run_dir)):
+        try:
+            payload = _load_file(candidate)
+        except CheckpointError:
+            continue
+        if candidate != newest:
+            print(f"distrl: warning: {str(newest)!r} is not a loadable checkpoint; using the newest intact one, "
+                  f"{str(candidate)!r}", file=sys.stderr)  # fmt: skip
+        return payload, candidate
+    return _load_file(newest), newest  # none intact: the newest's own error
 
 
 def _load_file(file: Path) -> dict:

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from distrl.common.checkpoint import CheckpointError
-from distrl.deploy.policy import Policy, checkpoint_policy_names
+from distrl.deploy.policy import Policy, checkpoint_policy_names, chosen_checkpoint
 from distrl.envs import make_run_vec_env
 from distrl.envs.agents import agent_names, policy_map, view_spaces
 from distrl.envs.episodes import EpisodeTracker
@@ -18,21 +18,23 @@ from distrl.envs.slot_views import slot_views
 
 def evaluate(path: str | Path, episodes: int = 10, deterministic: bool = True, seed: int = 12345,
              env_id: str | None = None, trusted_envs: Collection[str] = (), video_dir: str | Path | None = None,
-             say: Callable[[str], object] = lambda line: None, policy: str | None = None) -> np.ndarray:  # fmt: skip
+             say: Callable[[str], object] = lambda line: None, policy: str | None = None,
+             which: str = "best") -> np.ndarray:  # fmt: skip
     """Returns of ``episodes`` complete episodes (raw env reward); env as in ``policy_from_checkpoint``.
 
     ``video_dir``: record every episode there as MP4 (gymnasium's ``RecordVideo``), one env at a time. ``say`` is
-    told which checkpoint plays (a run directory's newest intact one). A run of several trained policies
+    told which checkpoint plays: a run directory's best, or its newest with ``which`` latest (``chosen_checkpoint``). A run of several trained policies
     (``agents.policies``) plays each agent with its own policy; ``policy`` names the one whose agents' episodes count
     (None: every agent's).
     """
+    path, how = chosen_checkpoint(path, which)
     names = checkpoint_policy_names(path)
     if names and policy is not None and policy not in names:
         raise CheckpointError(f"policy={policy!r}: not in checkpoint {str(path)!r}; it holds {', '.join(names)}")
     players = [Policy.from_checkpoint(path, env_id, trusted_envs, name) for name in names] if names \
         else [Policy.from_checkpoint(path, env_id, trusted_envs, policy)]  # fmt: skip
     first = players[0]
-    say(f"checkpoint {first.checkpoint}" + (f" (policies {', '.join(names)})" if names else ""))
+    say(f"checkpoint {first.checkpoint} ({how})" + (f", policies {', '.join(names)}" if names else ""))
     if first.config.league is not None:
         raise CheckpointError(f"checkpoint={str(path)!r}: a league run plays against an opponent; give --opponent "
                               "random, heuristic or a snapshot's name (main@ITERATION)")  # fmt: skip

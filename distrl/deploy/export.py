@@ -14,7 +14,7 @@ from torch import nn
 
 from distrl.common.spaces import obs_layout
 from distrl.data.memory import memory_for
-from distrl.deploy.policy import checkpoint_policy_names, policy_from_checkpoint
+from distrl.deploy.policy import checkpoint_policy_names, chosen_checkpoint, policy_from_checkpoint
 
 
 class DeployedPolicy(nn.Module):
@@ -106,15 +106,19 @@ def _export(deployed: nn.Module, inputs: tuple, path: Path, input_names: list[st
 
 
 def export_policies(checkpoint: str | Path, out: str | Path, env_id: str | None = None, trusted_envs=(),
-                    exporter: str = "dynamo", policy: str | None = None) -> list[dict]:  # fmt: skip
+                    exporter: str = "dynamo", policy: str | None = None, which: str = "best") -> list[dict]:  # fmt: skip
     """``export_onnx`` for the checkpoint's policy, or the one named; a checkpoint of several trained policies
-    (``agents.policies``) with none named: one file per policy, ``OUT_STEM.NAME.onnx`` beside ``out``."""
+    (``agents.policies``) with none named: one file per policy, ``OUT_STEM.NAME.onnx`` beside ``out``. A run
+    directory's best checkpoint, or its newest with ``which`` latest (``chosen_checkpoint``); each result names it."""
+    checkpoint, how = chosen_checkpoint(checkpoint, which)
     names = checkpoint_policy_names(checkpoint)
     if not names or policy is not None:
-        return [export_onnx(checkpoint, out, env_id=env_id, trusted_envs=trusted_envs, exporter=exporter, policy=policy)]
-    out = Path(out)
-    return [export_onnx(checkpoint, out.with_name(f"{out.stem}.{name}{out.suffix or '.onnx'}"), env_id=env_id,
-                        trusted_envs=trusted_envs, exporter=exporter, policy=name) for name in names]  # fmt: skip
+        done = [export_onnx(checkpoint, out, env_id=env_id, trusted_envs=trusted_envs, exporter=exporter, policy=policy)]
+    else:
+        out = Path(out)
+        done = [export_onnx(checkpoint, out.with_name(f"{out.stem}.{name}{out.suffix or '.onnx'}"), env_id=env_id,
+                            trusted_envs=trusted_envs, exporter=exporter, policy=name) for name in names]  # fmt: skip
+    return [{**result, "checkpoint": str(checkpoint), "chosen": how} for result in done]
 
 
 def export_onnx(checkpoint: str | Path, out: str | Path, batch: int = 8, env_id: str | None = None,

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from distrl.common.checkpoint import CheckpointError, load_checkpoint_file
+from distrl.common.checkpoint import CheckpointError, list_checkpoints, load_checkpoint_file
 from distrl.common.running_mean_std import RunningMeanStd
 from distrl.common.spaces import flatten_batch, is_structured
 from distrl.config import Config, checkpoint_config
@@ -21,6 +21,19 @@ from distrl.models import ActorCritic, build_model
 def policy_names(payload: dict) -> tuple[str, ...]:
     """The trained policies a checkpoint holds by name (``agents.policies``); () for a run's one policy."""
     return tuple(payload["learner"].get("policies", {}))
+
+
+def chosen_checkpoint(path: str | Path, which: str = "best") -> tuple[Path, str]:
+    """The checkpoint file a policy is played or exported from, and how it was chosen: ``path`` itself, or a run
+    directory's best (``which`` best: the highest mean return it checkpointed at) or newest (``latest``)."""
+    payload, file = load_checkpoint_file(path, which)
+    if not Path(path).is_dir():
+        return file, "the file given"
+    best = payload.get("best")
+    if best is not None and int(best["iteration"]) == int(payload["counters"]["iteration"]):
+        how = f"the run's best, mean return {best['episode_return_mean']:.1f} when written"
+        return file, how + (", and its newest" if file == list_checkpoints(path)[-1] else "")
+    return file, "the run's newest" + (", as asked" if which == "latest" else ": none is named the best")
 
 
 def checkpoint_policy_names(path: str | Path) -> tuple[str, ...]:
@@ -42,17 +55,17 @@ def policy_state(payload: dict, path, policy: str | None) -> dict:
 
 
 def policy_from_checkpoint(path: str | Path, env_id: str | None = None, trusted_envs: Collection[str] = (),
-                           policy: str | None = None,
+                           policy: str | None = None, which: str = "best",
                            ) -> tuple[Config, ActorCritic, RunningMeanStd | None, object, object, Path]:  # fmt: skip
     """The config, the trained model (eval mode), its observation normaliser, the env spaces and the checkpoint file
-    they came from (a run directory's newest intact one). ``policy``: which of a run's several trained policies
+    they came from (a run directory's best, or its newest intact one with ``which`` latest: ``chosen_checkpoint``). ``policy``: which of a run's several trained policies
     (``agents.policies``; None for a run's one policy).
 
     The env is the checkpoint's own, or ``env_id`` (named by the caller, so trusted). An env
     factory read from the checkpoint is imported only when named in ``trusted_envs``
     (``distrl/envs/trust.py``): a checkpoint is data.
     """
-    payload, file = load_checkpoint_file(path)
+    payload, file = load_checkpoint_file(path, which)
     state = policy_state(payload, path, policy)
     config = checkpoint_config(payload, path)
     if env_id is not None:  # the checkpoint's env kwargs belonged to its own env: not carried over
@@ -95,8 +108,9 @@ class Policy:
 
     @classmethod
     def from_checkpoint(cls, checkpoint: str | Path, env_id: str | None = None, trusted_envs: Collection[str] = (),
-                        policy: str | None = None) -> Policy:  # fmt: skip
-        return cls(*policy_from_checkpoint(checkpoint, env_id, trusted_envs, policy), name=policy)
+                        policy: str | None = None, which: str = "best") -> Policy:  # fmt: skip
+        """``checkpoint``: a file, or a run directory (its best checkpoint, or its newest with ``which`` latest)."""
+        return cls(*policy_from_checkpoint(checkpoint, env_id, trusted_envs, policy, which), name=policy)
 
     @property
     def is_recurrent(self) -> bool:

@@ -27,13 +27,14 @@ from pathlib import Path
 
 import ray
 
-from distrl.common.checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
+from distrl.common.checkpoint import load_checkpoint, save_checkpoint
 from distrl.common.errors import RunStalled
 from distrl.common.log import get_logger
 from distrl.config import Config, config_to_yaml
 from distrl.driver import report
 from distrl.driver.actors import RunActors
 from distrl.driver.artifacts import worker_artifacts
+from distrl.driver.best import BestCheckpoint, better, resumed_best
 from distrl.driver.loops import loop_class
 from distrl.driver.connection import RayTarget, resolve_target
 from distrl.driver.drain import DrainWatcher
@@ -92,7 +93,7 @@ class Driver:
         self.resume = resume or resume_payload is not None
         self.on_iteration = on_iteration
         self.placement_group = placement_group
-        self.best: tuple[float, Path] | None = None  # (episode return mean, checkpoint) of the best checkpoint so far
+        self.best: BestCheckpoint | None = None  # the best checkpoint so far (driver/best.py)
         self.run_id = uuid.uuid4().hex[:8]
         self.counters = RunState()
         self.resumed_learner_state: dict | None = None
@@ -107,10 +108,13 @@ class Driver:
         self.timeline: dict[str, float] = {}  # start-up milestones, seconds from launch (export_s: a duration)
         self._launch = time.perf_counter()
         league_state = None
+        self.resumed_at: RunState | None = None  # where this command took the run up (None: a new run)
         if resume or resume_payload is not None:
             payload = resume_payload if resume_payload is not None else load_checkpoint(self.run_dir)
             self.counters = RunState.from_state(payload["counters"])
+            self.resumed_at = RunState.from_state(payload["counters"])
             self.resumed_learner_state = payload["learner"]
+            self.best = resumed_best(payload, self.run_dir)
             league_state = payload.get("league")
         # What the loop tells about the run as it goes (driver/loops/base.py: LoopObserver): a self-play run's league.
         self.observers: list = []
@@ -155,7 +159,7 @@ class Driver:
         if target.private and not ray.is_initialized():
             check_gpus_of_this_machine(self.config)
         # The bar names each start-up phase until the first update (after the checks: bad input is one line, no bar).
-        self.progress = ProgressReporter(self.config, self.console)
+        self.progress = ProgressReporter(self.config, self.console, self.resumed_at and self.resumed_at.time_s)
         try:
             return self._run(target, launch, spaces)
         finally:
@@ -242,8 +246,10 @@ class Driver:
         if self.storage is not None:
             self.storage.mirror(self.run_dir)
         self.worker_backends = [info["backend"] for info in self.actors.backend_infos]
-        report.print_start(log.info, self.config, str(self.run_dir), joined, self.actors,
-                           self.counters if self.resume else None, self.storage and self.storage.uri)  # fmt: skip
+        report.print_start(log.info, self.config, str(self.run_dir), joined, self.actors, self.resumed_at,
+                           self.storage and self.storage.uri)  # fmt: skip
+        if self.resumed_at is not None:
+            log.info(report.resumed_rate_line(self.config, self.resumed_learner_state))
 
     def write_placement(self) -> None:
         """``placement.json``: where each actor runs (rewritten when a worker joins or moves)."""
@@ -260,8 +266,10 @@ class Driver:
         loop_s = time.perf_counter() - loop_start
         summary = report.summary(self.counters, wall, (self.counters.env_steps - loop_steps_start) / max(loop_s, 1e-9), reason,
                                  checkpoint and str(checkpoint), self.worker_backends)  # fmt: skip
-        summary["best_checkpoint"] = str(self.best[1]) if self.best is not None and self.best[1].exists() else summary["checkpoint"]
-        summary["best_checkpoint_return"] = self.best[0] if self.best is not None else None
+        best = self.best is not None and self.best.path(self.run_dir)
+        summary["best_checkpoint"] = str(best) if best and best.exists() else summary["checkpoint"]
+        summary["best_checkpoint_return"] = self.best.episode_return_mean if best and best.exists() else None
+        summary["this_command"] = report.this_command(self.counters, self.resumed_at, time.perf_counter() - launch)
         summary["storage"] = self.storage and self.storage.uri
         summary["startup"] = {k: round(v, 3) for k, v in self.timeline.items()}
         summary["learner_step"] = self.learner_step or self.actors.learner_info or None
@@ -335,7 +343,8 @@ class Driver:
                 learner_state = ray.get(self.actors.learners[0].state.remote(), timeout=self.bounds.update_s())
             except ray.exceptions.GetTimeoutError:
                 raise RunStalled(f"learner-0 gave no state for the checkpoint within {self.bounds.update_s():.0f} s") from None
-        payload = {"counters": self.counters.state(), "learner": learner_state, "config": self.config.model_dump(mode="json")}
+        payload = {"counters": self.counters.state(), "learner": learner_state, "config": self.config.model_dump(mode="json"),
+                   "best": self.best and self.best.state()}  # fmt: skip
         for observer in self.observers:
             payload[observer.name] = observer.state()
         return payload
@@ -360,14 +369,11 @@ class Driver:
 
     def _checkpoint(self) -> Path:
         """Write a checkpoint from the newest learner state the driver holds (alive learners or not)."""
+        # the best is kept beside the newest `keep`, and named in the checkpoint, which may be it
+        self.best = better(self.best, self.counters.return_mean(), self.counters.iteration)
         payload = self.checkpoint_payload()
-        score = self.counters.return_mean()
-        final = checkpoint_path(self.run_dir, self.counters.iteration)
-        better = score is not None and (self.best is None or score > self.best[0])
-        if better:  # what RLlib and Ray Train call checkpoint_score_attribute: kept beside the newest `keep`
-            self.best = (score, final)
         path = save_checkpoint(self.run_dir, self.counters.iteration, payload, self.config.checkpoint.keep,
-                               protect=self.best[1] if self.best is not None else None)  # fmt: skip
+                               protect=self.best and self.best.path(self.run_dir))  # fmt: skip
         if self.storage is not None:
             self.storage.mirror(self.run_dir)
         return path

@@ -63,9 +63,11 @@ def eta_seconds(config: Config, env_steps: int, elapsed_s: float, sps: float,
 
 
 class ProgressReporter:
-    def __init__(self, config: Config, console=None):
-        """``console``: a rich Console the bar may draw on (the CLI's, on a terminal); without one, log lines."""
+    def __init__(self, config: Config, console=None, resumed_s: float | None = None):
+        """``console``: a rich Console the bar may draw on (the CLI's, on a terminal); without one, log lines.
+        ``resumed_s``: a resumed run's time before this command (its rows' ``time_s`` count the whole run)."""
         self.config = config
+        self.resumed_s = resumed_s
         self.console = console
         mode = config.logging.progress
         if mode == "auto" or (mode == "bar" and console is None):
@@ -99,7 +101,7 @@ class ProgressReporter:
         eta, which = eta_seconds(self.config, row["env_steps"], row["time_s"], row["sps_avg"], self.trend)
         status = (
             f"{row['env_steps']:,} steps | {row['sps']:,.0f} steps/s | return {'-' if ret is None else f'{ret:.1f}'}"
-            f" | {_fmt_duration(row['time_s'])} elapsed, ETA {_fmt_duration(eta)}"
+            f" | {self._elapsed(row['time_s'])}, ETA {_fmt_duration(eta)}"
             + (f" ({which})" if which and self.several_stops else "")
         )
         if self.progress is not None:
@@ -109,6 +111,12 @@ class ProgressReporter:
             if now - self.last_line >= self.config.logging.log_every_s:
                 self.last_line = now
                 log.info(f"iter {row['iteration']} | {status}")
+
+    def _elapsed(self, run_s: float) -> str:
+        """This command's time, and a resumed run's whole time beside it."""
+        if self.resumed_s is None:
+            return f"{_fmt_duration(run_s)} elapsed"
+        return f"{_fmt_duration(run_s - self.resumed_s)} elapsed (run {_fmt_duration(run_s)})"
 
     def close(self) -> None:
         if self.progress is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from distrl.algo.schedule import continued
 from distrl.config import Config
 from distrl.data.messages import SampleInfo, UpdateResult
 from distrl.driver.connection import RayTarget
@@ -165,6 +166,28 @@ def summary(run: RunState, wall_s: float, train_sps: float, stop: str | None, ch
         "gradient_steps": run.gradient_steps,
         "skipped_steps": run.skipped_steps,
     }
+
+
+def this_command(run: RunState, resumed_at: RunState | None, wall_s: float) -> dict:
+    """What this command did of the run (a resumed run's ``summary.json`` totals count every command's)."""
+    start = resumed_at or RunState()
+    return {"wall_s": round(wall_s, 3), "env_steps": run.env_steps - start.env_steps,
+            "iterations": run.iteration - start.iteration, "resumed_at_env_steps": start.env_steps if resumed_at else None,
+            "sps": round((run.env_steps - start.env_steps) / max(wall_s, 1e-9), 1)}  # fmt: skip
+
+
+def resumed_rate_line(config: Config, learner_state: dict) -> str:
+    """The learning rate a resumed run continues with, and what its schedule does now (``distrl/algo/schedule.py``)."""
+    state = next(iter(learner_state["policies"].values())) if "policies" in learner_state else learner_state
+    steps = int(state["trained_env_steps"])
+    last_lr = state["optimizer"]["param_groups"][0]["lr"]
+    schedule, change = continued(config.ppo, config.stop.env_steps, state.get("lr_schedule"), steps, float(last_lr))
+    rate = schedule.rate(steps)
+    if rate == 0.0:  # annealed to 0 already: say how to train on
+        course = "annealed to 0 already (ppo.anneal_lr=false trains on at ppo.lr)"
+    else:
+        course = "held" if schedule.horizon is None else f"falling to 0 at {schedule.horizon:,} env steps"
+    return f"  lr       continues at {rate:.3g}, {course}" + (f"\n           {change}" if change else "")
 
 
 STARTUP_MILESTONES = {"imports": "imports", "env_probe": "env probe", "ray_start": "Ray", "artifacts": "export/compile",

@@ -190,7 +190,8 @@ class Learner(UpdatesByRef):
 
     def state(self) -> dict:
         """Everything a checkpoint needs to resume learning exactly (tensors and plain types only)."""
-        return learner_state(self.model, self.optimizer, self.normalisers, self.generator, self.counters)
+        return learner_state(self.model, self.optimizer, self.normalisers, self.generator, self.counters,
+                             self.algorithm.schedule)  # fmt: skip
 
     def snapshot(self) -> dict:
         """``state`` as it crosses to the driver after each update: its tensors as numpy arrays, which Ray stores out
@@ -200,7 +201,7 @@ class Learner(UpdatesByRef):
     def load_state(self, state: dict) -> None:
         """Take ``state`` (``state`` or ``snapshot``'s)."""
         load_learner_state(from_wire(state), self.model, self.optimizer, self.normalisers, self.generator, self.counters,
-                           self.device)  # fmt: skip
+                           self.algorithm, self.config, self.device)  # fmt: skip
 
     # --- the update ----------------------------------------------------------------------
     def update(self, *samples: tuple[SampleInfo, Batch], min_version: int | None = None) -> UpdateResult:

@@ -6,7 +6,10 @@ from dataclasses import dataclass
 
 import torch
 
+from distrl.algo.base import Algorithm
+from distrl.algo.schedule import LinearSchedule, continued
 from distrl.common.running_mean_std import RunningMeanStd
+from distrl.config.schema import Config
 from distrl.common.spaces import image_part_mask
 from distrl.data.messages import SampleInfo
 
@@ -45,8 +48,10 @@ def _rms_tensors(rms: RunningMeanStd | None) -> dict | None:
     return None if rms is None else {k: torch.as_tensor(v) for k, v in rms.state().items()}
 
 
-def learner_state(model, optimizer, normalisers: Normalisers, generator: torch.Generator, counters: LearnerCounters) -> dict:
-    """Everything a checkpoint needs to resume learning exactly."""
+def learner_state(model, optimizer, normalisers: Normalisers, generator: torch.Generator, counters: LearnerCounters,
+                  schedule: LinearSchedule) -> dict:  # fmt: skip
+    """Everything a checkpoint needs to resume learning exactly (tests/test_checkpoint.py holds each field to an
+    uninterrupted run's)."""
     return {
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
@@ -57,11 +62,13 @@ def learner_state(model, optimizer, normalisers: Normalisers, generator: torch.G
         "version": counters.version,
         "trained_env_steps": counters.trained_env_steps,
         "skipped_updates": counters.skipped_updates,
+        "lr_schedule": schedule.state(),
     }
 
 
 def load_learner_state(state: dict, model, optimizer, normalisers: Normalisers, generator: torch.Generator,
-                       counters: LearnerCounters, device: torch.device) -> None:  # fmt: skip
+                       counters: LearnerCounters, algorithm: Algorithm, config: Config, device: torch.device) -> None:  # fmt: skip
+    """Take ``state``; the learning rate's schedule goes on under this run's ``config`` (``distrl/algo/schedule.py``)."""
     model.load_state_dict(state["model"])
     lr, capturable = optimizer.param_groups[0]["lr"], optimizer.param_groups[0]["capturable"]
     optimizer.load_state_dict(state["optimizer"])
@@ -77,3 +84,6 @@ def load_learner_state(state: dict, model, optimizer, normalisers: Normalisers, 
     counters.version = int(state["version"])
     counters.trained_env_steps = int(state["trained_env_steps"])
     counters.skipped_updates = int(state["skipped_updates"])
+    last_lr = float(optimizer.param_groups[0]["lr"])
+    algorithm.schedule = continued(config.ppo, config.stop.env_steps, state.get("lr_schedule"), counters.trained_env_steps,
+                                   last_lr)[0]  # fmt: skip

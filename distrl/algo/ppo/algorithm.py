@@ -25,6 +25,7 @@ import torch
 from distrl.algo.base import Algorithm, EpochPlan, Targets
 from distrl.algo.ppo.gae import gae
 from distrl.algo.ppo.loss import PPOLossCoefs, masked_mean, ppo_loss
+from distrl.algo.schedule import new_schedule
 from distrl.config.schema import Config, PPOConfig
 
 
@@ -33,7 +34,7 @@ class PPO(Algorithm):
         """``proximal``: ``ppo.proximal`` resolved for the run (``Config.proximal``: ``auto`` is decided there)."""
         self.cfg = cfg
         self.proximal = proximal
-        self.total_env_steps = total_env_steps  # stop.env_steps: where an annealed learning rate reaches 0
+        self.schedule = new_schedule(cfg, total_env_steps)  # stop.env_steps: where an annealed rate reaches 0
         self.plan = EpochPlan(cfg.epochs, cfg.minibatch_size, cfg.target_kl, cfg.max_grad_norm)
         self.coefs = PPOLossCoefs(clip_coef=cfg.clip_coef, vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef,
                                   clip_vloss=cfg.clip_vloss, norm_adv=cfg.norm_adv)  # fmt: skip
@@ -77,11 +78,6 @@ class PPO(Algorithm):
         new_logp, entropy = dist.log_prob_entropy(pd_params, mb["actions"], mb["action_mask"] if "action_mask" in mb else None)
         return ppo_loss(new_logp, mb["logp"], mb["advantages"], values, mb["values"], mb["returns"], entropy, mb["mask"],
                         self.coefs, mb.get("weights"))  # fmt: skip
-
-    def learning_rate(self, trained_env_steps: int) -> float:
-        if not self.cfg.anneal_lr or self.total_env_steps is None:
-            return self.cfg.lr
-        return self.cfg.lr * max(0.0, 1.0 - trained_env_steps / self.total_env_steps)
 
 
 def behaviour_weights(proximal_logp: torch.Tensor, behaviour_logp: torch.Tensor, valid: torch.Tensor,
