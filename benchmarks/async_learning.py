@@ -6,7 +6,8 @@ entropy bonus), ``rollout.pipeline`` sync and async, PPO, seeds 0-2 (``--seeds``
 clipped ratio from the learner's policy (``ppo.proximal: learner``, decoupled PPO, as the async configs do; the sync
 runs keep the behaviour policy's, which at lag 0 is the same policy). ``--async-algo appo`` (V-trace targets) and
 ``--async-proximal behaviour`` change the async runs, and ``--updates-ahead X`` their ``rollout.updates_ahead``; their
-results are written apart (``async_learning_ALGO_PROXIMAL``, ``..._aheadX``). A run that misses its target within its budget counts at its budget. Wall time is
+results are written apart (``async_learning_ALGO_PROXIMAL``, ``..._aheadX``). A run that misses its target within its
+budget counts at its budget. Wall time is
 given from launch and from the first update (start-up, 12-20 s here, is the same work in both pipelines and its
 spread on a shared 2-core machine is seconds). The pipelines of a seed run one after the other, in turns (sync first
 on even seeds). Target: async reaches each target in at most 1.2x the env steps of sync (median of 3
@@ -44,21 +45,43 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import (add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine,  # noqa: E402
-                               stop_cleanly_on_sigterm, write_results)
-from clusters import local_dev_cluster  # noqa: E402
+from benchmarks.common import (
+    add_results_dir_argument,
+    machine_info,
+    markdown_table,
+    metrics_rows,
+    print_machine,
+    stop_cleanly_on_sigterm,
+    write_results,
+)
+from clusters import local_dev_cluster
 
-WORKERS = ["rollout.num_workers=4", "rollout.num_cpus_per_worker=0.25", "checkpoint.every_iterations=0",
-           "logging.tensorboard=false", "logging.progress=lines"]  # fmt: skip
+WORKERS = [
+    "rollout.num_workers=4",
+    "rollout.num_cpus_per_worker=0.25",
+    "checkpoint.every_iterations=0",
+    "logging.tensorboard=false",
+    "logging.progress=lines",
+]
 TASKS = {  # name -> (config, overrides, target, env step budget)
     "CartPole-v1": ("configs/cartpole.yaml", ["env.num_envs_per_worker=16"], 475.0, 1_500_000),
     # Acrobot's entropy bonus (CleanRL's for classic control): a policy that reaches the goal by chance first must
     # keep exploring until it does. Without it 3 of 20 async runs' entropy fell before the first success, and they
     # never solved (docs/performance.md).
-    "Acrobot-v1": ("configs/cartpole.yaml", ["env.id=Acrobot-v1", "env.vectorization=sync", "env.num_envs_per_worker=16",
-                                             "ppo.lr=1e-3", "ppo.ent_coef=0.01"], -100.0, 600_000),
+    "Acrobot-v1": (
+        "configs/cartpole.yaml",
+        [
+            "env.id=Acrobot-v1",
+            "env.vectorization=sync",
+            "env.num_envs_per_worker=16",
+            "ppo.lr=1e-3",
+            "ppo.ent_coef=0.01",
+        ],
+        -100.0,
+        600_000,
+    ),
     "Pendulum-v1": ("configs/pendulum.yaml", ["env.num_envs_per_worker=8"], -250.0, 600_000),
-}  # fmt: skip
+}
 
 
 # --shipped: the shipped configs as a user runs them with four workers (CartPole at the 16 envs per worker the async
@@ -86,8 +109,9 @@ NODE_CORES = {"learner": "0", "rollout": "1"}
 ON_NODES = ["learner.resources={learner: 1}", "rollout.resources={rollout: 0.25}"]
 
 
-def train_command(config: str, items: list[str], run_dir: Path,
-                  cluster: local_dev_cluster.DevCluster | None = None) -> tuple[list[str], dict]:
+def train_command(
+    config: str, items: list[str], run_dir: Path, cluster: local_dev_cluster.DevCluster | None = None
+) -> tuple[list[str], dict]:
     """``distrl train CONFIG --set ITEM...`` into ``run_dir``, and its environment: a private Ray of its own, or a
     driver on the learner node's core that joins ``cluster``."""
     cmd = [sys.executable, "-m", "distrl", "train", config, "--run-dir", str(run_dir)]
@@ -99,12 +123,30 @@ def train_command(config: str, items: list[str], run_dir: Path,
     return cmd, {**cluster.env, "PYTHONUNBUFFERED": "1"}
 
 
-def run(task: str, pipeline: str, seed: int, algo: str, proximal: str | None, updates_ahead: float = 1.0,
-        extra: list[str] = (), cluster: local_dev_cluster.DevCluster | None = None, shipped: bool = False) -> dict:
-    """One run; ``proximal`` None leaves ``ppo.proximal`` at its default; ``shipped``: the task as ``SHIPPED`` has it."""
+def run(
+    task: str,
+    pipeline: str,
+    seed: int,
+    algo: str,
+    proximal: str | None,
+    updates_ahead: float = 1.0,
+    extra: list[str] = (),
+    cluster: local_dev_cluster.DevCluster | None = None,
+    shipped: bool = False,
+) -> dict:
+    """One run; ``proximal`` None leaves ``ppo.proximal`` at its default; ``shipped``: the task as ``SHIPPED`` has
+    it."""
     config, overrides, target, budget = (SHIPPED if shipped else TASKS)[task]
-    items = [*WORKERS, *overrides, f"rollout.pipeline={pipeline}", f"seed={seed}", f"stop.episode_return_mean={target}",
-             f"stop.env_steps={budget}", f"algo={algo}", *([f"ppo.proximal={proximal}"] if proximal else [])]  # fmt: skip
+    items = [
+        *WORKERS,
+        *overrides,
+        f"rollout.pipeline={pipeline}",
+        f"seed={seed}",
+        f"stop.episode_return_mean={target}",
+        f"stop.env_steps={budget}",
+        f"algo={algo}",
+        *([f"ppo.proximal={proximal}"] if proximal else []),
+    ]
     if updates_ahead != 1.0:
         items.append(f"rollout.updates_ahead={updates_ahead:g}")
     items += extra
@@ -123,17 +165,31 @@ def run(task: str, pipeline: str, seed: int, algo: str, proximal: str | None, up
     # past the first update (1: the workers waited for it throughout).
     later = metrics[1:] or metrics
     past_first = max(metrics[-1]["time_s"] - metrics[0]["time_s"], 1e-9)
-    why = {"lag_max": round(max(row["policy_lag_mean"] for row in later), 3),
-           "clip_frac": round(statistics.mean(row["clip_frac"] for row in metrics), 4),
-           "approx_kl": round(statistics.mean(row["approx_kl"] for row in metrics), 5),
-           "learner_busy": round(sum(row["learn_s"] for row in metrics[1:]) / past_first, 3),
-           "updates": len(metrics)}  # fmt: skip
+    why = {
+        "lag_max": round(max(row["policy_lag_mean"] for row in later), 3),
+        "clip_frac": round(statistics.mean(row["clip_frac"] for row in metrics), 4),
+        "approx_kl": round(statistics.mean(row["approx_kl"] for row in metrics), 5),
+        "learner_busy": round(sum(row["learn_s"] for row in metrics[1:]) / past_first, 3),
+        "updates": len(metrics),
+    }
     solved = summary["stop_reason"] == "episode_return_mean"
-    return {"task": task, "overrides": overrides, "pipeline": pipeline, "algo": algo, "proximal": proximal,
-            "updates_ahead": updates_ahead, "seed": seed, "solved": solved, "env_steps": summary["env_steps"],
-            "wall_s": summary["solved_at_s"] if solved else summary["wall_s"], "first_update_s": first_update_s,
-            "return": summary["episode_return_mean"], "policy_lag": round(lag, 3),
-            "stale_batches": summary.get("stale_batches", 0), **why}  # fmt: skip
+    return {
+        "task": task,
+        "overrides": overrides,
+        "pipeline": pipeline,
+        "algo": algo,
+        "proximal": proximal,
+        "updates_ahead": updates_ahead,
+        "seed": seed,
+        "solved": solved,
+        "env_steps": summary["env_steps"],
+        "wall_s": summary["solved_at_s"] if solved else summary["wall_s"],
+        "first_update_s": first_update_s,
+        "return": summary["episode_return_mean"],
+        "policy_lag": round(lag, 3),
+        "stale_batches": summary.get("stale_batches", 0),
+        **why,
+    }
 
 
 def add_task_arguments(parser: argparse.ArgumentParser, quick: str = "CartPole, seed 0") -> None:
@@ -162,16 +218,26 @@ def run_all(args: argparse.Namespace, cluster: local_dev_cluster.DevCluster | No
             for pipeline in ("sync", "async") if seed % 2 == 0 else ("async", "sync"):
                 lagged = pipeline == "async"
                 proximal = None if args.shipped else args.async_proximal if lagged else PROXIMAL["sync"]
-                r = run(task, pipeline, seed, args.async_algo if lagged else "ppo", proximal,
-                        args.updates_ahead if lagged else 1.0, [*args.set, *(args.async_set if lagged else [])], cluster,
-                        args.shipped)  # fmt: skip
+                r = run(
+                    task,
+                    pipeline,
+                    seed,
+                    args.async_algo if lagged else "ppo",
+                    proximal,
+                    args.updates_ahead if lagged else 1.0,
+                    [*args.set, *(args.async_set if lagged else [])],
+                    cluster,
+                    args.shipped,
+                )
                 r["train_s"] = round(r["wall_s"] - r["first_update_s"], 3)
                 runs.append(r)
-                print(f"{task:12s} {pipeline:5s} seed {seed}: {'solved' if r['solved'] else 'NOT solved'} at "
-                      f"{r['env_steps']:,} env steps, {r['wall_s']:.1f} s (return {r['return']:.1f}, "
-                      f"policy lag {r['policy_lag']:.2f}, at most {r['lag_max']:.2f}; {r['updates']} updates, clip "
-                      f"fraction {r['clip_frac']:.3f}, KL {r['approx_kl']:.4f}, learner busy {r['learner_busy']:.0%})",
-                      flush=True)  # fmt: skip
+                print(
+                    f"{task:12s} {pipeline:5s} seed {seed}: {'solved' if r['solved'] else 'NOT solved'} at "
+                    f"{r['env_steps']:,} env steps, {r['wall_s']:.1f} s (return {r['return']:.1f}, "
+                    f"policy lag {r['policy_lag']:.2f}, at most {r['lag_max']:.2f}; {r['updates']} updates, clip "
+                    f"fraction {r['clip_frac']:.3f}, KL {r['approx_kl']:.4f}, learner busy {r['learner_busy']:.0%})",
+                    flush=True,
+                )
     return runs
 
 
@@ -187,25 +253,47 @@ def summarize(runs: list[dict]) -> list[dict]:
     rows = []
     for task in dict.fromkeys(r["task"] for r in runs):
         by = {p: [r for r in runs if r["task"] == task and r["pipeline"] == p] for p in ("sync", "async")}
-        keys = ("env_steps", "wall_s", "train_s", "policy_lag", "clip_frac", "approx_kl", "learner_busy", "updates",
-                "return")
-        med = {p: {k: statistics.median(r[k] for r in by[p] if k in r) if any(k in r for r in by[p]) else None
-                   for k in keys} for p in by}  # fmt: skip (runs from before a key existed lack it: --pool)
+        keys = (
+            "env_steps",
+            "wall_s",
+            "train_s",
+            "policy_lag",
+            "clip_frac",
+            "approx_kl",
+            "learner_busy",
+            "updates",
+            "return",
+        )
+        med = {
+            p: {
+                k: statistics.median(r[k] for r in by[p] if k in r) if any(k in r for r in by[p]) else None
+                for k in keys
+            }
+            for p in by
+        }  # (runs from before a key existed lack it: --pool)
         solved = {p: sum(r["solved"] for r in by[p]) for p in by}
-        rows.append({"task": task, "seeds": len(by["sync"]),
-                     "sync env steps": med["sync"]["env_steps"], "async env steps": med["async"]["env_steps"],
-                     "steps async / sync": med["async"]["env_steps"] / med["sync"]["env_steps"],
-                     "sync wall s": med["sync"]["wall_s"], "async wall s": med["async"]["wall_s"],
-                     "wall async / sync": med["async"]["wall_s"] / med["sync"]["wall_s"],
-                     "sync train s": med["sync"]["train_s"], "async train s": med["async"]["train_s"],
-                     "train async / sync": med["async"]["train_s"] / med["sync"]["train_s"],
-                     "async policy lag": med["async"]["policy_lag"],
-                     "updates sync/async": _pair(med, "updates", 0),
-                     "clip frac sync/async": _pair(med, "clip_frac", 3),
-                     "KL sync/async": _pair(med, "approx_kl", 4),
-                     "learner busy sync/async": _pair(med, "learner_busy", 2),
-                     "return sync/async": _pair(med, "return", 1),
-                     "solved sync/async": f"{solved['sync']}/{solved['async']} of {len(by['sync'])}"})  # fmt: skip
+        rows.append(
+            {
+                "task": task,
+                "seeds": len(by["sync"]),
+                "sync env steps": med["sync"]["env_steps"],
+                "async env steps": med["async"]["env_steps"],
+                "steps async / sync": med["async"]["env_steps"] / med["sync"]["env_steps"],
+                "sync wall s": med["sync"]["wall_s"],
+                "async wall s": med["async"]["wall_s"],
+                "wall async / sync": med["async"]["wall_s"] / med["sync"]["wall_s"],
+                "sync train s": med["sync"]["train_s"],
+                "async train s": med["async"]["train_s"],
+                "train async / sync": med["async"]["train_s"] / med["sync"]["train_s"],
+                "async policy lag": med["async"]["policy_lag"],
+                "updates sync/async": _pair(med, "updates", 0),
+                "clip frac sync/async": _pair(med, "clip_frac", 3),
+                "KL sync/async": _pair(med, "approx_kl", 4),
+                "learner busy sync/async": _pair(med, "learner_busy", 2),
+                "return sync/async": _pair(med, "return", 1),
+                "solved sync/async": f"{solved['sync']}/{solved['async']} of {len(by['sync'])}",
+            }
+        )
     return rows
 
 
@@ -228,23 +316,30 @@ def pool_runs(paths: list[Path], settings: dict) -> tuple[list[dict], dict]:
             machine = results["machine"]
         for key in machine.keys() | results["machine"].keys():
             if key != "commit" and results["machine"].get(key) != machine.get(key):
-                raise ValueError(f"{path} was run on machine.{key}={results['machine'].get(key)!r}, "
-                                 f"{paths[0]} on {machine.get(key)!r}: only runs of one machine are pooled")  # fmt: skip
+                raise ValueError(
+                    f"{path} was run on machine.{key}={results['machine'].get(key)!r}, "
+                    f"{paths[0]} on {machine.get(key)!r}: only runs of one machine are pooled"
+                )
         for key in STUDY_SETTINGS:
             if results["settings"].get(key, UNRECORDED.get(key)) != settings.get(key):
-                raise ValueError(f"{path} has settings.{key}={results['settings'].get(key)!r}, this invocation "
-                                 f"{settings.get(key)!r}: only runs of one study are pooled")  # fmt: skip
+                raise ValueError(
+                    f"{path} has settings.{key}={results['settings'].get(key)!r}, this invocation "
+                    f"{settings.get(key)!r}: only runs of one study are pooled"
+                )
         kept = [r for r in results["runs"] if r["task"] in settings["tasks"]]
         overrides = {r["task"]: r.get("overrides") for r in runs}  # None: a file from before runs recorded them
         for r in kept:
             if r["task"] in overrides and r.get("overrides") != overrides[r["task"]]:
-                raise ValueError(f"{path} ran {r['task']} with {r.get('overrides')!r}, the files before it with "
-                                 f"{overrides[r['task']]!r}: only runs of one task definition are pooled")  # fmt: skip
+                raise ValueError(
+                    f"{path} ran {r['task']} with {r.get('overrides')!r}, the files before it with "
+                    f"{overrides[r['task']]!r}: only runs of one task definition are pooled"
+                )
         seen = {(r["task"], r["pipeline"], r["seed"]) for r in runs}
         for r in kept:
             if (r["task"], r["pipeline"], r["seed"]) in seen:
-                raise ValueError(f"{path} repeats {r['task']} {r['pipeline']} seed {r['seed']}: pool invocations of "
-                                 "different seeds")  # fmt: skip
+                raise ValueError(
+                    f"{path} repeats {r['task']} {r['pipeline']} seed {r['seed']}: pool invocations of different seeds"
+                )
         runs += kept
         commits += [results["machine"]["commit"]] if results["machine"]["commit"] not in commits else []
     return runs, {**machine, "commit": ", ".join(commits)}
@@ -262,52 +357,105 @@ def seed_triples(runs: list[dict]) -> list[dict]:
         return []
 
     def meets(task: str, triple: tuple) -> tuple[bool, bool]:
-        med = {p: {k: statistics.median(by[(task, p, seed)][k] for seed in triple) for k in ("env_steps", "wall_s")}
-               for p in ("sync", "async")}  # fmt: skip
-        return (med["async"]["env_steps"] <= 1.2 * med["sync"]["env_steps"],
-                med["async"]["wall_s"] < med["sync"]["wall_s"])  # fmt: skip
+        med = {
+            p: {k: statistics.median(by[(task, p, seed)][k] for seed in triple) for k in ("env_steps", "wall_s")}
+            for p in ("sync", "async")
+        }
+        return (
+            med["async"]["env_steps"] <= 1.2 * med["sync"]["env_steps"],
+            med["async"]["wall_s"] < med["sync"]["wall_s"],
+        )
 
     met = {(task, triple): meets(task, triple) for task in tasks for triple in triples}
-    rows = [{"task": task, "triples": len(triples),
-             "steps met": sum(met[(task, t)][0] for t in triples) / len(triples),
-             "time met": sum(met[(task, t)][1] for t in triples) / len(triples),
-             "both met": sum(all(met[(task, t)]) for t in triples) / len(triples)} for task in tasks]  # fmt: skip
+    rows = [
+        {
+            "task": task,
+            "triples": len(triples),
+            "steps met": sum(met[(task, t)][0] for t in triples) / len(triples),
+            "time met": sum(met[(task, t)][1] for t in triples) / len(triples),
+            "both met": sum(all(met[(task, t)]) for t in triples) / len(triples),
+        }
+        for task in tasks
+    ]
     every = sum(all(all(met[(task, t)]) for task in tasks) for t in triples) / len(triples)
-    rows.append({"task": "every task, same seeds", "triples": len(triples), "steps met": None, "time met": None,
-                 "both met": every})  # fmt: skip
+    rows.append(
+        {
+            "task": "every task, same seeds",
+            "triples": len(triples),
+            "steps met": None,
+            "time met": None,
+            "both met": every,
+        }
+    )
     return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_task_arguments(parser)
-    parser.add_argument("--async-algo", default="ppo", choices=["ppo", "appo"],
-                        help="the async runs' algorithm (sync runs PPO): appo corrects the lag with V-trace")
-    parser.add_argument("--async-proximal", default=PROXIMAL["async"], choices=["behaviour", "learner"],
-                        help="the async runs' ppo.proximal (sync runs behaviour): learner is decoupled PPO")
-    parser.add_argument("--updates-ahead", type=float, default=1.0,
-                        help="the async runs' rollout.updates_ahead (0.5: half the next update's batches sampled during "
-                             "an update, half after it)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="a config override for both pipelines' runs (a study: written as async_learning_set_...)")
-    parser.add_argument("--async-set", action="append", default=[], metavar="KEY=VALUE",
-                        help="a config override for the async runs only (a study: written as async_learning_async-set_...)")
-    parser.add_argument("--layout", default="shared", choices=["shared", "nodes"],
-                        help="shared: one private Ray, every process on both cores; nodes: a learner node and a rollout "
-                             "node on 127.0.0.1, a core each")
-    parser.add_argument("--shipped", action="store_true",
-                        help="the shipped configs as a user runs them (SHIPPED): no task settings, ppo.proximal at its "
-                             "default in both pipelines (written as async_learning_shipped)")
-    parser.add_argument("--pool", nargs="+", type=Path, metavar="JSON",
-                        help="run nothing: the medians over the runs of these results files (invocations of one study "
-                             "with different seeds) of the tasks --tasks names, written as their name + _pooled")
+    parser.add_argument(
+        "--async-algo",
+        default="ppo",
+        choices=["ppo", "appo"],
+        help="the async runs' algorithm (sync runs PPO): appo corrects the lag with V-trace",
+    )
+    parser.add_argument(
+        "--async-proximal",
+        default=PROXIMAL["async"],
+        choices=["behaviour", "learner"],
+        help="the async runs' ppo.proximal (sync runs behaviour): learner is decoupled PPO",
+    )
+    parser.add_argument(
+        "--updates-ahead",
+        type=float,
+        default=1.0,
+        help="the async runs' rollout.updates_ahead (0.5: half the next update's batches sampled during "
+        "an update, half after it)",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a config override for both pipelines' runs (a study: written as async_learning_set_...)",
+    )
+    parser.add_argument(
+        "--async-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a config override for the async runs only (a study: written as async_learning_async-set_...)",
+    )
+    parser.add_argument(
+        "--layout",
+        default="shared",
+        choices=["shared", "nodes"],
+        help="shared: one private Ray, every process on both cores; nodes: a learner node and a rollout "
+        "node on 127.0.0.1, a core each",
+    )
+    parser.add_argument(
+        "--shipped",
+        action="store_true",
+        help="the shipped configs as a user runs them (SHIPPED): no task settings, ppo.proximal at its "
+        "default in both pipelines (written as async_learning_shipped)",
+    )
+    parser.add_argument(
+        "--pool",
+        nargs="+",
+        type=Path,
+        metavar="JSON",
+        help="run nothing: the medians over the runs of these results files (invocations of one study "
+        "with different seeds) of the tasks --tasks names, written as their name + _pooled",
+    )
     args, machine = parse_task_arguments(parser)
     known = SHIPPED if args.shipped else TASKS
     unknown = [task for task in args.tasks if task not in known]
     if unknown and not args.pool:
         more = "" if args.shipped else "; the model kinds' configs with --shipped"
-        parser.error(f"--tasks {' '.join(unknown)}: not a task{' of --shipped' if args.shipped else ''} (allowed: "
-                     f"{', '.join(known)}{more})")
+        parser.error(
+            f"--tasks {' '.join(unknown)}: not a task{' of --shipped' if args.shipped else ''} (allowed: "
+            f"{', '.join(known)}{more})"
+        )
     cluster, pooled = None, []
     if args.pool:
         try:
@@ -319,9 +467,14 @@ def main() -> None:
     base = tempfile.mkdtemp(prefix="ral_", dir="/tmp") if args.layout == "nodes" and not args.pool else None
     try:
         if base is not None:
-            cluster = local_dev_cluster.start(rollout_nodes=1, rollout_cpus=1, learner_cpus=1,
-                                              temp_dir=os.path.join(base, "ray"), learner_cores=NODE_CORES["learner"],
-                                              rollout_cores=NODE_CORES["rollout"])  # fmt: skip
+            cluster = local_dev_cluster.start(
+                rollout_nodes=1,
+                rollout_cpus=1,
+                learner_cpus=1,
+                temp_dir=os.path.join(base, "ray"),
+                learner_cores=NODE_CORES["learner"],
+                rollout_cores=NODE_CORES["rollout"],
+            )
         runs = pooled if args.pool else run_all(args, cluster)
     finally:
         if cluster is not None:
@@ -329,20 +482,33 @@ def main() -> None:
         if base is not None:
             shutil.rmtree(base, ignore_errors=True)  # the cluster's private temp dir, logs and all
     rows = summarize(runs)
-    columns = [("task", "task"), ("sync env steps", "sync: env steps"), ("async env steps", "async: env steps"),
-               ("steps async / sync", "async / sync steps (target <= 1.2)"), ("sync wall s", "sync: s from launch"),
-               ("async wall s", "async: s from launch"), ("wall async / sync", "async / sync time (target < 1)"),
-               ("sync train s", "sync: s from first update"), ("async train s", "async: s from first update"),
-               ("train async / sync", "async / sync, from first update"),
-               ("async policy lag", "async: policy lag (mean of its updates)"), ("updates sync/async", "updates"),
-               ("clip frac sync/async", "clip fraction"), ("KL sync/async", "KL an update"),
-               ("learner busy sync/async", "learner busy past the first update"),
-               ("return sync/async", "return at the end"), ("solved sync/async", "solved")]  # fmt: skip
+    columns = [
+        ("task", "task"),
+        ("sync env steps", "sync: env steps"),
+        ("async env steps", "async: env steps"),
+        ("steps async / sync", "async / sync steps (target <= 1.2)"),
+        ("sync wall s", "sync: s from launch"),
+        ("async wall s", "async: s from launch"),
+        ("wall async / sync", "async / sync time (target < 1)"),
+        ("sync train s", "sync: s from first update"),
+        ("async train s", "async: s from first update"),
+        ("train async / sync", "async / sync, from first update"),
+        ("async policy lag", "async: policy lag (mean of its updates)"),
+        ("updates sync/async", "updates"),
+        ("clip frac sync/async", "clip fraction"),
+        ("KL sync/async", "KL an update"),
+        ("learner busy sync/async", "learner busy past the first update"),
+        ("return sync/async", "return at the end"),
+        ("solved sync/async", "solved"),
+    ]
     if args.shipped:  # no proximal is set: the name says the algorithm only
         name = "async_learning_shipped" + (f"_{args.async_algo}" if args.async_algo != "ppo" else "")
     else:
-        name = "async_learning" if (args.async_algo, args.async_proximal) == ("ppo", "learner") else \
-            f"async_learning_{args.async_algo}_{args.async_proximal}"
+        name = (
+            "async_learning"
+            if (args.async_algo, args.async_proximal) == ("ppo", "learner")
+            else f"async_learning_{args.async_algo}_{args.async_proximal}"
+        )
     if args.updates_ahead != 1.0:
         name += f"_ahead{args.updates_ahead:g}"
     if args.layout != "shared":
@@ -357,12 +523,23 @@ def main() -> None:
     triples = seed_triples(runs)
     table = markdown_table(rows, columns)
     if triples:
-        table += ("\n\nShare of every three of these seeds whose medians meet target (c):\n\n" +
-                  markdown_table(triples, [("task", "task"), ("triples", "seed triples"), ("steps met", "steps <= 1.2x"),
-                                           ("time met", "time < sync"), ("both met", "both")]))  # fmt: skip
-    write_results(name, {"machine": machine, "settings": vars(args), "runs": runs, "rows": rows,
-                         "seed_triples": triples}, table,
-                  quick=args.quick, results_dir=args.results_dir)
+        table += "\n\nShare of every three of these seeds whose medians meet target (c):\n\n" + markdown_table(
+            triples,
+            [
+                ("task", "task"),
+                ("triples", "seed triples"),
+                ("steps met", "steps <= 1.2x"),
+                ("time met", "time < sync"),
+                ("both met", "both"),
+            ],
+        )
+    write_results(
+        name,
+        {"machine": machine, "settings": vars(args), "runs": runs, "rows": rows, "seed_triples": triples},
+        table,
+        quick=args.quick,
+        results_dir=args.results_dir,
+    )
 
 
 if __name__ == "__main__":

@@ -24,7 +24,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, spread, time_calls, write_results  # noqa: E402
+from benchmarks.common import (
+    add_results_dir_argument,
+    machine_info,
+    markdown_table,
+    print_machine,
+    spread,
+    time_calls,
+    write_results,
+)
 
 CONFIGS = {"attention": "configs/cartpole_attention.yaml", "lstm": "configs/cartpole_lstm.yaml"}
 
@@ -32,15 +40,35 @@ CONFIGS = {"attention": "configs/cartpole_attention.yaml", "lstm": "configs/cart
 def time_to_solve(config: str, seed: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
-        args = [sys.executable, "-m", "distrl", "train", config, "--run-dir", str(run_dir), "--set", f"seed={seed}",
-                "--set", "stop.episode_return_mean=475", "--set", "stop.env_steps=1500000",
-                "--set", "logging.tensorboard=false"]  # fmt: skip
-        result = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "RAY_ADDRESS": "local"})
+        args = [
+            sys.executable,
+            "-m",
+            "distrl",
+            "train",
+            config,
+            "--run-dir",
+            str(run_dir),
+            "--set",
+            f"seed={seed}",
+            "--set",
+            "stop.episode_return_mean=475",
+            "--set",
+            "stop.env_steps=1500000",
+            "--set",
+            "logging.tensorboard=false",
+        ]
+        result = subprocess.run(
+            args, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "RAY_ADDRESS": "local"}
+        )
         if result.returncode != 0:
             raise RuntimeError(f"{config} seed {seed} failed:\n{result.stderr[-3000:]}")
         summary = json.loads((run_dir / "summary.json").read_text())
-    return {"solved_at_s": summary["solved_at_s"], "env_steps": summary["env_steps"], "wall_s": summary["wall_s"],
-            "return": summary["episode_return_mean"]}  # fmt: skip
+    return {
+        "solved_at_s": summary["solved_at_s"],
+        "env_steps": summary["env_steps"],
+        "wall_s": summary["wall_s"],
+        "return": summary["episode_return_mean"],
+    }
 
 
 def forward_rows(batch: int, repeats: int) -> list[dict]:
@@ -57,7 +85,9 @@ def forward_rows(batch: int, repeats: int) -> list[dict]:
     obs_space, action_space = probe_spaces(config.env)
     torch.manual_seed(0)
     model = build_model(obs_space, action_space, config.model).eval()
-    x = torch.from_numpy(np.random.default_rng(0).uniform(-1, 1, (batch, config.model.window, *obs_space.shape)).astype(np.float32))
+    x = torch.from_numpy(
+        np.random.default_rng(0).uniform(-1, 1, (batch, config.model.window, *obs_space.shape)).astype(np.float32)
+    )
     arrays = x.numpy()
     calls = {}
     for row in available_backends():
@@ -71,7 +101,9 @@ def forward_rows(batch: int, repeats: int) -> list[dict]:
     for _ in range(repeats):
         for name, call in calls.items():
             times[name] += [t * 1e6 for t in time_calls(call, 0.25, 1)]
-    rows = [{"backend": name, "batch": batch, "us_per_call": spread(samples)["median"]} for name, samples in times.items()]
+    rows = [
+        {"backend": name, "batch": batch, "us_per_call": spread(samples)["median"]} for name, samples in times.items()
+    ]
     for row in rows:
         row["speedup_vs_eager"] = spread(times["eager"])["median"] / row["us_per_call"]
     return rows
@@ -87,28 +119,51 @@ def main() -> None:
     print_machine(machine)
     forward = forward_rows(64, 3 if args.quick else 7)
     for row in forward:
-        print(f"forward batch 64 {row['backend']:9s} {row['us_per_call']:9.1f} us  x{row['speedup_vs_eager']:.2f} eager", flush=True)
+        print(
+            f"forward batch 64 {row['backend']:9s} {row['us_per_call']:9.1f} us  x{row['speedup_vs_eager']:.2f} eager",
+            flush=True,
+        )
     runs = []
     for seed in [] if args.quick else args.seeds:
         for model, config in CONFIGS.items():
             run = {"model": model, "seed": seed, **time_to_solve(config, seed)}
             runs.append(run)
-            print(f"{model:9s} seed {seed}: mean return 475 at {run['solved_at_s']} s, {run['env_steps']:,} env steps", flush=True)
+            print(
+                f"{model:9s} seed {seed}: mean return 475 at {run['solved_at_s']} s, {run['env_steps']:,} env steps",
+                flush=True,
+            )
     summary = {}
     for model in CONFIGS:
         times = [r["solved_at_s"] for r in runs if r["model"] == model and r["solved_at_s"] is not None]
         summary[model] = statistics.median(times) if len(times) == len(args.seeds) and times else None
     if summary.get("attention") and summary.get("lstm"):
         summary["attention_over_lstm"] = summary["attention"] / summary["lstm"]
-        print(f"median time to 475: attention {summary['attention']:.1f} s, LSTM {summary['lstm']:.1f} s "
-              f"({summary['attention_over_lstm']:.2f}x)")  # fmt: skip
-    table = markdown_table(forward, [("backend", "backend"), ("batch", "batch"), ("us_per_call", "us per call"),
-                                     ("speedup_vs_eager", "x eager")])  # fmt: skip
+        print(
+            f"median time to 475: attention {summary['attention']:.1f} s, LSTM {summary['lstm']:.1f} s "
+            f"({summary['attention_over_lstm']:.2f}x)"
+        )
+    table = markdown_table(
+        forward,
+        [("backend", "backend"), ("batch", "batch"), ("us_per_call", "us per call"), ("speedup_vs_eager", "x eager")],
+    )
     if runs:
-        table += "\n\n" + markdown_table(runs, [("model", "model"), ("seed", "seed"), ("solved_at_s", "s to 475"),
-                                                ("env_steps", "env steps"), ("wall_s", "wall s")])  # fmt: skip
-    write_results("attention", {"machine": machine, "forward": forward, "rows": forward + runs, "runs": runs,
-                                "summary": summary}, table, quick=args.quick, results_dir=args.results_dir)  # fmt: skip
+        table += "\n\n" + markdown_table(
+            runs,
+            [
+                ("model", "model"),
+                ("seed", "seed"),
+                ("solved_at_s", "s to 475"),
+                ("env_steps", "env steps"),
+                ("wall_s", "wall s"),
+            ],
+        )
+    write_results(
+        "attention",
+        {"machine": machine, "forward": forward, "rows": forward + runs, "runs": runs, "summary": summary},
+        table,
+        quick=args.quick,
+        results_dir=args.results_dir,
+    )
 
 
 if __name__ == "__main__":

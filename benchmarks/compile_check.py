@@ -1,4 +1,5 @@
-"""The compiled-vs-eager check on this CPU: legitimate float32 differences, the tolerance, and the margin to a stale policy.
+"""The compiled-vs-eager check on this CPU: legitimate float32 differences, the tolerance, and the margin to a stale
+policy.
 
 For every model and worker backend, on real observations and after several weight updates,
 it records how far the compiled policy's outputs are from eager float32 (``difference``) and
@@ -21,14 +22,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results  # noqa: E402
-from benchmarks.inference import MODELS, collect_observations  # noqa: E402
-from distrl.compile import EagerPolicy, Float64Reference, available_backends, build_inference_policy, check_output  # noqa: E402
-from distrl.models import build_model  # noqa: E402
-from distrl.envs import make_vec_env  # noqa: E402
+from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results
+from benchmarks.inference import MODELS, collect_observations
+from distrl.compile import EagerPolicy, Float64Reference, available_backends, build_inference_policy, check_output
+from distrl.envs import make_vec_env
+from distrl.models import build_model
 
 
 def one_step_behind(state: dict, generator: torch.Generator, lr: float = 2.5e-4) -> dict:
@@ -36,7 +37,8 @@ def one_step_behind(state: dict, generator: torch.Generator, lr: float = 2.5e-4)
 
 
 def measure(model_name: str, backend: str, batch: int, updates: int) -> dict:
-    """Worst legitimate error over ``updates`` weight updates, and the smallest stale-policy error, relative to the tolerance."""
+    """Worst legitimate error over ``updates`` weight updates, and the smallest stale-policy error, relative to the
+    tolerance."""
     torch._dynamo.reset()  # a fresh dynamo cache per row, so no row silently runs eager past the recompile limit
     batches, config = collect_observations(model_name, batch)
     envs = make_vec_env(config.env)
@@ -67,17 +69,31 @@ def measure(model_name: str, backend: str, batch: int, updates: int) -> dict:
             check = check_output(i, got, e, r, reference.reductions)
             ratio = check.error / check.tolerance
             if ratio >= worst["error_over_allowed"]:
-                worst = {"difference": check.difference, "error": check.error, "eager_error": check.eager_error,
-                         "tolerance": check.tolerance, "error_over_allowed": ratio, "output": i}  # fmt: skip
+                worst = {
+                    "difference": check.difference,
+                    "error": check.error,
+                    "eager_error": check.eager_error,
+                    "tolerance": check.tolerance,
+                    "error_over_allowed": ratio,
+                    "output": i,
+                }
         # The same inputs, with a copy of the policy's model one optimiser step behind.
         stale = copy.deepcopy(model)
         stale.load_state_dict(one_step_behind(model.state_dict(), generator))
         # Refused when any output is off: the margin is the largest ratio over outputs, the smallest over updates.
-        checks = [check_output(i, got, e, r, reference.reductions)
-                  for i, (got, e, r) in enumerate(zip(EagerPolicy(stale)(*example), eager, ref))]  # fmt: skip
+        checks = [
+            check_output(i, got, e, r, reference.reductions)
+            for i, (got, e, r) in enumerate(zip(EagerPolicy(stale)(*example), eager, ref))
+        ]
         stale_ratio = min(stale_ratio, max(c.error / c.tolerance for c in checks))
-    return {"model": model_name, "backend": report.backend, "batch": batch, "updates": updates, **worst,
-            "stale_over_allowed": stale_ratio}  # fmt: skip
+    return {
+        "model": model_name,
+        "backend": report.backend,
+        "batch": batch,
+        "updates": updates,
+        **worst,
+        "stale_over_allowed": stale_ratio,
+    }
 
 
 def main(argv=None) -> int:
@@ -99,18 +115,36 @@ def main(argv=None) -> int:
     for model_name, backend, batch in plan:
         row = measure(model_name, backend, batch, args.updates)
         rows.append(row)
-        print(f"{model_name:4s} {backend:8s} bs {batch:3d}: max |compiled - eager| {row['difference']:.3g}, "
-              f"error vs float64 {row['error']:.3g} (eager's {row['eager_error']:.3g}), allowed {row['tolerance']:.3g}: "
-              f"{row['error_over_allowed']:.3f} of it; one step behind: {row['stale_over_allowed']:,.0f}x allowed", flush=True)  # fmt: skip
+        print(
+            f"{model_name:4s} {backend:8s} bs {batch:3d}: max |compiled - eager| {row['difference']:.3g}, "
+            f"error vs float64 {row['error']:.3g} (eager's {row['eager_error']:.3g}), allowed {row['tolerance']:.3g}: "
+            f"{row['error_over_allowed']:.3f} of it; one step behind: {row['stale_over_allowed']:,.0f}x allowed",
+            flush=True,
+        )
         if row["error_over_allowed"] > 1:
             failures.append(f"{model_name} {backend} bs {batch}: a correct policy exceeds the tolerance")
         if row["stale_over_allowed"] <= 1:
             failures.append(f"{model_name} {backend} bs {batch}: a policy one step behind passes the check")
-    columns = [("model", "model"), ("backend", "backend"), ("batch", "batch"), ("difference", "max |compiled - eager|"),
-               ("eager_error", "eager error vs f64"), ("error", "compiled error vs f64"), ("tolerance", "allowed"),
-               ("error_over_allowed", "error / allowed"), ("stale_over_allowed", "one step behind / allowed")]  # fmt: skip
-    ok = write_results("compile_check", {"machine": info, "args": vars(args), "rows": rows},
-                       markdown_table(rows, columns), None, failures, args.quick, args.results_dir)  # fmt: skip
+    columns = [
+        ("model", "model"),
+        ("backend", "backend"),
+        ("batch", "batch"),
+        ("difference", "max |compiled - eager|"),
+        ("eager_error", "eager error vs f64"),
+        ("error", "compiled error vs f64"),
+        ("tolerance", "allowed"),
+        ("error_over_allowed", "error / allowed"),
+        ("stale_over_allowed", "one step behind / allowed"),
+    ]
+    ok = write_results(
+        "compile_check",
+        {"machine": info, "args": vars(args), "rows": rows},
+        markdown_table(rows, columns),
+        None,
+        failures,
+        args.quick,
+        args.results_dir,
+    )
     return 0 if ok else 1
 
 

@@ -29,7 +29,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.async_learning import PROXIMAL, TASKS, WORKERS, train_command
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine, write_results
+from benchmarks.common import (
+    add_results_dir_argument,
+    machine_info,
+    markdown_table,
+    metrics_rows,
+    print_machine,
+    write_results,
+)
 
 
 def machine_busy() -> tuple[float, float]:
@@ -44,7 +51,8 @@ ROLES = {"RolloutWorkerActor": "RolloutWorker"}  # the class Ray runs for a work
 
 
 def role(proc: psutil.Process, driver_pid: int) -> str:
-    """The process's part in the run: its Ray actor class (``ray::Learner.update_refs`` -> Learner), the driver, or Ray."""
+    """The process's part in the run: its Ray actor class (``ray::Learner.update_refs`` -> Learner), the driver, or
+    Ray."""
     if proc.pid == driver_pid:
         return "driver"
     cmdline = proc.cmdline()
@@ -71,8 +79,15 @@ def cpu_by_role(driver: psutil.Process) -> dict[str, float]:
 def measure(task: str, pipeline: str, seed: int, skip: int, window_s: float) -> dict:
     config, overrides, _target, _budget = TASKS[task]
     proximal = PROXIMAL[pipeline]
-    items = [*overrides, *WORKERS, f"rollout.pipeline={pipeline}", f"seed={seed}", "stop.episode_return_mean=null",
-             "stop.env_steps=100000000", f"ppo.proximal={proximal}"]  # fmt: skip
+    items = [
+        *overrides,
+        *WORKERS,
+        f"rollout.pipeline={pipeline}",
+        f"seed={seed}",
+        "stop.episode_return_mean=null",
+        "stop.env_steps=100000000",
+        f"ppo.proximal={proximal}",
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
         cmd, env = train_command(config, items, run_dir)
@@ -82,8 +97,10 @@ def measure(task: str, pipeline: str, seed: int, skip: int, window_s: float) -> 
             deadline = time.monotonic() + 600
             while len(metrics_rows(run_dir)) < skip:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"{task} {pipeline}: the run ended or stalled before {skip} updates:\n"
-                                       f"{proc.stderr.read()[-3000:] if proc.poll() is not None else ''}")  # fmt: skip
+                    raise RuntimeError(
+                        f"{task} {pipeline}: the run ended or stalled before {skip} updates:\n"
+                        f"{proc.stderr.read()[-3000:] if proc.poll() is not None else ''}"
+                    )
                 time.sleep(0.05)
             rows0, cpu0, busy0, wall0 = metrics_rows(run_dir), cpu_by_role(driver), machine_busy(), time.monotonic()
             time.sleep(window_s)
@@ -100,13 +117,21 @@ def measure(task: str, pipeline: str, seed: int, skip: int, window_s: float) -> 
         raise RuntimeError(f"{task} {pipeline}: {updates} updates in {window_s:g} s; give it a longer --window-s")
     seconds = wall1 - wall0
     per_update = {name: (cpu1[name] - cpu0.get(name, 0.0)) / updates for name in cpu1}
-    return {"task": task, "pipeline": pipeline, "seed": seed, "window_s": round(seconds, 2), "updates": updates,
-            "updates_per_s": updates / seconds,
-            "env_steps_per_s": (rows1[-1]["env_steps"] - rows0[-1]["env_steps"]) / seconds,
-            "cpu_s_per_update": per_update, "cores_busy": {name: v * updates / seconds for name, v in per_update.items()},
-            "machine_busy_cores": (busy1[0] - busy0[0]) / seconds,
-            "machine_cores": (busy1[1] - busy0[1]) / seconds,
-            "learn_s_reported": sum(r["learn_s"] for r in rows1[len(rows0):] if "learn_s" in r) / max(1, len(rows1) - len(rows0))}  # fmt: skip
+    return {
+        "task": task,
+        "pipeline": pipeline,
+        "seed": seed,
+        "window_s": round(seconds, 2),
+        "updates": updates,
+        "updates_per_s": updates / seconds,
+        "env_steps_per_s": (rows1[-1]["env_steps"] - rows0[-1]["env_steps"]) / seconds,
+        "cpu_s_per_update": per_update,
+        "cores_busy": {name: v * updates / seconds for name, v in per_update.items()},
+        "machine_busy_cores": (busy1[0] - busy0[0]) / seconds,
+        "machine_cores": (busy1[1] - busy0[1]) / seconds,
+        "learn_s_reported": sum(r["learn_s"] for r in rows1[len(rows0) :] if "learn_s" in r)
+        / max(1, len(rows1) - len(rows0)),
+    }
 
 
 def main() -> None:
@@ -114,7 +139,9 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="+", default=["Pendulum-v1", "CartPole-v1"], choices=list(TASKS))
     parser.add_argument("--pipelines", nargs="+", default=["sync", "async"], choices=["sync", "overlap", "async"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
-    parser.add_argument("--skip", type=int, default=10, help="updates before the window (start-up, first compile checks)")
+    parser.add_argument(
+        "--skip", type=int, default=10, help="updates before the window (start-up, first compile checks)"
+    )
     parser.add_argument("--window-s", type=float, default=8.0)
     parser.add_argument("--quick", action="store_true", help="Pendulum, 3 updates skipped, a 3 s window")
     add_results_dir_argument(parser)
@@ -132,23 +159,50 @@ def main() -> None:
                 cpu = r["cpu_s_per_update"]
                 workers, learner = cpu.get("RolloutWorker", 0.0), cpu.get("Learner", 0.0)
                 rest = sum(cpu.values()) - workers - learner
-                print(f"{task:12s} {pipeline:7s} seed {seed}: {r['updates_per_s']:.2f} updates/s, "
-                      f"{r['env_steps_per_s']:,.0f} env steps/s; CPU s per update: learner {learner:.3f}, "
-                      f"workers {workers:.3f}, the rest {rest:.3f}; machine {r['machine_busy_cores']:.2f} of "
-                      f"{r['machine_cores']:.1f} cores busy", flush=True)  # fmt: skip
-                rows.append({"task": task, "pipeline": pipeline, "seed": seed,
-                             "updates/s": r["updates_per_s"], "env steps/s": r["env_steps_per_s"],
-                             "s per update": 1 / r["updates_per_s"], "learner CPU s": learner,
-                             "learner cores": r["cores_busy"].get("Learner", 0.0), "workers CPU s": workers,
-                             "rest CPU s": rest, "machine busy cores": r["machine_busy_cores"],
-                             "machine cores": r["machine_cores"]})  # fmt: skip
-    columns = [("task", "task"), ("pipeline", "pipeline"), ("seed", "seed"), ("updates/s", "updates / s"),
-               ("env steps/s", "env steps / s"), ("s per update", "s per update"),
-               ("learner CPU s", "learner: CPU s per update"), ("learner cores", "learner: cores busy"),
-               ("workers CPU s", "workers: CPU s per update"), ("rest CPU s", "driver, coordinator, Ray: CPU s per update"),
-               ("machine busy cores", "machine: cores busy"), ("machine cores", "machine: cores")]  # fmt: skip
-    write_results("cpu_accounting", {"machine": machine, "settings": vars(args), "runs": runs, "rows": rows},
-                  markdown_table(rows, columns), quick=args.quick, results_dir=args.results_dir)
+                print(
+                    f"{task:12s} {pipeline:7s} seed {seed}: {r['updates_per_s']:.2f} updates/s, "
+                    f"{r['env_steps_per_s']:,.0f} env steps/s; CPU s per update: learner {learner:.3f}, "
+                    f"workers {workers:.3f}, the rest {rest:.3f}; machine {r['machine_busy_cores']:.2f} of "
+                    f"{r['machine_cores']:.1f} cores busy",
+                    flush=True,
+                )
+                rows.append(
+                    {
+                        "task": task,
+                        "pipeline": pipeline,
+                        "seed": seed,
+                        "updates/s": r["updates_per_s"],
+                        "env steps/s": r["env_steps_per_s"],
+                        "s per update": 1 / r["updates_per_s"],
+                        "learner CPU s": learner,
+                        "learner cores": r["cores_busy"].get("Learner", 0.0),
+                        "workers CPU s": workers,
+                        "rest CPU s": rest,
+                        "machine busy cores": r["machine_busy_cores"],
+                        "machine cores": r["machine_cores"],
+                    }
+                )
+    columns = [
+        ("task", "task"),
+        ("pipeline", "pipeline"),
+        ("seed", "seed"),
+        ("updates/s", "updates / s"),
+        ("env steps/s", "env steps / s"),
+        ("s per update", "s per update"),
+        ("learner CPU s", "learner: CPU s per update"),
+        ("learner cores", "learner: cores busy"),
+        ("workers CPU s", "workers: CPU s per update"),
+        ("rest CPU s", "driver, coordinator, Ray: CPU s per update"),
+        ("machine busy cores", "machine: cores busy"),
+        ("machine cores", "machine: cores"),
+    ]
+    write_results(
+        "cpu_accounting",
+        {"machine": machine, "settings": vars(args), "runs": runs, "rows": rows},
+        markdown_table(rows, columns),
+        quick=args.quick,
+        results_dir=args.results_dir,
+    )
 
 
 if __name__ == "__main__":

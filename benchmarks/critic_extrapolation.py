@@ -20,7 +20,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results  # noqa: E402
+from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results
 
 ENV_ID = "mpe2.simple_spread_v3:parallel_env"
 MARKS = (0, 10, 24, 40, 60, 90, 119, 149, 199)  # steps whose values the table shows (those within --steps)
@@ -77,8 +77,9 @@ def main(argv=None) -> int:
     columns = [("run", "run")] + [(f"v{t}", f"value at step {t}") for t in marks]
     reward_row = {"run": "the reward there (every run's walk is the same)"} | {f"v{t}": rows[0][f"r{t}"] for t in marks}
     payload = {"machine": info, "args": vars(args) | {"results_dir": str(args.results_dir)}, "rows": rows}
-    write_results("critic_extrapolation", payload, markdown_table(rows + [reward_row], columns), None, [], False,
-                  args.results_dir)  # fmt: skip
+    write_results(
+        "critic_extrapolation", payload, markdown_table(rows + [reward_row], columns), None, [], False, args.results_dir
+    )
     return 0
 
 

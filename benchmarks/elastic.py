@@ -28,9 +28,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import (add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine,  # noqa: E402
-                               pyplot, stop_cleanly_on_sigterm, write_results)
-from clusters import local_dev_cluster  # noqa: E402
+from benchmarks.common import (
+    add_results_dir_argument,
+    machine_info,
+    markdown_table,
+    metrics_rows,
+    print_machine,
+    pyplot,
+    stop_cleanly_on_sigterm,
+    write_results,
+)
+from clusters import local_dev_cluster
 
 
 def main() -> None:
@@ -39,8 +47,12 @@ def main() -> None:
     parser.add_argument("--lose-at", type=float, default=20.0, help="seconds after the first update")
     parser.add_argument("--add-at", type=float, default=45.0, help="seconds after the first update")
     parser.add_argument("--seconds", type=float, default=80.0, help="training time after the first update")
-    parser.add_argument("--updates-ahead", type=float, default=1.0,
-                        help="rollout.updates_ahead: updates' worth of batches sampled while the learner updates")
+    parser.add_argument(
+        "--updates-ahead",
+        type=float,
+        default=1.0,
+        help="rollout.updates_ahead: updates' worth of batches sampled while the learner updates",
+    )
     parser.add_argument("--quick", action="store_true", help="lose at 10 s, add at 20 s, 35 s in all")
     add_results_dir_argument(parser)
     args = parser.parse_args()
@@ -54,17 +66,38 @@ def main() -> None:
     events: dict[str, float] = {}
     dev = proc = None
     try:
-        dev = local_dev_cluster.start(rollout_nodes=2, rollout_cpus=args.node_cpus, learner_cpus=2,
-                                      temp_dir=os.path.join(base, "ray"))  # fmt: skip
+        dev = local_dev_cluster.start(
+            rollout_nodes=2, rollout_cpus=args.node_cpus, learner_cpus=2, temp_dir=os.path.join(base, "ray")
+        )
         run_dir = Path(base) / "run"
-        overrides = ["rollout.pipeline=async", f"rollout.num_workers={{min: 2, max: {most}}}",
-                     "rollout.num_cpus_per_worker=1", "rollout.resources={rollout: 1}", "learner.resources={learner: 1}",
-                     "env.num_envs_per_worker=32", "rollout.samples_per_update=8192", "ppo.minibatch_size=1024",
-                     "stop.env_steps=null", "stop.episode_return_mean=null", f"stop.time_s={args.seconds + 40}",
-                     "checkpoint.every_iterations=0", "rollout.compile.backend=eager", "logging.progress=lines",
-                     f"rollout.updates_ahead={args.updates_ahead}"]  # fmt: skip
-        cmd = [sys.executable, "-m", "distrl", "train", "configs/cartpole.yaml", "--run-dir", str(run_dir),
-               "--address", dev.gcs_address]  # fmt: skip
+        overrides = [
+            "rollout.pipeline=async",
+            f"rollout.num_workers={{min: 2, max: {most}}}",
+            "rollout.num_cpus_per_worker=1",
+            "rollout.resources={rollout: 1}",
+            "learner.resources={learner: 1}",
+            "env.num_envs_per_worker=32",
+            "rollout.samples_per_update=8192",
+            "ppo.minibatch_size=1024",
+            "stop.env_steps=null",
+            "stop.episode_return_mean=null",
+            f"stop.time_s={args.seconds + 40}",
+            "checkpoint.every_iterations=0",
+            "rollout.compile.backend=eager",
+            "logging.progress=lines",
+            f"rollout.updates_ahead={args.updates_ahead}",
+        ]
+        cmd = [
+            sys.executable,
+            "-m",
+            "distrl",
+            "train",
+            "configs/cartpole.yaml",
+            "--run-dir",
+            str(run_dir),
+            "--address",
+            dev.gcs_address,
+        ]
         for item in overrides:
             cmd += ["--set", item]
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dev.env)
@@ -92,8 +125,10 @@ def main() -> None:
         if dev is not None:
             dev.shutdown()
         shutil.rmtree(base, ignore_errors=True)  # the cluster's temp dir and the run's (read above)
-    series = [{"time_s": r["time_s"], "sps": r["sps"], "workers": r.get("workers_active"), "env_steps": r["env_steps"]}
-              for r in rows]  # fmt: skip
+    series = [
+        {"time_s": r["time_s"], "sps": r["sps"], "workers": r.get("workers_active"), "env_steps": r["env_steps"]}
+        for r in rows
+    ]
 
     def rate(a: float, b: float) -> float:
         inside = [r for r in rows if a <= r["time_s"] <= b]
@@ -112,13 +147,19 @@ def main() -> None:
     gaps = [b - a for a, b in zip(times, times[1:]) if b > lost and a < lost + 30]
     usual = sorted(b - a for a, b in zip(times, times[1:]) if b < lost)
     result = {
-        "steady_sps_before": before, "workers_before": most, "workers_after_loss": min(survivors) if survivors else None,
+        "steady_sps_before": before,
+        "workers_before": most,
+        "workers_after_loss": min(survivors) if survivors else None,
         "median_gap_before_loss_s": usual[len(usual) // 2] if usual else None,
         "longest_gap_after_loss_s": max(gaps) if gaps else None,
-        "sps_5_to_30_s_after_loss": after_loss, "share_of_survivors_share": after_loss / (before * share),
-        "full_count_s_after_join": None if full is None else full - added, "sps_after_join": rate((full or added) + 2, rows[-1]["time_s"]),
-        "batches_lost": summary["batches_lost"], "workers_lost": summary["workers_lost"], "stop_reason": summary["stop_reason"],
-    }  # fmt: skip
+        "sps_5_to_30_s_after_loss": after_loss,
+        "share_of_survivors_share": after_loss / (before * share),
+        "full_count_s_after_join": None if full is None else full - added,
+        "sps_after_join": rate((full or added) + 2, rows[-1]["time_s"]),
+        "batches_lost": summary["batches_lost"],
+        "workers_lost": summary["workers_lost"],
+        "stop_reason": summary["stop_reason"],
+    }
     for key, value in result.items():
         print(f"{key}: {value:,.2f}" if isinstance(value, float) else f"{key}: {value}")
 
@@ -142,9 +183,14 @@ def main() -> None:
         fig.savefig(path, dpi=120)
 
     columns = [(k, k) for k in result]
-    write_results("elastic", {"machine": machine, "settings": vars(args), "events": events, "result": result,
-                              "series": series}, markdown_table([result], columns), chart=chart, quick=args.quick,
-                  results_dir=args.results_dir)  # fmt: skip
+    write_results(
+        "elastic",
+        {"machine": machine, "settings": vars(args), "events": events, "result": result, "series": series},
+        markdown_table([result], columns),
+        chart=chart,
+        quick=args.quick,
+        results_dir=args.results_dir,
+    )
 
 
 if __name__ == "__main__":

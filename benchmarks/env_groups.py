@@ -37,9 +37,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import (STEPPING, add_results_dir_argument, machine_info, markdown_table, metrics_rows,  # noqa: E402
-                               print_machine, stepping_label, stepping_settings, study_name, write_results)
-from benchmarks.scale_machine import env_alone_aggregate  # noqa: E402
+from benchmarks.common import (
+    STEPPING,
+    add_results_dir_argument,
+    machine_info,
+    markdown_table,
+    metrics_rows,
+    print_machine,
+    stepping_label,
+    stepping_settings,
+    study_name,
+    write_results,
+)
+from benchmarks.scale_machine import env_alone_aggregate
 
 WARMUP_ITERATIONS = 2
 TIMES = re.compile(r"(_s|^sps.*|^time.*|_per_s|_bytes)$")  # what differs from run to run without the learning differing
@@ -63,8 +73,14 @@ def env_best(config_path: str, overrides: list[str], seconds: float) -> tuple[fl
     cores, n = os.cpu_count() or 1, cfg.num_envs_per_worker
     rates = {}
     for batch in sorted({n, max(1, n // 2)}, reverse=True):
-        envs = gym.make_vec(resolve_env_id(cfg.id), num_envs=n, vectorization_mode="vector_entry_point",
-                            num_threads=cores, batch_size=batch, **{"reward_clipping": False, **cfg.kwargs})  # fmt: skip
+        envs = gym.make_vec(
+            resolve_env_id(cfg.id),
+            num_envs=n,
+            vectorization_mode="vector_entry_point",
+            num_threads=cores,
+            batch_size=batch,
+            **{"reward_clipping": False, **cfg.kwargs},
+        )
         envs.reset(seed=0)
         actions = np.ones(batch, dtype=np.int64)
         steps, start = 0, time.perf_counter()
@@ -88,9 +104,23 @@ def run(config_path: str, overrides: list[str], pipeline: str, way: str, iterati
     steps = base.update_size * base.env.action_repeat * iterations
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
-        cmd = [sys.executable, "-m", "distrl", "train", config_path, "--run-dir", str(run_dir),
-               "--set", f"stop.env_steps={steps}", "--set", "stop.episode_return_mean=null",
-               "--set", "checkpoint.every_iterations=0", "--set", "logging.tensorboard=false"]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "distrl",
+            "train",
+            config_path,
+            "--run-dir",
+            str(run_dir),
+            "--set",
+            f"stop.env_steps={steps}",
+            "--set",
+            "stop.episode_return_mean=null",
+            "--set",
+            "checkpoint.every_iterations=0",
+            "--set",
+            "logging.tensorboard=false",
+        ]
         for item in items:
             cmd += ["--set", item]
         env = {**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"}
@@ -101,17 +131,35 @@ def run(config_path: str, overrides: list[str], pipeline: str, way: str, iterati
         summary = json.loads((run_dir / "summary.json").read_text())
     steady = rows[WARMUP_ITERATIONS:] or rows[-1:]
     sample_s = statistics.median(r["sample_s"] for r in steady)
-    line = next((s.strip() for s in result.stdout.splitlines() if s.strip().startswith(("env groups", "env copies"))), "")
-    return {"pipeline": pipeline, "env_groups": STEPPING[way][0], "stepping": stepping_label(way, copies), "sample_s": sample_s, "worker_sampling_sps": per_worker / sample_s,
-            "policy_s": statistics.median(r["policy_s"] for r in steady), "env_s": statistics.median(r["env_s"] for r in steady),
-            "learn_s": statistics.median(r["learn_s"] for r in steady), "sps": statistics.median(r["sps"] for r in steady),
-            "return": summary.get("episode_return_mean"), "rows": rows, "start_line": line}  # fmt: skip
+    line = next(
+        (s.strip() for s in result.stdout.splitlines() if s.strip().startswith(("env groups", "env copies"))), ""
+    )
+    return {
+        "pipeline": pipeline,
+        "env_groups": STEPPING[way][0],
+        "stepping": stepping_label(way, copies),
+        "sample_s": sample_s,
+        "worker_sampling_sps": per_worker / sample_s,
+        "policy_s": statistics.median(r["policy_s"] for r in steady),
+        "env_s": statistics.median(r["env_s"] for r in steady),
+        "learn_s": statistics.median(r["learn_s"] for r in steady),
+        "sps": statistics.median(r["sps"] for r in steady),
+        "return": summary.get("episode_return_mean"),
+        "rows": rows,
+        "start_line": line,
+    }
 
 
 def learned_alike(rows_1: list[dict], rows_2: list[dict]) -> tuple[bool, list[str]]:
     """Whether two runs' rows agree on every metric that is not a time; the keys that differ."""
-    differ = sorted({key for a, b in zip(rows_1, rows_2) for key in a.keys() | b.keys()
-                     if not TIMES.search(key) and a.get(key) != b.get(key)})  # fmt: skip
+    differ = sorted(
+        {
+            key
+            for a, b in zip(rows_1, rows_2)
+            for key in a.keys() | b.keys()
+            if not TIMES.search(key) and a.get(key) != b.get(key)
+        }
+    )
     return len(rows_1) == len(rows_2) and not differ, differ
 
 
@@ -120,8 +168,13 @@ def main() -> int:
     parser.add_argument("--config", default="configs/breakout.yaml")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--pipelines", nargs="+", default=["sync", "overlap"], choices=["sync", "overlap", "async"])
-    parser.add_argument("--stepping", nargs="+", default=list(STEPPING), choices=list(STEPPING),
-                        help="1 and 2 env groups, and half the copies acted on as they become ready (ale-py's envs)")
+    parser.add_argument(
+        "--stepping",
+        nargs="+",
+        default=list(STEPPING),
+        choices=list(STEPPING),
+        help="1 and 2 env groups, and half the copies acted on as they become ready (ale-py's envs)",
+    )
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--env-seconds", type=float, default=8.0, help="seconds of each env-alone measurement")
     parser.add_argument("--quick", action="store_true", help="sync only, 4 iterations, 3 s env-alone")
@@ -133,8 +186,11 @@ def main() -> int:
     print_machine(machine)
     alone = env_alone_aggregate(args.config, args.overrides, 1, args.env_seconds)
     best, how = env_best(args.config, args.overrides, args.env_seconds) or (None, "")
-    print(f"env alone, one process, one thread: {alone:,.0f} env steps/s"
-          + (f"; at its best ({how}): {best:,.0f}" if best else ""), flush=True)
+    print(
+        f"env alone, one process, one thread: {alone:,.0f} env steps/s"
+        + (f"; at its best ({how}): {best:,.0f}" if best else ""),
+        flush=True,
+    )
     from distrl.config import load_config
     from distrl.envs.factory import is_atari
 
@@ -145,32 +201,68 @@ def main() -> int:
         for way in ways:
             result = run(args.config, args.overrides, pipeline, way, args.iterations)
             done[way] = result
-            result.update(env_alone_sps=alone, share_of_env_alone=result["worker_sampling_sps"] / alone,
-                          share_of_env_best=result["worker_sampling_sps"] / best if best else None)  # fmt: skip
-            print(f"{pipeline:8s} {result['stepping']}: a worker samples {result['worker_sampling_sps']:,.0f} env steps/s "
-                  f"({result['share_of_env_alone']:.2f} of the env alone), sample {result['sample_s']:.3f} s "
-                  f"(policy {result['policy_s']:.3f}, waiting on the env {result['env_s']:.3f}), learner "
-                  f"{result['learn_s']:.3f} s/update, run {result['sps']:,.0f} env steps/s, return {result['return']}; "
-                  f"{result['start_line']}", flush=True)  # fmt: skip
+            result.update(
+                env_alone_sps=alone,
+                share_of_env_alone=result["worker_sampling_sps"] / alone,
+                share_of_env_best=result["worker_sampling_sps"] / best if best else None,
+            )
+            print(
+                f"{pipeline:8s} {result['stepping']}: a worker samples "
+                f"{result['worker_sampling_sps']:,.0f} env steps/s "
+                f"({result['share_of_env_alone']:.2f} of the env alone), sample {result['sample_s']:.3f} s "
+                f"(policy {result['policy_s']:.3f}, waiting on the env {result['env_s']:.3f}), learner "
+                f"{result['learn_s']:.3f} s/update, run {result['sps']:,.0f} env steps/s, return {result['return']}; "
+                f"{result['start_line']}",
+                flush=True,
+            )
         same, differ = learned_alike(done["1"]["rows"], done["2"]["rows"]) if {"1", "2"} <= done.keys() else (None, [])
         for way, result in done.items():
             result["speedup"] = done["1"]["sample_s"] / result["sample_s"] if "1" in done else None
             result["rows_identical"] = same if pipeline != "async" and way == "2" else None
             rows.append({k: v for k, v in result.items() if k != "rows"})
             if way != "1" and "1" in done:
-                print(f"{pipeline:8s} sampling {result['stepping']} / 1 group: {result['speedup']:.2f}x faster", flush=True)
+                print(
+                    f"{pipeline:8s} sampling {result['stepping']} / 1 group: {result['speedup']:.2f}x faster",
+                    flush=True,
+                )
         if same is not None:
-            print(f"{pipeline:8s} rows of the runs with 1 and 2 groups: " + ("not compared (async)" if pipeline == "async"
-                  else "identical" if same else f"DIFFER in {differ[:6]}"), flush=True)  # fmt: skip
+            print(
+                f"{pipeline:8s} rows of the runs with 1 and 2 groups: "
+                + (
+                    "not compared (async)"
+                    if pipeline == "async"
+                    else "identical"
+                    if same
+                    else f"DIFFER in {differ[:6]}"
+                ),
+                flush=True,
+            )
         if same is False and pipeline != "async":
             failures.append(f"{pipeline}: the runs with 1 and 2 env groups learned differently ({differ[:6]})")
-    columns = [("pipeline", "pipeline"), ("stepping", "env copies"), ("worker_sampling_sps", "a worker's env steps/s while sampling"),
-               ("share_of_env_alone", "of the env alone (1 thread)"), ("share_of_env_best", "of the env at its best"),
-               ("sample_s", "sample s"), ("policy_s", "policy s"), ("env_s", "waiting on the env s"),
-               ("speedup", "sampling speed-up"), ("learn_s", "learner s/update"), ("sps", "run env steps/s"),
-               ("return", "return"), ("rows_identical", "rows identical to 1 group")]  # fmt: skip
-    payload = {"machine": machine, "config": args.config, "overrides": args.overrides, "env_alone_sps": alone,
-               "env_best_sps": best, "env_best_how": how, "rows": rows}  # fmt: skip
+    columns = [
+        ("pipeline", "pipeline"),
+        ("stepping", "env copies"),
+        ("worker_sampling_sps", "a worker's env steps/s while sampling"),
+        ("share_of_env_alone", "of the env alone (1 thread)"),
+        ("share_of_env_best", "of the env at its best"),
+        ("sample_s", "sample s"),
+        ("policy_s", "policy s"),
+        ("env_s", "waiting on the env s"),
+        ("speedup", "sampling speed-up"),
+        ("learn_s", "learner s/update"),
+        ("sps", "run env steps/s"),
+        ("return", "return"),
+        ("rows_identical", "rows identical to 1 group"),
+    ]
+    payload = {
+        "machine": machine,
+        "config": args.config,
+        "overrides": args.overrides,
+        "env_alone_sps": alone,
+        "env_best_sps": best,
+        "env_best_how": how,
+        "rows": rows,
+    }
     name = study_name("env_groups_" + Path(args.config).stem, args.overrides)
     ok = write_results(name, payload, markdown_table(rows, columns), None, failures, args.quick, args.results_dir)
     return 0 if ok else 1

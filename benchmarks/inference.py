@@ -19,10 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
-from benchmarks.common import (  # noqa: E402
+from benchmarks.common import (
     add_results_dir_argument,
     machine_info,
     markdown_table,
@@ -32,27 +32,39 @@ from benchmarks.common import (  # noqa: E402
     time_calls,
     write_results,
 )
-from distrl.compile import EagerPolicy, available_backends, build_inference_policy, check_against_eager  # noqa: E402
-from distrl.compile.dynamo_stats import dynamo_counts  # noqa: E402
-from distrl.config import load_config  # noqa: E402
-from distrl.data.batch import policy_observation  # noqa: E402
-from distrl.envs import make_vec_env  # noqa: E402
-from distrl.models import build_model  # noqa: E402
+from distrl.compile import EagerPolicy, available_backends, build_inference_policy, check_against_eager
+from distrl.compile.dynamo_stats import dynamo_counts
+from distrl.config import load_config
+from distrl.data.batch import policy_observation
+from distrl.envs import make_vec_env
+from distrl.models import build_model
 
 MODELS = {
     # model: (config overrides, env overrides)
     "mlp": ([], ["env.id=CartPole-v1"]),
-    "lstm": (["model.lstm_size=64", "model.shared_trunk=true", "model.hidden=[64]"],
-             ["env.id=distrl.envs.wrappers:cartpole_no_velocity", "env.vectorization=sync"]),
-    "cnn": (["model.type=cnn", "model.hidden=[512]", "model.shared_trunk=true", "model.activation=relu"],
-            ["env.id=ALE/Breakout-v5"]),
-    "attention": (["model.type=attention", "model.window=8", "model.d_model=32", "model.heads=2", "model.layers=1",
-                   "model.shared_trunk=true"],
-                  ["env.id=distrl.envs.wrappers:cartpole_no_velocity", "env.vectorization=sync"]),
+    "lstm": (
+        ["model.lstm_size=64", "model.shared_trunk=true", "model.hidden=[64]"],
+        ["env.id=distrl.envs.wrappers:cartpole_no_velocity", "env.vectorization=sync"],
+    ),
+    "cnn": (
+        ["model.type=cnn", "model.hidden=[512]", "model.shared_trunk=true", "model.activation=relu"],
+        ["env.id=ALE/Breakout-v5"],
+    ),
+    "attention": (
+        [
+            "model.type=attention",
+            "model.window=8",
+            "model.d_model=32",
+            "model.heads=2",
+            "model.layers=1",
+            "model.shared_trunk=true",
+        ],
+        ["env.id=distrl.envs.wrappers:cartpole_no_velocity", "env.vectorization=sync"],
+    ),
     # MuJoCo's float64 observations, cast at the worker boundary as the worker casts them; a Gaussian policy, the
     # actor and critic apart (configs/mujoco/hopper.yaml). Needs pip install -e ".[mujoco]".
     "mujoco": (["model.shared_trunk=false"], ["env.id=Hopper-v5", "env.vectorization=sync"]),
-}  # fmt: skip
+}
 CNN_MAX_BATCH = 256  # a 1024-frame Nature-CNN batch takes seconds a call on one core: not a worker's batch
 
 
@@ -60,8 +72,16 @@ def collect_observations(model_name: str, batch: int, seed: int = 0) -> list[np.
     """Distinct batches of real observations, gathered by stepping the env with random actions."""
     model_overrides, env_overrides = MODELS[model_name]
     envs_n = min(batch, 64 if model_name != "cnn" else 16)
-    config = load_config(None, [*env_overrides, f"env.num_envs_per_worker={envs_n}", "ppo.minibatch_size=64",
-                                "rollout.rollout_length=128", *model_overrides])  # fmt: skip
+    config = load_config(
+        None,
+        [
+            *env_overrides,
+            f"env.num_envs_per_worker={envs_n}",
+            "ppo.minibatch_size=64",
+            "rollout.rollout_length=128",
+            *model_overrides,
+        ],
+    )
     envs = make_vec_env(config.env)
     obs, _ = envs.reset(seed=seed)
     rows_needed = max(batch * 8, 512 if model_name != "cnn" else 64)
@@ -76,10 +96,12 @@ def collect_observations(model_name: str, batch: int, seed: int = 0) -> list[np.
     window = config.model.window if config.model.type == "attention" else 0
     if window:  # windows of W consecutive observations of one env: [batch, W, *obs]
         steps = np.stack([p for p in pool_steps if len(p) == envs_n])  # [T, envs, *obs]
+
         def windows():
             t = rng.integers(0, len(steps) - window, batch)
             e = rng.integers(0, envs_n, batch)
             return np.stack([steps[ti : ti + window, ei] for ti, ei in zip(t, e)])
+
         return [windows() for _ in range(8)], config
     # Cast as the worker casts (distrl/data/batch.py: float64 and other dtypes to float32, uint8 frames kept).
     return [policy_observation(pool[rng.choice(len(pool), batch, replace=False)]) for _ in range(8)], config
@@ -161,8 +183,15 @@ def bare_onnx_runtime(model, example):
     buffer = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(model, tuple(torch.from_numpy(x) for x in example), buffer, input_names=names,
-                          dynamic_axes={n: {0: "batch"} for n in names}, dynamo=False, opset_version=17)  # fmt: skip
+        torch.onnx.export(
+            model,
+            tuple(torch.from_numpy(x) for x in example),
+            buffer,
+            input_names=names,
+            dynamic_axes={n: {0: "batch"} for n in names},
+            dynamo=False,
+            opset_version=17,
+        )
     options = ort.SessionOptions()
     options.intra_op_num_threads, options.inter_op_num_threads = 1, 1
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
@@ -212,7 +241,9 @@ def measure(model_name: str, backend: str, mode: str, batch: int, repeats: int, 
     problem = check_against_eager(policy, model, example) if report.backend != "eager" else None
     # The runtime alone: forward without sampling, beside a bare ONNX Runtime session of the same model.
     bare, bare_build_s = bare_onnx_runtime(model, example)
-    eager_forward_s = spread(time_calls(ForwardCaller(EagerPolicy(model), model, batches), min_seconds, repeats))["median"]
+    eager_forward_s = spread(time_calls(ForwardCaller(EagerPolicy(model), model, batches), min_seconds, repeats))[
+        "median"
+    ]
     forward_s = spread(time_calls(ForwardCaller(policy, model, batches), min_seconds, repeats))["median"]
     bare_s = spread(time_calls(ForwardCaller(bare, model, batches), min_seconds, repeats))["median"]
     return {
@@ -272,7 +303,11 @@ def chart(rows: list[dict]):
         fig, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 4), squeeze=False)
         for ax, model in zip(axes[0], models):
             for key in sorted({(r["backend"], r["mode"]) for r in rows if r["model"] == model}):
-                pts = sorted((r["batch"], r["speedup_vs_eager"]) for r in rows if r["model"] == model and (r["backend"], r["mode"]) == key)
+                pts = sorted(
+                    (r["batch"], r["speedup_vs_eager"])
+                    for r in rows
+                    if r["model"] == model and (r["backend"], r["mode"]) == key
+                )
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{key[0]} {key[1]}")
             ax.axhline(1.0, color="grey", lw=0.8)
             ax.set_xscale("log", base=2)
@@ -302,7 +337,14 @@ def main(argv=None) -> int:
     add_results_dir_argument(parser)
     args = parser.parse_args(argv)
     if args.quick:
-        args.all, args.model, args.backend, args.batch_size, args.repeats, args.min_seconds = False, "mlp", "onnxrt", 64, 3, 0.05
+        args.all, args.model, args.backend, args.batch_size, args.repeats, args.min_seconds = (
+            False,
+            "mlp",
+            "onnxrt",
+            64,
+            3,
+            0.05,
+        )
 
     torch.set_num_threads(1)  # a rollout worker has one core
     info = machine_info()
@@ -314,27 +356,56 @@ def main(argv=None) -> int:
         print(
             f"{model:4s} {backend:8s} {mode:26s} bs {batch:5d}: {row['us_per_call']:9.1f} us/call "
             f"[{row['us_p25']:.1f}-{row['us_p75']:.1f}], {row['samples_per_s']:12,.0f} samples/s, "
-            f"x{row['speedup_vs_eager']:.2f} vs eager, x{row['speedup_vs_torch_distributions']:.2f} vs torch.distributions, "
+            f"x{row['speedup_vs_eager']:.2f} vs eager, x{row['speedup_vs_torch_distributions']:.2f} vs "
+            "torch.distributions, "
             f"compile {row['compile_s']:.2f} s, recompiles {row['recompiles']}; forward {row['forward_us']:.1f} us "
-            f"(bare ORT {row['bare_ort_forward_us']:.1f} us: x{row['forward_vs_bare_ort']:.2f}), sync {row['sync_ms']:.1f} ms"
-            + ("" if row["backend_used"] == backend else f"  [chose {row['backend_used']}]" if backend == "auto"
-               else f"  [FELL BACK to {row['backend_used']}: {row['fallback_reason']}]"),
+            f"(bare ORT {row['bare_ort_forward_us']:.1f} us: x{row['forward_vs_bare_ort']:.2f}), sync "
+            f"{row['sync_ms']:.1f} ms"
+            + (
+                ""
+                if row["backend_used"] == backend
+                else f"  [chose {row['backend_used']}]"
+                if backend == "auto"
+                else f"  [FELL BACK to {row['backend_used']}: {row['fallback_reason']}]"
+            ),
             flush=True,
         )
         if not row["matches_eager_after_update"]:
             failures.append(f"{model} {backend} {mode} bs {batch}: {row['mismatch']}")
         if backend in ("inductor", "ipex") and row["backend_used"] == backend and row["graphs_compiled"] == 0:
             failures.append(f"{model} {backend} {mode} bs {batch}: nothing was compiled (dynamo ran eager)")
-    columns = [("model", "model"), ("backend_used", "backend"), ("mode", "mode"), ("batch", "batch"),
-               ("us_per_call", "us/call"), ("samples_per_s", "samples/s"), ("speedup_vs_eager", "x eager"),
-               ("speedup_vs_torch_distributions", "x torch.distributions"), ("forward_us", "forward us"),
-               ("bare_ort_forward_us", "bare ORT forward us"), ("forward_vs_bare_ort", "x bare ORT"),
-               ("sync_ms", "sync ms"), ("compile_s", "compile s"), ("recompiles", "recompiles")]  # fmt: skip
-    name = ("inference" if not args.backends else "inference_" + "_".join(args.backends)) if args.all else f"inference_{args.model}_{args.backend}_{args.mode}_bs{args.batch_size}"
+    columns = [
+        ("model", "model"),
+        ("backend_used", "backend"),
+        ("mode", "mode"),
+        ("batch", "batch"),
+        ("us_per_call", "us/call"),
+        ("samples_per_s", "samples/s"),
+        ("speedup_vs_eager", "x eager"),
+        ("speedup_vs_torch_distributions", "x torch.distributions"),
+        ("forward_us", "forward us"),
+        ("bare_ort_forward_us", "bare ORT forward us"),
+        ("forward_vs_bare_ort", "x bare ORT"),
+        ("sync_ms", "sync ms"),
+        ("compile_s", "compile s"),
+        ("recompiles", "recompiles"),
+    ]
+    name = (
+        ("inference" if not args.backends else "inference_" + "_".join(args.backends))
+        if args.all
+        else f"inference_{args.model}_{args.backend}_{args.mode}_bs{args.batch_size}"
+    )
     if args.all and set(args.models) != set(MODELS):  # a sweep of some models: named by them too
         name += "_" + "_".join(args.models)
-    ok = write_results(name, {"machine": info, "args": vars(args), "rows": rows}, markdown_table(rows, columns),
-                       chart(rows) if args.all else None, failures, args.quick, args.results_dir)  # fmt: skip
+    ok = write_results(
+        name,
+        {"machine": info, "args": vars(args), "rows": rows},
+        markdown_table(rows, columns),
+        chart(rows) if args.all else None,
+        failures,
+        args.quick,
+        args.results_dir,
+    )
     return 0 if ok else 1
 
 

@@ -21,15 +21,23 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
+import torch
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, spread, time_calls, write_results  # noqa: E402
-from benchmarks.inference import build, collect_observations, example_inputs  # noqa: E402
-from distrl.common.hardware import cpu_bf16, has_convolutions  # noqa: E402
-from distrl.compile import available_backends, build_inference_policy  # noqa: E402
-from distrl.compile.backends import BACKENDS  # noqa: E402
-from distrl.compile.backends.base import Form  # noqa: E402
-from distrl.compile.forms import build_candidate  # noqa: E402
+from benchmarks.common import (
+    add_results_dir_argument,
+    machine_info,
+    markdown_table,
+    print_machine,
+    spread,
+    time_calls,
+    write_results,
+)
+from benchmarks.inference import build, collect_observations, example_inputs
+from distrl.common.hardware import cpu_bf16, has_convolutions
+from distrl.compile import available_backends, build_inference_policy
+from distrl.compile.backends import BACKENDS
+from distrl.compile.backends.base import Form
+from distrl.compile.forms import build_candidate
 
 
 def forms_to_time(model, bf16: bool) -> list[Form]:
@@ -52,7 +60,9 @@ def forward_us(policy, batches, min_seconds: float, repeats: int) -> float:
     return spread(time_calls(call, min_seconds, repeats))["median"] * 1e6
 
 
-def measure(model_name: str, batch: int, backends: list[str], bf16: bool, min_seconds: float, repeats: int) -> list[dict]:
+def measure(
+    model_name: str, batch: int, backends: list[str], bf16: bool, min_seconds: float, repeats: int
+) -> list[dict]:
     observations, config = collect_observations(model_name, batch)
     model = build(model_name, config)
     example = example_inputs(model, observations)
@@ -64,9 +74,15 @@ def measure(model_name: str, batch: int, backends: list[str], bf16: bool, min_se
             torch._dynamo.reset()
             start = time.perf_counter()
             candidate = build_candidate(backend, form, model, example, "default", {}, {})
-            row = {"model": model_name, "batch": batch, "backend": backend, "precision": form.precision,
-                   "memory_format": form.memory_format, "build_s": time.perf_counter() - start,
-                   "check": candidate.problem or "passed"}  # fmt: skip
+            row = {
+                "model": model_name,
+                "batch": batch,
+                "backend": backend,
+                "precision": form.precision,
+                "memory_format": form.memory_format,
+                "build_s": time.perf_counter() - start,
+                "check": candidate.problem or "passed",
+            }
             if candidate.problem is None:
                 row["us"] = forward_us(candidate.policy, batches, min_seconds, repeats)
             rows.append(row)
@@ -76,15 +92,28 @@ def measure(model_name: str, batch: int, backends: list[str], bf16: bool, min_se
     torch._dynamo.reset()
     start = time.perf_counter()
     policy, report = build_inference_policy(model, "auto", example, precision="auto", memory_format="auto")
-    rows.append({"model": model_name, "batch": batch, "backend": f"auto: {report.backend}", "precision": report.form.precision,
-                 "memory_format": report.form.memory_format, "build_s": time.perf_counter() - start, "check": "passed",
-                 "us": forward_us(policy, batches, min_seconds, repeats)})  # fmt: skip
+    rows.append(
+        {
+            "model": model_name,
+            "batch": batch,
+            "backend": f"auto: {report.backend}",
+            "precision": report.form.precision,
+            "memory_format": report.form.memory_format,
+            "build_s": time.perf_counter() - start,
+            "check": "passed",
+            "us": forward_us(policy, batches, min_seconds, repeats),
+        }
+    )
     rows[-1]["x_onnxrt"] = onnx / rows[-1]["us"] if onnx else None
     for row in rows:
         us = f"{row['us']:9.1f} us" if "us" in row else "   (not timed)"
         x = f"x{row['x_onnxrt']:.2f} onnxrt" if row.get("x_onnxrt") else ""
-        print(f"{model_name:4s} bs {batch:4d} {row['backend']:16s} {row['precision']:4s} {row['memory_format']:13s} {us} {x:14s} "
-              f"build {row['build_s']:.1f} s, check {row['check'][:120]}", flush=True)  # fmt: skip
+        print(
+            f"{model_name:4s} bs {batch:4d} {row['backend']:16s} {row['precision']:4s} {row['memory_format']:13s} {us} "
+            f"{x:14s} "
+            f"build {row['build_s']:.1f} s, check {row['check'][:120]}",
+            flush=True,
+        )
     return rows
 
 
@@ -100,7 +129,13 @@ def main(argv=None) -> int:
     add_results_dir_argument(parser)
     args = parser.parse_args(argv)
     if args.quick:
-        args.models, args.batch_sizes, args.backends, args.repeats, args.min_seconds = ["mlp"], [16], ["eager", "onnxrt"], 3, 0.05
+        args.models, args.batch_sizes, args.backends, args.repeats, args.min_seconds = (
+            ["mlp"],
+            [16],
+            ["eager", "onnxrt"],
+            3,
+            0.05,
+        )
     torch.set_num_threads(1)  # a rollout worker has one core
     info = machine_info()
     info["cpu_bf16"] = cpu_bf16()
@@ -112,14 +147,34 @@ def main(argv=None) -> int:
     rows = []
     for model in args.models:
         for batch in args.batch_sizes:
-            rows += measure(model, batch, backends, bool(info["cpu_bf16"]) or args.bf16_anyway, args.min_seconds, args.repeats)
-    failures = [f"{r['model']} bs {r['batch']} {r['backend']} {r['precision']} {r['memory_format']}: {r['check']}"
-                for r in rows if r["check"] != "passed"]  # fmt: skip
-    columns = [("model", "model"), ("batch", "batch"), ("backend", "backend"), ("precision", "precision"),
-               ("memory_format", "layout"), ("us", "us/forward"), ("x_onnxrt", "x onnxrt"), ("build_s", "build s"),
-               ("check", "check")]  # fmt: skip
-    ok = write_results("inference_forms", {"machine": info, "args": vars(args), "rows": rows}, markdown_table(rows, columns),
-                       None, failures, args.quick, args.results_dir)  # fmt: skip
+            rows += measure(
+                model, batch, backends, bool(info["cpu_bf16"]) or args.bf16_anyway, args.min_seconds, args.repeats
+            )
+    failures = [
+        f"{r['model']} bs {r['batch']} {r['backend']} {r['precision']} {r['memory_format']}: {r['check']}"
+        for r in rows
+        if r["check"] != "passed"
+    ]
+    columns = [
+        ("model", "model"),
+        ("batch", "batch"),
+        ("backend", "backend"),
+        ("precision", "precision"),
+        ("memory_format", "layout"),
+        ("us", "us/forward"),
+        ("x_onnxrt", "x onnxrt"),
+        ("build_s", "build s"),
+        ("check", "check"),
+    ]
+    ok = write_results(
+        "inference_forms",
+        {"machine": info, "args": vars(args), "rows": rows},
+        markdown_table(rows, columns),
+        None,
+        failures,
+        args.quick,
+        args.results_dir,
+    )
     return 0 if ok else 1
 
 

@@ -30,17 +30,32 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results  # noqa: E402
+from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results
 
 # Win rates to reach against each baseline, both seats, by game (env.id): the issues' targets.
-TARGETS = {"pettingzoo/classic/connect_four-v3": {"random": 0.95, "heuristic": 0.60},
-           "distrl/Duel-v0": {"random": 0.95, "heuristic": 0.70}}  # fmt: skip
+TARGETS = {
+    "pettingzoo/classic/connect_four-v3": {"random": 0.95, "heuristic": 0.60},
+    "distrl/Duel-v0": {"random": 0.95, "heuristic": 0.70},
+}
 THRESHOLDS = TARGETS["pettingzoo/classic/connect_four-v3"]  # set by main() for the config's game
 
 
 def train(config: str, run_dir: Path, seconds: float, every: int, overrides: list[str] = ()) -> dict:
-    args = [sys.executable, "-m", "distrl", "train", config, "--run-dir", str(run_dir), "--set", f"stop.time_s={seconds}",
-            "--set", f"checkpoint.every_iterations={every}", "--set", "checkpoint.keep=1000"]  # fmt: skip
+    args = [
+        sys.executable,
+        "-m",
+        "distrl",
+        "train",
+        config,
+        "--run-dir",
+        str(run_dir),
+        "--set",
+        f"stop.time_s={seconds}",
+        "--set",
+        f"checkpoint.every_iterations={every}",
+        "--set",
+        "checkpoint.keep=1000",
+    ]
     for override in overrides:
         args += ["--set", override]
     result = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "RAY_ADDRESS": "local"})
@@ -57,15 +72,23 @@ def checkpoint_rows(run_dir: Path, games: int) -> list[dict]:
     rows = []
     for path in sorted((run_dir / "checkpoints").glob("ckpt_*.pt")):
         counters = torch.load(path, weights_only=True)["counters"]
-        row = {"iteration": counters["iteration"], "time_s": round(counters["time_s"], 1), "env_steps": counters["env_steps"]}
+        row = {
+            "iteration": counters["iteration"],
+            "time_s": round(counters["time_s"], 1),
+            "env_steps": counters["env_steps"],
+        }
         for opponent in THRESHOLDS:
             matches = evaluate_against(path, opponent, 2 * games, deterministic=True, seed=counters["iteration"])
             for seat in (0, 1):
                 scores = [m.score for m in matches if m.seat == seat]
                 row[f"{opponent}_seat{seat}"] = sum(s == 1.0 for s in scores) / len(scores)
         rows.append(row)
-        print(f"it {row['iteration']:5d} {row['time_s']:7.1f} s  random {row['random_seat0']:.2f}/{row['random_seat1']:.2f}  "
-              f"heuristic {row['heuristic_seat0']:.2f}/{row['heuristic_seat1']:.2f}", flush=True)  # fmt: skip
+        print(
+            f"it {row['iteration']:5d} {row['time_s']:7.1f} s  random "
+            f"{row['random_seat0']:.2f}/{row['random_seat1']:.2f}  "
+            f"heuristic {row['heuristic_seat0']:.2f}/{row['heuristic_seat1']:.2f}",
+            flush=True,
+        )
     return rows
 
 
@@ -81,25 +104,39 @@ def newest_snapshot_row(run_dir: Path, games: int) -> dict:
     players = build_players(config, league, learner_state, iteration, greedy=(newest,))
     row = {"player": newest}
     for opponent in THRESHOLDS:
-        matches = play(config.env.id, game_kwargs(config), players[newest][0], players[opponent][0], 2 * games,
-                       np.random.default_rng(1))  # fmt: skip
+        matches = play(
+            config.env.id,
+            game_kwargs(config),
+            players[newest][0],
+            players[opponent][0],
+            2 * games,
+            np.random.default_rng(1),
+        )
         for seat in (0, 1):
             scores = [m.score for m in matches if m.seat == seat]
             row[f"{opponent}_seat{seat}"] = sum(s == 1.0 for s in scores) / len(scores)
             row[f"{opponent}_draws_seat{seat}"] = sum(s == 0.5 for s in scores) / len(scores)
         if all("positions" in m.record for m in matches):  # Duel: how the wins came, by discs pushed out or on time
             wins = [m for m in matches if m.score == 1.0]
-            row[f"{opponent}_wins_by_knockout"] = sum(all(d is None for d in m.record["positions"][-1][1 - m.seat])
-                                                      for m in wins) / max(1, len(wins))  # fmt: skip
-            row[f"{opponent}_opponents_out"] = float(np.mean([sum(d is None for d in m.record["positions"][-1][1 - m.seat])
-                                                              for m in matches]))  # fmt: skip
-    print(f"newest snapshot {newest}: random {row['random_seat0']:.2f}/{row['random_seat1']:.2f}  heuristic "
-          f"{row['heuristic_seat0']:.2f}/{row['heuristic_seat1']:.2f} (draws {row['heuristic_draws_seat0']:.2f}/"
-          f"{row['heuristic_draws_seat1']:.2f})", flush=True)  # fmt: skip
+            row[f"{opponent}_wins_by_knockout"] = sum(
+                all(d is None for d in m.record["positions"][-1][1 - m.seat]) for m in wins
+            ) / max(1, len(wins))
+            row[f"{opponent}_opponents_out"] = float(
+                np.mean([sum(d is None for d in m.record["positions"][-1][1 - m.seat]) for m in matches])
+            )
+    print(
+        f"newest snapshot {newest}: random {row['random_seat0']:.2f}/{row['random_seat1']:.2f}  heuristic "
+        f"{row['heuristic_seat0']:.2f}/{row['heuristic_seat1']:.2f} (draws {row['heuristic_draws_seat0']:.2f}/"
+        f"{row['heuristic_draws_seat1']:.2f})",
+        flush=True,
+    )
     if "heuristic_wins_by_knockout" in row:
-        print(f"  wins by knock-out: {row['heuristic_wins_by_knockout']:.2f} against the heuristic, "
-              f"{row['random_wins_by_knockout']:.2f} against random; opponent discs out a game: "
-              f"{row['heuristic_opponents_out']:.2f} and {row['random_opponents_out']:.2f}", flush=True)  # fmt: skip
+        print(
+            f"  wins by knock-out: {row['heuristic_wins_by_knockout']:.2f} against the heuristic, "
+            f"{row['random_wins_by_knockout']:.2f} against random; opponent discs out a game: "
+            f"{row['heuristic_opponents_out']:.2f} and {row['random_opponents_out']:.2f}",
+            flush=True,
+        )
     return row
 
 
@@ -113,8 +150,14 @@ def first_reached(rows: list[dict], opponent: str) -> dict | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="configs/league_connect4.yaml")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
-                        help="a config override for the training run (repeatable)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY.PATH=VALUE",
+        help="a config override for the training run (repeatable)",
+    )
     parser.add_argument("--name", help="the results' file name (default: from the config's)")
     parser.add_argument("--seconds", type=float, default=600)
     parser.add_argument("--games", type=int, default=100, help="games per seat and opponent at each checkpoint")
@@ -137,8 +180,12 @@ def main() -> None:
         run_dir = args.keep_run or Path(tmp) / "run"
         start = time.perf_counter()
         summary = train(args.config, run_dir, args.seconds, args.every, args.overrides)
-        print(f"trained {summary['env_steps']:,} env steps in {summary['wall_s']:.0f} s ({time.perf_counter() - start:.0f} s "
-              f"with start-up and shutdown); Elo {summary['league']['elo']}", flush=True)  # fmt: skip
+        print(
+            f"trained {summary['env_steps']:,} env steps in {summary['wall_s']:.0f} s "
+            f"({time.perf_counter() - start:.0f} s "
+            f"with start-up and shutdown); Elo {summary['league']['elo']}",
+            flush=True,
+        )
         rows = checkpoint_rows(run_dir, args.games)
         newest = newest_snapshot_row(run_dir, args.games)
         from distrl.league.tournament import run_tournament
@@ -148,37 +195,87 @@ def main() -> None:
     earlier = [r for r in table["players"] if r["kind"] == "snapshot"]
     reached = {opponent: first_reached(rows, opponent) for opponent in THRESHOLDS}
     result = {
-        "config": args.config, "overrides": args.overrides, "game": game, "seconds": args.seconds, "games_per_seat": args.games, "thresholds": THRESHOLDS,
-        "env_steps": summary["env_steps"], "sps": summary["sps"], "elo_in_training": summary["league"]["elo"],
+        "config": args.config,
+        "overrides": args.overrides,
+        "game": game,
+        "seconds": args.seconds,
+        "games_per_seat": args.games,
+        "thresholds": THRESHOLDS,
+        "env_steps": summary["env_steps"],
+        "sps": summary["sps"],
+        "elo_in_training": summary["league"]["elo"],
         "time_to": {k: (v["time_s"] if v else None) for k, v in reached.items()},
         "env_steps_to": {k: (v["env_steps"] if v else None) for k, v in reached.items()},
-        "final": rows[-1] if rows else None, "newest_snapshot": newest,
-        "newest_snapshot_meets": {o: min(newest[f"{o}_seat0"], newest[f"{o}_seat1"]) >= t for o, t in THRESHOLDS.items()},
+        "final": rows[-1] if rows else None,
+        "newest_snapshot": newest,
+        "newest_snapshot_meets": {
+            o: min(newest[f"{o}_seat0"], newest[f"{o}_seat1"]) >= t for o, t in THRESHOLDS.items()
+        },
         "tournament_elo": {r["player"]: r["elo"] for r in table["players"]},
         "learner_above_every_snapshot": all(learner["elo"] > r["elo"] for r in earlier),
-    }  # fmt: skip
+    }
     for opponent, row in reached.items():
         said = f"{row['time_s']} s ({row['env_steps']:,} env steps)" if row else "not within the run"
         print(f"win rate >= {THRESHOLDS[opponent]:.0%} against {opponent} in both seats: {said}")
-    print(f"tournament: learner Elo {learner['elo']:.0f}, best earlier snapshot "
-          f"{max((r['elo'] for r in earlier), default=float('nan')):.0f}; above every earlier snapshot: "
-          f"{result['learner_above_every_snapshot']}")  # fmt: skip
-    md = markdown_table([{"what": f"win rate >= {THRESHOLDS[o]:.0%} vs {o}, both seats", "time_s": result["time_to"][o],
-                          "env_steps": result["env_steps_to"][o]} for o in THRESHOLDS],
-                        [("what", "threshold"), ("time_s", "s from launch"), ("env_steps", "env steps")])  # fmt: skip
-    md += "\n\n" + markdown_table(rows, [("iteration", "iteration"), ("time_s", "s"), ("env_steps", "env steps"),
-                                         ("random_seat0", "vs random, 1st"), ("random_seat1", "vs random, 2nd"),
-                                         ("heuristic_seat0", "vs heuristic, 1st"), ("heuristic_seat1", "vs heuristic, 2nd")])  # fmt: skip
-    md += "\n\n" + markdown_table([newest], [("player", "newest snapshot"), ("random_seat0", "vs random, 1st"),
-                                           ("random_seat1", "vs random, 2nd"), ("heuristic_seat0", "vs heuristic, 1st"),
-                                           ("heuristic_seat1", "vs heuristic, 2nd"), ("heuristic_draws_seat0", "draws, 1st"),
-                                           ("heuristic_draws_seat1", "draws, 2nd"),
-                                           ("heuristic_wins_by_knockout", "wins by knock-out (heuristic)"),
-                                           ("heuristic_opponents_out", "heuristic discs out a game")])  # fmt: skip
-    md += "\n\n" + markdown_table(table["players"], [("player", "player"), ("kind", "kind"), ("iteration", "iteration"),
-                                                     ("elo", "tournament Elo"), ("score", "score")])  # fmt: skip
-    write_results(name, {"machine": machine, "result": result, "rows": rows, "tournament": table}, md,
-                  quick=args.quick, results_dir=args.results_dir)  # fmt: skip
+    print(
+        f"tournament: learner Elo {learner['elo']:.0f}, best earlier snapshot "
+        f"{max((r['elo'] for r in earlier), default=float('nan')):.0f}; above every earlier snapshot: "
+        f"{result['learner_above_every_snapshot']}"
+    )
+    md = markdown_table(
+        [
+            {
+                "what": f"win rate >= {THRESHOLDS[o]:.0%} vs {o}, both seats",
+                "time_s": result["time_to"][o],
+                "env_steps": result["env_steps_to"][o],
+            }
+            for o in THRESHOLDS
+        ],
+        [("what", "threshold"), ("time_s", "s from launch"), ("env_steps", "env steps")],
+    )
+    md += "\n\n" + markdown_table(
+        rows,
+        [
+            ("iteration", "iteration"),
+            ("time_s", "s"),
+            ("env_steps", "env steps"),
+            ("random_seat0", "vs random, 1st"),
+            ("random_seat1", "vs random, 2nd"),
+            ("heuristic_seat0", "vs heuristic, 1st"),
+            ("heuristic_seat1", "vs heuristic, 2nd"),
+        ],
+    )
+    md += "\n\n" + markdown_table(
+        [newest],
+        [
+            ("player", "newest snapshot"),
+            ("random_seat0", "vs random, 1st"),
+            ("random_seat1", "vs random, 2nd"),
+            ("heuristic_seat0", "vs heuristic, 1st"),
+            ("heuristic_seat1", "vs heuristic, 2nd"),
+            ("heuristic_draws_seat0", "draws, 1st"),
+            ("heuristic_draws_seat1", "draws, 2nd"),
+            ("heuristic_wins_by_knockout", "wins by knock-out (heuristic)"),
+            ("heuristic_opponents_out", "heuristic discs out a game"),
+        ],
+    )
+    md += "\n\n" + markdown_table(
+        table["players"],
+        [
+            ("player", "player"),
+            ("kind", "kind"),
+            ("iteration", "iteration"),
+            ("elo", "tournament Elo"),
+            ("score", "score"),
+        ],
+    )
+    write_results(
+        name,
+        {"machine": machine, "result": result, "rows": rows, "tournament": table},
+        md,
+        quick=args.quick,
+        results_dir=args.results_dir,
+    )
 
 
 if __name__ == "__main__":

@@ -25,7 +25,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine, write_results  # noqa: E402
+from benchmarks.common import (
+    add_results_dir_argument,
+    machine_info,
+    markdown_table,
+    metrics_rows,
+    print_machine,
+    write_results,
+)
 
 THRESHOLD = 0.95
 
@@ -34,11 +41,23 @@ def rllib_time_to_threshold(limit_s: float) -> dict:
     import ray.rllib
 
     script = Path(ray.rllib.__file__).parent / "examples" / "multi_agent" / "self_play_with_open_spiel.py"
-    args = [sys.executable, "-u", str(script), "--num-env-runners=1", "--num-episodes-human-play=0",
-            f"--win-rate-threshold={THRESHOLD}", "--min-league-size=3"]  # fmt: skip
+    args = [
+        sys.executable,
+        "-u",
+        str(script),
+        "--num-env-runners=1",
+        "--num-episodes-human-play=0",
+        f"--win-rate-threshold={THRESHOLD}",
+        "--min-league-size=3",
+    ]
     start = time.perf_counter()
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1", "RAY_ADDRESS": "local"})  # fmt: skip
+    proc = subprocess.Popen(
+        args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "RAY_ADDRESS": "local"},
+    )
     found, iterations, last_rate = None, 0, None
     try:
         for line in proc.stdout:
@@ -79,10 +98,22 @@ def main() -> None:
     print(rows[0], flush=True)
     rows.append({"system": "RLlib self_play_with_open_spiel.py (1 env runner)", **rllib_time_to_threshold(args.limit)})
     print(rows[1], flush=True)
-    table = markdown_table(rows, [("system", "system"), ("time_s", f"s to win rate {THRESHOLD} vs random"),
-                                  ("iterations", "iterations"), ("env_steps", "env steps")])  # fmt: skip
-    write_results("league_rllib", {"machine": machine, "rows": rows, "threshold": THRESHOLD}, table, quick=args.quick,
-                  results_dir=args.results_dir)  # fmt: skip
+    table = markdown_table(
+        rows,
+        [
+            ("system", "system"),
+            ("time_s", f"s to win rate {THRESHOLD} vs random"),
+            ("iterations", "iterations"),
+            ("env_steps", "env steps"),
+        ],
+    )
+    write_results(
+        "league_rllib",
+        {"machine": machine, "rows": rows, "threshold": THRESHOLD},
+        table,
+        quick=args.quick,
+        results_dir=args.results_dir,
+    )
 
 
 if __name__ == "__main__":

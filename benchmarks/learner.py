@@ -17,10 +17,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
-from benchmarks.common import (  # noqa: E402
+from benchmarks.common import (
     add_results_dir_argument,
     machine_info,
     markdown_table,
@@ -29,10 +29,10 @@ from benchmarks.common import (  # noqa: E402
     spread,
     write_results,
 )
-from distrl.config import load_config  # noqa: E402
-from distrl.envs import probe_spaces  # noqa: E402
-from distrl.learner import Learner  # noqa: E402
-from distrl.rollout import RolloutWorker  # noqa: E402
+from distrl.config import load_config
+from distrl.envs import probe_spaces
+from distrl.learner import Learner
+from distrl.rollout import RolloutWorker
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = {
@@ -55,22 +55,31 @@ def variants(cuda: bool, quick: bool, recurrent: bool, conv: bool) -> list[tuple
             ("inductor default bf16", ["learner.compile=true", "learner.amp=bf16"]),
         ]
         if conv:
-            out += [("inductor default channels_last", ["learner.compile=true", "learner.memory_format=channels_last"]),
-                    ("eager bf16 channels_last", ["learner.amp=bf16", "learner.memory_format=channels_last"])]  # fmt: skip
+            out += [
+                ("inductor default channels_last", ["learner.compile=true", "learner.memory_format=channels_last"]),
+                ("eager bf16 channels_last", ["learner.amp=bf16", "learner.memory_format=channels_last"]),
+            ]
         if cuda:
             if not recurrent:  # the config refuses CUDA-graph modes for LSTMs (see distrl/config/schema.py)
-                out += [("inductor reduce-overhead", ["learner.compile=reduce-overhead"]),
-                        ("inductor max-autotune", ["learner.compile=max-autotune"])]  # fmt: skip
+                out += [
+                    ("inductor reduce-overhead", ["learner.compile=reduce-overhead"]),
+                    ("inductor max-autotune", ["learner.compile=max-autotune"]),
+                ]
             out.append(("eager fp16", ["learner.amp=fp16"]))
+
     def pinned(name: str, extra: list[str]) -> list[str]:
-        """Each variant exactly as named: the layout, kernels and precision that ``auto`` would otherwise choose; ``auto``
+        """Each variant exactly as named: the layout, kernels and precision that ``auto`` would otherwise choose;
+        ``auto``
         as shipped (its first update times its ways; the row says which it kept)."""
         if name == "auto":
             return extra
         keys = {item.split("=")[0] for item in extra}
-        return [*extra, *(["learner.memory_format=contiguous"] if "channels_last" not in name else []),
-                *(["learner.compile=eager"] if "learner.compile" not in keys else []),
-                *(["learner.amp=off"] if "learner.amp" not in keys else [])]  # fmt: skip
+        return [
+            *extra,
+            *(["learner.memory_format=contiguous"] if "channels_last" not in name else []),
+            *(["learner.compile=eager"] if "learner.compile" not in keys else []),
+            *(["learner.amp=off"] if "learner.amp" not in keys else []),
+        ]
 
     return [(name, pinned(name, extra)) for name, extra in out]
 
@@ -93,8 +102,20 @@ def transfer_rows(model: str, batch) -> list[dict]:
             torch.cuda.synchronize()
             times.append(time.perf_counter() - start)
         median = spread(times)["median"]
-        rows.append({"model": model, "memory": name, "batch_mb": nbytes / 1e6, "copy_ms": median * 1e3, "gb_per_s": nbytes / median / 1e9})
-        print(f"{model:4s} host->GPU copy, {name:8s}: {median * 1e3:7.2f} ms for {nbytes / 1e6:.1f} MB ({nbytes / median / 1e9:.1f} GB/s)", flush=True)
+        rows.append(
+            {
+                "model": model,
+                "memory": name,
+                "batch_mb": nbytes / 1e6,
+                "copy_ms": median * 1e3,
+                "gb_per_s": nbytes / median / 1e9,
+            }
+        )
+        print(
+            f"{model:4s} host->GPU copy, {name:8s}: {median * 1e3:7.2f} ms for {nbytes / 1e6:.1f} MB "
+            f"({nbytes / median / 1e9:.1f} GB/s)",
+            flush=True,
+        )
     return rows
 
 
@@ -104,7 +125,9 @@ def main(argv=None) -> int:
     parser.add_argument("--updates", type=int, default=5, help="steady-state updates timed per variant")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (a learner actor's CPUs)")
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--variants", nargs="+", help="only these variants (names as printed, e.g. eager 'inductor default')")
+    parser.add_argument(
+        "--variants", nargs="+", help="only these variants (names as printed, e.g. eager 'inductor default')"
+    )
     add_results_dir_argument(parser)
     args = parser.parse_args(argv)
     if args.variants and "eager" not in args.variants:
@@ -129,8 +152,11 @@ def main(argv=None) -> int:
         eager_first_loss = None
         eager_rate = None
         conv = base.model.type == "cnn"
-        chosen = [(n, e) for n, e in variants(cuda, args.quick, base.model.lstm_size > 0, conv)
-                  if not args.variants or n in args.variants]  # fmt: skip
+        chosen = [
+            (n, e)
+            for n, e in variants(cuda, args.quick, base.model.lstm_size > 0, conv)
+            if not args.variants or n in args.variants
+        ]
         for name, extra in chosen:
             config = load_config(path, overrides + device_overrides + extra)
             # Each variant compiles from scratch: one process compiling many variants would otherwise hit
@@ -153,8 +179,14 @@ def main(argv=None) -> int:
             chose = learner.describe()
             if name == "eager":
                 eager_first_loss, eager_rate = first["loss_value"], rate
-            elif "16" not in name and chose["precision"] == "fp32" and not np.isclose(first["loss_value"], eager_first_loss, rtol=1e-3):
-                failures.append(f"{model} {name}: first-update value loss {first['loss_value']:.6g} vs eager {eager_first_loss:.6g}")
+            elif (
+                "16" not in name
+                and chose["precision"] == "fp32"
+                and not np.isclose(first["loss_value"], eager_first_loss, rtol=1e-3)
+            ):
+                failures.append(
+                    f"{model} {name}: first-update value loss {first['loss_value']:.6g} vs eager {eager_first_loss:.6g}"
+                )
             if not np.isfinite(metrics["loss_value"]):
                 failures.append(f"{model} {name}: non-finite loss")
             row = {
@@ -179,12 +211,25 @@ def main(argv=None) -> int:
                 f"{model:4s} {name:38s} first {first_s:6.2f} s, steady {stats['median'] * 1e3:8.1f} ms "
                 f"[{stats['p25'] * 1e3:.1f}-{stats['p75'] * 1e3:.1f}], {rate:10,.0f} samples/s, "
                 f"x{row['speedup_vs_eager']:.2f} vs eager, recompiles {row['recompiles']}; {row['kept']}"
-                + (f"; trial: {[(r['way'], r['step_ms']) for r in row['trial']]}" if row["trial"] and len(row["trial"]) > 1 else ""),
+                + (
+                    f"; trial: {[(r['way'], r['step_ms']) for r in row['trial']]}"
+                    if row["trial"] and len(row["trial"]) > 1
+                    else ""
+                ),
                 flush=True,
             )
-    columns = [("model", "model"), ("variant", "variant"), ("device", "device"), ("batch", "batch"),
-               ("first_update_s", "first update s"), ("update_s", "steady update s"), ("samples_per_s", "samples/s"),
-               ("speedup_vs_eager", "x eager"), ("recompiles", "recompiles"), ("kept", "kernels, precision, layout")]  # fmt: skip
+    columns = [
+        ("model", "model"),
+        ("variant", "variant"),
+        ("device", "device"),
+        ("batch", "batch"),
+        ("first_update_s", "first update s"),
+        ("update_s", "steady update s"),
+        ("samples_per_s", "samples/s"),
+        ("speedup_vs_eager", "x eager"),
+        ("recompiles", "recompiles"),
+        ("kept", "kernels, precision, layout"),
+    ]
 
     def chart(path: Path) -> None:
         plt = pyplot()
@@ -202,8 +247,15 @@ def main(argv=None) -> int:
     name = "learner_gpu" if cuda else "learner"
     if set(args.models) != set(MODELS) and not args.quick:
         name += "_" + "_".join(args.models)
-    ok = write_results(name, {"machine": info, "args": vars(args), "rows": rows, "transfers": transfers}, markdown_table(rows, columns),
-                       chart, failures, args.quick, args.results_dir)  # fmt: skip
+    ok = write_results(
+        name,
+        {"machine": info, "args": vars(args), "rows": rows, "transfers": transfers},
+        markdown_table(rows, columns),
+        chart,
+        failures,
+        args.quick,
+        args.results_dir,
+    )
     return 0 if ok else 1
 
 

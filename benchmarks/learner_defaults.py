@@ -29,11 +29,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine, write_results  # noqa: E402
-from benchmarks.same_learning import TIMING_KEYS  # noqa: E402
+from benchmarks.common import (
+    add_results_dir_argument,
+    machine_info,
+    markdown_table,
+    metrics_rows,
+    print_machine,
+    write_results,
+)
+from benchmarks.same_learning import TIMING_KEYS
 
-OFF = ["learner.compile.backend=eager", "learner.amp=off", "learner.memory_format=contiguous", "learner.step=loop",
-       "learner.num_threads=1"]  # fmt: skip
+OFF = [
+    "learner.compile.backend=eager",
+    "learner.amp=off",
+    "learner.memory_format=contiguous",
+    "learner.step=loop",
+    "learner.num_threads=1",
+]
 
 
 def timeless(row: dict) -> dict:
@@ -43,14 +55,36 @@ def timeless(row: dict) -> dict:
 def train(config: str, seed: int, env_steps: int, overrides: list[str]) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
-        cmd = [sys.executable, "-m", "distrl", "train", config, "--run-dir", str(run_dir), "--set", f"seed={seed}",
-               "--set", f"stop.env_steps={env_steps}", "--set", "stop.episode_return_mean=null",
-               "--set", "checkpoint.every_iterations=0", "--set", "logging.tensorboard=false"]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "distrl",
+            "train",
+            config,
+            "--run-dir",
+            str(run_dir),
+            "--set",
+            f"seed={seed}",
+            "--set",
+            f"stop.env_steps={env_steps}",
+            "--set",
+            "stop.episode_return_mean=null",
+            "--set",
+            "checkpoint.every_iterations=0",
+            "--set",
+            "logging.tensorboard=false",
+        ]
         for item in overrides:
             cmd += ["--set", item]
         start = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=3600,
-                              env={**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"})  # fmt: skip
+        proc = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=3600,
+            env={**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"},
+        )
         if proc.returncode != 0:
             raise RuntimeError(f"distrl train failed:\n{proc.stderr[-3000:]}")
         rows = metrics_rows(run_dir)
@@ -78,30 +112,60 @@ def main(argv=None) -> int:
                 run = train(config, seed, steps, overrides)
                 last = run["rows"][-1]
                 runs[(variant, seed)] = run
-                row = {"config": Path(config).stem, "variant": variant, "seed": seed, "env_steps": last["env_steps"],
-                       "return": last.get("episode_return_mean"), "wall_s": run["wall_s"],
-                       "learn_s": statistics.median(r["learn_s"] for r in run["rows"][2:] or run["rows"])}  # fmt: skip
+                row = {
+                    "config": Path(config).stem,
+                    "variant": variant,
+                    "seed": seed,
+                    "env_steps": last["env_steps"],
+                    "return": last.get("episode_return_mean"),
+                    "wall_s": run["wall_s"],
+                    "learn_s": statistics.median(r["learn_s"] for r in run["rows"][2:] or run["rows"]),
+                }
                 rows.append(row)
-                print(f"{row['config']:9s} {variant:8s} seed {seed}: {row['env_steps']:7,d} env steps, return "
-                      f"{row['return']}, learner {row['learn_s']:.3f} s/update, {row['wall_s']:.0f} s", flush=True)  # fmt: skip
-        identical = all([timeless(r) for r in runs[("defaults", s)]["rows"]] == [timeless(r) for r in runs[("off", s)]["rows"]]
-                        for s in args.seeds)  # fmt: skip
-        returns = {v: [r["return"] for r in rows if r["config"] == Path(config).stem and r["variant"] == v]
-                   for v in ("defaults", "off")}  # fmt: skip
+                print(
+                    f"{row['config']:9s} {variant:8s} seed {seed}: {row['env_steps']:7,d} env steps, return "
+                    f"{row['return']}, learner {row['learn_s']:.3f} s/update, {row['wall_s']:.0f} s",
+                    flush=True,
+                )
+        identical = all(
+            [timeless(r) for r in runs[("defaults", s)]["rows"]] == [timeless(r) for r in runs[("off", s)]["rows"]]
+            for s in args.seeds
+        )
+        returns = {
+            v: [r["return"] for r in rows if r["config"] == Path(config).stem and r["variant"] == v]
+            for v in ("defaults", "off")
+        }
         median = statistics.median(returns["defaults"])
         within = min(returns["off"]) <= median <= max(returns["off"])
-        verdict = ("metrics rows identical" if identical else
-                   f"defaults' median return {median:.3g} {'within' if within else 'OUTSIDE'} the off runs' "
-                   f"{min(returns['off']):.3g} to {max(returns['off']):.3g}")  # fmt: skip
+        verdict = (
+            "metrics rows identical"
+            if identical
+            else f"defaults' median return {median:.3g} {'within' if within else 'OUTSIDE'} the off runs' "
+            f"{min(returns['off']):.3g} to {max(returns['off']):.3g}"
+        )
         print(f"{Path(config).stem}: {verdict}", flush=True)
         rows.append({"config": Path(config).stem, "variant": "verdict", "return": median, "verdict": verdict})
         if not (identical or within):
             failures.append(f"{config}: {verdict}")
-    columns = [("config", "config"), ("variant", "learner settings"), ("seed", "seed"), ("env_steps", "env steps"),
-               ("return", "return (last row)"), ("learn_s", "learner s/update"), ("wall_s", "run s"),
-               ("verdict", "verdict")]  # fmt: skip
-    ok = write_results("learner_defaults", {"machine": info, "args": vars(args), "off": OFF, "rows": rows},
-                       markdown_table(rows, columns), None, failures, args.quick, args.results_dir)  # fmt: skip
+    columns = [
+        ("config", "config"),
+        ("variant", "learner settings"),
+        ("seed", "seed"),
+        ("env_steps", "env steps"),
+        ("return", "return (last row)"),
+        ("learn_s", "learner s/update"),
+        ("wall_s", "run s"),
+        ("verdict", "verdict"),
+    ]
+    ok = write_results(
+        "learner_defaults",
+        {"machine": info, "args": vars(args), "off": OFF, "rows": rows},
+        markdown_table(rows, columns),
+        None,
+        failures,
+        args.quick,
+        args.results_dir,
+    )
     return 0 if ok else 1
 
 

@@ -10,7 +10,8 @@ Per model (the MLP at minibatch 1024, the Nature-CNN at minibatch 256, on real r
   (``loop``; ``device``, a CUDA graph on CUDA and uncaptured on CPU; ``device inductor``, the same step with its
   loss compiled by inductor, captured all the same on CUDA).
 
-Warm-up (and any capture) is kept out of the timed part; repeats are interleaved across the variants. Targets: on an H100 the
+Warm-up (and any capture) is kept out of the timed part; repeats are interleaved across the variants. Targets: on an
+H100 the
 CNN step <= 1.0 ms and the MLP step <= 0.35 ms, within 1.3x of the bare CUDA graph; on CPU
 distrl's step within 1.2x of the bare step.
 
@@ -28,10 +29,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import torch  # noqa: E402
-from torch import nn  # noqa: E402
+import torch
+from torch import nn
 
-from benchmarks.common import (  # noqa: E402
+from benchmarks.common import (
     add_results_dir_argument,
     machine_info,
     markdown_table,
@@ -39,27 +40,44 @@ from benchmarks.common import (  # noqa: E402
     spread,
     write_results,
 )
-from distrl.config import load_config  # noqa: E402
-from distrl.envs import probe_spaces  # noqa: E402
-from distrl.data import TrainingSamples  # noqa: E402
-from distrl.learner import Learner  # noqa: E402
-from distrl.algo.ppo import gae  # noqa: E402
-from distrl.rollout import RolloutWorker  # noqa: E402
+from distrl.algo.ppo import gae
+from distrl.config import load_config
+from distrl.data import TrainingSamples
+from distrl.envs import probe_spaces
+from distrl.learner import Learner
+from distrl.rollout import RolloutWorker
 
 MODELS = {
     "mlp": ("configs/cartpole.yaml", ["ppo.minibatch_size=1024"]),
-    "cnn": ("configs/breakout.yaml", ["env.num_envs_per_worker=8", "rollout.rollout_length=128", "ppo.minibatch_size=256"]),
+    "cnn": (
+        "configs/breakout.yaml",
+        ["env.num_envs_per_worker=8", "rollout.rollout_length=128", "ppo.minibatch_size=256"],
+    ),
 }
 
 
 def training_samples(config, device) -> TrainingSamples:
     """A real rollout batch on ``device`` with advantages and returns, as the learner trains on it."""
-    worker = RolloutWorker(config.model_copy(update={"rollout": config.rollout.model_copy(
-        update={"compile": config.rollout.compile.model_copy(update={"backend": "eager"})})}))  # fmt: skip
+    worker = RolloutWorker(
+        config.model_copy(
+            update={
+                "rollout": config.rollout.model_copy(
+                    update={"compile": config.rollout.compile.model_copy(update={"backend": "eager"})}
+                )
+            }
+        )
+    )
     _, batch = worker.sample()
     data = {k: torch.from_numpy(v).to(device) for k, v in batch.arrays().items()}
-    advantages, returns = gae(data["rewards"], data["values"], data["terminated"], data["truncated"], data["valid"],
-                              config.ppo.gamma, config.ppo.gae_lambda)  # fmt: skip
+    advantages, returns = gae(
+        data["rewards"],
+        data["values"],
+        data["terminated"],
+        data["truncated"],
+        data["valid"],
+        config.ppo.gamma,
+        config.ppo.gae_lambda,
+    )
     return TrainingSamples.from_rollout(data, advantages, returns)
 
 
@@ -154,14 +172,34 @@ def main() -> None:
         num_mb = samples.num_samples // mb_size
         steps_per_update = num_mb * config.ppo.epochs
         minibatch = {k: v[:mb_size] for k, v in samples.tensors.items()}
-        variants = [("bare eager", lambda: BareStep(Learner(config, *spaces).model, config, minibatch, False), 1)]
+
+        def bare(graph: bool, config=config, spaces=spaces, minibatch=minibatch):
+            return lambda: BareStep(Learner(config, *spaces).model, config, minibatch, graph)
+
+        variants = [("bare eager", bare(False), 1)]
         if cuda:
-            variants.append(("bare CUDA graph", lambda: BareStep(Learner(config, *spaces).model, config, minibatch, True), 1))
+            variants.append(("bare CUDA graph", bare(True), 1))
         for kind, kernels in (("loop", "eager"), ("device", "eager"), ("device", "inductor")):
-            def make(kind=kind, kernels=kernels):
-                learner = Learner(load_config(ROOT / path, overrides + gpu + [f"learner.step={kind}", "learner.amp=off",
-                                                                             f"learner.compile={kernels}"]), *spaces)  # fmt: skip
+
+            def make(
+                kind=kind,
+                kernels=kernels,
+                path=path,
+                overrides=overrides,
+                gpu=gpu,
+                spaces=spaces,
+                samples=samples,
+                num_mb=num_mb,
+            ):
+                learner = Learner(
+                    load_config(
+                        ROOT / path,
+                        overrides + gpu + [f"learner.step={kind}", "learner.amp=off", f"learner.compile={kernels}"],
+                    ),
+                    *spaces,
+                )
                 return lambda: learner.epochs.run(samples, num_mb, learner.generator)
+
             variants.append((f"distrl {kind}" + (" inductor" if kernels == "inductor" else ""), make, steps_per_update))
         built = [(name, build(), steps) for name, build, steps in variants]
         calls = {name: calls_for(fn, 0.3 if args.quick else 2.0, cuda) for name, fn, _ in built}
@@ -175,17 +213,36 @@ def main() -> None:
         for name, _, _ in built:
             stats = spread(times[name])
             results[name] = stats["median"]
-            print(f"{model_name:4s} mb {mb_size:5d} {name:16s} {stats['median']:8.3f} ms/step [{stats['p25']:.3f}-{stats['p75']:.3f}]",
-                  flush=True)  # fmt: skip
-            rows.append({"model": model_name, "minibatch": mb_size, "variant": name, "device": str(device),
-                         "ms_per_step": stats["median"], "p25": stats["p25"], "p75": stats["p75"]})  # fmt: skip
+            print(
+                f"{model_name:4s} mb {mb_size:5d} {name:16s} {stats['median']:8.3f} ms/step "
+                f"[{stats['p25']:.3f}-{stats['p75']:.3f}]",
+                flush=True,
+            )
+            rows.append(
+                {
+                    "model": model_name,
+                    "minibatch": mb_size,
+                    "variant": name,
+                    "device": str(device),
+                    "ms_per_step": stats["median"],
+                    "p25": stats["p25"],
+                    "p75": stats["p75"],
+                }
+            )
         reference = results.get("bare CUDA graph", results["bare eager"])
         for row in rows:
             if row["model"] == model_name:
                 row["x_reference"] = row["ms_per_step"] / reference
                 row["reference"] = "bare CUDA graph" if cuda else "bare eager"
-    columns = [("model", "model"), ("minibatch", "minibatch"), ("variant", "step"), ("device", "device"),
-               ("ms_per_step", "ms per step"), ("x_reference", "x reference"), ("reference", "reference")]  # fmt: skip
+    columns = [
+        ("model", "model"),
+        ("minibatch", "minibatch"),
+        ("variant", "step"),
+        ("device", "device"),
+        ("ms_per_step", "ms per step"),
+        ("x_reference", "x reference"),
+        ("reference", "reference"),
+    ]
     payload = {"machine": machine, "threads": args.threads, "rows": rows}
     name = "learner_step" + ("_gpu" if cuda else "")
     write_results(name, payload, markdown_table(rows, columns), quick=args.quick, results_dir=args.results_dir)

@@ -30,7 +30,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine, pyplot, write_results  # noqa: E402
+from benchmarks.common import (
+    add_results_dir_argument,
+    machine_info,
+    markdown_table,
+    metrics_rows,
+    print_machine,
+    pyplot,
+    write_results,
+)
 
 WARMUP_ROWS = 2  # updates after every worker answers, left out of the steady figure
 
@@ -38,31 +46,43 @@ WARMUP_ROWS = 2  # updates after every worker answers, left out of the steady fi
 def run(workers: int, args) -> dict:
     per_batch = 8 * args.rollout_length
     overrides = [
-        "env.id=distrl.envs.testing:sleepy_cartpole", f"env.kwargs={{step_s: {args.step_s}}}", "env.vectorization=sync",
-        "env.num_envs_per_worker=8", f"rollout.rollout_length={args.rollout_length}", f"rollout.num_workers={workers}",
-        f"rollout.num_cpus_per_worker={args.cpus_per_worker}", "rollout.pipeline=async",
+        "env.id=distrl.envs.testing:sleepy_cartpole",
+        f"env.kwargs={{step_s: {args.step_s}}}",
+        "env.vectorization=sync",
+        "env.num_envs_per_worker=8",
+        f"rollout.rollout_length={args.rollout_length}",
+        f"rollout.num_workers={workers}",
+        f"rollout.num_cpus_per_worker={args.cpus_per_worker}",
+        "rollout.pipeline=async",
         f"rollout.samples_per_update={per_batch * min(workers, args.batches_per_update or workers)}",
-        "ppo.minibatch_size=512", "ppo.epochs=2", "rollout.compile.backend=eager",
+        "ppo.minibatch_size=512",
+        "ppo.epochs=2",
+        "rollout.compile.backend=eager",
         f"stop.time_s={(args.startup_s if workers > 1 else min(40.0, args.startup_s)) + args.seconds}",
-        "stop.env_steps=null", "stop.episode_return_mean=null", "checkpoint.every_iterations=0",
-        "logging.tensorboard=false", "logging.progress=lines",
-    ]  # fmt: skip
+        "stop.env_steps=null",
+        "stop.episode_return_mean=null",
+        "checkpoint.every_iterations=0",
+        "logging.tensorboard=false",
+        "logging.progress=lines",
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
         cmd = [sys.executable, "-m", "distrl", "train", "configs/cartpole.yaml", "--run-dir", str(run_dir)]
         for item in overrides:
             cmd += ["--set", item]
         env = {**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"}
-        result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env,
-                                timeout=args.startup_s + args.seconds + 600)  # fmt: skip
+        result = subprocess.run(
+            cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=args.startup_s + args.seconds + 600
+        )
         if result.returncode != 0:
             raise RuntimeError(f"{workers} workers failed:\n{result.stderr[-3000:]}")
         rows = metrics_rows(run_dir)
         summary = json.loads((run_dir / "summary.json").read_text())
     full = [i for i, r in enumerate(rows) if r.get("workers_active") == workers]
     if not full or len(rows) - full[0] < WARMUP_ROWS + 3:
-        raise RuntimeError(f"{workers} workers: {len(rows)} updates, {len(full)} with every worker; raise --seconds or "
-                           "--startup-s")  # fmt: skip
+        raise RuntimeError(
+            f"{workers} workers: {len(rows)} updates, {len(full)} with every worker; raise --seconds or --startup-s"
+        )
     steady = rows[full[0] + WARMUP_ROWS :]
     first, last = steady[0], steady[-1]
     return {
@@ -81,11 +101,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", type=int, default=48)
     parser.add_argument("--cpus-per-worker", type=float, default=0.02)
-    parser.add_argument("--step-s", type=float, default=0.02, help="each env copy's sleep per step (IO-bound: "
-                        "a worker's own CPU per step stays far below it)")
+    parser.add_argument(
+        "--step-s",
+        type=float,
+        default=0.02,
+        help="each env copy's sleep per step (IO-bound: a worker's own CPU per step stays far below it)",
+    )
     parser.add_argument("--rollout-length", type=int, default=64)
-    parser.add_argument("--batches-per-update", type=int, default=0,
-                        help="samples_per_update in workers' batches (0: one per worker, the default's round)")
+    parser.add_argument(
+        "--batches-per-update",
+        type=int,
+        default=0,
+        help="samples_per_update in workers' batches (0: one per worker, the default's round)",
+    )
     parser.add_argument("--seconds", type=float, default=120.0, help="training time past --startup-s")
     parser.add_argument("--startup-s", type=float, default=150.0, help="launch to every worker answering, allowed")
     parser.add_argument("--quick", action="store_true", help="4 workers, short runs, a 2 ms step")
@@ -100,12 +128,20 @@ def main() -> None:
     many = run(args.workers, args)
     summed = solo["sps"] * args.workers
     ratio = many["sps"] / summed
-    print(f"{args.workers} workers: {many['sps']:,.0f} env steps/s = {ratio:.2f}x the {summed:,.0f} they produce alone "
-          f"(every worker answering {many['all_answering_at_s']:.0f} s after launch)")  # fmt: skip
+    print(
+        f"{args.workers} workers: {many['sps']:,.0f} env steps/s = {ratio:.2f}x the {summed:,.0f} they produce alone "
+        f"(every worker answering {many['all_answering_at_s']:.0f} s after launch)"
+    )
     rows = [{**solo, "share": solo["sps"] / solo["sps"]}, {**many, "share": ratio}]
-    columns = [("workers", "workers"), ("sps", "env steps/s"), ("share", "of the summed solo throughput (target >= 0.9)"),
-               ("driver_cpu_s_per_update", "driver CPU s / update"), ("policy_lag_mean", "policy lag"),
-               ("stale_batches", "stale batches"), ("all_answering_at_s", "every worker answering at (s)")]  # fmt: skip
+    columns = [
+        ("workers", "workers"),
+        ("sps", "env steps/s"),
+        ("share", "of the summed solo throughput (target >= 0.9)"),
+        ("driver_cpu_s_per_update", "driver CPU s / update"),
+        ("policy_lag_mean", "policy lag"),
+        ("stale_batches", "stale batches"),
+        ("all_answering_at_s", "every worker answering at (s)"),
+    ]
 
     def chart(path: Path) -> None:
         plt = pyplot()
@@ -119,8 +155,14 @@ def main() -> None:
         fig.savefig(path, dpi=120)
 
     payload = {"machine": machine, "settings": vars(args), "rows": rows, "summed_solo_sps": summed, "ratio": ratio}
-    write_results("many_workers", payload, markdown_table(rows, columns), chart=chart, quick=args.quick,
-                  results_dir=args.results_dir)
+    write_results(
+        "many_workers",
+        payload,
+        markdown_table(rows, columns),
+        chart=chart,
+        quick=args.quick,
+        results_dir=args.results_dir,
+    )
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""MuJoCo at 1M env steps: distrl's shipped configs beside the published PPO scores and Stable-Baselines3 on this machine.
+"""MuJoCo at 1M env steps: distrl's shipped configs beside the published PPO scores and Stable-Baselines3 on this
+machine.
 
 Each run trains ``configs/mujoco/ENV.yaml`` for 1M env steps (one seed), then plays 10 greedy episodes with the
 final checkpoint. Its score is the mean return of the last 100 training episodes (as CleanRL and RL Zoo report)
@@ -35,7 +36,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine, pyplot, write_results  # noqa: E402
+from benchmarks.common import (
+    add_results_dir_argument,
+    machine_info,
+    markdown_table,
+    metrics_rows,
+    print_machine,
+    pyplot,
+    write_results,
+)
 
 ENVS = ["Hopper-v5", "Walker2d-v5", "HalfCheetah-v5", "Ant-v5"]
 PUBLISHED = {  # PPO at 1M env steps
@@ -44,16 +53,51 @@ PUBLISHED = {  # PPO at 1M env steps
     "HalfCheetah-v5": {"cleanrl": 1443, "rl_zoo": 5819},
     "Ant-v5": {"cleanrl": None, "rl_zoo": 1327},
 }
-_ZOO_POLICY = "dict(log_std_init=-2, ortho_init=False, activation_fn=nn.ReLU, net_arch=dict(pi=[256, 256], vf=[256, 256]))"
+_ZOO_POLICY = (
+    "dict(log_std_init=-2, ortho_init=False, activation_fn=nn.ReLU, net_arch=dict(pi=[256, 256], vf=[256, 256]))"
+)
 RL_ZOO = {  # rl-baselines3-zoo hyperparams/ppo.yml (the v4 entries); every one with VecNormalize and 1 env
-    "Hopper-v5": dict(batch_size=32, n_steps=512, gamma=0.999, learning_rate=9.80828e-05, ent_coef=0.00229519,
-                      clip_range=0.2, n_epochs=5, gae_lambda=0.99, max_grad_norm=0.7, vf_coef=0.835671, policy_kwargs=_ZOO_POLICY),
-    "Walker2d-v5": dict(batch_size=32, n_steps=512, gamma=0.99, learning_rate=5.05041e-05, ent_coef=0.000585045,
-                        clip_range=0.1, n_epochs=20, gae_lambda=0.95, max_grad_norm=1.0, vf_coef=0.871923, policy_kwargs=_ZOO_POLICY),
-    "HalfCheetah-v5": dict(batch_size=64, n_steps=512, gamma=0.98, learning_rate=2.0633e-05, ent_coef=0.000401762,
-                           clip_range=0.1, n_epochs=20, gae_lambda=0.92, max_grad_norm=0.8, vf_coef=0.58096, policy_kwargs=_ZOO_POLICY),
+    "Hopper-v5": dict(
+        batch_size=32,
+        n_steps=512,
+        gamma=0.999,
+        learning_rate=9.80828e-05,
+        ent_coef=0.00229519,
+        clip_range=0.2,
+        n_epochs=5,
+        gae_lambda=0.99,
+        max_grad_norm=0.7,
+        vf_coef=0.835671,
+        policy_kwargs=_ZOO_POLICY,
+    ),
+    "Walker2d-v5": dict(
+        batch_size=32,
+        n_steps=512,
+        gamma=0.99,
+        learning_rate=5.05041e-05,
+        ent_coef=0.000585045,
+        clip_range=0.1,
+        n_epochs=20,
+        gae_lambda=0.95,
+        max_grad_norm=1.0,
+        vf_coef=0.871923,
+        policy_kwargs=_ZOO_POLICY,
+    ),
+    "HalfCheetah-v5": dict(
+        batch_size=64,
+        n_steps=512,
+        gamma=0.98,
+        learning_rate=2.0633e-05,
+        ent_coef=0.000401762,
+        clip_range=0.1,
+        n_epochs=20,
+        gae_lambda=0.92,
+        max_grad_norm=0.8,
+        vf_coef=0.58096,
+        policy_kwargs=_ZOO_POLICY,
+    ),
     "Ant-v5": dict(),  # RL Zoo's MuJoCo defaults: SB3's PPO defaults with VecNormalize
-}  # fmt: skip
+}
 GREEDY_EPISODES = 10
 
 
@@ -72,8 +116,23 @@ def run_distrl(env: str, seed: int, steps: int, overrides: list[str]) -> dict:
     config = config_path(env)
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
-        cmd = [sys.executable, "-m", "distrl", "train", str(config), "--run-dir", str(run_dir), "--set", f"seed={seed}",
-               "--set", f"stop.env_steps={steps}", "--set", "logging.tensorboard=false", "--set", "logging.progress=lines"]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "distrl",
+            "train",
+            str(config),
+            "--run-dir",
+            str(run_dir),
+            "--set",
+            f"seed={seed}",
+            "--set",
+            f"stop.env_steps={steps}",
+            "--set",
+            "logging.tensorboard=false",
+            "--set",
+            "logging.progress=lines",
+        ]
         for item in overrides:
             cmd += ["--set", item]
         env_vars = {**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"}
@@ -83,19 +142,33 @@ def run_distrl(env: str, seed: int, steps: int, overrides: list[str]) -> dict:
         summary = json.loads((run_dir / "summary.json").read_text())
         rows = metrics_rows(run_dir)
         curve = [(r["env_steps"], r["episode_return_mean"]) for r in rows if r.get("episode_return_mean") is not None]
-        evaluated = subprocess.run([sys.executable, "-m", "distrl", "eval", summary["checkpoint"], "--episodes",
-                                    str(GREEDY_EPISODES)], cwd=ROOT, capture_output=True, text=True, env=env_vars,
-                                   timeout=1800)  # fmt: skip
+        evaluated = subprocess.run(
+            [sys.executable, "-m", "distrl", "eval", summary["checkpoint"], "--episodes", str(GREEDY_EPISODES)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            env=env_vars,
+            timeout=1800,
+        )
         match = re.search(r"return mean (-?[\d.]+)", evaluated.stdout)
         if evaluated.returncode != 0 or match is None:
             raise RuntimeError(f"distrl eval {env} seed {seed} failed:\n{evaluated.stderr[-3000:]}")
     policy_share = statistics.median(r["policy_s"] / r["sample_s"] for r in rows[1:] if r.get("sample_s"))
-    return {"env": env, "system": "distrl", "seed": seed, "env_steps": summary["env_steps"], "wall_s": summary["wall_s"],
-            "train_return": summary["episode_return_mean"], "greedy_return": float(match.group(1)), "curve": curve,
-            "policy_backend": summary["policy_backend"], "policy_share_of_sample": policy_share}  # fmt: skip
+    return {
+        "env": env,
+        "system": "distrl",
+        "seed": seed,
+        "env_steps": summary["env_steps"],
+        "wall_s": summary["wall_s"],
+        "train_return": summary["episode_return_mean"],
+        "greedy_return": float(match.group(1)),
+        "curve": curve,
+        "policy_backend": summary["policy_backend"],
+        "policy_share_of_sample": policy_share,
+    }
 
 
-SB3_RUN = '''
+SB3_RUN = """
 import json, sys, time
 import gymnasium as gym
 import numpy as np
@@ -105,7 +178,8 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecNormalize
 
-env_id, seed, steps, settings, greedy_episodes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+env_id, seed, steps, settings, greedy_episodes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4],
+int(sys.argv[5])
 env_kwargs = json.loads(sys.argv[6])  # the env as distrl's config makes it
 launch = time.perf_counter()
 settings = eval(settings, {"nn": nn})  # the RL Zoo entry, written by benchmarks/mujoco_scores.py itself
@@ -139,9 +213,10 @@ for episode in range(greedy_episodes):
         total += reward
         done = terminated or truncated
     greedy.append(total)
-print(json.dumps({"wall_s": wall, "train_return": float(np.mean(returns[-100:])), "greedy_return": float(np.mean(greedy)),
+print(json.dumps({"wall_s": wall, "train_return": float(np.mean(returns[-100:])), "greedy_return":
+float(np.mean(greedy)),
                   "curve": curve}))
-'''
+"""
 
 
 def run_sb3(env: str, seed: int, steps: int, overrides: list[str]) -> dict:
@@ -149,9 +224,23 @@ def run_sb3(env: str, seed: int, steps: int, overrides: list[str]) -> dict:
         raise SystemExit("--set changes distrl's config; SB3 runs RL Zoo's settings as they are")
     env_kwargs = config_env_kwargs(env)
     start = time.perf_counter()
-    result = subprocess.run([sys.executable, "-c", SB3_RUN, env, str(seed), str(steps), repr(RL_ZOO[env]),
-                             str(GREEDY_EPISODES), json.dumps(env_kwargs)], cwd=ROOT, capture_output=True, text=True,
-                            timeout=6 * 3600)  # fmt: skip
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            SB3_RUN,
+            env,
+            str(seed),
+            str(steps),
+            repr(RL_ZOO[env]),
+            str(GREEDY_EPISODES),
+            json.dumps(env_kwargs),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=6 * 3600,
+    )
     if result.returncode != 0:
         raise RuntimeError(f"sb3 {env} seed {seed} failed:\n{result.stderr[-3000:]}")
     out = json.loads(result.stdout.strip().splitlines()[-1])
@@ -172,22 +261,38 @@ def report(machine: dict, quick: bool, results_dir: Path) -> None:
             continue
         med = lambda rs, k: statistics.median(r[k] for r in rs) if rs else None  # noqa: E731
         cleanrl = PUBLISHED[env]["cleanrl"]
-        rows.append({
-            "env": env, "distrl seeds": len(mine["distrl"]),
-            "distrl last-100": med(mine["distrl"], "train_return"), "distrl greedy": med(mine["distrl"], "greedy_return"),
-            "distrl wall s": med(mine["distrl"], "wall_s"),
-            "vs CleanRL": (med(mine["distrl"], "train_return") / cleanrl) if mine["distrl"] and cleanrl else None,
-            "sb3 seeds": len(mine["sb3"]), "sb3 last-100": med(mine["sb3"], "train_return"),
-            "sb3 greedy": med(mine["sb3"], "greedy_return"), "sb3 wall s": med(mine["sb3"], "wall_s"),
-            "CleanRL": cleanrl, "RL Zoo": PUBLISHED[env]["rl_zoo"],
-            "policy share": med(mine["distrl"], "policy_share_of_sample"),
-        })  # fmt: skip
-    columns = [("env", "env"), ("distrl seeds", "distrl seeds"), ("distrl last-100", "distrl: last 100 episodes (median)"),
-               ("distrl greedy", "distrl: greedy"), ("distrl wall s", "distrl: wall s"),
-               ("vs CleanRL", "distrl / CleanRL (target >= 1)"), ("sb3 seeds", "SB3 seeds"),
-               ("sb3 last-100", "SB3 (RL Zoo settings): last 100"), ("sb3 greedy", "SB3: greedy"),
-               ("sb3 wall s", "SB3: wall s"), ("CleanRL", "CleanRL published"), ("RL Zoo", "RL Zoo published"),
-               ("policy share", "distrl: policy share of sample time")]  # fmt: skip
+        rows.append(
+            {
+                "env": env,
+                "distrl seeds": len(mine["distrl"]),
+                "distrl last-100": med(mine["distrl"], "train_return"),
+                "distrl greedy": med(mine["distrl"], "greedy_return"),
+                "distrl wall s": med(mine["distrl"], "wall_s"),
+                "vs CleanRL": (med(mine["distrl"], "train_return") / cleanrl) if mine["distrl"] and cleanrl else None,
+                "sb3 seeds": len(mine["sb3"]),
+                "sb3 last-100": med(mine["sb3"], "train_return"),
+                "sb3 greedy": med(mine["sb3"], "greedy_return"),
+                "sb3 wall s": med(mine["sb3"], "wall_s"),
+                "CleanRL": cleanrl,
+                "RL Zoo": PUBLISHED[env]["rl_zoo"],
+                "policy share": med(mine["distrl"], "policy_share_of_sample"),
+            }
+        )
+    columns = [
+        ("env", "env"),
+        ("distrl seeds", "distrl seeds"),
+        ("distrl last-100", "distrl: last 100 episodes (median)"),
+        ("distrl greedy", "distrl: greedy"),
+        ("distrl wall s", "distrl: wall s"),
+        ("vs CleanRL", "distrl / CleanRL (target >= 1)"),
+        ("sb3 seeds", "SB3 seeds"),
+        ("sb3 last-100", "SB3 (RL Zoo settings): last 100"),
+        ("sb3 greedy", "SB3: greedy"),
+        ("sb3 wall s", "SB3: wall s"),
+        ("CleanRL", "CleanRL published"),
+        ("RL Zoo", "RL Zoo published"),
+        ("policy share", "distrl: policy share of sample time"),
+    ]
 
     def chart(path: Path) -> None:
         plt = pyplot()
@@ -198,11 +303,18 @@ def report(machine: dict, quick: bool, results_dir: Path) -> None:
             for r in (r for r in runs if r["env"] == env):
                 steps, values = zip(*r["curve"]) if r["curve"] else ((), ())
                 style = ("-", "--", ":")[r["seed"] % 3]
-                ax.plot(steps, values, style, color="tab:blue" if r["system"] == "distrl" else "tab:green",
-                        label=f"{r['system']} seed {r['seed']}")  # fmt: skip
+                ax.plot(
+                    steps,
+                    values,
+                    style,
+                    color="tab:blue" if r["system"] == "distrl" else "tab:green",
+                    label=f"{r['system']} seed {r['seed']}",
+                )
             for name, score in PUBLISHED[env].items():
                 if score:
-                    ax.axhline(score, color="k" if name == "cleanrl" else "gray", linestyle="--", label=f"{name} published")
+                    ax.axhline(
+                        score, color="k" if name == "cleanrl" else "gray", linestyle="--", label=f"{name} published"
+                    )
             ax.set_title(env)
             ax.set_xlabel("env steps")
             ax.set_ylabel("mean return (last 100 episodes)")
@@ -212,15 +324,27 @@ def report(machine: dict, quick: bool, results_dir: Path) -> None:
 
     table = markdown_table(rows, columns)
     if study:  # the shipped config beside the same config changed, seed by seed (scores: a seed's run is deterministic)
-        lines = ["", "Study (the shipped config changed; `--variant NAME --set ...`):", "",
-                 "| env | variant | changes | seed | last 100 | greedy | wall s |",
-                 "| --- | --- | --- | --- | --- | --- | --- |"]
+        lines = [
+            "",
+            "Study (the shipped config changed; `--variant NAME --set ...`):",
+            "",
+            "| env | variant | changes | seed | last 100 | greedy | wall s |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
         for r in sorted(study, key=lambda r: (r["env"], r["variant"], r["seed"])):
-            lines.append(f"| {r['env']} | {r['variant']} | {' '.join(r['overrides'])} | {r['seed']} | "
-                         f"{r['train_return']:.0f} | {r['greedy_return']:.0f} | {r['wall_s']:.0f} |")  # fmt: skip
+            lines.append(
+                f"| {r['env']} | {r['variant']} | {' '.join(r['overrides'])} | {r['seed']} | "
+                f"{r['train_return']:.0f} | {r['greedy_return']:.0f} | {r['wall_s']:.0f} |"
+            )
         table += "\n" + "\n".join(lines)
-    write_results("mujoco", {"machine": machine, "rows": rows, "runs": runs, "study": study}, table,
-                  chart=chart if rows else None, quick=quick, results_dir=results_dir)  # fmt: skip
+    write_results(
+        "mujoco",
+        {"machine": machine, "rows": rows, "runs": runs, "study": study},
+        table,
+        chart=chart if rows else None,
+        quick=quick,
+        results_dir=results_dir,
+    )
 
 
 def main() -> None:
@@ -232,15 +356,25 @@ def main() -> None:
     parser.add_argument("--report", action="store_true", help="only rewrite the table and plot from the runs on disk")
     parser.add_argument("--quick", action="store_true", help="Hopper, 20k steps, seed 0")
     parser.add_argument("--variant", help="name a study run: the shipped config with --set changes, reported apart")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="with --variant: a change to distrl's config (as distrl train --set)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="with --variant: a change to distrl's config (as distrl train --set)",
+    )
     add_results_dir_argument(parser)
     args = parser.parse_args()
     runs_dir = args.results_dir / "mujoco_runs"
     if bool(args.variant) != bool(args.overrides):
         parser.error("--variant and --set go together: a changed config is a study run, named")
     if args.quick:
-        args.envs, args.seeds, args.steps = ["Hopper-v5"], [0], 20_000  # a check that it runs: 50k took 194 s on 2 cores
+        args.envs, args.seeds, args.steps = (
+            ["Hopper-v5"],
+            [0],
+            20_000,
+        )  # a check that it runs: 50k took 194 s on 2 cores
     machine = machine_info()
     print_machine(machine)
     if not args.report:
@@ -252,9 +386,14 @@ def main() -> None:
                     r.update(machine=machine, quick=args.quick, variant=args.variant, overrides=args.overrides)
                     suffix = "_quick" if args.quick else ""
                     variant = f"-{args.variant}" if args.variant else ""
-                    (runs_dir / f"{env}-{system}{variant}-s{seed}{suffix}.json").write_text(json.dumps(r, default=str) + "\n")
-                    print(f"{env:15s} {system:6s} seed {seed}: last-100 {r['train_return']:8.1f}, greedy "
-                          f"{r['greedy_return']:8.1f}, {r['wall_s']:6.1f} s", flush=True)  # fmt: skip
+                    (runs_dir / f"{env}-{system}{variant}-s{seed}{suffix}.json").write_text(
+                        json.dumps(r, default=str) + "\n"
+                    )
+                    print(
+                        f"{env:15s} {system:6s} seed {seed}: last-100 {r['train_return']:8.1f}, greedy "
+                        f"{r['greedy_return']:8.1f}, {r['wall_s']:6.1f} s",
+                        flush=True,
+                    )
     report(machine, args.quick, args.results_dir)
 
 

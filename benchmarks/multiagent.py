@@ -22,7 +22,8 @@ code reports: ``benchmarks/spread_reference.py``, which also places scripted tea
 - ``cartpole_team``: distrl's team of three CartPoles (``distrl.envs.testing:cartpole_team``), where the agents do not
   interact: a central critic has nothing to add there (what --quick runs).
 
-    python benchmarks/multiagent.py                                      # spread, every variant (RLlib's too), seeds 0-1
+    python benchmarks/multiagent.py                                      # spread, every variant (RLlib's too), seeds
+    0-1
     python benchmarks/multiagent.py --variants independent rllib         # distrl beside RLlib's multi-agent PPO
     python benchmarks/multiagent.py --tasks spread_relu --variants independent rllib --seeds 0 1 2 3
     python benchmarks/multiagent.py --tasks spread_mappo --variants independent rllib --seeds 0 --steps 12000000
@@ -46,35 +47,65 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine, study_name, write_results  # noqa: E402
-from benchmarks.spread_reference import AGENTS, STEPS, mappo_return  # noqa: E402
+from benchmarks.common import (
+    add_results_dir_argument,
+    machine_info,
+    markdown_table,
+    metrics_rows,
+    print_machine,
+    study_name,
+    write_results,
+)
+from benchmarks.spread_reference import AGENTS, STEPS, mappo_return
 
 # The world mappo_return converts returns of (spread_reference.py): AGENTS agents, STEPS steps an episode.
-SPREAD_ENV = ["env.id=mpe2.simple_spread_v3:parallel_env",
-              f"env.kwargs={{N: {AGENTS}, max_cycles: {STEPS}, continuous_actions: false}}",
-              "env.normalize_reward=true", "stop.episode_return_mean=null"]  # fmt: skip
+SPREAD_ENV = [
+    "env.id=mpe2.simple_spread_v3:parallel_env",
+    f"env.kwargs={{N: {AGENTS}, max_cycles: {STEPS}, continuous_actions: false}}",
+    "env.normalize_reward=true",
+    "stop.episode_return_mean=null",
+]
 # The learning settings both systems take (RLlib's runs read them too, rllib_run): distrl's --set items are built from
 # them. ``spread`` is the round measured first (tanh, gamma 0.9); ``spread_relu`` takes MAPPO's gamma and activation;
 # ``spread_mappo`` every MAPPO setting both systems have (its train_mpe_spread.sh: 128 copies x 25 steps an update,
 # lr 7e-4, 10 epochs of one minibatch, gradient norm 10), at its budget of 20M env steps. Each update is
 # copies x agents x rollout agent steps: 9,600 in all three.
-SPREAD = {"gamma": 0.9, "lr": 3e-4, "epochs": 4, "minibatches": 4, "ent_coef": 0.01, "activation": "tanh",
-          "copies": 64, "rollout": 50, "max_grad_norm": 0.5}  # fmt: skip
+SPREAD = {
+    "gamma": 0.9,
+    "lr": 3e-4,
+    "epochs": 4,
+    "minibatches": 4,
+    "ent_coef": 0.01,
+    "activation": "tanh",
+    "copies": 64,
+    "rollout": 50,
+    "max_grad_norm": 0.5,
+}
 SPREAD_RELU = SPREAD | {"gamma": 0.99, "activation": "relu"}
-SETTINGS = {"spread": SPREAD, "spread_relu": SPREAD_RELU,
-            "spread_mappo": SPREAD_RELU | {"lr": 7e-4, "epochs": 10, "minibatches": 1, "copies": 128, "rollout": 25,
-                                           "max_grad_norm": 10.0}}  # fmt: skip
+SETTINGS = {
+    "spread": SPREAD,
+    "spread_relu": SPREAD_RELU,
+    "spread_mappo": SPREAD_RELU
+    | {"lr": 7e-4, "epochs": 10, "minibatches": 1, "copies": 128, "rollout": 25, "max_grad_norm": 10.0},
+}
 MAPPO_BUDGET = 20_000_000 * AGENTS  # agent steps: MAPPO's 20M env steps of simple_spread
 
 
 def distrl_settings(settings: dict) -> list[str]:
     """``--set`` items for a task's shared settings (each agent of each env copy is a slot of the batch)."""
     slots = settings["copies"] * AGENTS
-    return [f"env.num_envs_per_worker={slots}", f"rollout.rollout_length={settings['rollout']}",
-            f"ppo.gamma={settings['gamma']}", f"ppo.lr={settings['lr']}", f"ppo.epochs={settings['epochs']}",
-            f"ppo.minibatch_size={slots * settings['rollout'] // settings['minibatches']}",
-            f"ppo.ent_coef={settings['ent_coef']}", f"ppo.max_grad_norm={settings['max_grad_norm']}",
-            f"model.activation={settings['activation']}", "ppo.proximal=behaviour"]  # fmt: skip
+    return [
+        f"env.num_envs_per_worker={slots}",
+        f"rollout.rollout_length={settings['rollout']}",
+        f"ppo.gamma={settings['gamma']}",
+        f"ppo.lr={settings['lr']}",
+        f"ppo.epochs={settings['epochs']}",
+        f"ppo.minibatch_size={slots * settings['rollout'] // settings['minibatches']}",
+        f"ppo.ent_coef={settings['ent_coef']}",
+        f"ppo.max_grad_norm={settings['max_grad_norm']}",
+        f"model.activation={settings['activation']}",
+        "ppo.proximal=behaviour",
+    ]
 
 
 TASKS = {
@@ -82,9 +113,16 @@ TASKS = {
     "spread": (SPREAD_ENV + distrl_settings(SETTINGS["spread"]), 1_000_000),
     "spread_relu": (SPREAD_ENV + distrl_settings(SETTINGS["spread_relu"]), 1_000_000),
     "spread_mappo": (SPREAD_ENV + distrl_settings(SETTINGS["spread_mappo"]), MAPPO_BUDGET),
-    "cartpole_team": (["env.id=distrl.envs.testing:cartpole_team", "env.num_envs_per_worker=48", "ppo.proximal=behaviour",
-                       "stop.episode_return_mean=null"], 300_000),
-}  # fmt: skip
+    "cartpole_team": (
+        [
+            "env.id=distrl.envs.testing:cartpole_team",
+            "env.num_envs_per_worker=48",
+            "ppo.proximal=behaviour",
+            "stop.episode_return_mean=null",
+        ],
+        300_000,
+    ),
+}
 TAIL = 0.1  # the share of a run's steps its "last steps" return averages over
 VARIANTS = {
     "independent": ["agents.critic=local"],  # parameter sharing, each agent's critic on its own observation
@@ -101,13 +139,27 @@ def run_rllib(task: str, seed: int, steps: int) -> dict:
         raise RuntimeError(f"{task} rllib seed {seed}: the RLlib variant runs {', '.join(SETTINGS)} only")
     cmd = [sys.executable, str(ROOT / "benchmarks" / "multiagent.py"), "--rllib-run", task, str(seed), str(steps)]
     start = time.perf_counter()
-    result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=4 * 3600,
-                            env={**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"})  # fmt: skip
+    result = subprocess.run(
+        cmd,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=4 * 3600,
+        env={**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"},
+    )
     if result.returncode != 0:
         raise RuntimeError(f"{task} rllib seed {seed}: exit {result.returncode}: {result.stderr.strip()[-600:]}")
     row = json.loads(result.stdout.strip().splitlines()[-1])
-    return {"task": task, "variant": "rllib", "seed": seed, "env_steps": row["env_steps"], "final_return": row["final_return"],
-            "best_return": row["best_return"], "wall_s": time.perf_counter() - start, "curve": row["curve"]}  # fmt: skip
+    return {
+        "task": task,
+        "variant": "rllib",
+        "seed": seed,
+        "env_steps": row["env_steps"],
+        "final_return": row["final_return"],
+        "best_return": row["best_return"],
+        "wall_s": time.perf_counter() - start,
+        "curve": row["curve"],
+    }
 
 
 def spread_env(_config=None):
@@ -142,17 +194,31 @@ def rllib_run(task: str, seed: int, steps: int) -> None:
         PPOConfig()
         .environment("spread")
         .multi_agent(policies={"shared"}, policy_mapping_fn=lambda agent_id, *a, **k: "shared")
-        .env_runners(num_env_runners=1, num_envs_per_env_runner=settings["copies"],
-                     rollout_fragment_length=settings["rollout"])
-        .training(lr=settings["lr"], gamma=settings["gamma"], lambda_=0.95, clip_param=0.2,
-                  entropy_coeff=settings["ent_coef"], vf_loss_coeff=0.5, grad_clip=settings["max_grad_norm"],
-                  grad_clip_by="global_norm", use_kl_loss=False, kl_coeff=0.0, num_epochs=settings["epochs"],
-                  train_batch_size_per_learner=env_steps_per_batch,
-                  minibatch_size=minibatch)
-        .rl_module(model_config=DefaultModelConfig(fcnet_hiddens=[64, 64], fcnet_activation=settings["activation"],
-                                                   vf_share_layers=False))
+        .env_runners(
+            num_env_runners=1, num_envs_per_env_runner=settings["copies"], rollout_fragment_length=settings["rollout"]
+        )
+        .training(
+            lr=settings["lr"],
+            gamma=settings["gamma"],
+            lambda_=0.95,
+            clip_param=0.2,
+            entropy_coeff=settings["ent_coef"],
+            vf_loss_coeff=0.5,
+            grad_clip=settings["max_grad_norm"],
+            grad_clip_by="global_norm",
+            use_kl_loss=False,
+            kl_coeff=0.0,
+            num_epochs=settings["epochs"],
+            train_batch_size_per_learner=env_steps_per_batch,
+            minibatch_size=minibatch,
+        )
+        .rl_module(
+            model_config=DefaultModelConfig(
+                fcnet_hiddens=[64, 64], fcnet_activation=settings["activation"], vf_share_layers=False
+            )
+        )
         .debugging(seed=seed)
-    )  # fmt: skip
+    )
     if minibatch > env_steps_per_batch:
         # RLlib's check holds minibatch_size (rows of the shared module: agent steps) against the train batch counted
         # in env steps, so it refuses one minibatch of every agent step; its learner takes it (one slice an epoch).
@@ -162,8 +228,10 @@ def rllib_run(task: str, seed: int, steps: int) -> None:
     while agent_steps < steps:
         result = algo.train()
         runners = result.get("env_runners", {})
-        agent_steps = int(runners.get("num_agent_steps_sampled_lifetime", {}).get("__all_agents__", 0)
-                          or sum(runners.get("num_agent_steps_sampled_lifetime", {}).values()))  # fmt: skip
+        agent_steps = int(
+            runners.get("num_agent_steps_sampled_lifetime", {}).get("__all_agents__", 0)
+            or sum(runners.get("num_agent_steps_sampled_lifetime", {}).values())
+        )
         per_agent = runners.get("agent_episode_returns_mean", {})
         if per_agent:
             returns.append(sum(per_agent.values()) / len(per_agent))
@@ -171,8 +239,19 @@ def rllib_run(task: str, seed: int, steps: int) -> None:
     wall = time.perf_counter() - start
     algo.stop()
     ray.shutdown()
-    print(json.dumps({"system": "rllib", "seed": seed, "env_steps": agent_steps, "final_return": returns[-1],
-                      "best_return": max(returns), "wall_s": wall, "curve": curve}))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "system": "rllib",
+                "seed": seed,
+                "env_steps": agent_steps,
+                "final_return": returns[-1],
+                "best_return": max(returns),
+                "wall_s": wall,
+                "curve": curve,
+            }
+        )
+    )
 
 
 def tail_mean(curve: list, fraction: float = TAIL) -> float:
@@ -184,15 +263,30 @@ def tail_mean(curve: list, fraction: float = TAIL) -> float:
 
 
 def run(task: str, variant: str, seed: int, steps: int, extra: list[str]) -> dict:
-    """One run of ``variant`` on ``task``; ``extra``: ``--set`` items after the task's and the variant's (distrl only)."""
+    """One run of ``variant`` on ``task``; ``extra``: ``--set`` items after the task's and the variant's (distrl
+    only)."""
     if variant == "rllib":
         return run_rllib(task, seed, steps)
     overrides, _ = TASKS[task]
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
-        cmd = [sys.executable, "-m", "distrl", "train", str(ROOT / "configs" / "cartpole.yaml"), "--run-dir", str(run_dir),
-               "--set", f"seed={seed}", "--set", f"stop.env_steps={steps}", "--set", "logging.tensorboard=false",
-               "--set", "logging.progress=lines"]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "distrl",
+            "train",
+            str(ROOT / "configs" / "cartpole.yaml"),
+            "--run-dir",
+            str(run_dir),
+            "--set",
+            f"seed={seed}",
+            "--set",
+            f"stop.env_steps={steps}",
+            "--set",
+            "logging.tensorboard=false",
+            "--set",
+            "logging.progress=lines",
+        ]
         for item in overrides + VARIANTS[variant] + extra:
             cmd += ["--set", item]
         env = {**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"}
@@ -200,12 +294,21 @@ def run(task: str, variant: str, seed: int, steps: int, extra: list[str]) -> dic
         result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=4 * 3600)
         wall = time.perf_counter() - start
         if result.returncode != 0:
-            raise RuntimeError(f"{task} {variant} seed {seed}: exit {result.returncode}: {result.stderr.strip()[-600:]}")
+            raise RuntimeError(
+                f"{task} {variant} seed {seed}: exit {result.returncode}: {result.stderr.strip()[-600:]}"
+            )
         rows = metrics_rows(run_dir)
     returns = [row["episode_return_mean"] for row in rows if row.get("episode_return_mean") is not None]
-    return {"task": task, "variant": variant, "seed": seed, "env_steps": rows[-1]["env_steps"], "final_return": returns[-1],
-            "best_return": max(returns), "wall_s": wall, "curve": [(row["env_steps"], row["episode_return_mean"])
-                                                                    for row in rows]}  # fmt: skip
+    return {
+        "task": task,
+        "variant": variant,
+        "seed": seed,
+        "env_steps": rows[-1]["env_steps"],
+        "final_return": returns[-1],
+        "best_return": max(returns),
+        "wall_s": wall,
+        "curve": [(row["env_steps"], row["episode_return_mean"]) for row in rows],
+    }
 
 
 def main(argv=None) -> int:
@@ -214,10 +317,18 @@ def main(argv=None) -> int:
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
     parser.add_argument("--steps", type=int, help="agent steps per run (default: the task's)")
-    parser.add_argument("--quick", action="store_true", help="cartpole_team, 20k agent steps, independent and central_obs")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="distrl's runs: this setting after the task's and the variant's (repeatable; RLlib's runs "
-                        "keep theirs); the results are written apart from the plain run's")
+    parser.add_argument(
+        "--quick", action="store_true", help="cartpole_team, 20k agent steps, independent and central_obs"
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="distrl's runs: this setting after the task's and the variant's (repeatable; RLlib's runs "
+        "keep theirs); the results are written apart from the plain run's",
+    )
     parser.add_argument("--rllib-run", nargs=3, metavar=("TASK", "SEED", "STEPS"), help=argparse.SUPPRESS)
     add_results_dir_argument(parser)
     args = parser.parse_args(argv)
@@ -226,7 +337,12 @@ def main(argv=None) -> int:
         rllib_run(task, int(seed), int(steps))
         return 0
     if args.quick:
-        args.tasks, args.variants, args.seeds, args.steps = ["cartpole_team"], ["independent", "central_obs"], [0], 20_000
+        args.tasks, args.variants, args.seeds, args.steps = (
+            ["cartpole_team"],
+            ["independent", "central_obs"],
+            [0],
+            20_000,
+        )
     info = machine_info()
     print_machine(info)
     rows, failures = [], []
@@ -244,30 +360,61 @@ def main(argv=None) -> int:
                     continue
                 row["tail_return"] = tail_mean(row["curve"])
                 rows.append(row)
-                print(f"{task:14s} {variant:14s} seed {seed}: return {row['final_return']:8.2f} (best {row['best_return']:8.2f}) "
-                      f"at {row['env_steps']:,} agent steps in {row['wall_s']:.0f} s", flush=True)  # fmt: skip
+                print(
+                    f"{task:14s} {variant:14s} seed {seed}: return {row['final_return']:8.2f} (best "
+                    f"{row['best_return']:8.2f}) "
+                    f"at {row['env_steps']:,} agent steps in {row['wall_s']:.0f} s",
+                    flush=True,
+                )
     summary = []
     for task in args.tasks:
         for variant in args.variants:
             runs = [r for r in rows if r["task"] == task and r["variant"] == variant]
             if runs:
-                summary.append({"task": task, "variant": variant, "seeds": len(runs),
-                                "final_return": statistics.median(r["final_return"] for r in runs),
-                                "tail_return": statistics.median(r["tail_return"] for r in runs),
-                                "tails": " ".join(f"{r['tail_return']:.1f}" for r in runs),
-                                "tail_mappo": mappo_return(statistics.median(r["tail_return"] for r in runs))
-                                if task in SETTINGS else None,  # MAPPO's own MPE reward (spread_reference.py)
-                                "best_return": statistics.median(r["best_return"] for r in runs),
-                                "wall_s": statistics.median(r["wall_s"] for r in runs),
-                                "finals": " ".join(f"{r['final_return']:.1f}" for r in runs)})  # fmt: skip
-    columns = [("task", "task"), ("variant", "variant"), ("seeds", "seeds"), ("final_return", "final return (median)"),
-               ("finals", "per seed"), ("tail_return", f"last {TAIL:.0%} of steps (median)"), ("tails", "per seed"),
-               ("tail_mappo", "the same in MAPPO's scale"),
-               ("best_return", "best (median)"), ("wall_s", "wall s (median)")]  # fmt: skip
-    payload = {"machine": info, "args": vars(args) | {"results_dir": str(args.results_dir)}, "rows": rows, "summary": summary}
+                summary.append(
+                    {
+                        "task": task,
+                        "variant": variant,
+                        "seeds": len(runs),
+                        "final_return": statistics.median(r["final_return"] for r in runs),
+                        "tail_return": statistics.median(r["tail_return"] for r in runs),
+                        "tails": " ".join(f"{r['tail_return']:.1f}" for r in runs),
+                        "tail_mappo": mappo_return(statistics.median(r["tail_return"] for r in runs))
+                        if task in SETTINGS
+                        else None,  # MAPPO's own MPE reward (spread_reference.py)
+                        "best_return": statistics.median(r["best_return"] for r in runs),
+                        "wall_s": statistics.median(r["wall_s"] for r in runs),
+                        "finals": " ".join(f"{r['final_return']:.1f}" for r in runs),
+                    }
+                )
+    columns = [
+        ("task", "task"),
+        ("variant", "variant"),
+        ("seeds", "seeds"),
+        ("final_return", "final return (median)"),
+        ("finals", "per seed"),
+        ("tail_return", f"last {TAIL:.0%} of steps (median)"),
+        ("tails", "per seed"),
+        ("tail_mappo", "the same in MAPPO's scale"),
+        ("best_return", "best (median)"),
+        ("wall_s", "wall s (median)"),
+    ]
+    payload = {
+        "machine": info,
+        "args": vars(args) | {"results_dir": str(args.results_dir)},
+        "rows": rows,
+        "summary": summary,
+    }
     tasks = "" if args.tasks == ["spread"] else "_" + "_".join(args.tasks)  # the first task's results keep their name
-    ok = write_results(study_name("multiagent" + tasks, args.overrides), payload, markdown_table(summary, columns), None,
-                       failures, args.quick, args.results_dir)  # fmt: skip
+    ok = write_results(
+        study_name("multiagent" + tasks, args.overrides),
+        payload,
+        markdown_table(summary, columns),
+        None,
+        failures,
+        args.quick,
+        args.results_dir,
+    )
     print(json.dumps(summary, indent=1))
     return 0 if ok else 1
 

@@ -34,12 +34,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, study_name, write_results  # noqa: E402
+from benchmarks.common import (
+    add_results_dir_argument,
+    machine_info,
+    markdown_table,
+    print_machine,
+    study_name,
+    write_results,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = 475.0
 
-RAY_FLOOR_CHILD = r'''
+RAY_FLOOR_CHILD = r"""
 import json, time
 launch = time.perf_counter()
 import ray
@@ -47,11 +54,12 @@ imported = time.perf_counter() - launch
 ray.init(address="local", include_dashboard=False, configure_logging=False, log_to_driver=False)
 started = time.perf_counter() - launch
 ray.get(ray.remote(lambda: 1).remote())
-print("RESULT " + json.dumps({"import_s": imported, "init_s": started - imported, "floor_s": time.perf_counter() - launch}))
+print("RESULT " + json.dumps({"import_s": imported, "init_s": started - imported, "floor_s": time.perf_counter() -
+launch}))
 ray.shutdown()
-'''
+"""
 
-SB3_CHILD = r'''
+SB3_CHILD = r"""
 import json, sys, time
 launch = time.perf_counter()
 from stable_baselines3 import PPO
@@ -83,9 +91,9 @@ returns = [info["r"] for info in model.ep_info_buffer]
 print("RESULT " + json.dumps({"env_steps": model.num_timesteps, "wall_s": time.perf_counter() - launch,
                               "solved_at_s": callback.solved_at,
                               "episode_return_mean": sum(returns) / len(returns) if returns else None}))
-'''
+"""
 
-RLLIB_CHILD = r'''
+RLLIB_CHILD = r"""
 import json, sys, time
 launch = time.perf_counter()
 import ray
@@ -126,7 +134,7 @@ algo.stop()
 ray.shutdown()
 print("RESULT " + json.dumps({"env_steps": steps, "wall_s": wall, "solved_at_s": solved_at,
                               "episode_return_mean": ret, "iterations": iterations}))
-'''
+"""
 
 
 def child(code: str, spec: dict | None = None) -> dict:
@@ -144,18 +152,42 @@ def run_distrl(seed: int, limits: dict, overrides: list[str]) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
         proc = subprocess.run(
-            [sys.executable, "-m", "distrl", "train", "configs/cartpole.yaml", "--run-dir", str(run_dir),
-             "--set", f"seed={seed}", "--set", f"stop.env_steps={limits['max_steps']}",
-             "--set", f"stop.time_s={limits['max_wall_s']}", "--set", f"stop.episode_return_mean={limits['target']}",
-             "--set", "logging.tensorboard=false", *[arg for item in overrides for arg in ("--set", item)]],
-            capture_output=True, text=True, cwd=ROOT, env={**__import__("os").environ, "RAY_ADDRESS": "local"},
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "distrl",
+                "train",
+                "configs/cartpole.yaml",
+                "--run-dir",
+                str(run_dir),
+                "--set",
+                f"seed={seed}",
+                "--set",
+                f"stop.env_steps={limits['max_steps']}",
+                "--set",
+                f"stop.time_s={limits['max_wall_s']}",
+                "--set",
+                f"stop.episode_return_mean={limits['target']}",
+                "--set",
+                "logging.tensorboard=false",
+                *[arg for item in overrides for arg in ("--set", item)],
+            ],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env={**__import__("os").environ, "RAY_ADDRESS": "local"},
+        )
         if proc.returncode != 0:
             raise RuntimeError(f"distrl train failed: {proc.stderr[-2000:]}")
         summary = json.loads((run_dir / "summary.json").read_text())
-    return {"env_steps": summary["env_steps"], "wall_s": summary["wall_s"], "solved_at_s": summary["solved_at_s"],
-            "episode_return_mean": summary["episode_return_mean"], "first_batch_s": summary["startup"]["first_batch"],
-            "startup": summary["startup"]}  # fmt: skip
+    return {
+        "env_steps": summary["env_steps"],
+        "wall_s": summary["wall_s"],
+        "solved_at_s": summary["solved_at_s"],
+        "episode_return_mean": summary["episode_return_mean"],
+        "first_batch_s": summary["startup"]["first_batch"],
+        "startup": summary["startup"],
+    }
 
 
 def median_or_none(values: list) -> float | None:
@@ -171,9 +203,14 @@ def main(argv=None) -> int:
     parser.add_argument("--max-steps", type=int, default=1_000_000)
     parser.add_argument("--max-wall-s", type=float, default=300.0)
     parser.add_argument("--quick", action="store_true", help="one short run each, no return target")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="distrl's run: configs/cartpole.yaml with this setting (repeatable; RLlib's same-settings "
-                             "run follows it)")  # fmt: skip
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="distrl's run: configs/cartpole.yaml with this setting (repeatable; RLlib's same-settings run follows it)",
+    )
     add_results_dir_argument(parser)
     args = parser.parse_args(argv)
     if args.quick:
@@ -190,20 +227,47 @@ def main(argv=None) -> int:
 
     ours = load_config(ROOT / "configs" / "cartpole.yaml", args.overrides)
     same = {
-        "workers": ours.rollout.num_workers, "envs": ours.env.num_envs_per_worker, "fragment": ours.rollout.rollout_length,
-        "batch": ours.batch_size, "minibatch": ours.ppo.minibatch_size, "epochs": ours.ppo.epochs, "lr": ours.ppo.lr,
-        "hidden": ours.model.hidden, "activation": ours.model.activation, "shared": ours.model.shared_trunk,
+        "workers": ours.rollout.num_workers,
+        "envs": ours.env.num_envs_per_worker,
+        "fragment": ours.rollout.rollout_length,
+        "batch": ours.batch_size,
+        "minibatch": ours.ppo.minibatch_size,
+        "epochs": ours.ppo.epochs,
+        "lr": ours.ppo.lr,
+        "hidden": ours.model.hidden,
+        "activation": ours.model.activation,
+        "shared": ours.model.shared_trunk,
         "vf_coef": ours.ppo.vf_coef,
-        "extra": {"gamma": ours.ppo.gamma, "lambda_": ours.ppo.gae_lambda, "clip_param": ours.ppo.clip_coef,
-                  "entropy_coeff": ours.ppo.ent_coef, "grad_clip": ours.ppo.max_grad_norm},
-    }  # fmt: skip
+        "extra": {
+            "gamma": ours.ppo.gamma,
+            "lambda_": ours.ppo.gae_lambda,
+            "clip_param": ours.ppo.clip_coef,
+            "entropy_coeff": ours.ppo.ent_coef,
+            "grad_clip": ours.ppo.max_grad_norm,
+        },
+    }
     # RLlib's tuned_examples/ppo/cartpole_ppo.py: everything else stays at RLlib's defaults.
-    tuned = {"workers": 1, "envs": 8, "fragment": "auto", "batch": 4000, "minibatch": 128, "epochs": 6, "lr": 3e-4,
-             "hidden": [32], "activation": "linear", "shared": True, "vf_coef": 0.01}  # fmt: skip
+    tuned = {
+        "workers": 1,
+        "envs": 8,
+        "fragment": "auto",
+        "batch": 4000,
+        "minibatch": 128,
+        "epochs": 6,
+        "lr": 3e-4,
+        "hidden": [32],
+        "activation": "linear",
+        "shared": True,
+        "vf_coef": 0.01,
+    }
     limits = {"target": TARGET if not args.quick else 1e9, "max_steps": args.max_steps, "max_wall_s": args.max_wall_s}
     variant = "".join(f", {item}" for item in args.overrides)
-    names = {"distrl": f"distrl (configs/cartpole.yaml{variant})", "sb3": "SB3 PPO (RL Zoo CartPole settings)",
-             "rllib_same": "RLlib PPO (distrl's settings)", "rllib_tuned": "RLlib PPO (its tuned CartPole example)"}  # fmt: skip
+    names = {
+        "distrl": f"distrl (configs/cartpole.yaml{variant})",
+        "sb3": "SB3 PPO (RL Zoo CartPole settings)",
+        "rllib_same": "RLlib PPO (distrl's settings)",
+        "rllib_tuned": "RLlib PPO (its tuned CartPole example)",
+    }
     runners = {
         "distrl": lambda seed: run_distrl(seed, limits, args.overrides),
         "sb3": lambda seed: child(SB3_CHILD, {"seed": seed, **limits}),
@@ -223,16 +287,23 @@ def main(argv=None) -> int:
             row = {"system": names[system], "key": system, "seed": seed, **runners[system](seed)}
             row["sps"] = row["env_steps"] / row["wall_s"]
             rows.append(row)
-            print(f"{row['system']:40s} seed {seed}: {row['sps']:9,.0f} env steps/s, {row['env_steps']:,} steps in "
-                  f"{row['wall_s']:.1f} s, solved at {row['solved_at_s']}, return {row['episode_return_mean']}"
-                  f"  ({time.perf_counter() - start:.0f} s)", flush=True)  # fmt: skip
+            print(
+                f"{row['system']:40s} seed {seed}: {row['sps']:9,.0f} env steps/s, {row['env_steps']:,} steps in "
+                f"{row['wall_s']:.1f} s, solved at {row['solved_at_s']}, return {row['episode_return_mean']}"
+                f"  ({time.perf_counter() - start:.0f} s)",
+                flush=True,
+            )
     medians = {}
     for system in args.systems:
         mine = [r for r in rows if r["key"] == system]
-        medians[system] = {"system": names[system], "solved_at_s": median_or_none([r["solved_at_s"] for r in mine]),
-                           "env_steps": statistics.median(r["env_steps"] for r in mine),
-                           "sps": statistics.median(r["sps"] for r in mine), "runs": len(mine),
-                           "solved_runs": sum(r["solved_at_s"] is not None for r in mine)}  # fmt: skip
+        medians[system] = {
+            "system": names[system],
+            "solved_at_s": median_or_none([r["solved_at_s"] for r in mine]),
+            "env_steps": statistics.median(r["env_steps"] for r in mine),
+            "sps": statistics.median(r["sps"] for r in mine),
+            "runs": len(mine),
+            "solved_runs": sum(r["solved_at_s"] is not None for r in mine),
+        }
     targets = {"ray_floor_s": floor}
     if "distrl" in medians:
         first_batches = [r["first_batch_s"] for r in rows if r["key"] == "distrl"]
@@ -242,15 +313,43 @@ def main(argv=None) -> int:
         for peer in ("sb3", "rllib_same", "rllib_tuned"):
             theirs = medians.get(peer, {}).get("solved_at_s")
             targets[f"time_to_475_vs_{peer}"] = ours_s / theirs if ours_s and theirs else None
-    print("medians: " + "; ".join(f"{m['system']} {m['solved_at_s']} s ({m['solved_runs']}/{m['runs']} solved)" for m in medians.values()))
+    print(
+        "medians: "
+        + "; ".join(
+            f"{m['system']} {m['solved_at_s']} s ({m['solved_runs']}/{m['runs']} solved)" for m in medians.values()
+        )
+    )
     print("targets: " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in targets.items()))
-    columns = [("system", "system"), ("seed", "seed"), ("sps", "env steps/s (from launch)"), ("solved_at_s", "time to 475 (s)"),
-               ("env_steps", "env steps"), ("wall_s", "wall s"), ("episode_return_mean", "final return")]  # fmt: skip
-    failures = [] if args.quick else [f"{r['system']} seed {r['seed']} did not run" for r in rows if r["env_steps"] == 0]
-    ok = write_results(study_name("peers", args.overrides), {"machine": info, "args": vars(args) | {"results_dir": str(args.results_dir)},
-                                 "rllib_same": same, "rllib_tuned": tuned, "ray_floor": floors, "rows": rows,
-                                 "medians": medians, "targets": targets},
-                       markdown_table(rows, columns), None, failures, args.quick, args.results_dir)  # fmt: skip
+    columns = [
+        ("system", "system"),
+        ("seed", "seed"),
+        ("sps", "env steps/s (from launch)"),
+        ("solved_at_s", "time to 475 (s)"),
+        ("env_steps", "env steps"),
+        ("wall_s", "wall s"),
+        ("episode_return_mean", "final return"),
+    ]
+    failures = (
+        [] if args.quick else [f"{r['system']} seed {r['seed']} did not run" for r in rows if r["env_steps"] == 0]
+    )
+    ok = write_results(
+        study_name("peers", args.overrides),
+        {
+            "machine": info,
+            "args": vars(args) | {"results_dir": str(args.results_dir)},
+            "rllib_same": same,
+            "rllib_tuned": tuned,
+            "ray_floor": floors,
+            "rows": rows,
+            "medians": medians,
+            "targets": targets,
+        },
+        markdown_table(rows, columns),
+        None,
+        failures,
+        args.quick,
+        args.results_dir,
+    )
     return 0 if ok else 1
 
 

@@ -43,7 +43,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine, write_results  # noqa: E402
+from benchmarks.common import (
+    add_results_dir_argument,
+    machine_info,
+    markdown_table,
+    metrics_rows,
+    print_machine,
+    write_results,
+)
 
 SF_FRAMESKIP = 4  # sf_examples.atari's env_frameskip: its frames are four per agent step
 SF_LIMIT_S = 1800.0  # a Sample Factory run is stopped past this (its runner can wait for ever on a child that died)
@@ -74,38 +81,87 @@ def steady_rate(points: list[tuple[float, int]]) -> float | None:
 def run_distrl(env_steps: int, seed: int, overrides: list[str]) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
-        cmd = [sys.executable, "-m", "distrl", "train", "configs/breakout.yaml", "--run-dir", str(run_dir),
-               "--set", f"stop.env_steps={env_steps}", "--set", f"seed={seed}", "--set", "checkpoint.every_iterations=0",
-               "--set", "logging.tensorboard=false"]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "distrl",
+            "train",
+            "configs/breakout.yaml",
+            "--run-dir",
+            str(run_dir),
+            "--set",
+            f"stop.env_steps={env_steps}",
+            "--set",
+            f"seed={seed}",
+            "--set",
+            "checkpoint.every_iterations=0",
+            "--set",
+            "logging.tensorboard=false",
+        ]
         for item in overrides:
             cmd += ["--set", item]
         started = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=3600,
-                              env={**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"})  # fmt: skip
+        proc = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=3600,
+            env={**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"},
+        )
         wall = time.perf_counter() - started
         if proc.returncode != 0:
             raise RuntimeError(f"distrl train failed:\n{proc.stderr[-3000:]}")
         rows = metrics_rows(run_dir)
     points = [(r["time_s"], r["env_steps"]) for r in rows]
-    return {"system": "distrl", "seed": seed, "env_steps": rows[-1]["env_steps"], "wall_s": wall,
-            "steady_sps": steady_rate(points), "reports": len(points),
-            "learn_s": statistics.median(r["learn_s"] for r in rows[WARMUP_REPORTS:] or rows),
-            "return": rows[-1].get("episode_return_mean")}  # fmt: skip
+    return {
+        "system": "distrl",
+        "seed": seed,
+        "env_steps": rows[-1]["env_steps"],
+        "wall_s": wall,
+        "steady_sps": steady_rate(points),
+        "reports": len(points),
+        "learn_s": statistics.median(r["learn_s"] for r in rows[WARMUP_REPORTS:] or rows),
+        "return": rows[-1].get("episode_return_mean"),
+    }
 
 
 def run_sample_factory(python: str, env_steps: int, seed: int, async_rl: bool) -> dict:
     tmp = tempfile.mkdtemp(prefix="sf_breakout_")
-    args = ["--env=atari_breakout", f"--experiment=breakout_{seed}", f"--train_dir={tmp}", "--device=cpu",
-            f"--seed={seed}", "--num_workers=1", "--num_envs_per_worker=8", "--worker_num_splits=2", "--rollout=128",
-            "--batch_size=256", "--num_batches_per_epoch=4", "--num_epochs=4", f"--train_for_env_steps={env_steps * SF_FRAMESKIP}",
-            "--with_wandb=False", "--save_every_sec=100000", "--save_best_every_sec=100000",
-            "--experiment_summaries_interval=100000", f"--train_for_seconds={int(SF_LIMIT_S)}", f"--async_rl={async_rl}"]  # fmt: skip
+    args = [
+        "--env=atari_breakout",
+        f"--experiment=breakout_{seed}",
+        f"--train_dir={tmp}",
+        "--device=cpu",
+        f"--seed={seed}",
+        "--num_workers=1",
+        "--num_envs_per_worker=8",
+        "--worker_num_splits=2",
+        "--rollout=128",
+        "--batch_size=256",
+        "--num_batches_per_epoch=4",
+        "--num_epochs=4",
+        f"--train_for_env_steps={env_steps * SF_FRAMESKIP}",
+        "--with_wandb=False",
+        "--save_every_sec=100000",
+        "--save_best_every_sec=100000",
+        "--experiment_summaries_interval=100000",
+        f"--train_for_seconds={int(SF_LIMIT_S)}",
+        f"--async_rl={async_rl}",
+    ]
     points: list[tuple[float, int]] = []
     child = Path(tmp) / "sf_breakout.py"
     child.write_text(SF_CHILD)
     started = time.perf_counter()
-    proc = subprocess.Popen([python, str(child), *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            cwd=tmp, env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [python, str(child), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=tmp,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        start_new_session=True,
+    )
     tail: list[str] = []
     try:
         for line in proc.stdout:
@@ -123,13 +179,22 @@ def run_sample_factory(python: str, env_steps: int, seed: int, async_rl: bool) -
         shutil.rmtree(tmp, ignore_errors=True)
     if proc.wait() != 0 and not points:
         raise RuntimeError("Sample Factory failed:\n" + "".join(tail + list(proc.stdout or [])[-20:]))
-    return {"system": f"sample_factory async_rl={async_rl}", "seed": seed, "env_steps": points[-1][1] if points else 0,
-            "wall_s": time.perf_counter() - started, "steady_sps": steady_rate(points), "reports": len(points),
-            "learn_s": None, "return": None}  # fmt: skip
+    return {
+        "system": f"sample_factory async_rl={async_rl}",
+        "seed": seed,
+        "env_steps": points[-1][1] if points else 0,
+        "wall_s": time.perf_counter() - started,
+        "steady_sps": steady_rate(points),
+        "reports": len(points),
+        "learn_s": None,
+        "return": None,
+    }
 
 
 def sf_version(python: str) -> str | None:
-    code = "import importlib.metadata as m; print(m.version('sample-factory'), m.version('gymnasium'), m.version('torch'))"
+    code = (
+        "import importlib.metadata as m; print(m.version('sample-factory'), m.version('gymnasium'), m.version('torch'))"
+    )
     proc = subprocess.run([python, "-c", code], capture_output=True, text=True)
     return proc.stdout.strip() or None
 
@@ -139,8 +204,14 @@ def main() -> int:
     parser.add_argument("--sf-python", required=False, help="an interpreter with Sample Factory 2 installed")
     parser.add_argument("--env-steps", type=int, default=20_480, help="agent steps per run")
     parser.add_argument("--repeats", type=int, default=1, help="runs per system, interleaved")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="distrl settings on top of configs/breakout.yaml")  # fmt: skip
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="distrl settings on top of configs/breakout.yaml",
+    )
     parser.add_argument("--quick", action="store_true", help="one short run each (8,192 agent steps)")
     add_results_dir_argument(parser)
     args = parser.parse_args()
@@ -157,24 +228,54 @@ def main() -> int:
     rows = []
     for seed in range(args.repeats):
         for name in SYSTEMS:  # interleaved: a drift of the machine reaches all
-            row = (run_distrl(args.env_steps, seed, args.overrides) if name == "distrl"
-                   else run_sample_factory(args.sf_python, args.env_steps, seed, name.endswith("True")))  # fmt: skip
+            row = (
+                run_distrl(args.env_steps, seed, args.overrides)
+                if name == "distrl"
+                else run_sample_factory(args.sf_python, args.env_steps, seed, name.endswith("True"))
+            )
             rows.append(row)
             rate = "-" if row["steady_sps"] is None else f"{row['steady_sps']:,.0f}"
-            print(f"{name:30s} seed {seed}: {rate} env steps/s steady ({row['reports']} reports), "
-                  f"{row['env_steps']:,} env steps in {row['wall_s']:.0f} s", flush=True)  # fmt: skip
-    medians = {name: statistics.median([r["steady_sps"] for r in rows if r["system"] == name and r["steady_sps"]] or [0])
-               for name in SYSTEMS}  # fmt: skip
+            print(
+                f"{name:30s} seed {seed}: {rate} env steps/s steady ({row['reports']} reports), "
+                f"{row['env_steps']:,} env steps in {row['wall_s']:.0f} s",
+                flush=True,
+            )
+    medians = {
+        name: statistics.median([r["steady_sps"] for r in rows if r["system"] == name and r["steady_sps"]] or [0])
+        for name in SYSTEMS
+    }
     best_sf = max(medians[name] for name in SYSTEMS[1:])
     ratio = medians["distrl"] / best_sf if best_sf else None
-    print("steady env steps/s, medians: " + ", ".join(f"{name} {value:,.0f}" for name, value in medians.items())
-          + (f"; distrl {ratio:.2f}x the faster Sample Factory" if ratio else ""), flush=True)  # fmt: skip
-    columns = [("system", "system"), ("seed", "seed"), ("steady_sps", "env steps/s (steady)"), ("env_steps", "env steps"),
-               ("wall_s", "wall s"), ("learn_s", "distrl learner s/update"), ("return", "distrl final return")]  # fmt: skip
-    payload = {"machine": machine, "sample_factory": version, "env_steps": args.env_steps, "overrides": args.overrides,
-               "rows": rows, "medians": medians, "distrl_over_sample_factory": ratio}  # fmt: skip
-    failures = [f"{r['system']} seed {r['seed']}: too few reports for a steady rate" for r in rows if r["steady_sps"] is None]
-    ok = write_results("peers_breakout", payload, markdown_table(rows, columns), None, failures, args.quick, args.results_dir)
+    print(
+        "steady env steps/s, medians: "
+        + ", ".join(f"{name} {value:,.0f}" for name, value in medians.items())
+        + (f"; distrl {ratio:.2f}x the faster Sample Factory" if ratio else ""),
+        flush=True,
+    )
+    columns = [
+        ("system", "system"),
+        ("seed", "seed"),
+        ("steady_sps", "env steps/s (steady)"),
+        ("env_steps", "env steps"),
+        ("wall_s", "wall s"),
+        ("learn_s", "distrl learner s/update"),
+        ("return", "distrl final return"),
+    ]
+    payload = {
+        "machine": machine,
+        "sample_factory": version,
+        "env_steps": args.env_steps,
+        "overrides": args.overrides,
+        "rows": rows,
+        "medians": medians,
+        "distrl_over_sample_factory": ratio,
+    }
+    failures = [
+        f"{r['system']} seed {r['seed']}: too few reports for a steady rate" for r in rows if r["steady_sps"] is None
+    ]
+    ok = write_results(
+        "peers_breakout", payload, markdown_table(rows, columns), None, failures, args.quick, args.results_dir
+    )
     return 0 if ok else 1
 
 

@@ -34,28 +34,55 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine, pyplot, write_results  # noqa: E402
-from distrl.compile import available_backends  # noqa: E402
+from benchmarks.common import (
+    add_results_dir_argument,
+    machine_info,
+    markdown_table,
+    metrics_rows,
+    print_machine,
+    pyplot,
+    write_results,
+)
+from distrl.compile import available_backends
 
 ROOT = Path(__file__).resolve().parents[1]
 # RLlib's torch.compile guide, "PPO with inference" on Atari Breakout (speed-up of the training loop vs no compile,
 # in %): docs/source/rllib/rllib-torch2x.rst. Its cluster: 2 x 64 CPUs for sampling and 2 GPUs; inductor not run on CPU.
-RLLIB_PUBLISHED = [("onnxrt", "default", -72.34), ("onnxrt", "reduce-overhead", -72.72), ("ipex", "default", 11.71),
-                   ("ipex", "reduce-overhead", 11.31), ("ipex", "max-autotune", 12.88)]  # fmt: skip
-BREAKOUT_LEARNER_CHEAP = ["ppo.epochs=1", "ppo.minibatch_size=1024", "learner.amp=bf16", "stop.env_steps=20480",
-                          "checkpoint.every_iterations=0"]  # fmt: skip
+RLLIB_PUBLISHED = [
+    ("onnxrt", "default", -72.34),
+    ("onnxrt", "reduce-overhead", -72.72),
+    ("ipex", "default", 11.71),
+    ("ipex", "reduce-overhead", 11.31),
+    ("ipex", "max-autotune", 12.88),
+]
+BREAKOUT_LEARNER_CHEAP = [
+    "ppo.epochs=1",
+    "ppo.minibatch_size=1024",
+    "learner.amp=bf16",
+    "stop.env_steps=20480",
+    "checkpoint.every_iterations=0",
+]
 
 
 # With a GPU: the learner on CUDA, many workers; for the backend table a learner that keeps up with them.
-BREAKOUT_GPU = ["learner.device=cuda", "learner.num_gpus_per_learner=1", "stop.env_steps=61440", "checkpoint.every_iterations=0"]
+BREAKOUT_GPU = [
+    "learner.device=cuda",
+    "learner.num_gpus_per_learner=1",
+    "stop.env_steps=61440",
+    "checkpoint.every_iterations=0",
+]
 BREAKOUT_GPU_SAMPLING_BOUND = ["learner.compile=reduce-overhead", "ppo.minibatch_size=1024"]
-GPU_LEARNER_VARIANTS = [("eager fp32", ["learner.compile=eager", "learner.amp=off"]), ("auto", []),
-                        ("inductor default", ["learner.compile=true"]),
-                        ("inductor reduce-overhead", ["learner.compile=reduce-overhead"]),
-                        ("eager bf16", ["learner.compile=eager", "learner.amp=bf16"]),
-                        ("inductor default bf16", ["learner.compile=true", "learner.amp=bf16"]), ("eager fp16", ["learner.compile=eager", "learner.amp=fp16"]),
-                        ("inductor default fp16", ["learner.compile=true", "learner.amp=fp16"]),
-                        ("reduce-overhead, minibatch 1024", BREAKOUT_GPU_SAMPLING_BOUND)]  # fmt: skip
+GPU_LEARNER_VARIANTS = [
+    ("eager fp32", ["learner.compile=eager", "learner.amp=off"]),
+    ("auto", []),
+    ("inductor default", ["learner.compile=true"]),
+    ("inductor reduce-overhead", ["learner.compile=reduce-overhead"]),
+    ("eager bf16", ["learner.compile=eager", "learner.amp=bf16"]),
+    ("inductor default bf16", ["learner.compile=true", "learner.amp=bf16"]),
+    ("eager fp16", ["learner.compile=eager", "learner.amp=fp16"]),
+    ("inductor default fp16", ["learner.compile=true", "learner.amp=fp16"]),
+    ("reduce-overhead, minibatch 1024", BREAKOUT_GPU_SAMPLING_BOUND),
+]
 
 
 def cuda_available() -> bool:
@@ -67,9 +94,25 @@ def cuda_available() -> bool:
 def run_training(config: str, backend: str, mode: str, overrides: list[str], seed: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
-        cmd = [sys.executable, "-m", "distrl", "train", config, "--run-dir", str(run_dir),
-               "--set", f"rollout.compile.backend={backend}", "--set", f"rollout.compile.mode={mode}",
-               "--set", f"seed={seed}", "--set", "logging.tensorboard=false", "--set", "checkpoint.every_iterations=0"]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "distrl",
+            "train",
+            config,
+            "--run-dir",
+            str(run_dir),
+            "--set",
+            f"rollout.compile.backend={backend}",
+            "--set",
+            f"rollout.compile.mode={mode}",
+            "--set",
+            f"seed={seed}",
+            "--set",
+            "logging.tensorboard=false",
+            "--set",
+            "checkpoint.every_iterations=0",
+        ]
         for item in overrides:
             cmd += ["--set", item]
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
@@ -111,15 +154,22 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=1, help="runs per backend (seeds 0..N-1)")
     parser.add_argument("--breakout", action="store_true", help="Breakout, every backend x mode, sampling-bound")
     parser.add_argument("--quick", action="store_true", help="a 20k-step run each of eager and onnxrt")
-    parser.add_argument("--learner-table-only", action="store_true",
-                        help="with --breakout on CUDA: only the GPU learner settings (onnxrt workers)")
-    parser.add_argument("--no-learner-table", action="store_true", help="with --breakout on CUDA: only the backend table")  # fmt: skip
+    parser.add_argument(
+        "--learner-table-only",
+        action="store_true",
+        help="with --breakout on CUDA: only the GPU learner settings (onnxrt workers)",
+    )
+    parser.add_argument(
+        "--no-learner-table", action="store_true", help="with --breakout on CUDA: only the backend table"
+    )
     add_results_dir_argument(parser)
     args = parser.parse_args(argv)
     overrides = list(args.set)
     backends = [(args.backend, args.mode)]
     if args.all:
-        backends = [(row["name"], "default") for row in available_backends() if row["available"] and row["name"] != "eager"]
+        backends = [
+            (row["name"], "default") for row in available_backends() if row["available"] and row["name"] != "eager"
+        ]
     if args.breakout:
         args.config = "configs/breakout.yaml"
         if cuda_available():
@@ -131,8 +181,15 @@ def main(argv=None) -> int:
         else:
             overrides += BREAKOUT_LEARNER_CHEAP
         available = {row["name"] for row in available_backends() if row["available"]}
-        modes = {"inductor": ["default", "max-autotune-no-cudagraphs"], "ipex": ["default"], "onnxrt": ["default"], "auto": ["default"]}
-        if cuda_available():  # one inductor row: every worker compiles its own copy, at the GPU run's scale minutes each
+        modes = {
+            "inductor": ["default", "max-autotune-no-cudagraphs"],
+            "ipex": ["default"],
+            "onnxrt": ["default"],
+            "auto": ["default"],
+        }
+        if (
+            cuda_available()
+        ):  # one inductor row: every worker compiles its own copy, at the GPU run's scale minutes each
             modes["inductor"] = ["default"]
         backends = [(b, m) for b, ms in modes.items() if b in available for m in ms]
     if args.quick:
@@ -147,10 +204,12 @@ def main(argv=None) -> int:
             row = run_training(args.config, backend, mode, overrides, seed)
             rows.append(row)
             print(
-                f"{backend:8s} seed {seed}: {row['steady_sps']:9,.0f} env steps/s steady, {row['train_sps']:9,.0f} in the loop, "
+                f"{backend:8s} seed {seed}: {row['steady_sps']:9,.0f} env steps/s steady, {row['train_sps']:9,.0f} in "
+                "the loop, "
                 f"{row['sps']:9,.0f} from launch (start-up {row['startup']}); "
                 f"solved at {row['solved_at_s']} s after {row['env_steps']:,} steps ({row['stop_reason']}); "
-                f"sample {row['sample_s'] * 1e3:.1f} ms (policy {row['policy_share_of_sampling']:.0%}), learn {row['learn_s'] * 1e3:.1f} ms",
+                f"sample {row['sample_s'] * 1e3:.1f} ms (policy {row['policy_share_of_sampling']:.0%}), learn "
+                f"{row['learn_s'] * 1e3:.1f} ms",
                 flush=True,
             )
             if row["backend_used"] != backend and backend != "auto":  # auto reports the backend it chose
@@ -165,16 +224,34 @@ def main(argv=None) -> int:
             row = run_training(args.config, "onnxrt", "default", learner_overrides + extra, 0)
             row["learner"] = name
             learner_rows.append(row)
-            print(f"GPU learner {name:26s}: {row['steady_sps']:9,.0f} env steps/s steady, learn {row['learn_s'] * 1e3:.1f} ms, "
-                  f"sample {row['sample_s'] * 1e3:.1f} ms", flush=True)
+            print(
+                f"GPU learner {name:26s}: {row['steady_sps']:9,.0f} env steps/s steady, learn "
+                f"{row['learn_s'] * 1e3:.1f} ms, "
+                f"sample {row['sample_s'] * 1e3:.1f} ms",
+                flush=True,
+            )
     if not rows:  # the GPU learner table alone
         for row in learner_rows:
             row["speedup_vs_first"] = row["steady_sps"] / learner_rows[0]["steady_sps"]
-        write_results("ppo_breakout_gpu_learner", {"machine": info, "overrides": learner_overrides, "rows": learner_rows},
-                      markdown_table(learner_rows, [("learner", "GPU learner"), ("steady_sps", "env steps/s (steady)"),
-                                                    ("train_sps", "env steps/s (loop)"),
-                                                    ("speedup_vs_first", "x eager fp32"), ("learn_s", "learn s"),
-                                                    ("sample_s", "sample s")]), None, failures, False, args.results_dir)  # fmt: skip
+        write_results(
+            "ppo_breakout_gpu_learner",
+            {"machine": info, "overrides": learner_overrides, "rows": learner_rows},
+            markdown_table(
+                learner_rows,
+                [
+                    ("learner", "GPU learner"),
+                    ("steady_sps", "env steps/s (steady)"),
+                    ("train_sps", "env steps/s (loop)"),
+                    ("speedup_vs_first", "x eager fp32"),
+                    ("learn_s", "learn s"),
+                    ("sample_s", "sample s"),
+                ],
+            ),
+            None,
+            failures,
+            False,
+            args.results_dir,
+        )
         return 0 if not failures else 1
     eager_sps = statistics.median(r["steady_sps"] for r in rows if r["backend"] == "eager")
     for row in rows:
@@ -184,17 +261,33 @@ def main(argv=None) -> int:
             print(f"RLlib (published, its cluster) {backend:8s} {mode:16s}: {pct:+.1f} % vs no compile")
         for row in rows:
             row["speedup_pct"] = (row["speedup_vs_eager"] - 1) * 100
-            print(f"distrl (this machine)          {row['backend']:8s} {row['mode']:16s}: {row['speedup_pct']:+.1f} % vs eager workers")
-    columns = [("backend", "worker backend"), ("mode", "mode"), ("seed", "seed"), ("steady_sps", "env steps/s (steady)"), ("train_sps", "env steps/s (loop)"),
-               ("sps", "env steps/s (from launch)"),
-               ("speedup_vs_eager", "x eager"), ("solved_at_s", "solved at s"), ("env_steps", "env steps"),
-               ("sample_s", "sample s"), ("learn_s", "learn s"), ("policy_share_of_sampling", "policy share")]  # fmt: skip
+            print(
+                f"distrl (this machine)          {row['backend']:8s} {row['mode']:16s}: {row['speedup_pct']:+.1f} % vs "
+                "eager workers"
+            )
+    columns = [
+        ("backend", "worker backend"),
+        ("mode", "mode"),
+        ("seed", "seed"),
+        ("steady_sps", "env steps/s (steady)"),
+        ("train_sps", "env steps/s (loop)"),
+        ("sps", "env steps/s (from launch)"),
+        ("speedup_vs_eager", "x eager"),
+        ("solved_at_s", "solved at s"),
+        ("env_steps", "env steps"),
+        ("sample_s", "sample s"),
+        ("learn_s", "learn s"),
+        ("policy_share_of_sampling", "policy share"),
+    ]
 
     def chart(path: Path) -> None:
         plt = pyplot()
 
         fig, ax = plt.subplots(figsize=(6, 3.5))
-        names = [f"{r['backend']} {r['mode'].replace('max-autotune-no-cudagraphs', 'max-autotune')} s{r['seed']}" for r in rows]
+        names = [
+            f"{r['backend']} {r['mode'].replace('max-autotune-no-cudagraphs', 'max-autotune')} s{r['seed']}"
+            for r in rows
+        ]
         ax.bar(names, [r["steady_sps"] for r in rows])
         ax.set_ylabel("env steps/s (steady iterations)")
         ax.set_title(f"distrl PPO, {args.config}")
@@ -202,13 +295,23 @@ def main(argv=None) -> int:
         fig.savefig(path, dpi=100)
         plt.close(fig)
 
-    name = ("ppo_breakout_gpu" if cuda_available() else "ppo_breakout") if args.breakout else "ppo" if args.all else f"ppo_{args.backend}"
-    payload = {"machine": info, "args": vars(args) | {"results_dir": str(args.results_dir)}, "overrides": overrides, "rows": rows,
-               "gpu_learner_rows": learner_rows}
+    name = (
+        ("ppo_breakout_gpu" if cuda_available() else "ppo_breakout")
+        if args.breakout
+        else "ppo"
+        if args.all
+        else f"ppo_{args.backend}"
+    )
+    payload = {
+        "machine": info,
+        "args": vars(args) | {"results_dir": str(args.results_dir)},
+        "overrides": overrides,
+        "rows": rows,
+        "gpu_learner_rows": learner_rows,
+    }
     if args.breakout:
         payload["rllib_published"] = [{"backend": b, "mode": m, "speedup_pct": pct} for b, m, pct in RLLIB_PUBLISHED]
-    ok = write_results(name, payload, markdown_table(rows, columns), chart,
-                       failures, args.quick, args.results_dir)  # fmt: skip
+    ok = write_results(name, payload, markdown_table(rows, columns), chart, failures, args.quick, args.results_dir)
     return 0 if ok else 1
 
 

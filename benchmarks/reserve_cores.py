@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.async_learning import TASKS, WORKERS, add_task_arguments, parse_task_arguments, train_command  # noqa: E402
-from benchmarks.common import markdown_table, metrics_rows, write_results  # noqa: E402
+from benchmarks.async_learning import TASKS, WORKERS, add_task_arguments, parse_task_arguments, train_command
+from benchmarks.common import markdown_table, metrics_rows, write_results
 
 BUDGETS = {"CartPole-v1": 200_000, "Acrobot-v1": 120_000, "Pendulum-v1": 100_000}
 VARIANTS = {  # name -> overrides
@@ -34,8 +34,14 @@ VARIANTS = {  # name -> overrides
 
 def run(task: str, variant: str, seed: int, budget: int) -> dict:
     config, overrides, _, _ = TASKS[task]
-    items = [*overrides, *WORKERS, *VARIANTS[variant], f"seed={seed}", f"stop.env_steps={budget}",
-             "stop.episode_return_mean=null"]  # fmt: skip
+    items = [
+        *overrides,
+        *WORKERS,
+        *VARIANTS[variant],
+        f"seed={seed}",
+        f"stop.env_steps={budget}",
+        "stop.episode_return_mean=null",
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
         cmd, env = train_command(config, items, run_dir)
@@ -44,10 +50,14 @@ def run(task: str, variant: str, seed: int, budget: int) -> dict:
             raise RuntimeError(f"{task} {variant} seed {seed} failed:\n{result.stderr[-3000:]}")
         rows = metrics_rows(run_dir)
     first, last = rows[0], rows[-1]
-    return {"task": task, "variant": variant, "seed": seed,
-            "sps": (last["env_steps"] - first["env_steps"]) / (last["time_s"] - first["time_s"]),
-            "learn_s": statistics.median(r["learn_s"] for r in rows[1:]),
-            "policy_lag": statistics.mean(r.get("policy_lag_mean", 0.0) for r in rows[1:])}  # fmt: skip
+    return {
+        "task": task,
+        "variant": variant,
+        "seed": seed,
+        "sps": (last["env_steps"] - first["env_steps"]) / (last["time_s"] - first["time_s"]),
+        "learn_s": statistics.median(r["learn_s"] for r in rows[1:]),
+        "policy_lag": statistics.mean(r.get("policy_lag_mean", 0.0) for r in rows[1:]),
+    }
 
 
 def main() -> None:
@@ -61,20 +71,42 @@ def main() -> None:
             for variant in list(VARIANTS) if seed % 2 == 0 else list(VARIANTS)[::-1]:
                 r = run(task, variant, seed, budget)
                 runs.append(r)
-                print(f"{task:12s} {variant:21s} seed {seed}: {r['sps']:,.0f} env steps/s, update {r['learn_s']:.3f} s, "
-                      f"policy lag {r['policy_lag']:.2f}", flush=True)
+                print(
+                    f"{task:12s} {variant:21s} seed {seed}: {r['sps']:,.0f} env steps/s, update {r['learn_s']:.3f} s, "
+                    f"policy lag {r['policy_lag']:.2f}",
+                    flush=True,
+                )
         sync = statistics.median(r["sps"] for r in runs if r["task"] == task and r["variant"] == "sync")
         for variant in VARIANTS:
             mine = [r for r in runs if r["task"] == task and r["variant"] == variant]
             sps = statistics.median(r["sps"] for r in mine)
-            rows.append({"task": task, "variant": variant, "seeds": len(mine), "sps": round(sps),
-                         "vs sync": round(sps / sync, 3), "learn_s": round(statistics.median(r["learn_s"] for r in mine), 3),
-                         "policy lag": round(statistics.median(r["policy_lag"] for r in mine), 2)})  # fmt: skip
-    columns = [("task", "task"), ("variant", "pipeline"), ("seeds", "seeds"),
-               ("sps", "env steps/s past the first update (median)"), ("vs sync", "/ sync"),
-               ("learn_s", "update s (median)"), ("policy lag", "policy lag")]  # fmt: skip
-    write_results("reserve_cores", {"machine": machine, "settings": vars(args), "runs": runs, "rows": rows},
-                  markdown_table(rows, columns), quick=args.quick, results_dir=args.results_dir)
+            rows.append(
+                {
+                    "task": task,
+                    "variant": variant,
+                    "seeds": len(mine),
+                    "sps": round(sps),
+                    "vs sync": round(sps / sync, 3),
+                    "learn_s": round(statistics.median(r["learn_s"] for r in mine), 3),
+                    "policy lag": round(statistics.median(r["policy_lag"] for r in mine), 2),
+                }
+            )
+    columns = [
+        ("task", "task"),
+        ("variant", "pipeline"),
+        ("seeds", "seeds"),
+        ("sps", "env steps/s past the first update (median)"),
+        ("vs sync", "/ sync"),
+        ("learn_s", "update s (median)"),
+        ("policy lag", "policy lag"),
+    ]
+    write_results(
+        "reserve_cores",
+        {"machine": machine, "settings": vars(args), "runs": runs, "rows": rows},
+        markdown_table(rows, columns),
+        quick=args.quick,
+        results_dir=args.results_dir,
+    )
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import machine_info, metrics_rows  # noqa: E402
+from benchmarks.common import machine_info, metrics_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 # Keys that measure time or the machine, not learning.
@@ -33,9 +33,17 @@ TIMING_KEYS = {"time_s", "sps", "sps_avg", "sample_s", "policy_s", "env_s", "lea
 
 CASES = {
     "cartpole_overlap_1worker": ("configs/cartpole.yaml", ["stop.env_steps=163840", "seed=0"]),
-    "cartpole_sync_2workers": ("configs/cartpole.yaml", ["rollout.pipeline=sync", "rollout.num_workers=2",
-                                                         "rollout.num_cpus_per_worker=0.5", "env.num_envs_per_worker=32",
-                                                         "stop.env_steps=163840", "seed=0"]),
+    "cartpole_sync_2workers": (
+        "configs/cartpole.yaml",
+        [
+            "rollout.pipeline=sync",
+            "rollout.num_workers=2",
+            "rollout.num_cpus_per_worker=0.5",
+            "env.num_envs_per_worker=32",
+            "stop.env_steps=163840",
+            "seed=0",
+        ],
+    ),
     "cartpole_lstm": ("configs/cartpole_lstm.yaml", ["stop.env_steps=65536", "seed=0"]),
     "cartpole_async_1worker": ("configs/cartpole.yaml", ["rollout.pipeline=async", "stop.env_steps=163840", "seed=0"]),
     # A league run: matchmaking, snapshots (at iterations 10 and 20) and learned opponents in the workers' games.
@@ -81,8 +89,10 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             difference = first_difference(before["cases"][case][0], after["cases"][case][0])
             rows = len(before["cases"][case][0])
-            print(f"{case}: {'identical' if difference is None else 'DIFFERENT: ' + difference} ({rows} rows; "
-                  f"commits {before['machine']['commit']} / {after['machine']['commit']})")  # fmt: skip
+            print(
+                f"{case}: {'identical' if difference is None else 'DIFFERENT: ' + difference} ({rows} rows; "
+                f"commits {before['machine']['commit']} / {after['machine']['commit']})"
+            )
             same = same and difference is None
         return 0 if same else 1
     if args.out is None:

@@ -26,44 +26,89 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
-from benchmarks.common import (STEPPING, add_results_dir_argument, machine_info, markdown_table, print_machine,  # noqa: E402
-                               stepping_label, stepping_settings, write_results)
-from distrl.compile import available_backends  # noqa: E402
-from distrl.config import load_config  # noqa: E402
-from distrl.envs import make_run_vec_env  # noqa: E402
-from distrl.envs.factory import is_atari  # noqa: E402
-from distrl.rollout import make_worker  # noqa: E402
+from benchmarks.common import (
+    STEPPING,
+    add_results_dir_argument,
+    machine_info,
+    markdown_table,
+    print_machine,
+    stepping_label,
+    stepping_settings,
+    write_results,
+)
+from distrl.compile import available_backends
+from distrl.config import load_config
+from distrl.envs import make_run_vec_env
+from distrl.envs.factory import is_atari
+from distrl.rollout import make_worker
 
 CASES = {
     # name: (config overrides, rollout length)
     "cartpole_mlp_64": (["env.id=CartPole-v1", "env.num_envs_per_worker=64"], 128),
-    "cartpole_lstm_16": (["env.id=distrl.envs.wrappers:cartpole_no_velocity", "env.vectorization=sync",
-                          "env.num_envs_per_worker=16", "model.lstm_size=64", "model.shared_trunk=true",
-                          "model.hidden=[64]", "ppo.seq_len=16"], 128),
+    "cartpole_lstm_16": (
+        [
+            "env.id=distrl.envs.wrappers:cartpole_no_velocity",
+            "env.vectorization=sync",
+            "env.num_envs_per_worker=16",
+            "model.lstm_size=64",
+            "model.shared_trunk=true",
+            "model.hidden=[64]",
+            "ppo.seq_len=16",
+        ],
+        128,
+    ),
     # N agents as slots (``distrl/envs/agents.py``) beside the one-agent env stepped the same way: 48 CartPoles in
     # Python either way, as 48 envs or as 16 copies of a 3-agent team
     "cartpole_sync_48": (["env.id=CartPole-v1", "env.vectorization=sync", "env.num_envs_per_worker=48"], 128),
     "cartpole_team_48": (["env.id=distrl.envs.testing:cartpole_team", "env.num_envs_per_worker=48"], 128),
     # the same team with a policy per agent (agents.policies): three policies, each acting for its 16 slots
-    "cartpole_team_48_per_agent": (["env.id=distrl.envs.testing:cartpole_team", "env.num_envs_per_worker=48",
-                                    "agents.policies=per_agent"], 128),
-    "breakout_cnn_8": (["env.id=ALE/Breakout-v5", "env.num_envs_per_worker=8", "model.type=cnn", "model.hidden=[512]",
-                        "model.shared_trunk=true", "model.activation=relu"], 32),
-    "breakout_cnn_32": (["env.id=ALE/Breakout-v5", "env.num_envs_per_worker=32", "model.type=cnn", "model.hidden=[512]",
-                         "model.shared_trunk=true", "model.activation=relu"], 32),
-}  # fmt: skip
+    "cartpole_team_48_per_agent": (
+        ["env.id=distrl.envs.testing:cartpole_team", "env.num_envs_per_worker=48", "agents.policies=per_agent"],
+        128,
+    ),
+    "breakout_cnn_8": (
+        [
+            "env.id=ALE/Breakout-v5",
+            "env.num_envs_per_worker=8",
+            "model.type=cnn",
+            "model.hidden=[512]",
+            "model.shared_trunk=true",
+            "model.activation=relu",
+        ],
+        32,
+    ),
+    "breakout_cnn_32": (
+        [
+            "env.id=ALE/Breakout-v5",
+            "env.num_envs_per_worker=32",
+            "model.type=cnn",
+            "model.hidden=[512]",
+            "model.shared_trunk=true",
+            "model.activation=relu",
+        ],
+        32,
+    ),
+}
 
 
 def case_config(name: str, backend: str, stepping: str = "1"):
     overrides, length = CASES[name]
     num_envs = int(next(o for o in overrides if o.startswith("env.num_envs_per_worker=")).split("=")[1])
-    return load_config(None, [*overrides, f"rollout.rollout_length={length}", f"ppo.minibatch_size={num_envs * length}",
-                              f"rollout.compile.backend={backend}", f"rollout.compile.strict={backend != 'auto'}",
-                              "rollout.compile.verify_every_sync=false",
-                              *stepping_settings(stepping, num_envs)])  # fmt: skip
+    return load_config(
+        None,
+        [
+            *overrides,
+            f"rollout.rollout_length={length}",
+            f"ppo.minibatch_size={num_envs * length}",
+            f"rollout.compile.backend={backend}",
+            f"rollout.compile.strict={backend != 'auto'}",
+            "rollout.compile.verify_every_sync=false",
+            *stepping_settings(stepping, num_envs),
+        ],
+    )
 
 
 def env_alone(config, min_seconds: float) -> float:
@@ -73,7 +118,11 @@ def env_alone(config, min_seconds: float) -> float:
     envs.reset(seed=0)
     rng = np.random.default_rng(0)
     space = envs.action_space
-    actions = [space.sample() for _ in range(64)] if not hasattr(space, "nvec") else [rng.integers(0, space.nvec) for _ in range(64)]
+    actions = (
+        [space.sample() for _ in range(64)]
+        if not hasattr(space, "nvec")
+        else [rng.integers(0, space.nvec) for _ in range(64)]
+    )
     steps, start = 0, time.perf_counter()
     while time.perf_counter() - start < min_seconds or steps < 4 * envs.num_envs:
         envs.step(actions[steps // envs.num_envs % 64])
@@ -100,7 +149,9 @@ def worker_rate(config, min_seconds: float) -> dict:
         "env_share": totals["env_s"] / totals["sample_s"],
         "policy_share": totals["policy_s"] / totals["sample_s"],
         "bookkeeping_share": other / totals["sample_s"],
-        "policy_us_per_step": totals["policy_s"] / (totals["env_steps"] / config.env.num_envs_per_worker / config.env.action_repeat) * 1e6,
+        "policy_us_per_step": totals["policy_s"]
+        / (totals["env_steps"] / config.env.num_envs_per_worker / config.env.action_repeat)
+        * 1e6,
     }
 
 
@@ -123,7 +174,9 @@ def bare_loop_rate(config, min_seconds: float) -> float | None:
         inputs, seen = runner.memory.inputs(state, runner.observe(raw), starts)
         pd_params, _value, *extra = policy(*inputs)
         state = runner.memory.after(seen, tuple(extra))
-        raw, _reward, _terminated, _truncated, info = envs.step(dist.env_actions(dist.greedy_numpy(pd_params, mask), space))
+        raw, _reward, _terminated, _truncated, info = envs.step(
+            dist.env_actions(dist.greedy_numpy(pd_params, mask), space)
+        )
         mask = info.get("action_mask", mask)
         steps += runner.num_envs
     elapsed = time.perf_counter() - start
@@ -136,11 +189,19 @@ def main(argv=None) -> int:
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     parser.add_argument("--backends", nargs="+", help="default: every available one (auto included)")
     parser.add_argument("--min-seconds", type=float, default=3.0, help="time per measurement")
-    parser.add_argument("--stepping", nargs="+", default=["1", "2"], choices=list(STEPPING),
-                        help="1 and 2 env groups (1: step, act, step; 2: one group steps while the policy acts for the "
-                             "other), ready: half the copies acted on as they become ready (ale-py's envs only)")
-    parser.add_argument("--bare-loop", action="store_true",
-                        help="also each backend's bare loop (policy, greedy action, env step: nothing else), one group")
+    parser.add_argument(
+        "--stepping",
+        nargs="+",
+        default=["1", "2"],
+        choices=list(STEPPING),
+        help="1 and 2 env groups (1: step, act, step; 2: one group steps while the policy acts for the "
+        "other), ready: half the copies acted on as they become ready (ale-py's envs only)",
+    )
+    parser.add_argument(
+        "--bare-loop",
+        action="store_true",
+        help="also each backend's bare loop (policy, greedy action, env step: nothing else), one group",
+    )
     parser.add_argument("--quick", action="store_true", help="seconds: CartPole MLP, eager and onnxrt")
     add_results_dir_argument(parser)
     args = parser.parse_args(argv)
@@ -165,30 +226,76 @@ def main(argv=None) -> int:
             except Exception as exc:  # strict: a backend that fails its check against eager fails the run
                 failures.append(f"{case} {backend} {stepping}: {type(exc).__name__}: {exc}")
                 continue
-            row.update(case=case, backend=backend, env_groups=groups, stepping=stepping, env_alone_sps=ceiling,
-                       share_of_ceiling=row["worker_sps"] / ceiling)  # fmt: skip
+            row.update(
+                case=case,
+                backend=backend,
+                env_groups=groups,
+                stepping=stepping,
+                env_alone_sps=ceiling,
+                share_of_ceiling=row["worker_sps"] / ceiling,
+            )
             rows.append(row)
-            print(f"{case:18s} {backend:8s} -> {row['backend_used']:8s} {stepping}: {row['worker_sps']:12,.0f} env steps/s "
-                  f"({row['share_of_ceiling']:.0%} of env alone); env {row['env_share']:.0%}, policy {row['policy_share']:.0%} "
-                  f"({row['policy_us_per_step']:.0f} us/step), bookkeeping {row['bookkeeping_share']:.0%}", flush=True)  # fmt: skip
+            print(
+                f"{case:18s} {backend:8s} -> {row['backend_used']:8s} {stepping}: {row['worker_sps']:12,.0f} env "
+                "steps/s "
+                f"({row['share_of_ceiling']:.0%} of env alone); env {row['env_share']:.0%}, policy "
+                f"{row['policy_share']:.0%} "
+                f"({row['policy_us_per_step']:.0f} us/step), bookkeeping {row['bookkeeping_share']:.0%}",
+                flush=True,
+            )
         for backend in backends if args.bare_loop else []:
             sps = bare_loop_rate(case_config(case, backend), args.min_seconds)
             if sps is None:
                 print(f"{case:18s} {backend:8s} bare loop: not measured (a policy per runner)", flush=True)
                 continue
-            bare.append({"case": case, "backend": backend, "bare_sps": sps, "env_alone_sps": ceiling,
-                         "share_of_ceiling": sps / ceiling})  # fmt: skip
-            print(f"{case:18s} {backend:8s} bare loop (policy, greedy action, env step): {sps:12,.0f} env steps/s "
-                  f"({sps / ceiling:.0%} of env alone)", flush=True)  # fmt: skip
-    columns = [("case", "case"), ("backend_used", "backend"), ("stepping", "stepping"), ("env_alone_sps", "env alone steps/s"),
-               ("worker_sps", "worker steps/s"), ("share_of_ceiling", "of env alone"), ("env_share", "env"),
-               ("policy_share", "policy"), ("bookkeeping_share", "bookkeeping"), ("policy_us_per_step", "policy us/step")]  # fmt: skip
+            bare.append(
+                {
+                    "case": case,
+                    "backend": backend,
+                    "bare_sps": sps,
+                    "env_alone_sps": ceiling,
+                    "share_of_ceiling": sps / ceiling,
+                }
+            )
+            print(
+                f"{case:18s} {backend:8s} bare loop (policy, greedy action, env step): {sps:12,.0f} env steps/s "
+                f"({sps / ceiling:.0%} of env alone)",
+                flush=True,
+            )
+    columns = [
+        ("case", "case"),
+        ("backend_used", "backend"),
+        ("stepping", "stepping"),
+        ("env_alone_sps", "env alone steps/s"),
+        ("worker_sps", "worker steps/s"),
+        ("share_of_ceiling", "of env alone"),
+        ("env_share", "env"),
+        ("policy_share", "policy"),
+        ("bookkeeping_share", "bookkeeping"),
+        ("policy_us_per_step", "policy us/step"),
+    ]
     table = markdown_table(rows, columns)
     if bare:
-        table += "\n\nBare loops (the worker's policy call, the greedy action and the env's step, nothing else; one group):\n\n"
-        table += markdown_table(bare, [("case", "case"), ("backend", "backend"), ("env_alone_sps", "env alone steps/s"),
-                                       ("bare_sps", "bare loop steps/s"), ("share_of_ceiling", "of env alone")])  # fmt: skip
-    payload = {"machine": info, "args": vars(args) | {"results_dir": str(args.results_dir)}, "rows": rows, "bare_loops": bare}
+        table += (
+            "\n\nBare loops (the worker's policy call, the greedy action and the env's step, nothing else; "
+            "one group):\n\n"
+        )
+        table += markdown_table(
+            bare,
+            [
+                ("case", "case"),
+                ("backend", "backend"),
+                ("env_alone_sps", "env alone steps/s"),
+                ("bare_sps", "bare loop steps/s"),
+                ("share_of_ceiling", "of env alone"),
+            ],
+        )
+    payload = {
+        "machine": info,
+        "args": vars(args) | {"results_dir": str(args.results_dir)},
+        "rows": rows,
+        "bare_loops": bare,
+    }
     ok = write_results("sampling", payload, table, None, failures, args.quick, args.results_dir)
     return 0 if ok else 1
 

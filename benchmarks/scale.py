@@ -30,23 +30,51 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import (add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine,  # noqa: E402
-                               stop_cleanly_on_sigterm, write_results)
+from benchmarks.common import (
+    add_results_dir_argument,
+    machine_info,
+    markdown_table,
+    metrics_rows,
+    print_machine,
+    stop_cleanly_on_sigterm,
+    write_results,
+)
 
 ENVS_PER_WORKER, ROLLOUT_LENGTH, LEARNERS, WARMUP = 16, 64, 2, 2
 
 
 def run(cluster, workers: int, iterations: int, run_dir: Path) -> dict:
     steps = workers * ENVS_PER_WORKER * ROLLOUT_LENGTH
-    overrides = [f"rollout.num_workers={workers}", f"env.num_envs_per_worker={ENVS_PER_WORKER}",
-                 f"rollout.rollout_length={ROLLOUT_LENGTH}", "rollout.pipeline=sync", "rollout.compile.backend=eager",
-                 "rollout.resources={rollout: 1}", "rollout.node_labels={distrl-role: rollout}",
-                 f"learner.num_learners={LEARNERS}", "learner.num_cpus_per_learner=1", "learner.node_labels={distrl-role: learner}",
-                 "cluster.placement_timeout_s=120", f"ppo.minibatch_size={steps // 4}",
-                 "ppo.epochs=1", f"stop.env_steps={steps * iterations}", "stop.episode_return_mean=null",
-                 "checkpoint.every_iterations=0", "logging.tensorboard=false"]  # fmt: skip
-    args = [sys.executable, "-m", "distrl", "train", str(ROOT / "configs" / "cartpole.yaml"), "--run-dir", str(run_dir),
-            "--address", cluster.gcs_address]  # fmt: skip
+    overrides = [
+        f"rollout.num_workers={workers}",
+        f"env.num_envs_per_worker={ENVS_PER_WORKER}",
+        f"rollout.rollout_length={ROLLOUT_LENGTH}",
+        "rollout.pipeline=sync",
+        "rollout.compile.backend=eager",
+        "rollout.resources={rollout: 1}",
+        "rollout.node_labels={distrl-role: rollout}",
+        f"learner.num_learners={LEARNERS}",
+        "learner.num_cpus_per_learner=1",
+        "learner.node_labels={distrl-role: learner}",
+        "cluster.placement_timeout_s=120",
+        f"ppo.minibatch_size={steps // 4}",
+        "ppo.epochs=1",
+        f"stop.env_steps={steps * iterations}",
+        "stop.episode_return_mean=null",
+        "checkpoint.every_iterations=0",
+        "logging.tensorboard=false",
+    ]
+    args = [
+        sys.executable,
+        "-m",
+        "distrl",
+        "train",
+        str(ROOT / "configs" / "cartpole.yaml"),
+        "--run-dir",
+        str(run_dir),
+        "--address",
+        cluster.gcs_address,
+    ]
     for item in overrides:
         args += ["--set", item]
     result = subprocess.run(args, capture_output=True, text=True, env=cluster.env, timeout=900, cwd=ROOT)
@@ -85,17 +113,21 @@ def main(argv=None) -> int:
     temp_base = tempfile.mkdtemp(prefix="rsc_", dir="/tmp")  # short: Ray's socket paths must fit 107 chars
     rows, failures, cluster = [], [], None
     try:
-        cluster = local_dev_cluster.start(rollout_nodes=2, rollout_cpus=4, learner_cpus=LEARNERS,
-                                          temp_dir=os.path.join(temp_base, "ray"))  # fmt: skip
+        cluster = local_dev_cluster.start(
+            rollout_nodes=2, rollout_cpus=4, learner_cpus=LEARNERS, temp_dir=os.path.join(temp_base, "ray")
+        )
         with tempfile.TemporaryDirectory() as tmp:
             for workers in args.workers:
                 started = time.perf_counter()
                 row = run(cluster, workers, args.iterations, Path(tmp) / f"w{workers}")
                 rows.append(row)
-                print(f"{workers} workers: driver CPU {row['driver_cpu_ms_per_iter']:.1f} ms/iter, each learner fetches "
-                      f"{row['learner_fetch_bytes']:,} of {row['batch_bytes']:,} bytes ({row['fetch_share']:.2f}), "
-                      f"{row['worker_sample_sps']:,.0f} env steps/s per worker; run {time.perf_counter() - started:.0f} s",
-                      flush=True)  # fmt: skip
+                print(
+                    f"{workers} workers: driver CPU {row['driver_cpu_ms_per_iter']:.1f} ms/iter, each learner fetches "
+                    f"{row['learner_fetch_bytes']:,} of {row['batch_bytes']:,} bytes ({row['fetch_share']:.2f}), "
+                    f"{row['worker_sample_sps']:,.0f} env steps/s per worker; run {time.perf_counter() - started:.0f} "
+                    "s",
+                    flush=True,
+                )
     finally:
         if cluster is not None:
             cluster.shutdown()
@@ -108,10 +140,16 @@ def main(argv=None) -> int:
     cpu = [r["driver_cpu_ms_per_iter"] for r in rows]
     flatness = max(cpu) / max(min(cpu), 1e-9)
     print(f"driver CPU per iteration max/min over worker counts: {flatness:.2f} (target <= 1.5)")
-    columns = [("workers", "workers"), ("driver_cpu_ms_per_iter", "driver CPU ms/iter"), ("batch_bytes", "batch bytes"),
-               ("learner_fetch_bytes", "bytes per learner"), ("fetch_share", "share"),
-               ("worker_sample_sps", "env steps/s per worker"), ("sampling_efficiency", "vs 1 worker"),
-               ("iteration_s", "iteration s")]  # fmt: skip
+    columns = [
+        ("workers", "workers"),
+        ("driver_cpu_ms_per_iter", "driver CPU ms/iter"),
+        ("batch_bytes", "batch bytes"),
+        ("learner_fetch_bytes", "bytes per learner"),
+        ("fetch_share", "share"),
+        ("worker_sample_sps", "env steps/s per worker"),
+        ("sampling_efficiency", "vs 1 worker"),
+        ("iteration_s", "iteration s"),
+    ]
     payload = {"machine": info, "args": vars(args), "rows": rows, "driver_cpu_max_over_min": flatness}
     ok = write_results("scale", payload, markdown_table(rows, columns), None, failures, args.quick, args.results_dir)
     return 0 if ok else 1

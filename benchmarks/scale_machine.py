@@ -35,7 +35,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine, pyplot, study_name, write_results  # noqa: E402
+from benchmarks.common import (
+    add_results_dir_argument,
+    machine_info,
+    markdown_table,
+    metrics_rows,
+    print_machine,
+    pyplot,
+    study_name,
+    write_results,
+)
 
 WARMUP_ITERATIONS = 2
 
@@ -133,10 +142,27 @@ def run_distrl(config_path: str, overrides: list[str], workers: int, cpus_per_wo
     steps = workers * base.env.num_envs_per_worker * base.rollout.rollout_length * iterations
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
-        args = [sys.executable, "-m", "distrl", "train", config_path, "--run-dir", str(run_dir),
-                "--set", f"rollout.num_workers={workers}", "--set", f"rollout.num_cpus_per_worker={cpus_per_worker:g}",
-                "--set", f"stop.env_steps={steps}", "--set", "stop.episode_return_mean=null",
-                "--set", "checkpoint.every_iterations=0", "--set", "logging.tensorboard=false"]  # fmt: skip
+        args = [
+            sys.executable,
+            "-m",
+            "distrl",
+            "train",
+            config_path,
+            "--run-dir",
+            str(run_dir),
+            "--set",
+            f"rollout.num_workers={workers}",
+            "--set",
+            f"rollout.num_cpus_per_worker={cpus_per_worker:g}",
+            "--set",
+            f"stop.env_steps={steps}",
+            "--set",
+            "stop.episode_return_mean=null",
+            "--set",
+            "checkpoint.every_iterations=0",
+            "--set",
+            "logging.tensorboard=false",
+        ]
         for item in overrides:
             args += ["--set", item]
         env = {**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"}
@@ -161,7 +187,9 @@ def run_distrl(config_path: str, overrides: list[str], workers: int, cpus_per_wo
         "policy_backend": rows[-1]["policy_backend"],
         "startup": summary["startup"],
         "learner_line": next((line.strip() for line in stdout.splitlines() if line.strip().startswith("learner ")), ""),
-        "step_line": next((line.strip() for line in stdout.splitlines() if line.strip().startswith("minibatch step")), ""),
+        "step_line": next(
+            (line.strip() for line in stdout.splitlines() if line.strip().startswith("minibatch step")), ""
+        ),
     }
 
 
@@ -195,26 +223,45 @@ def main() -> None:
         # A worker's own sampling rate: its batch over its sample_s, against one process of the env alone.
         per_worker = base.env.num_envs_per_worker * base.rollout.rollout_length * base.env.action_repeat
         sampling = per_worker / max(run["sample_s"], 1e-9)
-        row = {"workers": count, "cpus_per_worker": round(cpus, 3), "env_alone_sps": alone, **run,
-               "share_of_env_alone": run["sps"] / alone, "learn_over_sample": run["learn_s"] / max(run["sample_s"], 1e-9),
-               "worker_sampling_sps": sampling, "sampling_share": sampling / (alone / count),
-               "ale_async_sps": ale, "ale_async_threads": threads if ale is not None else None}  # fmt: skip
+        row = {
+            "workers": count,
+            "cpus_per_worker": round(cpus, 3),
+            "env_alone_sps": alone,
+            **run,
+            "share_of_env_alone": run["sps"] / alone,
+            "learn_over_sample": run["learn_s"] / max(run["sample_s"], 1e-9),
+            "worker_sampling_sps": sampling,
+            "sampling_share": sampling / (alone / count),
+            "ale_async_sps": ale,
+            "ale_async_threads": threads if ale is not None else None,
+        }
         rows.append(row)
-        print(f"{count:3d} workers x {cpus:.2f} CPU: distrl {run['sps']:10,.0f} env steps/s "
-              f"({row['share_of_env_alone']:.0%} of env alone {alone:,.0f}); learner {run['learn_s']:.3f} s/update, "
-              f"sample {run['sample_s']:.3f} s/iteration ({sampling:,.0f} env steps/s a worker while it samples, "
-              f"{row['sampling_share']:.2f} of one env-alone process); worker threads {run['worker_threads']}",
-              flush=True)  # fmt: skip
+        print(
+            f"{count:3d} workers x {cpus:.2f} CPU: distrl {run['sps']:10,.0f} env steps/s "
+            f"({row['share_of_env_alone']:.0%} of env alone {alone:,.0f}); learner {run['learn_s']:.3f} s/update, "
+            f"sample {run['sample_s']:.3f} s/iteration ({sampling:,.0f} env steps/s a worker while it samples, "
+            f"{row['sampling_share']:.2f} of one env-alone process); worker threads {run['worker_threads']}",
+            flush=True,
+        )
         if ale is not None:
-            print(f"    ale-py's own async mode, {count * base.env.num_envs_per_worker} env copies on {threads} "
-                  f"thread{'s' if threads > 1 else ''}: {ale:,.0f} env steps/s")  # fmt: skip
+            print(
+                f"    ale-py's own async mode, {count * base.env.num_envs_per_worker} env copies on {threads} "
+                f"thread{'s' if threads > 1 else ''}: {ale:,.0f} env steps/s"
+            )
     print(rows[0]["learner_line"])
     print(rows[0]["step_line"])
-    columns = [("workers", "workers"), ("cpus_per_worker", "CPU/worker"), ("sps", "distrl env steps/s"),
-               ("env_alone_sps", "env alone, same processes"), ("share_of_env_alone", "share"),
-               ("learn_s", "learner s/update"), ("sample_s", "sample s/iteration"),
-               ("learn_over_sample", "learn / sample"), ("worker_sampling_sps", "a worker's env steps/s while sampling"),
-               ("sampling_share", "of one env-alone process")]  # fmt: skip
+    columns = [
+        ("workers", "workers"),
+        ("cpus_per_worker", "CPU/worker"),
+        ("sps", "distrl env steps/s"),
+        ("env_alone_sps", "env alone, same processes"),
+        ("share_of_env_alone", "share"),
+        ("learn_s", "learner s/update"),
+        ("sample_s", "sample s/iteration"),
+        ("learn_over_sample", "learn / sample"),
+        ("worker_sampling_sps", "a worker's env steps/s while sampling"),
+        ("sampling_share", "of one env-alone process"),
+    ]
     if any(r["ale_async_sps"] is not None for r in rows):
         columns.insert(4, ("ale_async_sps", "ale-py async, one process"))
 
@@ -228,7 +275,9 @@ def main() -> None:
         ax.plot(counts, [r["sps"] for r in rows], "b-o", label="distrl")
         ax.set_xlabel("rollout workers")
         ax.set_ylabel("env steps/s")
-        ax.set_title(f"{Path(args.config).name} on {machine['cores']} cores" + (f", {machine['gpu']}" if machine["gpu"] else ""))
+        ax.set_title(
+            f"{Path(args.config).name} on {machine['cores']} cores" + (f", {machine['gpu']}" if machine["gpu"] else "")
+        )
         ax.legend()
         ax.grid(alpha=0.3)
         fig.tight_layout()
@@ -236,7 +285,9 @@ def main() -> None:
 
     payload = {"machine": machine, "config": args.config, "overrides": args.overrides, "rows": rows}
     name = study_name("scale_machine_" + Path(args.config).stem, args.overrides)
-    write_results(name, payload, markdown_table(rows, columns), chart=chart, quick=args.quick, results_dir=args.results_dir)
+    write_results(
+        name, payload, markdown_table(rows, columns), chart=chart, quick=args.quick, results_dir=args.results_dir
+    )
 
 
 if __name__ == "__main__":

@@ -22,7 +22,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, spread, write_results  # noqa: E402
+from benchmarks.common import (
+    add_results_dir_argument,
+    machine_info,
+    markdown_table,
+    print_machine,
+    spread,
+    write_results,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = {"mlp": "configs/cartpole.yaml", "cnn": "configs/breakout.yaml"}
@@ -135,16 +142,32 @@ def main(argv=None) -> int:
         cluster.shutdown()
         shutil.rmtree(cluster.temp_dir, ignore_errors=True)
     for row in rows:
-        print(f"{row['model']}: {row['bytes'] / 1e6:.2f} MB; learner sends it in {row['send_ms']:.1f} ms "
-              f"({100 * row['send_share']:.1f} % of its {row['update_ms']:.0f} ms update); the driver takes it in "
-              f"{row['get_local_ms']:.2f} ms from its node, {row['get_far_ms']:.1f} ms ({row['get_far_cpu_ms']:.1f} ms "
-              "CPU) from another")  # fmt: skip
-    columns = [("model", "model"), ("bytes", "bytes"), ("update_ms", "CPU update ms"), ("send_ms", "learner sends, ms"),
-               ("send_share", "share of its update"), ("get_local_ms", "driver takes, same node, ms"),
-               ("get_local_cpu_ms", "its CPU ms"), ("get_far_ms", "driver takes, other node, ms"),
-               ("get_far_cpu_ms", "its CPU ms")]  # fmt: skip
-    ok = write_results("snapshot_cost", {"machine": info, "args": vars(args), "rows": rows}, markdown_table(rows, columns),
-                       None, None, args.quick, args.results_dir)  # fmt: skip
+        print(
+            f"{row['model']}: {row['bytes'] / 1e6:.2f} MB; learner sends it in {row['send_ms']:.1f} ms "
+            f"({100 * row['send_share']:.1f} % of its {row['update_ms']:.0f} ms update); the driver takes it in "
+            f"{row['get_local_ms']:.2f} ms from its node, {row['get_far_ms']:.1f} ms ({row['get_far_cpu_ms']:.1f} ms "
+            "CPU) from another"
+        )
+    columns = [
+        ("model", "model"),
+        ("bytes", "bytes"),
+        ("update_ms", "CPU update ms"),
+        ("send_ms", "learner sends, ms"),
+        ("send_share", "share of its update"),
+        ("get_local_ms", "driver takes, same node, ms"),
+        ("get_local_cpu_ms", "its CPU ms"),
+        ("get_far_ms", "driver takes, other node, ms"),
+        ("get_far_cpu_ms", "its CPU ms"),
+    ]
+    ok = write_results(
+        "snapshot_cost",
+        {"machine": info, "args": vars(args), "rows": rows},
+        markdown_table(rows, columns),
+        None,
+        None,
+        args.quick,
+        args.results_dir,
+    )
     return 0 if ok else 1
 
 

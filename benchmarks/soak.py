@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results  # noqa: E402
+from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results
 
 MODELS = {"mlp": "configs/cartpole.yaml", "lstm": "configs/cartpole_lstm.yaml", "cnn": "configs/breakout.yaml"}
 BACKENDS = ("eager", "onnxrt", "inductor")
@@ -49,8 +49,10 @@ def soak_one(config_path: str, backend: str, syncs: int) -> dict:
     from distrl.data.messages import Weights
     from distrl.rollout.worker import RolloutWorker
 
-    config = load_config(ROOT / config_path, [f"rollout.compile.backend={backend}", "rollout.compile.strict=true",
-                                              "env.num_envs_per_worker=8"])  # fmt: skip
+    config = load_config(
+        ROOT / config_path,
+        [f"rollout.compile.backend={backend}", "rollout.compile.strict=true", "env.num_envs_per_worker=8"],
+    )
     worker = RolloutWorker(config)
     state = {k: v.detach().numpy().copy() for k, v in worker.model.state_dict().items()}
     weight_bytes = sum(v.nbytes for v in state.values())
@@ -60,8 +62,10 @@ def soak_one(config_path: str, backend: str, syncs: int) -> dict:
     points: list[tuple[int, int]] = []
     for version in range(1, syncs + 1):
         # New arrays each time, as a deserialised object from the learner is: a small step, like an update.
-        state = {k: (v + 1e-4 * rng.standard_normal(v.shape).astype(v.dtype) if v.dtype.kind == "f" else v.copy())
-                 for k, v in state.items()}  # fmt: skip
+        state = {
+            k: (v + 1e-4 * rng.standard_normal(v.shape).astype(v.dtype) if v.dtype.kind == "f" else v.copy())
+            for k, v in state.items()
+        }
         worker.set_weights(Weights(version, state))
         if version % every == 0:
             points.append((version, process.memory_info().rss))
@@ -83,8 +87,13 @@ def soak_one(config_path: str, backend: str, syncs: int) -> dict:
 
 def soak_in_subprocess(config_path: str, backend: str, syncs: int, timeout: float = 1800) -> dict:
     """``soak_one`` in a fresh Python process (so no other measurement's memory is in its RSS)."""
-    result = subprocess.run([sys.executable, __file__, "--one", config_path, backend, str(syncs)], capture_output=True,
-                            text=True, cwd=ROOT, timeout=timeout)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, __file__, "--one", config_path, backend, str(syncs)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=timeout,
+    )
     if result.returncode != 0:
         raise RuntimeError(f"soak {config_path} {backend} failed:\n{result.stderr[-3000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -114,11 +123,21 @@ def main() -> None:
             row = {"model": model, **soak_in_subprocess(MODELS[model], backend, syncs)}
             row["copies_per_sync"] = row["bytes_per_sync"] / row["weight_bytes"]
             rows.append(row)
-            print(f"{model:5s} {backend:9s} {syncs:5d} syncs: {row['rss_start_mb']:7.1f} -> {row['rss_end_mb']:7.1f} MB, "
-                  f"{row['bytes_per_sync'] / 1e3:8.2f} KB/sync ({row['copies_per_sync']:.3f} weight copies)", flush=True)
-    columns = [("model", "model"), ("backend", "backend"), ("syncs", "syncs"), ("weight_bytes", "weights (bytes)"),
-               ("rss_start_mb", "RSS start (MB)"), ("rss_end_mb", "RSS end (MB)"), ("bytes_per_sync", "bytes/sync"),
-               ("copies_per_sync", "weight copies/sync")]  # fmt: skip
+            print(
+                f"{model:5s} {backend:9s} {syncs:5d} syncs: {row['rss_start_mb']:7.1f} -> {row['rss_end_mb']:7.1f} MB, "
+                f"{row['bytes_per_sync'] / 1e3:8.2f} KB/sync ({row['copies_per_sync']:.3f} weight copies)",
+                flush=True,
+            )
+    columns = [
+        ("model", "model"),
+        ("backend", "backend"),
+        ("syncs", "syncs"),
+        ("weight_bytes", "weights (bytes)"),
+        ("rss_start_mb", "RSS start (MB)"),
+        ("rss_end_mb", "RSS end (MB)"),
+        ("bytes_per_sync", "bytes/sync"),
+        ("copies_per_sync", "weight copies/sync"),
+    ]
     payload = {"machine": machine, "rows": rows, "warmup_share": WARMUP_SHARE}
     name = "soak" + (f"_{args.label}" if args.label else "")
     write_results(name, payload, markdown_table(rows, columns), quick=args.quick, results_dir=args.results_dir)

@@ -36,7 +36,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results  # noqa: E402
+from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results
 
 AGENTS, STEPS = 3, 25
 # Actions of mpe2's discrete MPE agents: 0 no-op, 1 left, 2 right, 3 down, 4 up.
@@ -52,8 +52,9 @@ def mappo_step_reward(world) -> float:
     """MAPPO's MPE reward for one step of ``world``: the sum over agents of ``-G`` minus one per agent each touches,
     itself included."""
     team = -sum(min(np.linalg.norm(a.state.p_pos - mark.state.p_pos) for a in world.agents) for mark in world.landmarks)
-    touches = sum(np.linalg.norm(a.state.p_pos - b.state.p_pos) < a.size + b.size
-                  for a in world.agents for b in world.agents)  # fmt: skip
+    touches = sum(
+        np.linalg.norm(a.state.p_pos - b.state.p_pos) < a.size + b.size for a in world.agents for b in world.agents
+    )
     return AGENTS * team - touches
 
 
@@ -70,29 +71,38 @@ def toward(agent, target) -> int:
 
 def assignment(world) -> tuple[int, ...]:
     """The landmark of each agent in the assignment with the least total distance."""
+
     def cost(order):
-        return sum(np.linalg.norm(world.agents[i].state.p_pos - world.landmarks[j].state.p_pos)
-                   for i, j in enumerate(order))  # fmt: skip
+        return sum(
+            np.linalg.norm(world.agents[i].state.p_pos - world.landmarks[j].state.p_pos) for i, j in enumerate(order)
+        )
 
     return min(itertools.permutations(range(len(world.landmarks))), key=cost)
 
 
 def nearest(world, i: int):
-    return min((mark.state.p_pos for mark in world.landmarks),
-               key=lambda p: np.linalg.norm(p - world.agents[i].state.p_pos))  # fmt: skip
+    return min(
+        (mark.state.p_pos for mark in world.landmarks), key=lambda p: np.linalg.norm(p - world.agents[i].state.p_pos)
+    )
 
 
 # name -> (what it does, its actions for one step: (world, rng, the episode's assignment) -> one action per agent)
 POLICIES = {
     "random": ("a uniformly random action each step", lambda w, rng, plan: rng.integers(5, size=AGENTS).tolist()),
     "stay": ("no move", lambda w, rng, plan: [NOOP] * AGENTS),
-    "centre": ("every agent to the landmarks' centre",
-               lambda w, rng, plan: [toward(a, np.mean([m.state.p_pos for m in w.landmarks], axis=0)) for a in w.agents]),
-    "nearest": ("every agent to its nearest landmark", lambda w, rng, plan: [toward(a, nearest(w, i))
-                                                                              for i, a in enumerate(w.agents)]),
-    "assignment": ("each agent to its landmark in the least-distance assignment (fixed at the start)",
-                   lambda w, rng, plan: [toward(a, w.landmarks[plan[i]].state.p_pos) for i, a in enumerate(w.agents)]),
-}  # fmt: skip
+    "centre": (
+        "every agent to the landmarks' centre",
+        lambda w, rng, plan: [toward(a, np.mean([m.state.p_pos for m in w.landmarks], axis=0)) for a in w.agents],
+    ),
+    "nearest": (
+        "every agent to its nearest landmark",
+        lambda w, rng, plan: [toward(a, nearest(w, i)) for i, a in enumerate(w.agents)],
+    ),
+    "assignment": (
+        "each agent to its landmark in the least-distance assignment (fixed at the start)",
+        lambda w, rng, plan: [toward(a, w.landmarks[plan[i]].state.p_pos) for i, a in enumerate(w.agents)],
+    ),
+}
 
 
 def play(policy: str, episodes: int, seed: int) -> dict:
@@ -118,9 +128,15 @@ def play(policy: str, episodes: int, seed: int) -> dict:
         theirs.append(mappo)
     env.close()
     ours, theirs = np.array(ours), np.array(theirs)
-    return {"policy": policy, "what": POLICIES[policy][0], "episodes": episodes, "return": float(ours.mean()),
-            "return_std": float(ours.std()), "mappo_return": float(theirs.mean()),
-            "largest_gap": float(np.abs(theirs - mappo_return(ours)).max())}  # fmt: skip
+    return {
+        "policy": policy,
+        "what": POLICIES[policy][0],
+        "episodes": episodes,
+        "return": float(ours.mean()),
+        "return_std": float(ours.std()),
+        "mappo_return": float(theirs.mean()),
+        "largest_gap": float(np.abs(theirs - mappo_return(ours)).max()),
+    }
 
 
 def main(argv=None) -> int:
@@ -128,8 +144,13 @@ def main(argv=None) -> int:
     parser.add_argument("--episodes", type=int, default=200, help="episodes a policy")
     parser.add_argument("--seed", type=int, default=1000, help="the first episode's seed")
     parser.add_argument("--policies", nargs="+", choices=sorted(POLICIES), default=list(POLICIES))
-    parser.add_argument("--scale", type=float, nargs="+", metavar="RETURN",
-                        help="print these per-agent returns in MAPPO's scale and stop")
+    parser.add_argument(
+        "--scale",
+        type=float,
+        nargs="+",
+        metavar="RETURN",
+        help="print these per-agent returns in MAPPO's scale and stop",
+    )
     parser.add_argument("--quick", action="store_true", help="10 episodes a policy")
     add_results_dir_argument(parser)
     args = parser.parse_args(argv)
@@ -144,15 +165,24 @@ def main(argv=None) -> int:
     for policy in args.policies:
         row = play(policy, episodes, args.seed)
         rows.append(row)
-        print(f"{policy:<10} per-agent return {row['return']:7.2f} (std {row['return_std']:.2f})   MAPPO's scale "
-              f"{row['mappo_return']:8.1f}   formula off by at most {row['largest_gap']:.1e}", flush=True)  # fmt: skip
+        print(
+            f"{policy:<10} per-agent return {row['return']:7.2f} (std {row['return_std']:.2f})   MAPPO's scale "
+            f"{row['mappo_return']:8.1f}   formula off by at most {row['largest_gap']:.1e}",
+            flush=True,
+        )
     off = max(row["largest_gap"] for row in rows)
     failures = [] if off < 1e-6 else [f"MAPPO's return read off the world is {off:.3g} from 6 x per-agent - 75"]
-    columns = [("policy", "policy"), ("what", "what it does"), ("return", "per-agent return (distrl's, RLlib's)"),
-               ("mappo_return", "MAPPO's scale"), ("episodes", "episodes")]  # fmt: skip
+    columns = [
+        ("policy", "policy"),
+        ("what", "what it does"),
+        ("return", "per-agent return (distrl's, RLlib's)"),
+        ("mappo_return", "MAPPO's scale"),
+        ("episodes", "episodes"),
+    ]
     payload = {"machine": info, "args": vars(args) | {"results_dir": str(args.results_dir)}, "rows": rows}
-    written = write_results("spread_reference", payload, markdown_table(rows, columns), None, failures, args.quick,
-                            args.results_dir)  # fmt: skip
+    written = write_results(
+        "spread_reference", payload, markdown_table(rows, columns), None, failures, args.quick, args.results_dir
+    )
     return 0 if written else 1
 
 

@@ -28,9 +28,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, study_name, write_results  # noqa: E402
-from benchmarks.peers import RAY_FLOOR_CHILD, child  # noqa: E402
-from distrl.driver.report import STARTUP_MILESTONES  # noqa: E402
+from benchmarks.common import (
+    add_results_dir_argument,
+    machine_info,
+    markdown_table,
+    print_machine,
+    study_name,
+    write_results,
+)
+from benchmarks.peers import RAY_FLOOR_CHILD, child
+from distrl.driver.report import STARTUP_MILESTONES
 
 
 def distrl_startup(config: str, overrides: list[str]) -> dict:
@@ -41,14 +48,39 @@ def distrl_startup(config: str, overrides: list[str]) -> dict:
     steps = 2 * base.update_size * base.env.action_repeat
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
-        cmd = [sys.executable, "-m", "distrl", "train", config, "--run-dir", str(run_dir), "--address", "local",
-               "--set", f"stop.env_steps={steps}", "--set", "stop.episode_return_mean=null", "--set", "stop.time_s=null",
-               "--set", "checkpoint.every_iterations=0", "--set", "logging.tensorboard=false"]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "distrl",
+            "train",
+            config,
+            "--run-dir",
+            str(run_dir),
+            "--address",
+            "local",
+            "--set",
+            f"stop.env_steps={steps}",
+            "--set",
+            "stop.episode_return_mean=null",
+            "--set",
+            "stop.time_s=null",
+            "--set",
+            "checkpoint.every_iterations=0",
+            "--set",
+            "logging.tensorboard=false",
+        ]
         for item in overrides:
             cmd += ["--set", item]
         start = time.perf_counter()
-        result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, check=False,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
+        result = subprocess.run(
+            cmd,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
         wall = time.perf_counter() - start
         if result.returncode != 0:
             raise RuntimeError(f"distrl train failed:\n{result.stderr[-3000:]}")
@@ -73,33 +105,63 @@ def main() -> int:
         floors.append(child(RAY_FLOOR_CHILD))
         runs.append(distrl_startup(args.config, args.overrides))
         line = ", ".join(f"{STARTUP_MILESTONES[k]} {runs[-1][k]:.2f}" for k in STARTUP_MILESTONES if k in runs[-1])
-        print(f"run {i}: Ray's floor {floors[-1]['floor_s']:.2f} s; distrl (s from launch): {line}; export took "
-              f"{runs[-1].get('export_s', 0):.2f} s while Ray started", flush=True)  # fmt: skip
+        print(
+            f"run {i}: Ray's floor {floors[-1]['floor_s']:.2f} s; distrl (s from launch): {line}; export took "
+            f"{runs[-1].get('export_s', 0):.2f} s while Ray started",
+            flush=True,
+        )
     floor = statistics.median(f["floor_s"] for f in floors)
     keys = [k for k in [*STARTUP_MILESTONES, "export_s", "process_s"] if all(k in r for r in runs)]
     medians = {k: statistics.median(r[k] for r in runs) for k in keys}
     over = medians.get("first_update", float("nan")) - floor
-    print(f"medians: Ray's floor {floor:.2f} s (import {statistics.median(f['import_s'] for f in floors):.2f}, "
-          f"ray.init {statistics.median(f['init_s'] for f in floors):.2f}); first update {medians.get('first_update', 0):.2f} "
-          f"s from launch: {over:+.2f} s past the floor (target <= +2 s on 2 idle cores)")  # fmt: skip
-    rows = [{"phase": STARTUP_MILESTONES.get(k, {"export_s": "export/compile took (overlapped)",
-                                                 "process_s": "process, launch to exit"}.get(k, k)),
-             "s": medians[k], "min": min(r[k] for r in runs), "max": max(r[k] for r in runs)} for k in keys]  # fmt: skip
-    rows.append({"phase": "Ray's floor (import ray, ray.init, one task)", "s": floor,
-                 "min": min(f["floor_s"] for f in floors), "max": max(f["floor_s"] for f in floors)})  # fmt: skip
+    print(
+        f"medians: Ray's floor {floor:.2f} s (import {statistics.median(f['import_s'] for f in floors):.2f}, "
+        f"ray.init {statistics.median(f['init_s'] for f in floors):.2f}); first update "
+        f"{medians.get('first_update', 0):.2f} "
+        f"s from launch: {over:+.2f} s past the floor (target <= +2 s on 2 idle cores)"
+    )
+    rows = [
+        {
+            "phase": STARTUP_MILESTONES.get(
+                k, {"export_s": "export/compile took (overlapped)", "process_s": "process, launch to exit"}.get(k, k)
+            ),
+            "s": medians[k],
+            "min": min(r[k] for r in runs),
+            "max": max(r[k] for r in runs),
+        }
+        for k in keys
+    ]
+    rows.append(
+        {
+            "phase": "Ray's floor (import ray, ray.init, one task)",
+            "s": floor,
+            "min": min(f["floor_s"] for f in floors),
+            "max": max(f["floor_s"] for f in floors),
+        }
+    )
     rows.append({"phase": "first update past Ray's floor", "s": over, "min": None, "max": None})
     # Within each run, past the Ray it started: free of the floor's own spread between runs (Ray's start varies by a
     # second from run to run on a small machine).
     own = [r["first_update"] - r["ray_start"] for r in runs if "first_update" in r and "ray_start" in r]
     over_own = statistics.median(own) if own else None
     if own:
-        rows.append({"phase": "first update past the run's own Ray start", "s": over_own, "min": min(own),
-                     "max": max(own)})  # fmt: skip
+        rows.append(
+            {"phase": "first update past the run's own Ray start", "s": over_own, "min": min(own), "max": max(own)}
+        )
         print(f"first update past the run's own Ray start: median {over_own:.2f} s ({min(own):.2f}-{max(own):.2f})")
     columns = [("phase", "milestone (s from launch)"), ("s", "median"), ("min", "min"), ("max", "max")]
-    payload = {"machine": machine, "config": args.config, "overrides": args.overrides, "floors": floors, "runs": runs,
-               "medians": medians, "ray_floor_s": floor, "first_update_over_floor_s": over,
-               "first_update_over_own_ray_s": over_own, "rows": rows}  # fmt: skip
+    payload = {
+        "machine": machine,
+        "config": args.config,
+        "overrides": args.overrides,
+        "floors": floors,
+        "runs": runs,
+        "medians": medians,
+        "ray_floor_s": floor,
+        "first_update_over_floor_s": over,
+        "first_update_over_own_ray_s": over_own,
+        "rows": rows,
+    }
     name = study_name("startup_" + Path(args.config).stem, args.overrides)
     ok = write_results(name, payload, markdown_table(rows, columns), None, None, args.quick, args.results_dir)
     return 0 if ok else 1

@@ -32,7 +32,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, metrics_rows, print_machine, pyplot, write_results  # noqa: E402
+from benchmarks.common import (
+    add_results_dir_argument,
+    machine_info,
+    markdown_table,
+    metrics_rows,
+    print_machine,
+    pyplot,
+    write_results,
+)
 
 STARTUP_S = 25.0  # launch to first update on a 2-core machine is 15-20 s: stop.time_s counts from launch
 WARMUP_ROWS = 2
@@ -60,14 +68,27 @@ def stop_settings(pipeline: str, workers: int, args) -> list[str]:
 
 
 def run(pipeline: str, workers: int, slow: int | None, args) -> dict:
-    kwargs = f"{{step_s: {args.step_s}, slow_factor: {args.slow_factor}" + (f", slow_worker: {slow}}}" if slow is not None else "}")
+    kwargs = f"{{step_s: {args.step_s}, slow_factor: {args.slow_factor}" + (
+        f", slow_worker: {slow}}}" if slow is not None else "}"
+    )
     overrides = [
-        "env.id=distrl.envs.testing:sleepy_cartpole", f"env.kwargs={kwargs}", "env.vectorization=sync",
-        f"env.num_envs_per_worker={ENVS_PER_WORKER}", f"rollout.rollout_length={ROLLOUT_LENGTH}",
-        f"rollout.num_workers={workers}", "rollout.num_cpus_per_worker=0.25", f"rollout.pipeline={pipeline}",
-        "ppo.minibatch_size=512", "ppo.epochs=2", "rollout.compile.backend=eager", *stop_settings(pipeline, workers, args),
-        "stop.episode_return_mean=null", "checkpoint.every_iterations=0", "logging.tensorboard=false", "logging.progress=lines",
-    ]  # fmt: skip
+        "env.id=distrl.envs.testing:sleepy_cartpole",
+        f"env.kwargs={kwargs}",
+        "env.vectorization=sync",
+        f"env.num_envs_per_worker={ENVS_PER_WORKER}",
+        f"rollout.rollout_length={ROLLOUT_LENGTH}",
+        f"rollout.num_workers={workers}",
+        "rollout.num_cpus_per_worker=0.25",
+        f"rollout.pipeline={pipeline}",
+        "ppo.minibatch_size=512",
+        "ppo.epochs=2",
+        "rollout.compile.backend=eager",
+        *stop_settings(pipeline, workers, args),
+        "stop.episode_return_mean=null",
+        "checkpoint.every_iterations=0",
+        "logging.tensorboard=false",
+        "logging.progress=lines",
+    ]
     if pipeline == "async":
         overrides.append(f"rollout.samples_per_update={ASYNC_SAMPLES_PER_UPDATE}")
     overrides += args.set
@@ -89,10 +110,14 @@ def run(pipeline: str, workers: int, slow: int | None, args) -> dict:
     # Async leaves out the steps of a batch that acted with weights older than rollout.max_policy_lag allows (the start
     # of the slow worker's long rollouts): counted as sampled, not as trained. The target reads the trained steps.
     left_out = last["stale_steps"] - first["stale_steps"]
-    return {"sps": (last["env_steps"] - first["env_steps"] - left_out) / seconds,
-            "sampled_sps": (last["env_steps"] - first["env_steps"]) / seconds, "updates": len(rows),
-            "policy_lag_mean": sum(r["policy_lag_mean"] for r in steady) / len(steady),
-            "stale_batches": last["stale_batches"], "stale_steps": last["stale_steps"]}  # fmt: skip
+    return {
+        "sps": (last["env_steps"] - first["env_steps"] - left_out) / seconds,
+        "sampled_sps": (last["env_steps"] - first["env_steps"]) / seconds,
+        "updates": len(rows),
+        "policy_lag_mean": sum(r["policy_lag_mean"] for r in steady) / len(steady),
+        "stale_batches": last["stale_batches"],
+        "stale_steps": last["stale_steps"],
+    }
 
 
 def median_run(results: list[dict]) -> dict:
@@ -107,11 +132,17 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0, help="each run's stop.time_s")
     parser.add_argument("--step-s", type=float, default=0.0005, help="a fast env copy's sleep per step")
     parser.add_argument("--slow-factor", type=float, default=10.0)
-    parser.add_argument("--repeats", type=int, default=1,
-                        help="runs of each case, in turns (case by case, then again): the table has their medians")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="runs of each case, in turns (case by case, then again): the table has their medians",
+    )
     parser.add_argument("--updates", type=int, help="stop each run after this many updates instead of --seconds")
     parser.add_argument("--quick", action="store_true", help="async only, 16 updates a run")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a config override for every run")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="a config override for every run"
+    )
     add_results_dir_argument(parser)
     args = parser.parse_args()
     if args.quick:
@@ -128,21 +159,36 @@ def main() -> None:
                 result = run(pipeline, workers, slow, args)
                 tries[case].append(result)
                 runs.append({"pipeline": pipeline, "case": case, **result})
-                print(f"{pipeline:8s} {case:12s} {result['sps']:8,.0f} env steps/s trained, {result['sampled_sps']:,.0f} "
-                      f"sampled  (policy lag {result['policy_lag_mean']:.1f}, stale batches {result['stale_batches']}, "
-                      f"steps {result['stale_steps']})", flush=True)
+                print(
+                    f"{pipeline:8s} {case:12s} {result['sps']:8,.0f} env steps/s trained, {result['sampled_sps']:,.0f} "
+                    f"sampled  (policy lag {result['policy_lag_mean']:.1f}, stale batches {result['stale_batches']}, "
+                    f"steps {result['stale_steps']})",
+                    flush=True,
+                )
         figures = {case: median_run(results) for case, results in tries.items()}
-        rows.append({"pipeline": pipeline, **{f"sps {case}": f["sps"] for case, f in figures.items()},
-                     "one slow / 3 fast": figures["4, one slow"]["sps"] / figures["3 fast"]["sps"],
-                     "one slow / 4 fast": figures["4, one slow"]["sps"] / figures["4 fast"]["sps"],
-                     "sampled sps 4, one slow": figures["4, one slow"]["sampled_sps"],
-                     "policy_lag_mean (one slow)": figures["4, one slow"]["policy_lag_mean"],
-                     "stale (one slow)": f'{figures["4, one slow"]["stale_batches"]} / {figures["4, one slow"]["stale_steps"]:,}'})  # fmt: skip
-    columns = [("pipeline", "pipeline"), ("sps 4 fast", "4 fast"), ("sps 4, one slow", "4, one 10x slower"),
-               ("sps 3 fast", "3 fast alone"), ("one slow / 3 fast", "one slow / 3 fast (target >= 1 with async)"),
-               ("one slow / 4 fast", "one slow / 4 fast"), ("sampled sps 4, one slow", "sampled (one slow)"),
-               ("policy_lag_mean (one slow)", "policy lag (one slow)"),
-               ("stale (one slow)", "stale batches / steps left out (one slow)")]  # fmt: skip
+        rows.append(
+            {
+                "pipeline": pipeline,
+                **{f"sps {case}": f["sps"] for case, f in figures.items()},
+                "one slow / 3 fast": figures["4, one slow"]["sps"] / figures["3 fast"]["sps"],
+                "one slow / 4 fast": figures["4, one slow"]["sps"] / figures["4 fast"]["sps"],
+                "sampled sps 4, one slow": figures["4, one slow"]["sampled_sps"],
+                "policy_lag_mean (one slow)": figures["4, one slow"]["policy_lag_mean"],
+                "stale (one slow)": f"{figures['4, one slow']['stale_batches']} / "
+                f"{figures['4, one slow']['stale_steps']:,}",
+            }
+        )
+    columns = [
+        ("pipeline", "pipeline"),
+        ("sps 4 fast", "4 fast"),
+        ("sps 4, one slow", "4, one 10x slower"),
+        ("sps 3 fast", "3 fast alone"),
+        ("one slow / 3 fast", "one slow / 3 fast (target >= 1 with async)"),
+        ("one slow / 4 fast", "one slow / 4 fast"),
+        ("sampled sps 4, one slow", "sampled (one slow)"),
+        ("policy_lag_mean (one slow)", "policy lag (one slow)"),
+        ("stale (one slow)", "stale batches / steps left out (one slow)"),
+    ]
 
     def chart(path: Path) -> None:
         plt = pyplot()
@@ -160,8 +206,9 @@ def main() -> None:
         fig.savefig(path, dpi=120)
 
     payload = {"machine": machine, "settings": vars(args), "rows": rows, "runs": runs}
-    write_results("straggler", payload, markdown_table(rows, columns), chart=chart, quick=args.quick,
-                  results_dir=args.results_dir)
+    write_results(
+        "straggler", payload, markdown_table(rows, columns), chart=chart, quick=args.quick, results_dir=args.results_dir
+    )
 
 
 if __name__ == "__main__":

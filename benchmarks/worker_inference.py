@@ -27,16 +27,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("RAY_AUTH_MODE", "token")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, spread, time_calls, write_results  # noqa: E402
-from benchmarks.sampling import case_config  # noqa: E402
-from distrl.compile import available_backends  # noqa: E402
-from distrl.compile.build import build_inference_policy  # noqa: E402
-from distrl.data.memory import memory_for  # noqa: E402
-from distrl.envs import make_vec_env  # noqa: E402
-from distrl.models import build_model  # noqa: E402
+from benchmarks.common import (
+    add_results_dir_argument,
+    machine_info,
+    markdown_table,
+    print_machine,
+    spread,
+    time_calls,
+    write_results,
+)
+from benchmarks.sampling import case_config
+from distrl.compile import available_backends
+from distrl.compile.build import build_inference_policy
+from distrl.data.memory import memory_for
+from distrl.envs import make_vec_env
+from distrl.models import build_model
 
 CASES = {  # name: (sampling.py's case, env copies in the group)
     "cartpole_mlp_64": ("cartpole_mlp_64", 64),
@@ -70,15 +78,23 @@ def measure(name: str, backends: list[str], seconds: float, repeats: int) -> dic
     model = build_model(model_obs_space, envs.single_action_space, config.model).eval()
     envs.close()
     inputs = memory_for(model).example(obs if obs.dtype == np.uint8 else obs.astype(np.float32), None)
-    row = {"case": name, "copies": copies, "obs_kb": sum(x.nbytes for x in inputs) / 1e3,
-           "env_step_us": spread(env_s)["median"] * 1e6}  # fmt: skip
+    row = {
+        "case": name,
+        "copies": copies,
+        "obs_kb": sum(x.nbytes for x in inputs) / 1e3,
+        "env_step_us": spread(env_s)["median"] * 1e6,
+    }
     for backend in backends:
         policy, report = build_inference_policy(model, backend, inputs, strict=True)
-        row[f"{backend}_us"] = spread(time_calls(lambda: policy(*inputs), seconds, repeats))["median"] * 1e6
+        row[f"{backend}_us"] = (
+            spread(time_calls(lambda policy=policy: policy(*inputs), seconds, repeats))["median"] * 1e6
+        )
     outputs = [np.asarray(o).copy() for o in build_inference_policy(model, "eager", inputs)[0](*inputs)]
     echo = ray.remote(num_cpus=0)(Echo).remote(outputs)
     ray.get(echo.act.remote(*inputs))
-    row["round_trip_us"] = spread(time_calls(lambda: ray.get(echo.act.remote(*inputs)), seconds, repeats))["median"] * 1e6
+    row["round_trip_us"] = (
+        spread(time_calls(lambda: ray.get(echo.act.remote(*inputs)), seconds, repeats))["median"] * 1e6
+    )
     row["round_trip_of_env_step"] = row["round_trip_us"] / row["env_step_us"]
     ray.kill(echo)
     return row
@@ -108,17 +124,31 @@ def main(argv=None) -> int:
             row = measure(name, backends, args.seconds, args.repeats)
             rows.append(row)
             calls = ", ".join(f"{b} {row[f'{b}_us']:,.0f}" for b in backends)
-            print(f"{name:16s} ({row['obs_kb']:,.0f} kB in): env step {row['env_step_us']:,.0f} us; in the worker: {calls} us; "
-                  f"Ray round trip {row['round_trip_us']:,.0f} us ({row['round_trip_of_env_step']:.2f}x the env step)",
-                  flush=True)  # fmt: skip
+            print(
+                f"{name:16s} ({row['obs_kb']:,.0f} kB in): env step {row['env_step_us']:,.0f} us; in the worker: "
+                f"{calls} us; "
+                f"Ray round trip {row['round_trip_us']:,.0f} us ({row['round_trip_of_env_step']:.2f}x the env step)",
+                flush=True,
+            )
     finally:
         ray.shutdown()
-    columns = [("case", "case"), ("obs_kb", "inputs kB"), ("env_step_us", "env step us"),
-               *[(f"{b}_us", f"{b} in the worker us") for b in backends], ("round_trip_us", "Ray round trip us"),
-               ("round_trip_of_env_step", "round trip / env step")]  # fmt: skip
-    ok = write_results("worker_inference", {"machine": info, "args": vars(args) | {"results_dir": str(args.results_dir)},
-                                            "rows": rows}, markdown_table(rows, columns), None, None, args.quick,
-                       args.results_dir)  # fmt: skip
+    columns = [
+        ("case", "case"),
+        ("obs_kb", "inputs kB"),
+        ("env_step_us", "env step us"),
+        *[(f"{b}_us", f"{b} in the worker us") for b in backends],
+        ("round_trip_us", "Ray round trip us"),
+        ("round_trip_of_env_step", "round trip / env step"),
+    ]
+    ok = write_results(
+        "worker_inference",
+        {"machine": info, "args": vars(args) | {"results_dir": str(args.results_dir)}, "rows": rows},
+        markdown_table(rows, columns),
+        None,
+        None,
+        args.quick,
+        args.results_dir,
+    )
     return 0 if ok else 1
 
 

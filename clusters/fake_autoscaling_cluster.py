@@ -24,11 +24,25 @@ from pathlib import Path
 import yaml
 
 try:  # imported as clusters.fake_autoscaling_cluster (tests) or run as a script
-    from clusters.local_dev_cluster import (DevCluster, cluster_env, free_port, ray_command, start_retrying,
-                                            stopped_on_failure, wait_for_agent)
+    from clusters.local_dev_cluster import (
+        DevCluster,
+        cluster_env,
+        free_port,
+        ray_command,
+        start_retrying,
+        stopped_on_failure,
+        wait_for_agent,
+    )
 except ImportError:
-    from local_dev_cluster import (DevCluster, cluster_env, free_port, ray_command, start_retrying,
-                                   stopped_on_failure, wait_for_agent)
+    from local_dev_cluster import (
+        DevCluster,
+        cluster_env,
+        free_port,
+        ray_command,
+        start_retrying,
+        stopped_on_failure,
+        wait_for_agent,
+    )
 
 # What Ray's fake provider expects of the head (ray.autoscaler._private.fake_multi_node.node_provider).
 FAKE_HEAD_NODE_ID = "fffffffffffffffffffffffffffffffffffffffffffffffffff00000"
@@ -61,13 +75,15 @@ def start(cluster_file: Path, cpu_scale: float = 1 / 8, max_workers: int | None 
     """Start the head with the autoscaler; nodes appear only when something asks for their resources."""
     temp_dir = tempfile.mkdtemp(prefix="rfake_", dir="/tmp")  # short: Ray's socket paths must fit 107 chars
     env, token = cluster_env(temp_dir)
-    env.update({  # Ray's fake multi-node provider, autoscaler v2 (as AutoscalingCluster sets them).
-        "RAY_FAKE_CLUSTER": "1",
-        "RAY_enable_autoscaler_v2": "1",
-        "RAY_CLOUD_INSTANCE_ID": FAKE_HEAD_NODE_ID,
-        "RAY_OVERRIDE_NODE_ID_FOR_TESTING": FAKE_HEAD_NODE_ID,
-        "AUTOSCALER_UPDATE_INTERVAL_S": "1",
-    })
+    env.update(
+        {  # Ray's fake multi-node provider, autoscaler v2 (as AutoscalingCluster sets them).
+            "RAY_FAKE_CLUSTER": "1",
+            "RAY_enable_autoscaler_v2": "1",
+            "RAY_CLOUD_INSTANCE_ID": FAKE_HEAD_NODE_ID,
+            "RAY_OVERRIDE_NODE_ID_FOR_TESTING": FAKE_HEAD_NODE_ID,
+            "AUTOSCALER_UPDATE_INTERVAL_S": "1",
+        }
+    )
     types = fake_node_types(cluster_file, cpu_scale, max_workers)
     types[FAKE_HEAD_NODE_TYPE] = {"resources": {"CPU": head_cpus}, "node_config": {}, "max_workers": 0}
     cluster = start_retrying("fake autoscaling cluster", lambda: _start_once(env, token, temp_dir, types, head_cpus))
@@ -98,19 +114,40 @@ def _start_once(env: dict, token: str, temp_dir: str, types: dict, head_cpus: in
         "upscaling_speed": 1.0,
         "idle_timeout_minutes": 1.0,
         "docker": {},
-        **{key: [] for key in ("initialization_commands", "setup_commands", "head_setup_commands", "worker_setup_commands",
-                               "head_start_ray_commands", "worker_start_ray_commands", "cluster_synced_files",
-                               "rsync_exclude", "rsync_filter")},  # fmt: skip
+        **{
+            key: []
+            for key in (
+                "initialization_commands",
+                "setup_commands",
+                "head_setup_commands",
+                "worker_setup_commands",
+                "head_start_ray_commands",
+                "worker_start_ray_commands",
+                "cluster_synced_files",
+                "rsync_exclude",
+                "rsync_filter",
+            )
+        },
         "file_mounts": {},
         "file_mounts_sync_continuously": False,
     }
     config_path = Path(temp_dir) / "autoscaling.json"
     config_path.write_text(json.dumps(autoscaling))
     cluster = DevCluster(temp_dir, gcs_port, dashboard_port, token, env)
-    head = [ray_command(), "start", "--head", f"--port={gcs_port}", f"--temp-dir={temp_dir}",
-            f"--autoscaling-config={config_path}", f"--num-cpus={head_cpus}", "--node-ip-address=127.0.0.1",
-            "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard_port}",
-            f"--dashboard-agent-listen-port={agent_port}", "--disable-usage-stats"]  # fmt: skip
+    head = [
+        ray_command(),
+        "start",
+        "--head",
+        f"--port={gcs_port}",
+        f"--temp-dir={temp_dir}",
+        f"--autoscaling-config={config_path}",
+        f"--num-cpus={head_cpus}",
+        "--node-ip-address=127.0.0.1",
+        "--dashboard-host=127.0.0.1",
+        f"--dashboard-port={dashboard_port}",
+        f"--dashboard-agent-listen-port={agent_port}",
+        "--disable-usage-stats",
+    ]
     with stopped_on_failure(cluster, "fake autoscaling cluster"):
         subprocess.run(head, env=env, check=True, capture_output=True, text=True)
         wait_for_agent(cluster, agent_port)
@@ -119,9 +156,24 @@ def _start_once(env: dict, token: str, temp_dir: str, types: dict, head_cpus: in
 
 def list_nodes(cluster: DevCluster) -> list[dict]:
     """Alive nodes as Ray's state API reports them (node id, resources, labels)."""
-    result = subprocess.run([ray_command(), "list", "nodes", "--address", cluster.dashboard_url, "--format", "json",
-                             "--filter", "state=ALIVE", "--detail"],
-                            capture_output=True, text=True, env=cluster.env, timeout=60)  # fmt: skip
+    result = subprocess.run(
+        [
+            ray_command(),
+            "list",
+            "nodes",
+            "--address",
+            cluster.dashboard_url,
+            "--format",
+            "json",
+            "--filter",
+            "state=ALIVE",
+            "--detail",
+        ],
+        capture_output=True,
+        text=True,
+        env=cluster.env,
+        timeout=60,
+    )
     if result.returncode != 0:
         return []
     return json.loads(result.stdout)

@@ -121,23 +121,39 @@ def _alive(proc: psutil.Process) -> bool:
         return False
 
 
-def start(rollout_nodes: int = 1, rollout_cpus: int = 2, learner_cpus: int = 1, learner_gpus: int = 0,
-          temp_dir: str | None = None, learner_cores: str | None = None, rollout_cores: str | None = None) -> DevCluster:
+def start(
+    rollout_nodes: int = 1,
+    rollout_cpus: int = 2,
+    learner_cpus: int = 1,
+    learner_gpus: int = 0,
+    temp_dir: str | None = None,
+    learner_cores: str | None = None,
+    rollout_cores: str | None = None,
+) -> DevCluster:
     """Start the cluster; ``temp_dir`` (default: a new one under /tmp) is where `ray start` writes its address file.
     ``learner_cores`` / ``rollout_cores`` (``taskset`` lists, e.g. "0" and "1"): the cores the head's / the rollout
     nodes' processes run on (default: all), so that nodes on one machine do not share cores, as separate machines
     do not."""
     temp_dir = temp_dir or tempfile.mkdtemp(prefix="rdev_", dir="/tmp")  # short: Ray's socket paths must fit 107 chars
     env, token = cluster_env(temp_dir)
-    return start_retrying("dev cluster", lambda: _start_once(env, token, temp_dir, rollout_nodes, rollout_cpus,
-                                                             learner_cpus, learner_gpus, learner_cores, rollout_cores))
+    return start_retrying(
+        "dev cluster",
+        lambda: _start_once(
+            env, token, temp_dir, rollout_nodes, rollout_cpus, learner_cpus, learner_gpus, learner_cores, rollout_cores
+        ),
+    )
 
 
 def cluster_env(temp_dir: str) -> tuple[dict, str]:
     """The environment a cluster's processes start with, and its token (``RAY_AUTH_TOKEN``'s, or a new one)."""
     token = os.environ.get("RAY_AUTH_TOKEN") or secrets.token_hex(32)
-    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token, "RAY_USAGE_STATS_ENABLED": "0",
-           "TMPDIR": temp_dir}  # its processes' own temp files (the dashboard's forkserver socket) go with it
+    env = {
+        **os.environ,
+        "RAY_AUTH_MODE": "token",
+        "RAY_AUTH_TOKEN": token,
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "TMPDIR": temp_dir,
+    }  # its processes' own temp files (the dashboard's forkserver socket) go with it
     # A node lost on loopback is refused at once, so the GCS may call it dead after 3 missed checks a second apart
     # (~3 s; Ray's defaults, 5 at 3 s, take ~15 s). A node that is merely slow still has each check's 10 s timeout.
     env.setdefault("RAY_health_check_period_ms", "1000")
@@ -179,16 +195,36 @@ def wait_for_agent(cluster: DevCluster, agent_port: int) -> None:
         raise AgentNeverListened(f"{exc}; the head's dashboard_agent.log ends: {log}") from None
 
 
-def _start_once(env: dict, token: str, temp_dir: str, rollout_nodes: int, rollout_cpus: int, learner_cpus: int,
-                learner_gpus: int, learner_cores: str | None, rollout_cores: str | None) -> DevCluster:
+def _start_once(
+    env: dict,
+    token: str,
+    temp_dir: str,
+    rollout_nodes: int,
+    rollout_cpus: int,
+    learner_cpus: int,
+    learner_gpus: int,
+    learner_cores: str | None,
+    rollout_cores: str | None,
+) -> DevCluster:
     gcs_port, dashboard_port, agent_port = free_port(), free_port(), free_port()
     cluster = DevCluster(temp_dir, gcs_port, dashboard_port, token, env)
     common = ["--node-ip-address=127.0.0.1", "--disable-usage-stats"]
     ray = ray_command()
-    head = [ray, "start", "--head", f"--port={gcs_port}", f"--temp-dir={temp_dir}", "--dashboard-host=127.0.0.1",
-            f"--dashboard-port={dashboard_port}", f"--dashboard-agent-listen-port={agent_port}",
-            f"--num-cpus={learner_cpus}", f"--num-gpus={learner_gpus}",
-            "--resources=" + json.dumps({"learner": 1}), "--labels=distrl-role=learner", *common]  # fmt: skip
+    head = [
+        ray,
+        "start",
+        "--head",
+        f"--port={gcs_port}",
+        f"--temp-dir={temp_dir}",
+        "--dashboard-host=127.0.0.1",
+        f"--dashboard-port={dashboard_port}",
+        f"--dashboard-agent-listen-port={agent_port}",
+        f"--num-cpus={learner_cpus}",
+        f"--num-gpus={learner_gpus}",
+        "--resources=" + json.dumps({"learner": 1}),
+        "--labels=distrl-role=learner",
+        *common,
+    ]
     with stopped_on_failure(cluster, "dev cluster"):
         ray_start(on_cores(head, learner_cores), env, clean_up=cluster.shutdown)
         for index in range(1, rollout_nodes + 1):
@@ -221,15 +257,24 @@ def _log_tail(path: Path, chars: int = 1500) -> str:
 def add_rollout_node(cluster: DevCluster, index: int, cpus: int, cores: str | None = None) -> None:
     """Start rollout node ``index`` (its own raylet, temp dir ``TEMP/nINDEX``): a machine joining the cluster;
     ``cores``: the cores its processes run on (default: all)."""
-    node = [ray_command(), "start", f"--address={cluster.gcs_address}", f"--num-cpus={cpus}",
-            "--resources=" + json.dumps({"rollout": cpus}), "--labels=distrl-role=rollout",
-            # A temp dir of its own, as a separate machine has: raylets sharing one session dir share the
-            # jobs' unpacked --working-dir too, and one raylet's clean-up deletes another's job directory.
-            f"--temp-dir={cluster.temp_dir}/n{index}",
-            # a second raylet on this machine needs agent ports of its own
-            f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
-            f"--metrics-export-port={free_port()}", f"--runtime-env-agent-port={free_port()}",
-            "--node-ip-address=127.0.0.1", "--disable-usage-stats"]  # fmt: skip
+    node = [
+        ray_command(),
+        "start",
+        f"--address={cluster.gcs_address}",
+        f"--num-cpus={cpus}",
+        "--resources=" + json.dumps({"rollout": cpus}),
+        "--labels=distrl-role=rollout",
+        # A temp dir of its own, as a separate machine has: raylets sharing one session dir share the
+        # jobs' unpacked --working-dir too, and one raylet's clean-up deletes another's job directory.
+        f"--temp-dir={cluster.temp_dir}/n{index}",
+        # a second raylet on this machine needs agent ports of its own
+        f"--dashboard-agent-listen-port={free_port()}",
+        f"--dashboard-agent-grpc-port={free_port()}",
+        f"--metrics-export-port={free_port()}",
+        f"--runtime-env-agent-port={free_port()}",
+        "--node-ip-address=127.0.0.1",
+        "--disable-usage-stats",
+    ]
     ray_start(on_cores(node, cores), cluster.env, clean_up=lambda: kill_rollout_node(cluster, index))
 
 
@@ -294,11 +339,18 @@ def main(argv=None) -> int:
     parser.add_argument("--rollout-nodes", type=int, default=1)
     parser.add_argument("--rollout-cpus", type=int, default=2)
     parser.add_argument("--learner-cpus", type=int, default=1)
-    parser.add_argument("--learner-cores", help="the cores the head's processes run on (taskset list, e.g. 0); default all")
+    parser.add_argument(
+        "--learner-cores", help="the cores the head's processes run on (taskset list, e.g. 0); default all"
+    )
     parser.add_argument("--rollout-cores", help="the cores the rollout nodes' processes run on (e.g. 1-3); default all")
     args = parser.parse_args(argv)
-    dev = start(args.rollout_nodes, args.rollout_cpus, args.learner_cpus, learner_cores=args.learner_cores,
-                rollout_cores=args.rollout_cores)
+    dev = start(
+        args.rollout_nodes,
+        args.rollout_cpus,
+        args.learner_cpus,
+        learner_cores=args.learner_cores,
+        rollout_cores=args.rollout_cores,
+    )
     print(f"GCS address:     {dev.gcs_address}")
     print(f"dashboard / job: {dev.dashboard_url}")
     print(f"export RAY_AUTH_MODE=token RAY_AUTH_TOKEN={dev.token}")

@@ -48,21 +48,37 @@ class TrainResult:
         def path(key: str) -> Path | None:
             return Path(summary[key]) if summary.get(key) else None
 
-        return cls(run_dir=Path(run_dir), stop_reason=summary["stop_reason"], env_steps=summary["env_steps"],
-                   iterations=summary["iterations"], wall_s=summary["wall_s"], sps=summary["sps"],
-                   episode_return_mean=summary["episode_return_mean"], solved_at_s=summary["solved_at_s"],
-                   checkpoint=path("checkpoint"), best_checkpoint=path("best_checkpoint"), config=config,
-                   summary=summary)  # fmt: skip
+        return cls(
+            run_dir=Path(run_dir),
+            stop_reason=summary["stop_reason"],
+            env_steps=summary["env_steps"],
+            iterations=summary["iterations"],
+            wall_s=summary["wall_s"],
+            sps=summary["sps"],
+            episode_return_mean=summary["episode_return_mean"],
+            solved_at_s=summary["solved_at_s"],
+            checkpoint=path("checkpoint"),
+            best_checkpoint=path("best_checkpoint"),
+            config=config,
+            summary=summary,
+        )
 
 
 def final_line(result) -> str:
     """The line a run ends with: why it stopped, this command's steps and time (the rate over the command, start-up
-    included, where the live bar shows the current one; a resumed run's totals beside them), its return, when it met its return target (only where it did), and
+    included, where the live bar shows the current one; a resumed run's totals beside them), its return, when it met its
+    return target (only where it did), and
     where it is."""
     ret = result.episode_return_mean
-    command = result.summary.get("this_command") or {"env_steps": result.env_steps, "wall_s": result.wall_s,
-                                                      "sps": result.sps, "resumed_at_env_steps": None}  # fmt: skip
-    done = f"{command['env_steps']:,} env steps in {command['wall_s']:.1f} s ({command['sps']:,.0f} steps/s from launch)"
+    command = result.summary.get("this_command") or {
+        "env_steps": result.env_steps,
+        "wall_s": result.wall_s,
+        "sps": result.sps,
+        "resumed_at_env_steps": None,
+    }
+    done = (
+        f"{command['env_steps']:,} env steps in {command['wall_s']:.1f} s ({command['sps']:,.0f} steps/s from launch)"
+    )
     if command["resumed_at_env_steps"] is not None:  # a resumed run: this command's part, then the run's whole
         done += f"; the run {result.env_steps:,} in {result.wall_s:.1f} s"
     parts = [f"done: {result.stop_reason}", done, f"return {'-' if ret is None else f'{ret:.1f}'}"]
@@ -125,7 +141,9 @@ def train(
     elif resume is not None:
         resume = Path(resume)
         if resume.is_file():
-            raise UsageError(f"--resume={str(resume)!r}: give the run directory (it holds checkpoints/), not a checkpoint file")
+            raise UsageError(
+                f"--resume={str(resume)!r}: give the run directory (it holds checkpoints/), not a checkpoint file"
+            )
         if not resume.is_dir():
             raise UsageError(f"--resume={str(resume)!r}: no such run directory")
         if run_dir is not None and Path(run_dir) != resume:
@@ -193,8 +211,10 @@ def _as_override_list(overrides) -> list[str]:
         import yaml
 
         # A value as YAML flow text reads back as the same value (lists, dicts, null, numbers, strings).
-        return [f"{key}={yaml.safe_dump(value, default_flow_style=True, width=10**9).strip().removesuffix('...').strip()}"
-                for key, value in overrides.items()]  # fmt: skip
+        return [
+            f"{key}={yaml.safe_dump(value, default_flow_style=True, width=10**9).strip().removesuffix('...').strip()}"
+            for key, value in overrides.items()
+        ]
     if isinstance(overrides, str):
         raise UsageError(f"overrides={overrides!r}: give a list of key.path=value strings or a dict")
     return list(overrides)
@@ -213,8 +233,10 @@ def check_new_run_dir(run_dir: Path) -> None:
         raise UsageError(f"--run-dir={str(run_dir)!r}: is a file; give a new or empty directory")
     if run_dir.is_dir() and any(run_dir.iterdir()):
         held = ", ".join(sorted(p.name for p in run_dir.iterdir())[:4])
-        raise UsageError(f"--run-dir={str(run_dir)!r}: not empty (holds {held}); give a new or empty directory, "
-                         f"or --resume it if it holds a run")  # fmt: skip
+        raise UsageError(
+            f"--run-dir={str(run_dir)!r}: not empty (holds {held}); give a new or empty directory, "
+            f"or --resume it if it holds a run"
+        )
 
 
 def check_writable(directory: Path, key: str) -> None:
@@ -233,8 +255,14 @@ def check_writable(directory: Path, key: str) -> None:
         raise UsageError(f"{key}={str(directory)!r}: cannot write there ({exc.strerror or exc})") from None
 
 
-def load_policy(checkpoint: str | Path, *, env_id: str | None = None, trusted_envs: Collection[str] = (),
-                policy: str | None = None, which: str = "best"):  # fmt: skip
+def load_policy(
+    checkpoint: str | Path,
+    *,
+    env_id: str | None = None,
+    trusted_envs: Collection[str] = (),
+    policy: str | None = None,
+    which: str = "best",
+):
     """The policy in ``checkpoint`` (a file, or a run directory: its best checkpoint, or its newest with ``which``
     latest), acting on numpy observations; ``policy`` names one of a run's several trained policies
     (``agents.policies``).

@@ -22,13 +22,21 @@ EXIT_INTERRUPTED = 130
 
 def _cmd_train(args) -> int:
     from distrl.api import final_line, train
-
     from distrl.common.log import cli_console
 
     # The live progress bar draws on the terminal, on the console the log lines go to (so they print above it).
     console = cli_console() if sys.stdout.isatty() else None
-    result = train(args.config, overrides=args.set, run_dir=args.run_dir, storage=args.storage, resume=args.resume,
-                   address=args.address, trusted_envs=args.trust_env, console=console, launch=args.launch)  # fmt: skip
+    result = train(
+        args.config,
+        overrides=args.set,
+        run_dir=args.run_dir,
+        storage=args.storage,
+        resume=args.resume,
+        address=args.address,
+        trusted_envs=args.trust_env,
+        console=console,
+        launch=args.launch,
+    )
     print(final_line(result))
     return EXIT_INTERRUPTED if result.stop_reason == "interrupted" else 0
 
@@ -36,10 +44,23 @@ def _cmd_train(args) -> int:
 def _cmd_tune(args) -> int:
     from distrl.tune import tune
 
-    result = tune(args.config, args.search, overrides=args.set, storage_path=args.storage_path, name=args.name,
-                  address=args.address, trusted_envs=args.trust_env)  # fmt: skip
+    result = tune(
+        args.config,
+        args.search,
+        overrides=args.set,
+        storage_path=args.storage_path,
+        name=args.name,
+        address=args.address,
+        trusted_envs=args.trust_env,
+    )
     print(f"{len(result.trials)} trials in {result.wall_s:.1f} s, experiment {result.experiment_dir}")
-    for trial in sorted(result.trials, key=lambda t: (t["best_value"] is None, -(t["best_value"] or 0) if result.mode == "max" else (t["best_value"] or 0))):
+    for trial in sorted(
+        result.trials,
+        key=lambda t: (
+            t["best_value"] is None,
+            -(t["best_value"] or 0) if result.mode == "max" else (t["best_value"] or 0),
+        ),
+    ):
         value = "-" if trial["best_value"] is None else f"{trial['best_value']:.2f}"
         at = "" if trial["best_time_s"] is None else f" at {trial['best_time_s']:.1f} s"
         print(f"  {trial['trial']}: {result.metric} {value}{at}, {trial['iterations']} iterations, {trial['params']}")
@@ -48,8 +69,11 @@ def _cmd_tune(args) -> int:
     if result.best_value is None:
         print(f"no trial reported {result.metric}", file=sys.stderr)
         return 1
-    print(f"best: {result.metric} {result.best_value:.2f} at {result.best_time_s:.1f} s of its run with {result.best_params} "
-          f"({Path(result.best_trial_dir).name}); checkpoint {result.best_checkpoint}")  # fmt: skip
+    print(
+        f"best: {result.metric} {result.best_value:.2f} at {result.best_time_s:.1f} s of its run with "
+        f"{result.best_params} "
+        f"({Path(result.best_trial_dir).name}); checkpoint {result.best_checkpoint}"
+    )
     return 1 if result.errors else 0
 
 
@@ -79,11 +103,15 @@ def _cmd_league(args) -> int:
     if args.replays is not None:
         _check_writable(Path(args.replays), "--replays")
     table = run_tournament(args.run, games=args.games, out=args.out, replays=args.replays, seed=args.seed)
-    print(f"{len(table['players'])} players, {table['games_per_pair']} games per pair on {table['game']} "
-          f"(Elo fitted, {table['anchor']}):")  # fmt: skip
+    print(
+        f"{len(table['players'])} players, {table['games_per_pair']} games per pair on {table['game']} "
+        f"(Elo fitted, {table['anchor']}):"
+    )
     for row in table["players"]:
-        print(f"  {row['player']:>12} {row['kind']:>8} it {row['iteration']:>5}  Elo {row['elo']:7.1f}  "
-              f"W {row['wins']} D {row['draws']} L {row['losses']}  score {row['score']:.3f}")  # fmt: skip
+        print(
+            f"  {row['player']:>12} {row['kind']:>8} it {row['iteration']:>5}  Elo {row['elo']:7.1f}  "
+            f"W {row['wins']} D {row['draws']} L {row['losses']}  score {row['score']:.3f}"
+        )
     out = args.out or Path(args.run) / "league"
     print(f"wrote tournament.json, tournament.md{', elo.png' if table['png'] else ''} in {out}")
     if table.get("replays"):
@@ -99,8 +127,10 @@ def _eval_league(args) -> int:
         scores = [m.score for m in matches if m.seat == seat]
         if scores:
             wins, draws = sum(s == 1.0 for s in scores), sum(s == 0.5 for s in scores)
-            print(f"seat {seat} ({'first' if seat == 0 else 'second'}): {len(scores)} games against {args.opponent}: "
-                  f"won {wins}, drew {draws}, lost {len(scores) - wins - draws} (win rate {wins / len(scores):.3f})")  # fmt: skip
+            print(
+                f"seat {seat} ({'first' if seat == 0 else 'second'}): {len(scores)} games against {args.opponent}: "
+                f"won {wins}, drew {draws}, lost {len(scores) - wins - draws} (win rate {wins / len(scores):.3f})"
+            )
     wins, points = sum(m.score == 1.0 for m in matches), sum(m.score for m in matches)
     print(f"{len(matches)} games: win rate {wins / len(matches):.3f}, score {points / len(matches):.3f}")
     return 0
@@ -118,12 +148,24 @@ def _cmd_eval(args) -> int:
         if (missing := missing_video_package()) is not None:
             raise _UsageError(f"--video={args.video!r}: {missing}")
         _check_writable(Path(args.video), "--video")
-    returns = evaluate(args.checkpoint, episodes=args.episodes, deterministic=not args.stochastic, seed=args.seed,
-                       env_id=args.env, trusted_envs=args.trust_env, video_dir=args.video, say=print,
-                       policy=args.policy, which=args.which)  # fmt: skip
+    returns = evaluate(
+        args.checkpoint,
+        episodes=args.episodes,
+        deterministic=not args.stochastic,
+        seed=args.seed,
+        env_id=args.env,
+        trusted_envs=args.trust_env,
+        video_dir=args.video,
+        say=print,
+        policy=args.policy,
+        which=args.which,
+    )
     if args.video is not None:
         print(f"videos: {', '.join(sorted(p.name for p in Path(args.video).glob('*.mp4')))} in {args.video}")
-    print(f"{len(returns)} episodes: return mean {returns.mean():.2f} std {returns.std():.2f} (min {returns.min():.1f}, max {returns.max():.1f})")
+    print(
+        f"{len(returns)} episodes: return mean {returns.mean():.2f} std {returns.std():.2f} (min {returns.min():.1f}, "
+        f"max {returns.max():.1f})"
+    )
     return 0
 
 
@@ -135,14 +177,23 @@ def _cmd_export(args) -> int:
         raise _UsageError(f"out={args.out!r}: is a directory; give a file path such as {out / 'policy.onnx'}")
     _check_writable(out.parent if str(out.parent) else Path("."), "out")
     created = not out.absolute().parent.exists()
-    written = export_policies(args.checkpoint, out, env_id=args.env, trusted_envs=args.trust_env,
-                              exporter=args.exporter, policy=args.policy, which=args.which)  # fmt: skip
+    written = export_policies(
+        args.checkpoint,
+        out,
+        env_id=args.env,
+        trusted_envs=args.trust_env,
+        exporter=args.exporter,
+        policy=args.policy,
+        which=args.which,
+    )
     if created:  # as train does for a --run-dir that is not there yet: made, and said
         print(f"created the directory {out.parent}")
     print(f"checkpoint {written[0]['checkpoint']} ({written[0]['chosen']})")
     for info in written:
-        print(f"wrote {info['path']} ({info['exporter']} exporter): inputs {info['inputs']}, outputs {info['outputs']}; "
-              f"max |onnx - torch| = {info['max_abs_diff']:.2e}")  # fmt: skip
+        print(
+            f"wrote {info['path']} ({info['exporter']} exporter): inputs {info['inputs']}, outputs {info['outputs']}; "
+            f"max |onnx - torch| = {info['max_abs_diff']:.2e}"
+        )
     return 0
 
 
@@ -165,8 +216,6 @@ def _cmd_diagnose(args) -> int:
     return 0
 
 
-
-
 class _Parser(argparse.ArgumentParser):
     """argparse, answering a bad argument with one line and exit code 2 (not the usage block)."""
 
@@ -178,26 +227,42 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="distrl", description="Distributed PPO on Ray.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    train = sub.add_parser("train", help="train a policy from a YAML config",
-                           epilog="Every config key, its type, default and meaning: distrl config show CONFIG")  # fmt: skip
+    train = sub.add_parser(
+        "train",
+        help="train a policy from a YAML config",
+        epilog="Every config key, its type, default and meaning: distrl config show CONFIG",
+    )
     train.add_argument("config", nargs="?", help="YAML config (optional with --resume: the run's config.yaml)")
     train.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a config value")
     train.add_argument("--run-dir", help="where to write the run (default runs/ENV-TIMESTAMP)")
-    train.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its newest checkpoint (a run "
-                       "directory, or the run's storage URI, e.g. s3://bucket/runs/NAME, from any machine)")  # fmt: skip
+    train.add_argument(
+        "--resume",
+        metavar="RUN_DIR",
+        help="continue a run from its newest checkpoint (a run "
+        "directory, or the run's storage URI, e.g. s3://bucket/runs/NAME, from any machine)",
+    )
     trust = "import and call this env factory (package.module:callable) named by the config or checkpoint"
     train.add_argument("--trust-env", action="append", default=[], metavar="ID", help=trust)
-    train.add_argument("--storage", metavar="URI", help="mirror the run to URI/RUN_NAME: a path, s3://, gs:// "
-                       "(sets storage.uri)")  # fmt: skip
-    train.add_argument("--address", help="Ray cluster to join; 'local' starts a private Ray (default: RAY_ADDRESS, "
-                       "else a live cluster started with `ray start` on this machine, else a private Ray)")  # fmt: skip
+    train.add_argument(
+        "--storage", metavar="URI", help="mirror the run to URI/RUN_NAME: a path, s3://, gs:// (sets storage.uri)"
+    )
+    train.add_argument(
+        "--address",
+        help="Ray cluster to join; 'local' starts a private Ray (default: RAY_ADDRESS, "
+        "else a live cluster started with `ray start` on this machine, else a private Ray)",
+    )
     train.set_defaults(func=_cmd_train)
 
-    tn = sub.add_parser("tune", help="search hyperparameters with Ray Tune (ASHA, PBT)",
-                        epilog="The search file's keys: see configs/tune_cartpole.yaml")  # fmt: skip
+    tn = sub.add_parser(
+        "tune",
+        help="search hyperparameters with Ray Tune (ASHA, PBT)",
+        epilog="The search file's keys: see configs/tune_cartpole.yaml",
+    )
     tn.add_argument("config", help="YAML config of the runs")
     tn.add_argument("search", help="YAML search file: metric, mode, num_samples, scheduler, search_space, overrides")
-    tn.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a config value in every trial")
+    tn.add_argument(
+        "--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a config value in every trial"
+    )
     tn.add_argument("--storage-path", help="where Tune keeps the experiment (default runs/tune)")
     tn.add_argument("--name", help="the experiment's folder name (default ENV-TIMESTAMP)")
     tn.add_argument("--trust-env", action="append", default=[], metavar="ID", help=trust)
@@ -213,22 +278,39 @@ def build_parser() -> argparse.ArgumentParser:
 
     ev = sub.add_parser("eval", help="play episodes with a trained policy")
     ev.add_argument("checkpoint", help="checkpoint file or run directory (its best checkpoint; see --checkpoint)")
-    ev.add_argument("--checkpoint", dest="which", choices=CHECKPOINT_CHOICES, default="best",
-                    help="of a run directory's checkpoints: the best (the highest mean return it was written at; "
-                    "the default) or the latest")  # fmt: skip
+    ev.add_argument(
+        "--checkpoint",
+        dest="which",
+        choices=CHECKPOINT_CHOICES,
+        default="best",
+        help="of a run directory's checkpoints: the best (the highest mean return it was written at; "
+        "the default) or the latest",
+    )
     ev.add_argument("--episodes", type=_positive_int, default=10)
-    ev.add_argument("--env", metavar="ID", help="play in this env instead of the checkpoint's (a factory named here is trusted)")
+    ev.add_argument(
+        "--env", metavar="ID", help="play in this env instead of the checkpoint's (a factory named here is trusted)"
+    )
     ev.add_argument("--trust-env", action="append", default=[], metavar="ID", help=trust)
     ev.add_argument("--stochastic", action="store_true", help="sample actions instead of taking the most likely")
     ev.add_argument("--seed", type=int, default=12345)
     ev.add_argument("--video", metavar="DIR", help="record each episode as an MP4 in DIR (gymnasium RecordVideo)")
-    ev.add_argument("--opponent", metavar="NAME", help="a league run: play its learner against random, heuristic or "
-                    "a snapshot (main@ITERATION), half the games in each seat")  # fmt: skip
-    ev.add_argument("--policy", metavar="NAME", help="a run of several policies (agents.policies): count the episodes "
-                    "of this policy's agents (every agent plays with its own policy); default: every agent's")  # fmt: skip
+    ev.add_argument(
+        "--opponent",
+        metavar="NAME",
+        help="a league run: play its learner against random, heuristic or "
+        "a snapshot (main@ITERATION), half the games in each seat",
+    )
+    ev.add_argument(
+        "--policy",
+        metavar="NAME",
+        help="a run of several policies (agents.policies): count the episodes "
+        "of this policy's agents (every agent plays with its own policy); default: every agent's",
+    )
     ev.set_defaults(func=_cmd_eval)
 
-    lg = sub.add_parser("league", help="a league run's round-robin tournament: Elo table (JSON, MD), Elo over training (PNG)")
+    lg = sub.add_parser(
+        "league", help="a league run's round-robin tournament: Elo table (JSON, MD), Elo over training (PNG)"
+    )
     lg.add_argument("run", help="the league run's directory (its newest checkpoint) or a checkpoint file")
     lg.add_argument("--games", type=_positive_int, default=20, help="games per pair, half in each seat (default 20)")
     lg.add_argument("--out", metavar="DIR", help="where to write the table (default RUN/league)")
@@ -238,15 +320,28 @@ def build_parser() -> argparse.ArgumentParser:
 
     ex = sub.add_parser("export", help="write the trained policy as an ONNX model")
     ex.add_argument("checkpoint", help="checkpoint file or run directory (its best checkpoint; see --checkpoint)")
-    ex.add_argument("--checkpoint", dest="which", choices=CHECKPOINT_CHOICES, default="best",
-                    help="of a run directory's checkpoints: the best (the default) or the latest")  # fmt: skip
+    ex.add_argument(
+        "--checkpoint",
+        dest="which",
+        choices=CHECKPOINT_CHOICES,
+        default="best",
+        help="of a run directory's checkpoints: the best (the default) or the latest",
+    )
     ex.add_argument("out", help="output .onnx path")
     ex.add_argument("--env", metavar="ID", help="build the policy for this env instead of the checkpoint's")
     ex.add_argument("--trust-env", action="append", default=[], metavar="ID", help=trust)
-    ex.add_argument("--exporter", choices=["dynamo", "torchscript"], default="dynamo",
-                    help="torch.onnx.export(dynamo=True), the default, or the TorchScript exporter")  # fmt: skip
-    ex.add_argument("--policy", metavar="NAME", help="a run of several policies (agents.policies): export this one "
-                    "(default: each, as OUT_STEM.NAME.onnx beside OUT)")  # fmt: skip
+    ex.add_argument(
+        "--exporter",
+        choices=["dynamo", "torchscript"],
+        default="dynamo",
+        help="torch.onnx.export(dynamo=True), the default, or the TorchScript exporter",
+    )
+    ex.add_argument(
+        "--policy",
+        metavar="NAME",
+        help="a run of several policies (agents.policies): export this one "
+        "(default: each, as OUT_STEM.NAME.onnx beside OUT)",
+    )
     ex.set_defaults(func=_cmd_export)
 
     dg = sub.add_parser("diagnose", help="versions, hardware, backends and measured rates for a config")
@@ -284,8 +379,16 @@ def main(argv: list[str] | None = None) -> int:
         for line in exc.lines:
             print(f"distrl: config error: {line}", file=sys.stderr)
         return EXIT_USAGE
-    except (CheckpointError, PlacementError, EnvSpecError, EnvFailure, StorageError, ConnectionProblem, RunStalled,
-            _UsageError) as exc:  # fmt: skip
+    except (
+        CheckpointError,
+        PlacementError,
+        EnvSpecError,
+        EnvFailure,
+        StorageError,
+        ConnectionProblem,
+        RunStalled,
+        _UsageError,
+    ) as exc:
         print(f"distrl: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -21,7 +21,16 @@ from rich.markup import escape
 
 def _versions() -> dict[str, str | None]:
     out = {"python": platform.python_version()}
-    for module in ("torch", "ray", "gymnasium", "numpy", "onnxruntime", "onnx", "intel_extension_for_pytorch", "ale_py"):
+    for module in (
+        "torch",
+        "ray",
+        "gymnasium",
+        "numpy",
+        "onnxruntime",
+        "onnx",
+        "intel_extension_for_pytorch",
+        "ale_py",
+    ):
         try:
             out[module] = __import__(module).__version__
         except Exception:
@@ -65,11 +74,16 @@ def _gpu() -> dict | None:
 
     if not torch.cuda.is_available():
         return None
-    info = {"name": torch.cuda.get_device_name(0), "count": torch.cuda.device_count(),
-            "bf16": torch.cuda.is_bf16_supported()}  # fmt: skip
+    info = {
+        "name": torch.cuda.get_device_name(0),
+        "count": torch.cuda.device_count(),
+        "bf16": torch.cuda.is_bf16_supported(),
+    }
     if shutil.which("nvidia-smi"):
         query = "utilization.gpu,memory.used,memory.total"
-        res = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits"], capture_output=True, text=True)
+        res = subprocess.run(
+            ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits"], capture_output=True, text=True
+        )
         if res.returncode == 0:
             util, used, total = (x.strip() for x in res.stdout.splitlines()[0].split(","))
             info.update(utilization_pct=float(util), memory_used_mb=float(used), memory_total_mb=float(total))
@@ -78,7 +92,11 @@ def _gpu() -> dict | None:
 
 def _percentiles(samples_s: list[float]) -> dict:
     us = np.asarray(samples_s) * 1e6
-    return {"p50_us": float(np.percentile(us, 50)), "p95_us": float(np.percentile(us, 95)), "p99_us": float(np.percentile(us, 99))}
+    return {
+        "p50_us": float(np.percentile(us, 50)),
+        "p95_us": float(np.percentile(us, 95)),
+        "p99_us": float(np.percentile(us, 99)),
+    }
 
 
 def measure(config, seconds: float = 0.5) -> dict:
@@ -93,8 +111,8 @@ def measure(config, seconds: float = 0.5) -> dict:
     torch.set_num_threads(1)
     rng = np.random.default_rng(0)
     if config.league is not None:  # the learner's seat of a two-player game, against the random player
-        from distrl.envs.games.seat import LeagueVecEnv
         from distrl.envs.games import random_actions
+        from distrl.envs.games.seat import LeagueVecEnv
 
         envs = LeagueVecEnv(config)
         envs.set_plan({"shares": {"random": 1.0}, "env_kwargs": dict(config.league.stages()[0].env_kwargs)})
@@ -134,8 +152,10 @@ def measure(config, seconds: float = 0.5) -> dict:
             times.append(time.perf_counter() - tick)
         # The compiled-vs-eager check workers apply at every sync: how close, and what it allows here.
         # (An output that is exactly 0 in float64 and float32, e.g. a new MLP on an empty board, has tolerance 0.)
-        worst = max(checks_against_eager(policy(*example), worker.model, example),
-                    key=lambda c: c.error / c.tolerance if c.tolerance > 0 else (0.0 if c.error == 0 else math.inf))  # fmt: skip
+        worst = max(
+            checks_against_eager(policy(*example), worker.model, example),
+            key=lambda c: c.error / c.tolerance if c.tolerance > 0 else (0.0 if c.error == 0 else math.inf),
+        )
         check = {"difference": worst.difference, "error": worst.error, "tolerance": worst.tolerance}
         latency[row["name"]] = {"available": True, "batch": len(example[0]), **_percentiles(times), "check": check}
 
@@ -183,15 +203,22 @@ def print_report(report: dict, console) -> None:
     if missing:
         console.print(f"          not installed: {', '.join(missing)}")
     cpu = report["cpu"]
-    console.print(f"[bold]cpu[/bold]       {cpu['model']}, {cpu['cores']} cores, features {' '.join(cpu['features']) or '-'}, "
-                  f"torch capability {cpu['torch_cpu_capability']}, mkldnn {cpu['mkldnn']}")  # fmt: skip
+    console.print(
+        f"[bold]cpu[/bold]       {cpu['model']}, {cpu['cores']} cores, features {' '.join(cpu['features']) or '-'}, "
+        f"torch capability {cpu['torch_cpu_capability']}, mkldnn {cpu['mkldnn']}"
+    )
     mem = report["memory"]
     console.print(f"[bold]memory[/bold]    {mem['available_gb']} GB free of {mem['total_gb']} GB")
     gpu = report["gpu"]
     if gpu is None:
         console.print("[bold]gpu[/bold]       none (learners run on CPU)")
     else:
-        util = f", utilisation {gpu.get('utilization_pct')}%, memory {gpu.get('memory_used_mb')}/{gpu.get('memory_total_mb')} MB" if "utilization_pct" in gpu else ""
+        util = (
+            f", utilisation {gpu.get('utilization_pct')}%, memory "
+            f"{gpu.get('memory_used_mb')}/{gpu.get('memory_total_mb')} MB"
+            if "utilization_pct" in gpu
+            else ""
+        )
         console.print(f"[bold]gpu[/bold]       {gpu['count']} x {gpu['name']}, bf16 {gpu['bf16']}{util}")
     m = report["measured"]
     console.print(f"[bold]env[/bold]       {m['env_steps_per_s']:,.0f} env steps/s (one vector env, random actions)")
@@ -201,11 +228,22 @@ def print_report(report: dict, console) -> None:
         if row["available"]:
             speed = f"  x{eager / row['p50_us']:.2f} vs eager" if eager else ""
             check = row["check"]
-            agrees = "" if name == "eager" else (f"  |x - eager| {check['difference']:.2g}, error vs float64 "
-                                                 f"{check['error']:.2g} of {check['tolerance']:.2g} allowed")  # fmt: skip
-            console.print(f"          {name:9s} batch {row['batch']}: p50 {row['p50_us']:8.1f} us  p95 {row['p95_us']:8.1f} us  p99 {row['p99_us']:8.1f} us{speed}{agrees}")
+            agrees = (
+                ""
+                if name == "eager"
+                else (
+                    f"  |x - eager| {check['difference']:.2g}, error vs float64 "
+                    f"{check['error']:.2g} of {check['tolerance']:.2g} allowed"
+                )
+            )
+            console.print(
+                f"          {name:9s} batch {row['batch']}: p50 {row['p50_us']:8.1f} us  p95 {row['p95_us']:8.1f} us  "
+                f"p99 {row['p99_us']:8.1f} us{speed}{agrees}"
+            )
         else:
             console.print(f"          {name:9s} unavailable: {escape(row['reason'])}")
-    console.print(f"[bold]learner[/bold]   one PPO update {m['learner_update_s'] * 1e3:.1f} ms on {m['learner_device']} "
-                  f"({m['learner_samples_per_s']:,.0f} samples/s)")  # fmt: skip
+    console.print(
+        f"[bold]learner[/bold]   one PPO update {m['learner_update_s'] * 1e3:.1f} ms on {m['learner_device']} "
+        f"({m['learner_samples_per_s']:,.0f} samples/s)"
+    )
     console.print("[bold]active[/bold]    " + ", ".join(f"{k}: {val}" for k, val in report["active"].items()))

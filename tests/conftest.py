@@ -17,7 +17,8 @@ def pytest_configure(config):
     """Every Ray a test starts without a temp dir of its own (``ray_local`` below, the CLI runs' private Rays, which
     inherit this environment) keeps its session files in a directory of this test session's, removed when it ends, not
     in the machine's /tmp/ray: nothing is left behind, and no test finds another Ray's address file. Made here, once
-    per session (this module is imported a second time as ``tests.conftest``). Short: socket paths must fit 107 chars."""
+    per session (this module is imported a second time as ``tests.conftest``). Short: socket paths must fit 107
+    chars."""
     config.stash[RAY_TMPDIR] = os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="rt_", dir="/tmp")
     # The temp files of the processes tests start (Ray dashboards' forkservers) go there too: a killed process leaves
     # its own behind otherwise (a pymp-* dir per Ray dashboard). This process keeps /tmp (pytest's tmp_path included:
@@ -49,7 +50,9 @@ def ray_local():
     ray.shutdown()
 
 
-def run_cli(*args: str, timeout: float = 600, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str, timeout: float = 600, cwd: Path | None = None, env: dict | None = None
+) -> subprocess.CompletedProcess:
     """Run ``python -m distrl ARGS`` as a user would, with a clean environment for Ray (or ``env``)."""
     if env is None:  # a private Ray, even on a machine where `ray start` left a cluster (or its address file)
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("RAY_ADDRESS")}, "RAY_ADDRESS": "local"}

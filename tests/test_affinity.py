@@ -19,21 +19,28 @@ from distrl.common import affinity
 from tests.test_faults import actor_processes, start_train, wait_for_rows
 from tests.test_train_e2e import check_run_dir
 
-pytestmark = pytest.mark.skipif(not affinity.SUPPORTED or len(os.sched_getaffinity(0)) < 2,
-                                reason="CPU affinity (Linux, 2 or more cores)")  # fmt: skip
+pytestmark = pytest.mark.skipif(
+    not affinity.SUPPORTED or len(os.sched_getaffinity(0)) < 2, reason="CPU affinity (Linux, 2 or more cores)"
+)
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _child(code: str, directory: Path) -> subprocess.Popen:
     """A process that runs ``code`` (``directory``: the claims' folder), prints one JSON line, then waits for a line on
     its stdin before it exits: its claim is live until then."""
-    script = textwrap.dedent(f"""
+    script = (
+        textwrap.dedent(f"""
         import json, os, sys, threading
         from pathlib import Path
         from distrl.common import affinity
         directory = Path({str(directory)!r})
-    """) + textwrap.dedent(code) + "\nsys.stdout.flush(); sys.stdin.readline()\n"
-    return subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    """)
+        + textwrap.dedent(code)
+        + "\nsys.stdout.flush(); sys.stdin.readline()\n"
+    )
+    return subprocess.Popen(
+        [sys.executable, "-c", script], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
 
 
 def _answer(child: subprocess.Popen):
@@ -98,16 +105,20 @@ def _tell(child: subprocess.Popen, line: str = ""):
 
 def test_workers_leave_a_learners_cores_while_it_updates_and_take_them_back_after(tmp_path):
     everything = set(os.sched_getaffinity(0))
-    learner = _child("""
+    learner = _child(
+        """
         claim = affinity.LearnerCores(1, directory)
         print(json.dumps(claim.cores)); sys.stdout.flush(); sys.stdin.readline()
         with claim.updating():
             print(json.dumps(claim.cores)); sys.stdout.flush(); sys.stdin.readline()
         print(json.dumps(claim.cores))
-    """, tmp_path)  # fmt: skip
+    """,
+        tmp_path,
+    )
     learner_cores = set(_answer(learner))
     # The worker's env process (env.vectorization: async) was started before the claim was read.
-    worker = _child("""
+    worker = _child(
+        """
         import subprocess
         env = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
         cores = affinity.WorkerCores(directory)
@@ -118,7 +129,9 @@ def test_workers_leave_a_learners_cores_while_it_updates_and_take_them_back_afte
             print(json.dumps([sorted(mine), sorted(os.sched_getaffinity(env.pid))])); sys.stdout.flush()
         env.kill()
         print("[]")
-    """, tmp_path)  # fmt: skip
+    """,
+        tmp_path,
+    )
     try:
         assert _tell(worker, "refresh") == [sorted(everything)] * 2  # the learner is not updating
         _tell(learner)  # it is now
@@ -145,9 +158,17 @@ def _affinities(process) -> set[frozenset[int]]:
 def test_an_async_runs_workers_leave_the_learners_core_while_it_updates(tmp_path):
     everything = frozenset(os.sched_getaffinity(0))
     run_dir = tmp_path / "run"
-    proc = start_train(run_dir, "rollout.pipeline=async", "rollout.num_workers=2", "rollout.num_cpus_per_worker=0.5",
-                       "env.num_envs_per_worker=16", "learner.reserve_cores=true", "stop.env_steps=150000",
-                       "stop.episode_return_mean=null", "checkpoint.every_iterations=0")  # fmt: skip
+    proc = start_train(
+        run_dir,
+        "rollout.pipeline=async",
+        "rollout.num_workers=2",
+        "rollout.num_cpus_per_worker=0.5",
+        "env.num_envs_per_worker=16",
+        "learner.reserve_cores=true",
+        "stop.env_steps=150000",
+        "stop.episode_return_mean=null",
+        "checkpoint.every_iterations=0",
+    )
     try:
         wait_for_rows(run_dir, 2, proc)
         learner_cores = frozenset(json.loads((run_dir / "placement.json").read_text())["learner-0"]["cores"])

@@ -19,8 +19,16 @@ KAZ = "pettingzoo/butterfly/knights_archers_zombies-v11"
 
 
 def config_for(env_id: str, slots: int, *overrides: str):
-    return load_config(None, [f"env.id={env_id}", f"env.num_envs_per_worker={slots}", "ppo.minibatch_size=32",
-                              "rollout.compile.backend=eager", *overrides])  # fmt: skip
+    return load_config(
+        None,
+        [
+            f"env.id={env_id}",
+            f"env.num_envs_per_worker={slots}",
+            "ppo.minibatch_size=32",
+            "rollout.compile.backend=eager",
+            *overrides,
+        ],
+    )
 
 
 def test_each_agent_finishes_on_its_own_step_and_sits_out_until_its_copy_resets():
@@ -36,8 +44,9 @@ def test_each_agent_finishes_on_its_own_step_and_sits_out_until_its_copy_resets(
     rewards = np.array([r[1] for r in rows])[:, :3]
     terminated = np.array([r[2] for r in rows])[:, :3]
     dead = np.array([r[4].get("_env_reset", np.zeros(6, bool)) for r in rows])[:, :3]
-    np.testing.assert_array_equal(rewards, [[1, 2, 3], [1, 2, 3], [0, 2, 3], [0, 2, 3], [0, 0, 3], [0, 0, 3], [0, 0, 0],
-                                            [1, 2, 3]])  # fmt: skip
+    np.testing.assert_array_equal(
+        rewards, [[1, 2, 3], [1, 2, 3], [0, 2, 3], [0, 2, 3], [0, 0, 3], [0, 0, 3], [0, 0, 0], [1, 2, 3]]
+    )
     np.testing.assert_array_equal(terminated[:6], [[0, 0, 0], [1, 0, 0], [1, 0, 0], [1, 1, 0], [1, 1, 0], [1, 1, 1]])
     np.testing.assert_array_equal(dead[:6], [[0, 0, 0], [0, 0, 0], [1, 0, 0], [1, 0, 0], [1, 1, 0], [1, 1, 0]])
     assert not terminated[6].any() and not dead[6].any()  # the reset step
@@ -89,9 +98,20 @@ def test_a_team_of_cartpoles_learns_with_a_shared_policy_and_plays_back(pipeline
     """Three CartPoles, an agent each, one shared policy: each agent's return reaches 475 as one CartPole's does
     (the shipped config's settings), through Ray in each pipeline; ``distrl eval`` then plays agent episodes."""
     run_dir = tmp_path / "run"
-    result = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(run_dir), "--set", f"env.id={TEAM}",
-                     "--set", "env.num_envs_per_worker=48", "--set", f"rollout.pipeline={pipeline}",
-                     "--set", "stop.env_steps=1500000")  # fmt: skip
+    result = run_cli(
+        "train",
+        "configs/cartpole.yaml",
+        "--run-dir",
+        str(run_dir),
+        "--set",
+        f"env.id={TEAM}",
+        "--set",
+        "env.num_envs_per_worker=48",
+        "--set",
+        f"rollout.pipeline={pipeline}",
+        "--set",
+        "stop.env_steps=1500000",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "16 copies x 3 agents (pole_0, pole_1, pole_2) as slots" in result.stdout + result.stderr
     summary = json.loads((run_dir / "summary.json").read_text())

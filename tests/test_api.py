@@ -19,8 +19,15 @@ def run_script(code: str, timeout: float = 600) -> subprocess.CompletedProcess:
 
     # A private Ray, even where `ray start` left a cluster on this machine (as run_cli does).
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "RAY_USAGE_STATS_ENABLED": "0", "RAY_ADDRESS": "local"}
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout, check=False,
-                          cwd=ROOT, env=env)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        cwd=ROOT,
+        env=env,
+    )
 
 
 @pytest.mark.slow
@@ -95,7 +102,9 @@ def test_overrides_as_a_dict_or_strings_give_the_same_config():
     as_dict = {"ppo.lr": 1e-3, "model.hidden": [32, 32], "stop.episode_return_mean": None, "env.id": "Pendulum-v1"}
     strings = ["ppo.lr=1e-3", "model.hidden=[32, 32]", "stop.episode_return_mean=null", "env.id=Pendulum-v1"]
     assert load_config("configs/cartpole.yaml", as_dict) == load_config("configs/cartpole.yaml", strings)
-    assert load_config("configs/cartpole.yaml", _as_override_list(as_dict)) == load_config("configs/cartpole.yaml", strings)
+    assert load_config("configs/cartpole.yaml", _as_override_list(as_dict)) == load_config(
+        "configs/cartpole.yaml", strings
+    )
     config = load_config({"ppo": {"lr": 5e-4}}, {"seed": 3})
     assert config.ppo.lr == 5e-4 and config.seed == 3
     assert load_config(config, ["seed=4"]).seed == 4

@@ -25,16 +25,29 @@ from tests.test_train_e2e import check_run_dir
 
 def test_a_stale_batch_is_dropped_and_counted_never_trained_on(ray_local):
     ray = ray_local
-    config = load_config(None, ["env.num_envs_per_worker=4", "rollout.rollout_length=16", "rollout.num_workers=2",
-                                "rollout.pipeline=async", "rollout.compile.backend=eager", "ppo.minibatch_size=32",
-                                "rollout.max_policy_lag=1"])  # fmt: skip
+    config = load_config(
+        None,
+        [
+            "env.num_envs_per_worker=4",
+            "rollout.rollout_length=16",
+            "rollout.num_workers=2",
+            "rollout.pipeline=async",
+            "rollout.compile.backend=eager",
+            "ppo.minibatch_size=32",
+            "rollout.max_policy_lag=1",
+        ],
+    )
     workers = [remote_worker_class().options(num_cpus=0.1).remote(config, i) for i in range(2)]
     coordinator = ray.remote(SampleCoordinator).options(num_cpus=0, max_concurrency=4).remote(1, config.env.id)
     learner = Learner(config, *probe_spaces(config.env))
     try:
         ray.get(coordinator.attach.remote(workers))
         # It holds the workers' handles (Ray loaded their actor class to deserialise them) and has no torch in it.
-        pids = [p.pid for p in psutil.Process().children(recursive=True) if "ray::SampleCoordinator" in " ".join(p.cmdline())]
+        pids = [
+            p.pid
+            for p in psutil.Process().children(recursive=True)
+            if "ray::SampleCoordinator" in " ".join(p.cmdline())
+        ]
         assert pids and not any("libtorch" in Path(f"/proc/{pid}/maps").read_text() for pid in pids)
         ray.get([worker.ready.remote() for worker in workers])  # constructed: the 3 s wait below times sampling only
         ray.get(coordinator.start_stream.remote([None], None, 60.0, 4))  # the workers' own weights: version 0
@@ -47,7 +60,10 @@ def test_a_stale_batch_is_dropped_and_counted_never_trained_on(ray_local):
         report, shards = ray.get(coordinator.gather.options(num_returns=2).remote(2, 1, 60.0))
         # Batches of version-0 steps only in between: dropped; a batch that version 1 reached on its way: taken
         assert [info.newest_version for info in report.infos] == [1, 1]
-        old = sum(int(batch.valid[info.step_versions(16) < 1].sum()) for info, batch in zip(report.infos, ray.get(list(shards))))
+        old = sum(
+            int(batch.valid[info.step_versions(16) < 1].sum())
+            for info, batch in zip(report.infos, ray.get(list(shards)))
+        )
         learner.version = 2  # the update at version 2 that allows a lag of 1 (the gather's bound, in the report)
         metrics = learner.update_refs(report, shards)
         assert report.min_version == 1 and metrics["stale_steps"] == old and metrics["env_steps"] == 2 * 4 * 16
@@ -61,8 +77,10 @@ def test_steps_older_than_the_lag_allows_are_left_out_of_the_update_and_the_rest
     acted with a version older than the bound the stream gathered by (``SampleReport.min_version``), and only those.
     Its update is the one on the same batch with those steps marked invalid by hand, and not the one that trains on
     them too; the policy lag it reports is the trained steps'."""
-    config = load_config(None, ["env.num_envs_per_worker=4", "rollout.rollout_length=16", "ppo.minibatch_size=32",
-                                "rollout.pipeline=async"])  # fmt: skip
+    config = load_config(
+        None,
+        ["env.num_envs_per_worker=4", "rollout.rollout_length=16", "ppo.minibatch_size=32", "rollout.pipeline=async"],
+    )
     info, batch = RolloutWorker(config).sample()
     info.version_changes = [(0, 0), (6, 2)]  # steps 0-5 acted with version 0, steps 6-15 with version 2
 
@@ -88,12 +106,24 @@ def test_steps_older_than_the_lag_allows_are_left_out_of_the_update_and_the_rest
 
 
 def _stream(ray, overrides: list[str], count: int, max_queued: int):
-    """``count`` workers (actor names ``...-worker-N``, as the driver names them) and a coordinator streaming from them."""
-    config = load_config(None, ["env.num_envs_per_worker=2", "rollout.rollout_length=8", f"rollout.num_workers={count}",
-                                "rollout.pipeline=async", "rollout.compile.backend=eager", "ppo.minibatch_size=16",
-                                *overrides])  # fmt: skip
-    workers = [remote_worker_class().options(num_cpus=0.1, name=f"stream-test-worker-{i}").remote(config, i)
-               for i in range(count)]  # fmt: skip
+    """``count`` workers (actor names ``...-worker-N``, as the driver names them) and a coordinator streaming from
+    them."""
+    config = load_config(
+        None,
+        [
+            "env.num_envs_per_worker=2",
+            "rollout.rollout_length=8",
+            f"rollout.num_workers={count}",
+            "rollout.pipeline=async",
+            "rollout.compile.backend=eager",
+            "ppo.minibatch_size=16",
+            *overrides,
+        ],
+    )
+    workers = [
+        remote_worker_class().options(num_cpus=0.1, name=f"stream-test-worker-{i}").remote(config, i)
+        for i in range(count)
+    ]
     coordinator = ray.remote(SampleCoordinator).options(num_cpus=0, max_concurrency=4).remote(1, config.env.id)
     ray.get(coordinator.attach.remote(workers))
     ray.get([worker.ready.remote() for worker in workers])  # constructed: a test's wait then times sampling only
@@ -124,8 +154,12 @@ def test_a_waiting_gather_never_waits_on_slow_workers_while_a_fast_one_is_parked
     past twice the recent samples' median time does not count."""
     ray = ray_local
     kwargs = "env.kwargs={step_s: 0.25, slow_worker: 0, slow_factor: 0.004}"  # worker 0's steps 250x shorter
-    coordinator, workers = _stream(ray, ["env.id=distrl.envs.testing:sleepy_cartpole", "env.vectorization=sync",
-                                         kwargs], count=3, max_queued=max_queued)  # fmt: skip
+    coordinator, workers = _stream(
+        ray,
+        ["env.id=distrl.envs.testing:sleepy_cartpole", "env.vectorization=sync", kwargs],
+        count=3,
+        max_queued=max_queued,
+    )
     try:
         for _ in range(3):
             report, _ = ray.get(coordinator.gather.options(num_returns=2).remote(2, 0, 60.0))
@@ -145,12 +179,24 @@ def test_a_request_a_gather_sends_is_followed_at_once_not_after_the_pumps_wait(r
     monkeypatch.setattr(stream_module, "PUMP_WAIT_S", 30.0)
     count = 2 if slow_in_flight else 1
     # Worker 1's rollout of 8 steps of 5 s stays in flight all test long; worker 0's takes milliseconds.
-    config = load_config(None, ["env.id=distrl.envs.testing:sleepy_cartpole", "env.vectorization=sync",
-                                "env.kwargs={step_s: 5.0, slow_worker: 0, slow_factor: 0.0002}", "env.num_envs_per_worker=2",
-                                "rollout.rollout_length=8", f"rollout.num_workers={count}", "rollout.pipeline=async",
-                                "rollout.compile.backend=eager", "ppo.minibatch_size=16"])  # fmt: skip
-    workers = [remote_worker_class().options(num_cpus=0.1, name=f"pump-test-worker-{i}").remote(config, i)
-               for i in range(count)]  # fmt: skip
+    config = load_config(
+        None,
+        [
+            "env.id=distrl.envs.testing:sleepy_cartpole",
+            "env.vectorization=sync",
+            "env.kwargs={step_s: 5.0, slow_worker: 0, slow_factor: 0.0002}",
+            "env.num_envs_per_worker=2",
+            "rollout.rollout_length=8",
+            f"rollout.num_workers={count}",
+            "rollout.pipeline=async",
+            "rollout.compile.backend=eager",
+            "ppo.minibatch_size=16",
+        ],
+    )
+    workers = [
+        remote_worker_class().options(num_cpus=0.1, name=f"pump-test-worker-{i}").remote(config, i)
+        for i in range(count)
+    ]
     ray.get([worker.ready.remote() for worker in workers])
 
     def submit(index, weights_ref, plan_ref):
@@ -171,15 +217,26 @@ def test_a_request_a_gather_sends_is_followed_at_once_not_after_the_pumps_wait(r
 
 def _two_workers_streaming(ray, max_queued: int):
     """Two workers of milliseconds-long rollouts, a stream from them in this process, and a learner for weights."""
-    config = load_config(None, ["env.num_envs_per_worker=2", "rollout.rollout_length=8", "rollout.num_workers=2",
-                                "rollout.pipeline=async", "rollout.compile.backend=eager", "ppo.minibatch_size=16"])  # fmt: skip
+    config = load_config(
+        None,
+        [
+            "env.num_envs_per_worker=2",
+            "rollout.rollout_length=8",
+            "rollout.num_workers=2",
+            "rollout.pipeline=async",
+            "rollout.compile.backend=eager",
+            "ppo.minibatch_size=16",
+        ],
+    )
     workers = [remote_worker_class().options(num_cpus=0.1).remote(config, i) for i in range(2)]
     ray.get([worker.ready.remote() for worker in workers])
 
     def submit(index, weights_ref, plan_ref):
         return workers[index].sample_shards.options(num_returns=2, max_task_retries=0).remote(weights_ref, 1, plan_ref)
 
-    stream = SampleStream(Membership(workers, 0), 1, submit, lambda index, ref: None, 60.0, [None], None, max_queued=max_queued)
+    stream = SampleStream(
+        Membership(workers, 0), 1, submit, lambda index, ref: None, 60.0, [None], None, max_queued=max_queued
+    )
     return workers, stream, Learner(config, *probe_spaces(config.env))
 
 
@@ -257,8 +314,17 @@ def test_weights_staged_while_the_pump_reads_its_abandoned_refs_never_break_the_
             await asyncio.sleep(600)
 
     never = Never.remote()
-    config = load_config(None, ["env.num_envs_per_worker=1", "rollout.rollout_length=1", "rollout.num_workers=1",
-                                "rollout.pipeline=async", "rollout.compile.backend=eager", "ppo.minibatch_size=1"])  # fmt: skip
+    config = load_config(
+        None,
+        [
+            "env.num_envs_per_worker=1",
+            "rollout.rollout_length=1",
+            "rollout.num_workers=1",
+            "rollout.pipeline=async",
+            "rollout.compile.backend=eager",
+            "ppo.minibatch_size=1",
+        ],
+    )
     worker = remote_worker_class().options(num_cpus=0.1).remote(config, 0)
     ray.get(worker.ready.remote())
 
@@ -287,8 +353,12 @@ def test_weights_staged_while_the_pump_reads_its_abandoned_refs_never_break_the_
         ray.kill(never)
 
 
-SLEEPY = ["env.id=distrl.envs.testing:sleepy_cartpole", "env.vectorization=sync", "env.kwargs={step_s: 0.05}",
-          "ppo.minibatch_size=16"]
+SLEEPY = [
+    "env.id=distrl.envs.testing:sleepy_cartpole",
+    "env.vectorization=sync",
+    "env.kwargs={step_s: 0.05}",
+    "ppo.minibatch_size=16",
+]
 
 
 def _weights(config, version: int, favour_left: bool):
@@ -297,8 +367,11 @@ def _weights(config, version: int, favour_left: bool):
     weights = Learner(config, *probe_spaces(config.env)).get_weights()
     weights.version = version
     if favour_left:
-        weights.model = {**weights.model, "policy_head.weight": np.zeros_like(weights.model["policy_head.weight"]),
-                         "policy_head.bias": np.array([5.0, -5.0], np.float32)}  # fmt: skip
+        weights.model = {
+            **weights.model,
+            "policy_head.weight": np.zeros_like(weights.model["policy_head.weight"]),
+            "policy_head.bias": np.array([5.0, -5.0], np.float32),
+        }
     return weights
 
 
@@ -341,8 +414,15 @@ def test_weights_sent_during_a_sample_act_from_its_next_step(ray_local):
 def test_weights_staged_as_a_sample_starts_are_the_version_that_acted_first():
     """Weights that come in after a sample's own check for staged weights but before its first step act from step 0:
     the batch names them as the version that acted first, and the older version, which never acted, not at all."""
-    config = load_config(None, ["env.num_envs_per_worker=2", "rollout.rollout_length=8", "rollout.compile.backend=eager",
-                                "ppo.minibatch_size=16"])  # fmt: skip
+    config = load_config(
+        None,
+        [
+            "env.num_envs_per_worker=2",
+            "rollout.rollout_length=8",
+            "rollout.compile.backend=eager",
+            "ppo.minibatch_size=16",
+        ],
+    )
     worker = RolloutWorker(config)
     checks, take = [], worker._take_staged
 
@@ -380,14 +460,24 @@ def test_the_stream_sends_new_weights_to_the_samples_running(ray_local):
             ray.kill(actor)
 
 
-ASYNC = ["--set", "rollout.pipeline=async", "--set", "rollout.num_workers=2", "--set", "rollout.num_cpus_per_worker=0.5",
-         "--set", "env.num_envs_per_worker=32"]  # fmt: skip
+ASYNC = [
+    "--set",
+    "rollout.pipeline=async",
+    "--set",
+    "rollout.num_workers=2",
+    "--set",
+    "rollout.num_cpus_per_worker=0.5",
+    "--set",
+    "env.num_envs_per_worker=32",
+]
 
 
 @pytest.mark.slow
 def test_async_learns_cartpole(tmp_path):
     run_dir = tmp_path / "run"
-    result = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(run_dir), *ASYNC, "--set", "stop.env_steps=1200000")
+    result = run_cli(
+        "train", "configs/cartpole.yaml", "--run-dir", str(run_dir), *ASYNC, "--set", "stop.env_steps=1200000"
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "pipeline async" in result.stdout
     rows, summary = check_run_dir(run_dir)
@@ -400,8 +490,19 @@ def test_async_learns_cartpole(tmp_path):
 @pytest.mark.slow
 def test_async_appo_learns(tmp_path):
     run_dir = tmp_path / "run"
-    result = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(run_dir), *ASYNC, "--set", "algo=appo",
-                     "--set", "stop.env_steps=400000", "--set", "stop.episode_return_mean=null")  # fmt: skip
+    result = run_cli(
+        "train",
+        "configs/cartpole.yaml",
+        "--run-dir",
+        str(run_dir),
+        *ASYNC,
+        "--set",
+        "algo=appo",
+        "--set",
+        "stop.env_steps=400000",
+        "--set",
+        "stop.episode_return_mean=null",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     rows, summary = check_run_dir(run_dir)
     # Random play: ~22. V-trace's cut traces make APPO's async runs swing (final means 72-261 at 400k steps on 2
@@ -434,9 +535,24 @@ def test_checkpoints_of_an_async_run_with_snapshots_on_a_budget_hold_their_own_u
     from distrl.common.checkpoint import _load_file, list_checkpoints
 
     run_dir = tmp_path / "run"
-    result = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(run_dir), "--set", "rollout.pipeline=async",
-                     "--set", "learner.snapshot_every_s=1000", "--set", "checkpoint.every_iterations=2", "--set",
-                     "checkpoint.keep=20", "--set", "stop.episode_return_mean=null", "--set", "stop.env_steps=65536")  # fmt: skip
+    result = run_cli(
+        "train",
+        "configs/cartpole.yaml",
+        "--run-dir",
+        str(run_dir),
+        "--set",
+        "rollout.pipeline=async",
+        "--set",
+        "learner.snapshot_every_s=1000",
+        "--set",
+        "checkpoint.every_iterations=2",
+        "--set",
+        "checkpoint.keep=20",
+        "--set",
+        "stop.episode_return_mean=null",
+        "--set",
+        "stop.env_steps=65536",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     rows, summary = check_run_dir(run_dir)
     payloads = [_load_file(path) for path in list_checkpoints(run_dir)]
@@ -445,4 +561,6 @@ def test_checkpoints_of_an_async_run_with_snapshots_on_a_budget_hold_their_own_u
         version, iteration = payload["learner"]["version"], payload["counters"]["iteration"]
         final = iteration == summary["iterations"]
         # The final checkpoint takes the learner's state at the stop: the update queued behind the last may be in it.
-        assert version == rows[iteration - 1]["learner_version"] or (final and version == rows[-1]["learner_version"] + 1)
+        assert version == rows[iteration - 1]["learner_version"] or (
+            final and version == rows[-1]["learner_version"] + 1
+        )

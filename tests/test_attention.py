@@ -11,12 +11,12 @@ import torch
 
 from distrl.compile import CompileError, available_backends, compile_policy
 from distrl.config import load_config
+from distrl.data.memory.window import WindowMemory
+from distrl.data.window import windows
 from distrl.envs import probe_spaces
 from distrl.learner import Learner
-from distrl.data.window import windows
 from distrl.models import build_model
 from distrl.rollout import RolloutWorker
-from distrl.data.memory.window import WindowMemory
 from tests.conftest import run_cli
 from tests.test_train_e2e import check_run_dir
 
@@ -24,10 +24,25 @@ AVAILABLE = {row["name"]: row for row in available_backends()}
 BACKENDS = [
     "onnxrt",
     "inductor",
-    pytest.param("ipex", marks=[pytest.mark.ipex, pytest.mark.skipif(not AVAILABLE["ipex"]["available"], reason=AVAILABLE["ipex"]["reason"])]),
+    pytest.param(
+        "ipex",
+        marks=[
+            pytest.mark.ipex,
+            pytest.mark.skipif(not AVAILABLE["ipex"]["available"], reason=AVAILABLE["ipex"]["reason"]),
+        ],
+    ),
 ]
-SMALL = ["model.type=attention", "model.window=4", "model.d_model=16", "model.heads=2", "model.layers=1",
-         "env.num_envs_per_worker=6", "rollout.rollout_length=40", "ppo.minibatch_size=48", "rollout.compile.backend=eager"]  # fmt: skip
+SMALL = [
+    "model.type=attention",
+    "model.window=4",
+    "model.d_model=16",
+    "model.heads=2",
+    "model.layers=1",
+    "env.num_envs_per_worker=6",
+    "rollout.rollout_length=40",
+    "ppo.minibatch_size=48",
+    "rollout.compile.backend=eager",
+]
 
 
 def test_window_zeroes_everything_before_an_episode_start():
@@ -73,8 +88,12 @@ def test_learner_rebuilds_exactly_the_windows_the_worker_acted_on_and_no_episode
         recorder.seen.clear()
         _, batch = worker.sample()
         acted = np.stack(recorder.seen[:-1])  # [T, N, W, F]; the last call is the bootstrap value
-        rebuilt = windows(torch.from_numpy(batch.context), torch.from_numpy(batch.obs[:-1]), torch.from_numpy(batch.starts),
-                          config.model.window).numpy()  # fmt: skip
+        rebuilt = windows(
+            torch.from_numpy(batch.context),
+            torch.from_numpy(batch.obs[:-1]),
+            torch.from_numpy(batch.starts),
+            config.model.window,
+        ).numpy()
         np.testing.assert_array_equal(rebuilt, acted)
         # Where an episode starts, its window holds nothing but that first observation.
         t, n = np.nonzero(batch.starts)
@@ -100,8 +119,17 @@ def test_learner_trains_on_windows_and_reproduces_the_behaviour_log_probs():
 
 def _attention_model(window, seed=0):
     torch.manual_seed(seed)
-    cfg = load_config(None, ["model.type=attention", f"model.window={window}", "model.d_model=32", "model.heads=4",
-                             "model.layers=2", "model.shared_trunk=true"]).model  # fmt: skip
+    cfg = load_config(
+        None,
+        [
+            "model.type=attention",
+            f"model.window={window}",
+            "model.d_model=32",
+            "model.heads=4",
+            "model.layers=2",
+            "model.shared_trunk=true",
+        ],
+    ).model
     obs_space = gym.spaces.Box(-1, 1, (4,) if window else (6, 5), np.float32)
     return build_model(obs_space, gym.spaces.Discrete(3), cfg).eval(), obs_space
 
@@ -125,7 +153,9 @@ def test_every_backend_matches_eager_before_and_after_weight_updates(backend, wi
         return
     # A policy one small step behind fails the check.
     generator = torch.Generator().manual_seed(9)
-    model.load_state_dict({k: v + 2.5e-4 * torch.randn(v.shape, generator=generator).sign() for k, v in model.state_dict().items()})
+    model.load_state_dict(
+        {k: v + 2.5e-4 * torch.randn(v.shape, generator=generator).sign() for k, v in model.state_dict().items()}
+    )
     with pytest.raises(CompileError, match="differs from eager"):
         checked.verify(tuple(x.numpy() for x in inputs), "stale")
 
@@ -146,8 +176,16 @@ def test_tokens_without_a_window_and_bad_shapes_are_one_line_errors():
 @pytest.mark.slow
 def test_attention_config_learns_exports_and_plays(tmp_path):
     run_dir = tmp_path / "run"
-    result = run_cli("train", "configs/cartpole_attention.yaml", "--run-dir", str(run_dir), "--set", "stop.env_steps=150000",
-                     "--set", "stop.episode_return_mean=null")  # fmt: skip
+    result = run_cli(
+        "train",
+        "configs/cartpole_attention.yaml",
+        "--run-dir",
+        str(run_dir),
+        "--set",
+        "stop.env_steps=150000",
+        "--set",
+        "stop.episode_return_mean=null",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "policy backend onnxrt" in result.stdout
     rows, summary = check_run_dir(run_dir)

@@ -14,8 +14,14 @@ import yaml
 
 from tests.conftest import ROOT
 
-SIZES = ["rollout.num_workers=2", "env.num_envs_per_worker=16", "learner.num_cpus_per_learner=1",
-         "ppo.minibatch_size=1024", "stop.env_steps=8192", "stop.episode_return_mean=null"]  # fmt: skip
+SIZES = [
+    "rollout.num_workers=2",
+    "env.num_envs_per_worker=16",
+    "learner.num_cpus_per_learner=1",
+    "ppo.minibatch_size=1024",
+    "stop.env_steps=8192",
+    "stop.episode_return_mean=null",
+]
 
 
 def test_fake_node_types_keep_the_files_names_resources_and_labels():
@@ -26,7 +32,11 @@ def test_fake_node_types_keep_the_files_names_resources_and_labels():
     fake = fake_node_types(ROOT / "clusters" / "aws.yaml", cpu_scale=1 / 8)
     assert set(fake) == set(shipped) - {"head"}
     assert fake["cpu_rollout"]["resources"] == {"CPU": 2, "rollout": 2}  # 16 CPUs and 16 `rollout`, scaled together
-    assert fake["gpu_learner"]["resources"] == {"CPU": 1, "GPU": 1, "learner": 1}  # a fake GPU: a resource to schedule on
+    assert fake["gpu_learner"]["resources"] == {
+        "CPU": 1,
+        "GPU": 1,
+        "learner": 1,
+    }  # a fake GPU: a resource to schedule on
     for name, spec in fake.items():
         assert spec["labels"] == shipped[name]["labels"] and spec["min_workers"] == 0
 
@@ -60,8 +70,13 @@ def test_autoscaler_launches_the_node_types_the_job_asks_for(tmp_path):
         )
         # No --working-dir: as on the launcher's clusters, the code is installed on the nodes already.
         submitted = time.monotonic() - start
-        result = subprocess.run([ray_command(), "job", "submit", "--address", cluster.dashboard_url, "--", "bash", "-c", entrypoint],
-                                capture_output=True, text=True, env=cluster.env, timeout=600)  # fmt: skip
+        result = subprocess.run(
+            [ray_command(), "job", "submit", "--address", cluster.dashboard_url, "--", "bash", "-c", entrypoint],
+            capture_output=True,
+            text=True,
+            env=cluster.env,
+            timeout=600,
+        )
         finished = time.monotonic() - start
         assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
         assert "the cluster at" in result.stdout and "requests wait for its autoscaler" in result.stdout
@@ -78,5 +93,7 @@ def test_autoscaler_launches_the_node_types_the_job_asks_for(tmp_path):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["stop_reason"] == "env_steps" and summary["env_steps"] >= 8192
     timeline = sorted((round(t, 1), labels.get("distrl-role", "head")) for t, labels in launched.values())
-    print(f"autoscaling timeline (s from start): head up {head_up:.1f}, job submitted {submitted:.1f}, "
-          f"nodes {timeline}, job done {finished:.1f}")
+    print(
+        f"autoscaling timeline (s from start): head up {head_up:.1f}, job submitted {submitted:.1f}, "
+        f"nodes {timeline}, job done {finished:.1f}"
+    )

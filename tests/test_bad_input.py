@@ -45,86 +45,391 @@ class Case:
 TRAIN = f"train {CARTPOLE} --run-dir {{tmp}}/new"
 CASES = {
     # --- config, every section --------------------------------------------------------------------------------
-    "env.vectorization": Case(f"{TRAIN} --set env.vectorization=threads", 2, ("env.vectorization='threads'", "'auto', 'native', 'sync' or 'async'"), absent=("{tmp}/new",)),
-    "env.num_envs_per_worker": Case(f"{TRAIN} --set env.num_envs_per_worker=0", 2, ("env.num_envs_per_worker=0", "greater than 0")),
-    "env.id unknown": Case(f"{TRAIN} --set env.id=NoSuchEnv-v9", 2, ("env.id='NoSuchEnv-v9'", "not a registered gymnasium env"), absent=("{tmp}/new",)),
-    "env.kwargs rejected": Case(f"{TRAIN} --set 'env.kwargs={{{{nope: 1}}}}'", 2, ("env.kwargs={'nope': 1}", "could not be built", "unexpected keyword"), absent=("{tmp}/new",)),
-    "env obs space": Case(f"{TRAIN} --set env.id=FrozenLake-v1 --set env.vectorization=sync", 2, ("observation space Discrete(16) is not supported", "observations: a Box")),
-    "env action space": Case(f"{TRAIN} --set env.id=distrl.envs.testing:dict_action_cartpole --set env.vectorization=sync", 2, ("action space Dict(", "actions: Discrete, a 1-d MultiDiscrete or a 1-d Box")),
-    "env dict observations, attention": Case(f"{TRAIN} --set env.id=distrl.envs.testing:dict_obs_cartpole --set model.type=attention", 2, ("model.type=attention: not with Dict observations; use mlp",)),
-    "env factory not an Env": Case(f"{TRAIN} --set env.id=builtins:dict --set env.vectorization=sync", 2, ("the factory returned dict, not a gymnasium.Env",)),
-    "agents with different spaces": Case(f"{TRAIN} --set env.id=distrl.envs.testing:mixed_space_agents --set env.num_envs_per_worker=48", 2, ("agent 'agent_2' has observation Box(0.0, 1e+06, (3,), float32)", "one shared policy (agents.policies: shared) needs the same spaces for all its agents"), absent=("{tmp}/new",)),
-    "a policy whose agents' spaces differ": Case(f"{TRAIN} --set env.id=distrl.envs.testing:mixed_space_agents --set env.num_envs_per_worker=48 --set 'agents.policies={{{{most: [agent_0, agent_2], one: [agent_1]}}}}'", 2, ("agent 'agent_2' has observation Box(0.0, 1e+06, (3,), float32)", "policy 'most' needs the same spaces for all its agents"), absent=("{tmp}/new",)),
-    "agents and their slots": Case(f"{TRAIN} --set env.id=distrl.envs.testing:dying_agents", 2, ("env.num_envs_per_worker=64: counts agent slots", "has 3 agents (agent_0, agent_1, agent_2); use a multiple of 3"), absent=("{tmp}/new",)),
-    "agents of a turn-based game": Case(f"{TRAIN} --set env.id=pettingzoo/classic/connect_four-v3", 2, ("env.id='pettingzoo/classic/connect_four-v3': a turn-based (AEC) game; train it by self-play with a league section",)),
-    "agents vectorized async": Case(f"{TRAIN} --set env.id=distrl.envs.testing:dying_agents --set env.num_envs_per_worker=48 --set env.vectorization=async", 2, ("env.vectorization=async: a PettingZoo parallel env's copies step in the worker's process; use auto or sync",)),
-    "agents and videos": Case(f"{TRAIN} --set env.id=distrl.envs.testing:dying_agents --set env.num_envs_per_worker=48 --set logging.video_every_iterations=5", 2, ("logging.video_every_iterations=5: videos of a PettingZoo parallel env are not recorded yet",), absent=("{tmp}/new",)),
-    "agents.policies, an agent without one": Case(f"{TRAIN} --set env.id=distrl.envs.testing:cartpole_team --set env.num_envs_per_worker=48 --set 'agents.policies={{{{a: [pole_0]}}}}'", 2, ("agents.policies: agent 'pole_1' matches no policy's patterns; every agent needs one (policies: a)",), absent=("{tmp}/new",)),
-    "agents.policies, an agent in two": Case(f"{TRAIN} --set env.id=distrl.envs.testing:cartpole_team --set env.num_envs_per_worker=48 --set 'agents.policies={{{{a: [pole_*], b: [pole_1]}}}}'", 2, ("agents.policies: agent 'pole_1' matches a and b; every agent needs exactly one policy",), absent=("{tmp}/new",)),
-    "agents.policies, a policy without agents": Case(f"{TRAIN} --set env.id=distrl.envs.testing:cartpole_team --set env.num_envs_per_worker=48 --set 'agents.policies={{{{a: [pole_*], red: [red_*]}}}}'", 2, ("agents.policies.red=['red_*']: matches no agent; the env's agents are pole_0, pole_1, pole_2",), absent=("{tmp}/new",)),
-    "agents.policies, a single-agent env": Case(f"{TRAIN} --set agents.policies=per_agent", 2, ("agents.policies=per_agent: several policies need a PettingZoo parallel env (env.id='CartPole-v1' is a gymnasium env); use shared",), absent=("{tmp}/new",)),
-    "agents.policies, DDP shards": Case(f"{TRAIN} --set env.id=distrl.envs.testing:cartpole_team --set env.num_envs_per_worker=48 --set 'agents.policies={{{{solo: [pole_0], pair: [pole_1, pole_2]}}}}' --set learner.num_learners=3 --set ppo.minibatch_size=384", 2, ("learner.num_learners=3: policy 'solo' has 16 slots a worker (16 copies x 1 agent), which do not split into 3 equal learner shards; use env.num_envs_per_worker a multiple of 9",), absent=("{tmp}/new",)),
-    "agents.policies, a name": Case(f"{TRAIN} --set 'agents.policies={{{{a/b: [pole_0]}}}}'", 2, ("agents.policies", "policy name 'a/b': letters, digits"), absent=("{tmp}/new",)),
-    "agents.critic, no global state": Case(f"{TRAIN} --set env.id=distrl.envs.testing:cartpole_team --set env.num_envs_per_worker=48 --set agents.critic=state", 2, ("agents.critic=state: 'distrl.envs.testing:cartpole_team' has no global state (a Box state_space and state()); use observations",), absent=("{tmp}/new",)),
-    "agents.critic, a single-agent env": Case(f"{TRAIN} --set agents.critic=observations", 2, ("agents.critic=observations: a central critic needs a PettingZoo parallel env (env.id='CartPole-v1' is a gymnasium env)",), absent=("{tmp}/new",)),
-    "agents.critic, a shared trunk": Case(f"{TRAIN} --set agents.critic=observations --set model.shared_trunk=true", 2, ("agents.critic=observations: the actor needs an encoder of its own", "use model.shared_trunk: false"), absent=("{tmp}/new",)),
-    "model.critic_parts, every part": Case(f"{TRAIN} --set env.id=distrl.envs.testing:dict_obs_cartpole --set env.vectorization=sync --set 'model.critic_parts=[position, velocity]'", 2, ("model.critic_parts=['position', 'velocity']: leaves the actor no part of the observation to read",), absent=("{tmp}/new",)),
-    "env.action_repeat native": Case(f"{TRAIN} --set env.action_repeat=4 --set env.vectorization=native", 2, ("env.action_repeat=4", "auto, sync or async")),
-    "model.type": Case(f"{TRAIN} --set model.type=cnn", 2, ("model.type=cnn: needs image observations",), absent=("{tmp}/new",)),
+    "env.vectorization": Case(
+        f"{TRAIN} --set env.vectorization=threads",
+        2,
+        ("env.vectorization='threads'", "'auto', 'native', 'sync' or 'async'"),
+        absent=("{tmp}/new",),
+    ),
+    "env.num_envs_per_worker": Case(
+        f"{TRAIN} --set env.num_envs_per_worker=0", 2, ("env.num_envs_per_worker=0", "greater than 0")
+    ),
+    "env.id unknown": Case(
+        f"{TRAIN} --set env.id=NoSuchEnv-v9",
+        2,
+        ("env.id='NoSuchEnv-v9'", "not a registered gymnasium env"),
+        absent=("{tmp}/new",),
+    ),
+    "env.kwargs rejected": Case(
+        f"{TRAIN} --set 'env.kwargs={{{{nope: 1}}}}'",
+        2,
+        ("env.kwargs={'nope': 1}", "could not be built", "unexpected keyword"),
+        absent=("{tmp}/new",),
+    ),
+    "env obs space": Case(
+        f"{TRAIN} --set env.id=FrozenLake-v1 --set env.vectorization=sync",
+        2,
+        ("observation space Discrete(16) is not supported", "observations: a Box"),
+    ),
+    "env action space": Case(
+        f"{TRAIN} --set env.id=distrl.envs.testing:dict_action_cartpole --set env.vectorization=sync",
+        2,
+        ("action space Dict(", "actions: Discrete, a 1-d MultiDiscrete or a 1-d Box"),
+    ),
+    "env dict observations, attention": Case(
+        f"{TRAIN} --set env.id=distrl.envs.testing:dict_obs_cartpole --set model.type=attention",
+        2,
+        ("model.type=attention: not with Dict observations; use mlp",),
+    ),
+    "env factory not an Env": Case(
+        f"{TRAIN} --set env.id=builtins:dict --set env.vectorization=sync",
+        2,
+        ("the factory returned dict, not a gymnasium.Env",),
+    ),
+    "agents with different spaces": Case(
+        f"{TRAIN} --set env.id=distrl.envs.testing:mixed_space_agents --set env.num_envs_per_worker=48",
+        2,
+        (
+            "agent 'agent_2' has observation Box(0.0, 1e+06, (3,), float32)",
+            "one shared policy (agents.policies: shared) needs the same spaces for all its agents",
+        ),
+        absent=("{tmp}/new",),
+    ),
+    "a policy whose agents' spaces differ": Case(
+        f"{TRAIN} --set env.id=distrl.envs.testing:mixed_space_agents --set env.num_envs_per_worker=48 --set "
+        f"'agents.policies={{{{most: [agent_0, agent_2], one: [agent_1]}}}}'",
+        2,
+        (
+            "agent 'agent_2' has observation Box(0.0, 1e+06, (3,), float32)",
+            "policy 'most' needs the same spaces for all its agents",
+        ),
+        absent=("{tmp}/new",),
+    ),
+    "agents and their slots": Case(
+        f"{TRAIN} --set env.id=distrl.envs.testing:dying_agents",
+        2,
+        (
+            "env.num_envs_per_worker=64: counts agent slots",
+            "has 3 agents (agent_0, agent_1, agent_2); use a multiple of 3",
+        ),
+        absent=("{tmp}/new",),
+    ),
+    "agents of a turn-based game": Case(
+        f"{TRAIN} --set env.id=pettingzoo/classic/connect_four-v3",
+        2,
+        (
+            "env.id='pettingzoo/classic/connect_four-v3': a turn-based (AEC) game; train it by self-play with a league "
+            "section",
+        ),
+    ),
+    "agents vectorized async": Case(
+        f"{TRAIN} --set env.id=distrl.envs.testing:dying_agents --set env.num_envs_per_worker=48 --set "
+        "env.vectorization=async",
+        2,
+        ("env.vectorization=async: a PettingZoo parallel env's copies step in the worker's process; use auto or sync",),
+    ),
+    "agents and videos": Case(
+        f"{TRAIN} --set env.id=distrl.envs.testing:dying_agents --set env.num_envs_per_worker=48 --set "
+        "logging.video_every_iterations=5",
+        2,
+        ("logging.video_every_iterations=5: videos of a PettingZoo parallel env are not recorded yet",),
+        absent=("{tmp}/new",),
+    ),
+    "agents.policies, an agent without one": Case(
+        f"{TRAIN} --set env.id=distrl.envs.testing:cartpole_team --set env.num_envs_per_worker=48 --set "
+        f"'agents.policies={{{{a: [pole_0]}}}}'",
+        2,
+        ("agents.policies: agent 'pole_1' matches no policy's patterns; every agent needs one (policies: a)",),
+        absent=("{tmp}/new",),
+    ),
+    "agents.policies, an agent in two": Case(
+        f"{TRAIN} --set env.id=distrl.envs.testing:cartpole_team --set env.num_envs_per_worker=48 --set "
+        f"'agents.policies={{{{a: [pole_*], b: [pole_1]}}}}'",
+        2,
+        ("agents.policies: agent 'pole_1' matches a and b; every agent needs exactly one policy",),
+        absent=("{tmp}/new",),
+    ),
+    "agents.policies, a policy without agents": Case(
+        f"{TRAIN} --set env.id=distrl.envs.testing:cartpole_team --set env.num_envs_per_worker=48 --set "
+        f"'agents.policies={{{{a: [pole_*], red: [red_*]}}}}'",
+        2,
+        ("agents.policies.red=['red_*']: matches no agent; the env's agents are pole_0, pole_1, pole_2",),
+        absent=("{tmp}/new",),
+    ),
+    "agents.policies, a single-agent env": Case(
+        f"{TRAIN} --set agents.policies=per_agent",
+        2,
+        (
+            "agents.policies=per_agent: several policies need a PettingZoo parallel env (env.id='CartPole-v1' is a "
+            "gymnasium env); use shared",
+        ),
+        absent=("{tmp}/new",),
+    ),
+    "agents.policies, DDP shards": Case(
+        f"{TRAIN} --set env.id=distrl.envs.testing:cartpole_team --set env.num_envs_per_worker=48 --set "
+        f"'agents.policies={{{{solo: [pole_0], pair: [pole_1, pole_2]}}}}' --set learner.num_learners=3 --set "
+        "ppo.minibatch_size=384",
+        2,
+        (
+            "learner.num_learners=3: policy 'solo' has 16 slots a worker (16 copies x 1 agent), "
+            "which do not split into "
+            "3 equal learner shards; use env.num_envs_per_worker a multiple of 9",
+        ),
+        absent=("{tmp}/new",),
+    ),
+    "agents.policies, a name": Case(
+        f"{TRAIN} --set 'agents.policies={{{{a/b: [pole_0]}}}}'",
+        2,
+        ("agents.policies", "policy name 'a/b': letters, digits"),
+        absent=("{tmp}/new",),
+    ),
+    "agents.critic, no global state": Case(
+        f"{TRAIN} --set env.id=distrl.envs.testing:cartpole_team --set env.num_envs_per_worker=48 --set "
+        "agents.critic=state",
+        2,
+        (
+            "agents.critic=state: 'distrl.envs.testing:cartpole_team' has no global state (a Box state_space and "
+            "state()); use observations",
+        ),
+        absent=("{tmp}/new",),
+    ),
+    "agents.critic, a single-agent env": Case(
+        f"{TRAIN} --set agents.critic=observations",
+        2,
+        (
+            "agents.critic=observations: a central critic needs a PettingZoo parallel env (env.id='CartPole-v1' is a "
+            "gymnasium env)",
+        ),
+        absent=("{tmp}/new",),
+    ),
+    "agents.critic, a shared trunk": Case(
+        f"{TRAIN} --set agents.critic=observations --set model.shared_trunk=true",
+        2,
+        ("agents.critic=observations: the actor needs an encoder of its own", "use model.shared_trunk: false"),
+        absent=("{tmp}/new",),
+    ),
+    "model.critic_parts, every part": Case(
+        f"{TRAIN} --set env.id=distrl.envs.testing:dict_obs_cartpole --set env.vectorization=sync --set "
+        "'model.critic_parts=[position, velocity]'",
+        2,
+        ("model.critic_parts=['position', 'velocity']: leaves the actor no part of the observation to read",),
+        absent=("{tmp}/new",),
+    ),
+    "env.action_repeat native": Case(
+        f"{TRAIN} --set env.action_repeat=4 --set env.vectorization=native",
+        2,
+        ("env.action_repeat=4", "auto, sync or async"),
+    ),
+    "model.type": Case(
+        f"{TRAIN} --set model.type=cnn", 2, ("model.type=cnn: needs image observations",), absent=("{tmp}/new",)
+    ),
     "model.hidden": Case(f"{TRAIN} --set model.hidden=[]", 2, ("model.hidden=[]", "at least 1 item")),
-    "model.activation": Case(f"{TRAIN} --set model.activation=swish", 2, ("model.activation='swish'", "'tanh', 'relu', 'elu' or 'gelu'")),
-    "model.lstm shared": Case(f"{TRAIN} --set model.lstm_size=16", 2, ("model.shared_trunk=false", "needs shared_trunk: true")),
+    "model.activation": Case(
+        f"{TRAIN} --set model.activation=swish", 2, ("model.activation='swish'", "'tanh', 'relu', 'elu' or 'gelu'")
+    ),
+    "model.lstm shared": Case(
+        f"{TRAIN} --set model.lstm_size=16", 2, ("model.shared_trunk=false", "needs shared_trunk: true")
+    ),
     "rollout.num_workers": Case(f"{TRAIN} --set rollout.num_workers=0", 2, ("rollout.num_workers=0", "greater than 0")),
-    "rollout.pipeline": Case(f"{TRAIN} --set rollout.pipeline=lockstep", 2, ("rollout.pipeline='lockstep'", "'sync', 'overlap' or 'async'")),
-    "rollout.max_policy_lag negative": Case(f"{TRAIN} --set rollout.pipeline=async --set rollout.max_policy_lag=-1", 2, ("rollout.max_policy_lag=-1", "greater than or equal to 0")),
-    "async with max_policy_lag 0": Case(f"{TRAIN} --set rollout.pipeline=async --set rollout.max_policy_lag=0", 2, ("rollout.max_policy_lag=0: async workers sample while the learner updates",)),
-    "async samples_per_update": Case(f"{TRAIN} --set rollout.pipeline=async --set rollout.samples_per_update=1000", 2, ("rollout.samples_per_update=1000: must be a multiple of one worker's batch", "=8192")),
-    "samples_per_update a word": Case(f"{TRAIN} --set rollout.pipeline=async --set rollout.samples_per_update=half", 2, ("rollout.samples_per_update='half': must be a whole number of transitions", "auto or null")),
-    "samples_per_update without async": Case(f"{TRAIN} --set rollout.samples_per_update=16384", 2, ("rollout.samples_per_update=16384: only with rollout.pipeline: async",)),
-    "updates_ahead without async": Case(f"{TRAIN} --set rollout.updates_ahead=2", 2, ("rollout.updates_ahead=2: only with rollout.pipeline: async",)),
-    "updates_ahead past max_policy_lag": Case(f"{TRAIN} --set rollout.pipeline=async --set rollout.updates_ahead=3 --set rollout.max_policy_lag=2", 2, ("rollout.updates_ahead=3: must be <= rollout.max_policy_lag=2",)),
-    "updates_ahead negative": Case(f"{TRAIN} --set rollout.pipeline=async --set rollout.updates_ahead=-1", 2, ("rollout.updates_ahead=-1", "greater than or equal to 0")),
-    "env_groups that do not divide the envs": Case(f"{TRAIN} --set rollout.env_groups=3", 2, ("rollout.env_groups=3: must divide env.num_envs_per_worker=",)),
-    "env_groups zero": Case(f"{TRAIN} --set rollout.env_groups=0", 2, ("rollout.env_groups=0: must be a whole number of groups, 1 or more, or auto",)),
-    "env_groups in a league": Case("train configs/league_duel.yaml --set rollout.env_groups=2", 2, ("rollout.env_groups=2: a league run's seats step as one game table",)),
-    "ready_envs on an env that cannot say which copies are ready": Case(f"{TRAIN} --set rollout.ready_envs=32", 2, ("rollout.ready_envs=32: needs ale-py's native vector env", "env.id='CartPole-v1'")),
-    "ready_envs as many as the copies": Case("train configs/breakout.yaml --set rollout.ready_envs=8", 2, ("rollout.ready_envs=8: must be fewer than env.num_envs_per_worker=8",)),
-    "ready_envs with an attention window": Case("train configs/breakout.yaml --set rollout.ready_envs=4 --set model.type=attention", 2, ("rollout.ready_envs=4: not with an attention window (model.window=16)",)),
-    "worker range min > max": Case(f"{TRAIN} --set rollout.pipeline=async --set 'rollout.num_workers={{{{min: 4, max: 2}}}}'", 2, ("rollout.num_workers={min: 4, max: 2}: min must be <= max",)),
-    "worker range without async": Case(f"{TRAIN} --set 'rollout.num_workers={{{{min: 1, max: 2}}}}'", 2, ("rollout.num_workers={min: 1, max: 2}: a range needs rollout.pipeline: async",)),
+    "rollout.pipeline": Case(
+        f"{TRAIN} --set rollout.pipeline=lockstep", 2, ("rollout.pipeline='lockstep'", "'sync', 'overlap' or 'async'")
+    ),
+    "rollout.max_policy_lag negative": Case(
+        f"{TRAIN} --set rollout.pipeline=async --set rollout.max_policy_lag=-1",
+        2,
+        ("rollout.max_policy_lag=-1", "greater than or equal to 0"),
+    ),
+    "async with max_policy_lag 0": Case(
+        f"{TRAIN} --set rollout.pipeline=async --set rollout.max_policy_lag=0",
+        2,
+        ("rollout.max_policy_lag=0: async workers sample while the learner updates",),
+    ),
+    "async samples_per_update": Case(
+        f"{TRAIN} --set rollout.pipeline=async --set rollout.samples_per_update=1000",
+        2,
+        ("rollout.samples_per_update=1000: must be a multiple of one worker's batch", "=8192"),
+    ),
+    "samples_per_update a word": Case(
+        f"{TRAIN} --set rollout.pipeline=async --set rollout.samples_per_update=half",
+        2,
+        ("rollout.samples_per_update='half': must be a whole number of transitions", "auto or null"),
+    ),
+    "samples_per_update without async": Case(
+        f"{TRAIN} --set rollout.samples_per_update=16384",
+        2,
+        ("rollout.samples_per_update=16384: only with rollout.pipeline: async",),
+    ),
+    "updates_ahead without async": Case(
+        f"{TRAIN} --set rollout.updates_ahead=2", 2, ("rollout.updates_ahead=2: only with rollout.pipeline: async",)
+    ),
+    "updates_ahead past max_policy_lag": Case(
+        f"{TRAIN} --set rollout.pipeline=async --set rollout.updates_ahead=3 --set rollout.max_policy_lag=2",
+        2,
+        ("rollout.updates_ahead=3: must be <= rollout.max_policy_lag=2",),
+    ),
+    "updates_ahead negative": Case(
+        f"{TRAIN} --set rollout.pipeline=async --set rollout.updates_ahead=-1",
+        2,
+        ("rollout.updates_ahead=-1", "greater than or equal to 0"),
+    ),
+    "env_groups that do not divide the envs": Case(
+        f"{TRAIN} --set rollout.env_groups=3", 2, ("rollout.env_groups=3: must divide env.num_envs_per_worker=",)
+    ),
+    "env_groups zero": Case(
+        f"{TRAIN} --set rollout.env_groups=0",
+        2,
+        ("rollout.env_groups=0: must be a whole number of groups, 1 or more, or auto",),
+    ),
+    "env_groups in a league": Case(
+        "train configs/league_duel.yaml --set rollout.env_groups=2",
+        2,
+        ("rollout.env_groups=2: a league run's seats step as one game table",),
+    ),
+    "ready_envs on an env that cannot say which copies are ready": Case(
+        f"{TRAIN} --set rollout.ready_envs=32",
+        2,
+        ("rollout.ready_envs=32: needs ale-py's native vector env", "env.id='CartPole-v1'"),
+    ),
+    "ready_envs as many as the copies": Case(
+        "train configs/breakout.yaml --set rollout.ready_envs=8",
+        2,
+        ("rollout.ready_envs=8: must be fewer than env.num_envs_per_worker=8",),
+    ),
+    "ready_envs with an attention window": Case(
+        "train configs/breakout.yaml --set rollout.ready_envs=4 --set model.type=attention",
+        2,
+        ("rollout.ready_envs=4: not with an attention window (model.window=16)",),
+    ),
+    "worker range min > max": Case(
+        f"{TRAIN} --set rollout.pipeline=async --set 'rollout.num_workers={{{{min: 4, max: 2}}}}'",
+        2,
+        ("rollout.num_workers={min: 4, max: 2}: min must be <= max",),
+    ),
+    "worker range without async": Case(
+        f"{TRAIN} --set 'rollout.num_workers={{{{min: 1, max: 2}}}}'",
+        2,
+        ("rollout.num_workers={min: 1, max: 2}: a range needs rollout.pipeline: async",),
+    ),
     "algo": Case(f"{TRAIN} --set algo=impala", 2, ("algo='impala'", "'ppo' or 'appo'")),
-    "ppo.proximal": Case(f"{TRAIN} --set ppo.proximal=newest", 2, ("ppo.proximal='newest'", "'auto', 'behaviour' or 'learner'")),
-    "behaviour weights with auto off async": Case(f"{TRAIN} --set ppo.proximal=auto --set ppo.behaviour_weight_clip=2", 2, ("ppo.behaviour_weight_clip=2.0", "it is auto here: behaviour without pipeline async")),
-    "rollout.compile.backend": Case(f"{TRAIN} --set rollout.compile.backend=tensorrt", 2, ("rollout.compile.backend='tensorrt'",)),
-    "rollout.compile strict": Case(f"{TRAIN} --set rollout.compile.backend=ipex --set rollout.compile.strict=true", 2, ("rollout.compile.backend=ipex: unavailable here", "forbids falling back")),
-    "rollout.compile.options ipex": Case(f"{TRAIN} --set rollout.compile.backend=ipex --set 'rollout.compile.options={{{{x: 1}}}}'", 2, ("the ipex backend takes no options",)),
-    "rollout.compile.options with a mode": Case(f"{TRAIN} --set rollout.compile.backend=inductor --set rollout.compile.mode=max-autotune --set 'rollout.compile.options={{{{freezing: true}}}}'", 2, ("inductor takes options or a mode, not both",)),
-    "learner.snapshot_every_s": Case(f"{TRAIN} --set learner.snapshot_every_s=-1", 2, ("learner.snapshot_every_s=-1: Input should be greater than or equal to 0",)),
-    "learner.num_threads": Case(f"{TRAIN} --set learner.num_threads=0", 2, ("learner.num_threads=0: a whole number of threads, 1 or more, or auto",)),
-    "rollout.compile.precision": Case(f"{TRAIN} --set rollout.compile.precision=fp16", 2, ("rollout.compile.precision='fp16'", "'auto', 'fp32' or 'bf16'")),
-    "rollout.compile.precision onnxrt": Case(f"{TRAIN} --set rollout.compile.precision=bf16", 2, ("rollout.compile.precision=bf16: the onnxrt backend runs fp32 only", "eager, inductor, ipex, auto")),
-    "rollout.compile.precision no bf16 CPU": Case(f"{TRAIN} --set rollout.compile.backend=eager --set rollout.compile.precision=bf16", 2, ("rollout.compile.precision=bf16: this CPU has no bf16 instructions", "allowed here: auto, fp32"), absent=("{tmp}/new",)),
-    "rollout.compile.memory_format onnxrt": Case(f"{TRAIN} --set rollout.compile.memory_format=channels_last", 2, ("rollout.compile.memory_format=channels_last: the onnxrt backend lays out its own kernels",)),
-    "rollout.compile auto strict": Case(f"{TRAIN} --set rollout.compile.backend=auto --set rollout.compile.strict=true", 2, ("rollout.compile.strict=true: auto keeps the fastest",)),
+    "ppo.proximal": Case(
+        f"{TRAIN} --set ppo.proximal=newest", 2, ("ppo.proximal='newest'", "'auto', 'behaviour' or 'learner'")
+    ),
+    "behaviour weights with auto off async": Case(
+        f"{TRAIN} --set ppo.proximal=auto --set ppo.behaviour_weight_clip=2",
+        2,
+        ("ppo.behaviour_weight_clip=2.0", "it is auto here: behaviour without pipeline async"),
+    ),
+    "rollout.compile.backend": Case(
+        f"{TRAIN} --set rollout.compile.backend=tensorrt", 2, ("rollout.compile.backend='tensorrt'",)
+    ),
+    "rollout.compile strict": Case(
+        f"{TRAIN} --set rollout.compile.backend=ipex --set rollout.compile.strict=true",
+        2,
+        ("rollout.compile.backend=ipex: unavailable here", "forbids falling back"),
+    ),
+    "rollout.compile.options ipex": Case(
+        f"{TRAIN} --set rollout.compile.backend=ipex --set 'rollout.compile.options={{{{x: 1}}}}'",
+        2,
+        ("the ipex backend takes no options",),
+    ),
+    "rollout.compile.options with a mode": Case(
+        f"{TRAIN} --set rollout.compile.backend=inductor --set rollout.compile.mode=max-autotune --set "
+        f"'rollout.compile.options={{{{freezing: true}}}}'",
+        2,
+        ("inductor takes options or a mode, not both",),
+    ),
+    "learner.snapshot_every_s": Case(
+        f"{TRAIN} --set learner.snapshot_every_s=-1",
+        2,
+        ("learner.snapshot_every_s=-1: Input should be greater than or equal to 0",),
+    ),
+    "learner.num_threads": Case(
+        f"{TRAIN} --set learner.num_threads=0",
+        2,
+        ("learner.num_threads=0: a whole number of threads, 1 or more, or auto",),
+    ),
+    "rollout.compile.precision": Case(
+        f"{TRAIN} --set rollout.compile.precision=fp16",
+        2,
+        ("rollout.compile.precision='fp16'", "'auto', 'fp32' or 'bf16'"),
+    ),
+    "rollout.compile.precision onnxrt": Case(
+        f"{TRAIN} --set rollout.compile.precision=bf16",
+        2,
+        ("rollout.compile.precision=bf16: the onnxrt backend runs fp32 only", "eager, inductor, ipex, auto"),
+    ),
+    "rollout.compile.precision no bf16 CPU": Case(
+        f"{TRAIN} --set rollout.compile.backend=eager --set rollout.compile.precision=bf16",
+        2,
+        ("rollout.compile.precision=bf16: this CPU has no bf16 instructions", "allowed here: auto, fp32"),
+        absent=("{tmp}/new",),
+    ),
+    "rollout.compile.memory_format onnxrt": Case(
+        f"{TRAIN} --set rollout.compile.memory_format=channels_last",
+        2,
+        ("rollout.compile.memory_format=channels_last: the onnxrt backend lays out its own kernels",),
+    ),
+    "rollout.compile auto strict": Case(
+        f"{TRAIN} --set rollout.compile.backend=auto --set rollout.compile.strict=true",
+        2,
+        ("rollout.compile.strict=true: auto keeps the fastest",),
+    ),
     "learner.amp": Case(f"{TRAIN} --set learner.amp=fp8", 2, ("learner.amp='fp8'", "'off', 'bf16' or 'fp16'")),
     "learner.compile.mode": Case(f"{TRAIN} --set learner.compile.mode=fast", 2, ("learner.compile.mode='fast'",)),
-    "learner.device cuda": Case(f"{TRAIN} --set learner.device=cuda", 2, ("learner.device=cuda: needs learner.num_gpus_per_learner > 0",)),
-    "learner.num_learners": Case(f"{TRAIN} --set learner.num_learners=3", 2, ("learner.num_learners=3: must divide env.num_envs_per_worker=64",)),
-    "learner GPU on a private Ray": Case(f"{TRAIN} --set learner.num_gpus_per_learner=1 --address local", 2, ("learner.num_gpus_per_learner=1: this machine has no CUDA GPU",), absent=("{tmp}/new",)),
-    "rollout.compile.backend cuda": Case(f"{TRAIN} --set rollout.compile.backend=cuda", 2, ("rollout.compile.backend=cuda: needs a GPU share per worker, rollout.num_gpus_per_worker > 0",)),
-    "rollout.num_gpus_per_worker onnxrt": Case(f"{TRAIN} --set rollout.num_gpus_per_worker=0.1", 2, ("rollout.num_gpus_per_worker=0.1: the onnxrt policy backend runs on the CPU", "cuda or auto")),
-    "worker GPU on a private Ray": Case(f"{TRAIN} --set rollout.num_gpus_per_worker=0.1 --set rollout.compile.backend=cuda --address local", 2, ("rollout.num_gpus_per_worker=0.1: this machine has no CUDA GPU", "allowed: 0, or --address"), absent=("{tmp}/new",)),
+    "learner.device cuda": Case(
+        f"{TRAIN} --set learner.device=cuda", 2, ("learner.device=cuda: needs learner.num_gpus_per_learner > 0",)
+    ),
+    "learner.num_learners": Case(
+        f"{TRAIN} --set learner.num_learners=3", 2, ("learner.num_learners=3: must divide env.num_envs_per_worker=64",)
+    ),
+    "learner GPU on a private Ray": Case(
+        f"{TRAIN} --set learner.num_gpus_per_learner=1 --address local",
+        2,
+        ("learner.num_gpus_per_learner=1: this machine has no CUDA GPU",),
+        absent=("{tmp}/new",),
+    ),
+    "rollout.compile.backend cuda": Case(
+        f"{TRAIN} --set rollout.compile.backend=cuda",
+        2,
+        ("rollout.compile.backend=cuda: needs a GPU share per worker, rollout.num_gpus_per_worker > 0",),
+    ),
+    "rollout.num_gpus_per_worker onnxrt": Case(
+        f"{TRAIN} --set rollout.num_gpus_per_worker=0.1",
+        2,
+        ("rollout.num_gpus_per_worker=0.1: the onnxrt policy backend runs on the CPU", "cuda or auto"),
+    ),
+    "worker GPU on a private Ray": Case(
+        f"{TRAIN} --set rollout.num_gpus_per_worker=0.1 --set rollout.compile.backend=cuda --address local",
+        2,
+        ("rollout.num_gpus_per_worker=0.1: this machine has no CUDA GPU", "allowed: 0, or --address"),
+        absent=("{tmp}/new",),
+    ),
     "ppo.lr inf": Case(f"{TRAIN} --set ppo.lr=.inf", 2, ("ppo.lr=inf", "finite number")),
     "ppo.lr nan": Case(f"{TRAIN} --set ppo.lr=.nan", 2, ("ppo.lr=nan", "finite number")),
     "ppo.lr negative": Case(f"{TRAIN} --set ppo.lr=-1", 2, ("ppo.lr=-1", "greater than 0")),
     "ppo.gamma": Case(f"{TRAIN} --set ppo.gamma=1.5", 2, ("ppo.gamma=1.5", "less than or equal to 1")),
-    "ppo.minibatch_size divides": Case(f"{TRAIN} --set ppo.minibatch_size=1000", 2, ("ppo.minibatch_size=1000: must divide the batch size", "8192")),
-    "ppo.minibatch_size too big": Case(f"{TRAIN} --set ppo.minibatch_size=100000", 2, ("ppo.minibatch_size=100000: must be <= the batch size",)),
-    "stop all null": Case(f"{TRAIN} --set stop.env_steps=null --set stop.episode_return_mean=null", 2, ("set at least one stop condition",)),
+    "ppo.minibatch_size divides": Case(
+        f"{TRAIN} --set ppo.minibatch_size=1000", 2, ("ppo.minibatch_size=1000: must divide the batch size", "8192")
+    ),
+    "ppo.minibatch_size too big": Case(
+        f"{TRAIN} --set ppo.minibatch_size=100000", 2, ("ppo.minibatch_size=100000: must be <= the batch size",)
+    ),
+    "stop all null": Case(
+        f"{TRAIN} --set stop.env_steps=null --set stop.episode_return_mean=null",
+        2,
+        ("set at least one stop condition",),
+    ),
     "checkpoint.keep": Case(f"{TRAIN} --set checkpoint.keep=0", 2, ("checkpoint.keep=0", "greater than 0")),
     "logging.progress": Case(f"{TRAIN} --set logging.progress=loud", 2, ("logging.progress='loud'",)),
-    "cluster.placement_timeout_s": Case(f"{TRAIN} --set cluster.placement_timeout_s=0", 2, ("cluster.placement_timeout_s=0", "greater than 0")),
-    "storage.uri": Case(f"{TRAIN} --storage nope://bucket", 2, ("storage.uri='nope://bucket/new': cannot open it",), absent=("{tmp}/new",)),
+    "cluster.placement_timeout_s": Case(
+        f"{TRAIN} --set cluster.placement_timeout_s=0", 2, ("cluster.placement_timeout_s=0", "greater than 0")
+    ),
+    "storage.uri": Case(
+        f"{TRAIN} --storage nope://bucket",
+        2,
+        ("storage.uri='nope://bucket/new': cannot open it",),
+        absent=("{tmp}/new",),
+    ),
     "seed": Case(f"{TRAIN} --set seed=-1", 2, ("seed=-1", "greater than or equal to 0")),
     "unknown section": Case(f"{TRAIN} --set foo.bar=1", 2, ("foo={'bar': 1}: unknown key", "allowed: env, model")),
     "unknown key": Case(f"{TRAIN} --set ppo.learning_rate=1", 2, ("ppo.learning_rate=1: unknown key", "allowed: lr,")),
@@ -136,39 +441,96 @@ CASES = {
     "config missing": Case("train {tmp}/nope.yaml", 2, ("nope.yaml': no such file",)),
     "no config": Case("train", 2, ("give a CONFIG file, or --resume RUN_DIR",)),
     # --- trust: an env factory named by a file someone sent is never imported -----------------------------------
-    "factory in a config": Case("train {evilcfg} --run-dir {tmp}/new", 2, ("env.id='os:system' (from config", "--trust-env os:system"), absent=("{marker}", "{tmp}/new")),
-    "factory in a config, diagnose": Case("diagnose {evilcfg} --quick", 2, ("env.id='os:system' (from config",), absent=("{marker}",)),
-    "factory in a checkpoint, eval": Case("eval {evil}", 2, ("env.id='os:system' (from checkpoint", "--trust-env os:system"), untouched=("{evil}",), absent=("{marker}",)),
-    "factory in a checkpoint, export": Case("export {evil} {tmp}/p.onnx", 2, ("env.id='os:system' (from checkpoint",), absent=("{marker}", "{tmp}/p.onnx")),
-    "factory in a run dir, resume": Case("train --resume {evilrun}", 2, ("env.id='os:system' (from config",), absent=("{marker}",)),
-    "checkpoint env replaced by --env": Case("eval {evil} --env CartPole-v1 --episodes 2", 0, ("2 episodes: return mean",), absent=("{marker}",)),
+    "factory in a config": Case(
+        "train {evilcfg} --run-dir {tmp}/new",
+        2,
+        ("env.id='os:system' (from config", "--trust-env os:system"),
+        absent=("{marker}", "{tmp}/new"),
+    ),
+    "factory in a config, diagnose": Case(
+        "diagnose {evilcfg} --quick", 2, ("env.id='os:system' (from config",), absent=("{marker}",)
+    ),
+    "factory in a checkpoint, eval": Case(
+        "eval {evil}",
+        2,
+        ("env.id='os:system' (from checkpoint", "--trust-env os:system"),
+        untouched=("{evil}",),
+        absent=("{marker}",),
+    ),
+    "factory in a checkpoint, export": Case(
+        "export {evil} {tmp}/p.onnx", 2, ("env.id='os:system' (from checkpoint",), absent=("{marker}", "{tmp}/p.onnx")
+    ),
+    "factory in a run dir, resume": Case(
+        "train --resume {evilrun}", 2, ("env.id='os:system' (from config",), absent=("{marker}",)
+    ),
+    "checkpoint env replaced by --env": Case(
+        "eval {evil} --env CartPole-v1 --episodes 2", 0, ("2 episodes: return mean",), absent=("{marker}",)
+    ),
     # --- commands ----------------------------------------------------------------------------------------------
-    "eval episodes 0": Case("eval {run} --episodes 0", 2, ("argument --episodes: must be a positive whole number, got 0",)),
+    "eval episodes 0": Case(
+        "eval {run} --episodes 0", 2, ("argument --episodes: must be a positive whole number, got 0",)
+    ),
     "eval episodes negative": Case("eval {run} --episodes -3", 2, ("must be a positive whole number, got -3",)),
     "eval missing checkpoint": Case("eval {tmp}/nothing", 2, ("no such file or run directory",)),
-    "eval corrupt checkpoint": Case("eval {empty}", 2, ("not a loadable distrl checkpoint", "nothing in it was executed")),
-    "eval a policy of a one-policy run": Case("eval {run} --policy blue", 2, ("policy='blue': checkpoint", "holds one policy; give no policy name")),
-    "export a policy of a one-policy run": Case("export {ckpt} {tmp}/p.onnx --policy blue", 2, ("policy='blue': checkpoint", "holds one policy"), absent=("{tmp}/p.onnx",)),
+    "eval corrupt checkpoint": Case(
+        "eval {empty}", 2, ("not a loadable distrl checkpoint", "nothing in it was executed")
+    ),
+    "eval a policy of a one-policy run": Case(
+        "eval {run} --policy blue", 2, ("policy='blue': checkpoint", "holds one policy; give no policy name")
+    ),
+    "export a policy of a one-policy run": Case(
+        "export {ckpt} {tmp}/p.onnx --policy blue",
+        2,
+        ("policy='blue': checkpoint", "holds one policy"),
+        absent=("{tmp}/p.onnx",),
+    ),
     "export to a directory": Case("export {ckpt} {tmp}", 2, ("is a directory",), absent=("{tmp}.tmp",)),
     "export unwritable": Case("export {ckpt} /proc/distrl-policy.onnx", 2, ("cannot write there",)),
-    "resume a .pt file": Case("train --resume {ckpt}", 2, ("give the run directory", "not a checkpoint file"), untouched=("{ckpt}",)),
+    "resume a .pt file": Case(
+        "train --resume {ckpt}", 2, ("give the run directory", "not a checkpoint file"), untouched=("{ckpt}",)
+    ),
     "resume nothing": Case("train --resume {tmp}/none", 2, ("no such run directory",)),
-    "resume with another run dir": Case("train --resume {run} --run-dir {tmp}/other", 2, ("cannot be combined with --resume",), untouched=("{ckpt}",)),
-    "run dir holds a run": Case(f"train {CARTPOLE} --run-dir {{run}}", 2, ("already holds a run", "--resume"), untouched=("{ckpt}", "{run}/config.yaml")),
-    "run dir not empty": Case(f"train {CARTPOLE} --run-dir {{partial}}", 2, ("not empty (holds config.yaml, metrics.jsonl, summary.json)",), untouched=("{partial}/config.yaml", "{partial}/metrics.jsonl", "{partial}/summary.json")),
-    "run dir unwritable": Case(f"train {CARTPOLE} --run-dir /proc/distrl-run", 2, ("--run-dir='/proc/distrl-run': cannot write there",)),
-    "address nobody answers": Case(f"{TRAIN} --address 127.0.0.1:9", 2, ("--address=127.0.0.1:9: no Ray cluster answers there",), absent=("{tmp}/new",)),
+    "resume with another run dir": Case(
+        "train --resume {run} --run-dir {tmp}/other", 2, ("cannot be combined with --resume",), untouched=("{ckpt}",)
+    ),
+    "run dir holds a run": Case(
+        f"train {CARTPOLE} --run-dir {{run}}",
+        2,
+        ("already holds a run", "--resume"),
+        untouched=("{ckpt}", "{run}/config.yaml"),
+    ),
+    "run dir not empty": Case(
+        f"train {CARTPOLE} --run-dir {{partial}}",
+        2,
+        ("not empty (holds config.yaml, metrics.jsonl, summary.json)",),
+        untouched=("{partial}/config.yaml", "{partial}/metrics.jsonl", "{partial}/summary.json"),
+    ),
+    "run dir unwritable": Case(
+        f"train {CARTPOLE} --run-dir /proc/distrl-run", 2, ("--run-dir='/proc/distrl-run': cannot write there",)
+    ),
+    "address nobody answers": Case(
+        f"{TRAIN} --address 127.0.0.1:9",
+        2,
+        ("--address=127.0.0.1:9: no Ray cluster answers there",),
+        absent=("{tmp}/new",),
+    ),
     "unknown argument": Case(f"{TRAIN} --workers 4", 2, ("unrecognized arguments: --workers 4",)),
-}  # fmt: skip
+}
 
 
 def fake_run(run_dir: Path, overrides=(), iteration=3) -> Path:
     """A finished run directory with a real (untrained) checkpoint, built without Ray."""
-    config = load_config(None, ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=64", *overrides])
+    config = load_config(
+        None, ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=64", *overrides]
+    )
     learner = Learner(config, gym.spaces.Box(-np.inf, np.inf, (4,), np.float32), gym.spaces.Discrete(2))
     run_dir.mkdir(parents=True)
     (run_dir / "config.yaml").write_text("env: {id: CartPole-v1}\n")
-    payload = {"counters": RunState(iteration=iteration).state(), "learner": learner.state(), "config": config.model_dump(mode="json")}
+    payload = {
+        "counters": RunState(iteration=iteration).state(),
+        "learner": learner.state(),
+        "config": config.model_dump(mode="json"),
+    }
     return save_checkpoint(run_dir, iteration, payload, keep=3)
 
 
@@ -185,9 +547,13 @@ def files(tmp_path_factory):
     paths["evil"] = str(base / "evil.pt")
     evil_run = base / "evilrun"
     fake_run(evil_run)
-    (evil_run / "config.yaml").write_text(f"env: {{id: 'os:system', vectorization: sync, kwargs: {{command: 'touch {marker}'}}}}\n")
+    (evil_run / "config.yaml").write_text(
+        f"env: {{id: 'os:system', vectorization: sync, kwargs: {{command: 'touch {marker}'}}}}\n"
+    )
     paths["evilrun"] = str(evil_run)
-    (base / "evil.yaml").write_text(f"env: {{id: 'os:system', vectorization: sync, kwargs: {{command: 'touch {marker}'}}}}\n")
+    (base / "evil.yaml").write_text(
+        f"env: {{id: 'os:system', vectorization: sync, kwargs: {{command: 'touch {marker}'}}}}\n"
+    )
     paths["evilcfg"] = str(base / "evil.yaml")
     (base / "empty.yaml").write_text("")
     paths["empty"] = str(base / "empty.yaml")
@@ -219,7 +585,9 @@ def test_bad_input(name, files, tmp_path):
     values = {**files, "tmp": str(tmp_path)}
     argv = [part.format(**values) for part in shlex.split(case.argv)]
     untouched = {Path(p.format(**values)): digest(Path(p.format(**values))) for p in case.untouched}
-    ray_tmp = Path(tempfile.mkdtemp(prefix="rb_", dir="/tmp"))  # short: Ray's socket paths; a Ray started makes ray/ here
+    ray_tmp = Path(
+        tempfile.mkdtemp(prefix="rb_", dir="/tmp")
+    )  # short: Ray's socket paths; a Ray started makes ray/ here
     env = {**os.environ, "RAY_ADDRESS": "local", "RAY_TMPDIR": str(ray_tmp)}
     result = run_cli(*argv, timeout=300, env=env)
     message = result.stderr.strip() if case.exit_code else result.stdout
@@ -228,7 +596,9 @@ def test_bad_input(name, files, tmp_path):
         assert words in message, message
     if case.exit_code == 2:
         # One line per problem (a config with several problems gets several), each naming key and value.
-        assert "Traceback" not in result.stderr and all(line.startswith("distrl") for line in message.splitlines()), message
+        assert "Traceback" not in result.stderr and all(line.startswith("distrl") for line in message.splitlines()), (
+            message
+        )
         started_ray = (ray_tmp / "ray").exists()
         assert started_ray == case.ray, "answered before Ray starts" if not case.ray else "needs Ray"
     shutil.rmtree(ray_tmp, ignore_errors=True)
@@ -240,7 +610,19 @@ def test_bad_input(name, files, tmp_path):
 
 def test_the_table_covers_every_section_command_and_both_trust_cases():
     text = " ".join(case.argv for case in CASES.values())
-    for section in ("env.", "model.", "rollout.", "learner.", "ppo.", "stop.", "checkpoint.", "logging.", "cluster.", "storage", "seed"):
+    for section in (
+        "env.",
+        "model.",
+        "rollout.",
+        "learner.",
+        "ppo.",
+        "stop.",
+        "checkpoint.",
+        "logging.",
+        "cluster.",
+        "storage",
+        "seed",
+    ):
         assert section in text, section
     for command in ("train ", "eval ", "export ", "diagnose ", "--resume "):
         assert command in text, command
@@ -255,7 +637,10 @@ def test_corrupt_newest_checkpoint_falls_back_to_the_newest_intact_with_a_warnin
     newest.write_bytes(newest.read_bytes()[:100])  # cut short
     result = run_cli("eval", str(tmp_path / "run"), "--episodes", "1", timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert f"distrl: warning: '{newest}' is not a loadable checkpoint; using the newest intact one, '{older}'" in result.stderr
+    assert (
+        f"distrl: warning: '{newest}' is not a loadable checkpoint; using the newest intact one, '{older}'"
+        in result.stderr
+    )
     assert f"checkpoint {older}\n" in result.stdout  # eval says which checkpoint played
 
 

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from distrl.envs.episodes import EpisodeTracker
 from distrl.data import Batch, TrainingSamples
+from distrl.envs.episodes import EpisodeTracker
 
 
 def numbered_batch(steps=4, envs=3, seq_len=None, hidden=2) -> Batch:
@@ -39,7 +39,15 @@ def test_empty_batch_shapes_and_dtypes():
     feedforward = Batch.empty(8, 4, gym.spaces.Box(-1, 1, (3,), np.float64), (2,), np.float32)
     assert feedforward.obs.dtype == np.float32 and feedforward.actions.shape == (8, 4, 2)
     assert feedforward.h0 is None and set(feedforward.arrays()) == {
-        "obs", "actions", "logp", "values", "rewards", "terminated", "truncated", "valid"}  # fmt: skip
+        "obs",
+        "actions",
+        "logp",
+        "values",
+        "rewards",
+        "terminated",
+        "truncated",
+        "valid",
+    }
 
 
 def test_split_and_concat_by_env():
@@ -111,7 +119,10 @@ def test_episode_tracker_skips_reset_steps_and_env_errors():
     assert tracker.step(np.array([1.0, 2.0]), no, no).tolist() == [True, True]
     assert tracker.step(np.array([1.0, 2.0]), no, np.array([False, True])).tolist() == [True, True]
     assert tracker.step(np.array([1.0, 5.0]), np.array([True, False]), no).tolist() == [True, False]
-    assert tracker.step(np.array([7.0, 2.0]), np.array([False, True]), no, error=np.array([False, True])).tolist() == [False, True]
+    assert tracker.step(np.array([7.0, 2.0]), np.array([False, True]), no, error=np.array([False, True])).tolist() == [
+        False,
+        True,
+    ]
     returns, lengths = tracker.pop()
     assert returns == [4.0, 3.0] and lengths == [8, 12]  # env 1's second episode ended by an error: not counted
     assert tracker.pop() == ([], [])

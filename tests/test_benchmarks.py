@@ -11,15 +11,43 @@ import pytest
 
 from tests.conftest import ROOT
 
-SCRIPTS = ["inference", "sampling", "learner", "ppo", "peers", "compile_check", "scale", "scale_machine", "soak",
-           "learner_step", "attention", "league", "league_rllib", "straggler", "async_learning", "elastic", "mujoco_scores",
-           "many_workers", "cpu_accounting", "reserve_cores", "env_groups", "startup", "peers_breakout", "inference_forms",
-           "learner_defaults", "snapshot_cost", "worker_inference", "multiagent", "spread_reference"]
+SCRIPTS = [
+    "inference",
+    "sampling",
+    "learner",
+    "ppo",
+    "peers",
+    "compile_check",
+    "scale",
+    "scale_machine",
+    "soak",
+    "learner_step",
+    "attention",
+    "league",
+    "league_rllib",
+    "straggler",
+    "async_learning",
+    "elastic",
+    "mujoco_scores",
+    "many_workers",
+    "cpu_accounting",
+    "reserve_cores",
+    "env_groups",
+    "startup",
+    "peers_breakout",
+    "inference_forms",
+    "learner_defaults",
+    "snapshot_cost",
+    "worker_inference",
+    "multiagent",
+    "spread_reference",
+]
 
 
 def run_script(name, *args, timeout=900):
-    return subprocess.run([sys.executable, f"benchmarks/{name}.py", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=timeout)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, f"benchmarks/{name}.py", *args], capture_output=True, text=True, cwd=ROOT, timeout=timeout
+    )
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
@@ -28,17 +56,29 @@ def test_help(name):
     assert result.returncode == 0 and "--quick" in result.stdout
 
 
-@pytest.mark.parametrize("name", ["inference", "sampling", "learner", "compile_check", "soak", "learner_step", "inference_forms",
-                                  "snapshot_cost", "worker_inference",
-                                  pytest.param("ppo", marks=pytest.mark.slow),
-                                  pytest.param("league", marks=pytest.mark.slow),
-                                  pytest.param("straggler", marks=pytest.mark.slow),
-                                  pytest.param("mujoco_scores", marks=pytest.mark.slow),
-                                  pytest.param("many_workers", marks=pytest.mark.slow),
-                                  pytest.param("reserve_cores", marks=pytest.mark.slow),
-                                  pytest.param("startup", marks=pytest.mark.slow),
-                                  pytest.param("learner_defaults", marks=pytest.mark.slow),
-                                  pytest.param("multiagent", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "inference",
+        "sampling",
+        "learner",
+        "compile_check",
+        "soak",
+        "learner_step",
+        "inference_forms",
+        "snapshot_cost",
+        "worker_inference",
+        pytest.param("ppo", marks=pytest.mark.slow),
+        pytest.param("league", marks=pytest.mark.slow),
+        pytest.param("straggler", marks=pytest.mark.slow),
+        pytest.param("mujoco_scores", marks=pytest.mark.slow),
+        pytest.param("many_workers", marks=pytest.mark.slow),
+        pytest.param("reserve_cores", marks=pytest.mark.slow),
+        pytest.param("startup", marks=pytest.mark.slow),
+        pytest.param("learner_defaults", marks=pytest.mark.slow),
+        pytest.param("multiagent", marks=pytest.mark.slow),
+    ],
+)
 def test_quick_run_writes_results(name, tmp_path):
     result = run_script(name, "--quick", "--results-dir", str(tmp_path))
     assert result.returncode == 0, result.stderr[-3000:]
@@ -98,7 +138,12 @@ def test_sampling_rows_account_for_the_worker_time(tmp_path):
     result = run_script("sampling", "--quick", "--results-dir", str(tmp_path))
     assert result.returncode == 0, result.stderr[-3000:]
     rows = json.loads(next(tmp_path.glob("*.json")).read_text())["rows"]
-    assert [(r["backend_used"], r["env_groups"]) for r in rows] == [("eager", 1), ("eager", 2), ("onnxrt", 1), ("onnxrt", 2)]
+    assert [(r["backend_used"], r["env_groups"]) for r in rows] == [
+        ("eager", 1),
+        ("eager", 2),
+        ("onnxrt", 1),
+        ("onnxrt", 2),
+    ]
     for row in rows:
         assert 0 < row["worker_sps"] < row["env_alone_sps"]  # a worker cannot outrun its env
         shares = row["env_share"] + row["policy_share"] + row["bookkeeping_share"]
@@ -119,8 +164,14 @@ def test_scale_machine_quick_measures_distrl_beside_the_env_alone_ceiling(tmp_pa
 
 def test_gpu_checks_script_says_what_machine_it_is_on_and_that_distrl_imports(tmp_path):
     """benchmarks/gpu_checks.sh with no stage asked: its machine lines and import check, its log written."""
-    result = subprocess.run(["bash", "benchmarks/gpu_checks.sh", str(tmp_path)], capture_output=True, text=True, cwd=ROOT,
-                            env={**os.environ, "STAGES": ""}, timeout=300)  # fmt: skip
+    result = subprocess.run(
+        ["bash", "benchmarks/gpu_checks.sh", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "STAGES": ""},
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout[-3000:]
     log = (tmp_path / "log").read_text()
     assert "=== machine" in log and "ray 2." in log and "=== done" in log and "=== stage" not in log
@@ -142,19 +193,54 @@ def test_async_learning_quick_on_two_nodes_with_a_core_each(tmp_path):
     assert set(Path("/tmp").glob("ral_*")) <= before
 
 
-def _results_file(path: Path, seeds: list[int], async_steps: list[int], async_wall: list[float],
-                  overrides: list[str] | None = None, task: str = "CartPole-v1", **machine) -> Path:
+def _results_file(
+    path: Path,
+    seeds: list[int],
+    async_steps: list[int],
+    async_wall: list[float],
+    overrides: list[str] | None = None,
+    task: str = "CartPole-v1",
+    **machine,
+) -> Path:
     """An async_learning results file of ``task``'s runs: sync 100 env steps in 10 s at every seed, async as given."""
     runs = []
     for seed, steps, wall in zip(seeds, async_steps, async_wall, strict=True):
         for pipeline, (s, w) in (("sync", (100, 10.0)), ("async", (steps, wall))):
-            runs.append({"task": task, "overrides": overrides, "pipeline": pipeline, "seed": seed,
-                         "solved": True, "env_steps": s, "wall_s": w, "train_s": w - 5,
-                         "policy_lag": float(pipeline == "async")})  # fmt: skip
-    settings = {"layout": "shared", "async_algo": "ppo", "async_proximal": "learner", "updates_ahead": 1.0, "set": [],
-                "async_set": []}  # fmt: skip
-    payload = {"machine": {"cpu": "X", "cores": 2, "gpu": None, "torch": "t", "ray": "r", "onnxruntime": "o",
-                           "commit": path.stem, **machine}, "settings": settings, "runs": runs}  # fmt: skip
+            runs.append(
+                {
+                    "task": task,
+                    "overrides": overrides,
+                    "pipeline": pipeline,
+                    "seed": seed,
+                    "solved": True,
+                    "env_steps": s,
+                    "wall_s": w,
+                    "train_s": w - 5,
+                    "policy_lag": float(pipeline == "async"),
+                }
+            )
+    settings = {
+        "layout": "shared",
+        "async_algo": "ppo",
+        "async_proximal": "learner",
+        "updates_ahead": 1.0,
+        "set": [],
+        "async_set": [],
+    }
+    payload = {
+        "machine": {
+            "cpu": "X",
+            "cores": 2,
+            "gpu": None,
+            "torch": "t",
+            "ray": "r",
+            "onnxruntime": "o",
+            "commit": path.stem,
+            **machine,
+        },
+        "settings": settings,
+        "runs": runs,
+    }
     path.write_text(json.dumps(payload))
     return path
 
@@ -173,18 +259,29 @@ def test_async_learning_pools_one_study_and_tables_how_often_three_seeds_meet_th
     cartpole, every = pooled["seed_triples"]
     assert cartpole == {"task": "CartPole-v1", "triples": 4, "steps met": 0.5, "time met": 0.5, "both met": 0.5}
     assert every["both met"] == 0.5
-    acrobot = _results_file(tmp_path / "acrobot.json", [0, 1], [100, 100], [9.0, 9.0], ["ppo.ent_coef=0.01"],
-                            "Acrobot-v1")  # fmt: skip
-    result = run_script("async_learning", "--pool", str(first), str(acrobot), "--tasks", "Acrobot-v1", "--results-dir",
-                        str(tmp_path / "out"))  # fmt: skip
+    acrobot = _results_file(
+        tmp_path / "acrobot.json", [0, 1], [100, 100], [9.0, 9.0], ["ppo.ent_coef=0.01"], "Acrobot-v1"
+    )
+    result = run_script(
+        "async_learning",
+        "--pool",
+        str(first),
+        str(acrobot),
+        "--tasks",
+        "Acrobot-v1",
+        "--results-dir",
+        str(tmp_path / "out"),
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     pooled = json.loads((tmp_path / "out" / "async_learning_pooled_acrobot.json").read_text())
     assert {r["task"] for r in pooled["runs"]} == {"Acrobot-v1"} and len(pooled["runs"]) == 4
     other = _results_file(tmp_path / "c.json", [4], [100], [9.0], cores=16)
     redefined = _results_file(tmp_path / "d.json", [5], [100], [9.0], overrides=["ppo.ent_coef=0.01"])
-    for files, words in (([first, other], "machine.cores=16"), ([first, first], "repeats CartPole-v1 sync seed 0"),
-                         ([first, redefined],
-                          "ran CartPole-v1 with ['ppo.ent_coef=0.01'], the files before it with None")):  # fmt: skip
+    for files, words in (
+        ([first, other], "machine.cores=16"),
+        ([first, first], "repeats CartPole-v1 sync seed 0"),
+        ([first, redefined], "ran CartPole-v1 with ['ppo.ent_coef=0.01'], the files before it with None"),
+    ):
         refused = run_script("async_learning", "--pool", *map(str, files), "--results-dir", str(tmp_path / "no"))
         assert refused.returncode == 2 and words in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
         assert "Traceback" not in refused.stderr and not (tmp_path / "no").exists()
@@ -202,14 +299,21 @@ def test_a_benchmark_stopped_with_sigterm_stops_its_cluster_and_removes_its_temp
     import psutil
 
     before = set(Path("/tmp").glob("rel_*"))
-    proc = subprocess.Popen([sys.executable, "benchmarks/elastic.py", "--quick", "--results-dir", "/nonexistent"],
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "benchmarks/elastic.py", "--quick", "--results-dir", "/nonexistent"],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
     def ours() -> list[str]:
         lines = [" ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"])]
         return [line for line in lines if "/tmp/rel_" in line and not any(str(b) in line for b in before)]
 
-    sign = "/tmp/rel_" if when == "its cluster starts" else "-m distrl train"  # the first process of the cluster, or the run
+    sign = (
+        "/tmp/rel_" if when == "its cluster starts" else "-m distrl train"
+    )  # the first process of the cluster, or the run
     deadline = time.monotonic() + 300
     while not any(sign in line for line in ours()):
         assert proc.poll() is None, proc.stderr.read()[-3000:]
@@ -246,7 +350,9 @@ def test_spread_reference_scales_a_per_agent_return_to_mappos_and_checks_it_on_t
     scaled = run_script("spread_reference", "--scale", "-20.2", timeout=120)
     assert scaled.returncode == 0 and "MAPPO's scale -196.2" in scaled.stdout
     pytest.importorskip("mpe2")  # installed apart (.ci/run): its pygame-ce would overwrite pygame
-    result = run_script("spread_reference", "--quick", "--policies", "random", "assignment", "--results-dir", str(tmp_path))
+    result = run_script(
+        "spread_reference", "--quick", "--policies", "random", "assignment", "--results-dir", str(tmp_path)
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     random, assignment = json.loads((tmp_path / "spread_reference_quick.json").read_text())["rows"]
     # MAPPO's return read off the world's positions each step is the formula's, episode by episode.

@@ -20,8 +20,16 @@ DYING = "distrl.envs.testing:dying_agents"
 
 
 def config_for(env_id: str, slots: int, **overrides):
-    return load_config(None, {"env.id": env_id, "env.num_envs_per_worker": slots, "ppo.minibatch_size": 32,
-                              "rollout.compile.backend": "eager", **overrides})  # fmt: skip
+    return load_config(
+        None,
+        {
+            "env.id": env_id,
+            "env.num_envs_per_worker": slots,
+            "ppo.minibatch_size": 32,
+            "rollout.compile.backend": "eager",
+            **overrides,
+        },
+    )
 
 
 @pytest.mark.parametrize("critic", ["state", "observations"])
@@ -60,8 +68,9 @@ def test_the_actor_reads_its_own_part_alone_and_the_critic_reads_both():
 
 
 def test_a_central_critic_run_trains_and_its_policy_acts_on_the_agents_own_observations_alone(tmp_path):
-    config = config_for("distrl.envs.testing:cartpole_team", 6, **{"agents.critic": "observations",
-                                                                   "rollout.rollout_length": 32})  # fmt: skip
+    config = config_for(
+        "distrl.envs.testing:cartpole_team", 6, **{"agents.critic": "observations", "rollout.rollout_length": 32}
+    )
     spaces = probe_run_spaces(config)
     worker = make_worker(config)
     learner = Learner(config, *spaces)
@@ -80,11 +89,14 @@ def test_a_central_critic_run_trains_and_its_policy_acts_on_the_agents_own_obser
 
 def test_an_asymmetric_single_agent_critic_reads_privileged_parts_the_actor_does_not():
     """CartPole as a Dict (position, velocity) with model.critic_parts=[velocity]: the actor acts on positions alone."""
-    config = config_for("distrl.envs.testing:dict_obs_cartpole", 8, **{"model.critic_parts": ["velocity"],
-                                                                       "env.vectorization": "sync"})  # fmt: skip
+    config = config_for(
+        "distrl.envs.testing:dict_obs_cartpole", 8, **{"model.critic_parts": ["velocity"], "env.vectorization": "sync"}
+    )
     worker = make_worker(config)
     assert worker.model.critic_only == ("velocity",)
-    actor_inputs = sum(p.shape[1] for n, p in worker.model.actor_encoder.named_parameters() if n.endswith("0.net.0.weight"))
+    actor_inputs = sum(
+        p.shape[1] for n, p in worker.model.actor_encoder.named_parameters() if n.endswith("0.net.0.weight")
+    )
     assert actor_inputs == 2  # position and angle
     info, batch = worker.sample()
     learner = Learner(config, *probe_run_spaces(config))

@@ -15,8 +15,10 @@ from distrl.rollout import RolloutWorker
 
 
 def trained_pair():
-    config = load_config(None, ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=64",
-                                "env.normalize_obs=true"])  # fmt: skip
+    config = load_config(
+        None,
+        ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=64", "env.normalize_obs=true"],
+    )
     worker = RolloutWorker(config)
     learner = Learner(config, *probe_spaces(worker.config.env))
     for _ in range(2):

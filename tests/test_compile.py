@@ -28,12 +28,22 @@ AVAILABLE = {row["name"]: row for row in available_backends()}
 BACKENDS = [
     "onnxrt",
     "inductor",
-    pytest.param("ipex", marks=[pytest.mark.ipex, pytest.mark.skipif(not AVAILABLE["ipex"]["available"], reason=AVAILABLE["ipex"]["reason"])]),
+    pytest.param(
+        "ipex",
+        marks=[
+            pytest.mark.ipex,
+            pytest.mark.skipif(not AVAILABLE["ipex"]["available"], reason=AVAILABLE["ipex"]["reason"]),
+        ],
+    ),
 ]
 MODELS = {
     "mlp": ([], gym.spaces.Box(-1, 1, (4,), np.float32), 64),
     "lstm": (["model.lstm_size=32", "model.shared_trunk=true"], gym.spaces.Box(-1, 1, (4,), np.float32), 64),
-    "cnn": (["model.type=cnn", "model.hidden=[128]", "model.shared_trunk=true"], gym.spaces.Box(0, 255, (4, 84, 84), np.uint8), 4),
+    "cnn": (
+        ["model.type=cnn", "model.hidden=[128]", "model.shared_trunk=true"],
+        gym.spaces.Box(0, 255, (4, 84, 84), np.uint8),
+        4,
+    ),
 }
 
 
@@ -110,7 +120,10 @@ def test_tolerance_follows_eager_float32_error_by_hand():
     # Eager exact: 4 x sqrt(16) = 16 ulps of the scale remain allowed, not more.
     exact = (np.array([1.0, -2.0], dtype=np.float32),)
     assert output_mismatch((np.array([1.0, -2.0 + 12 * ulp_of_scale], dtype=np.float32),), exact, reference, 16) is None
-    assert output_mismatch((np.array([1.0, -2.0 + 24 * ulp_of_scale], dtype=np.float32),), exact, reference, 16) is not None
+    assert (
+        output_mismatch((np.array([1.0, -2.0 + 24 * ulp_of_scale], dtype=np.float32),), exact, reference, 16)
+        is not None
+    )
     assert output_mismatch((np.array([np.nan, -2.0], dtype=np.float32),), exact, reference, 16) is not None
     assert output_mismatch((np.zeros(3, np.float32),), exact, reference) == "output 0 has shape (3,), eager (2,)"
 
@@ -164,7 +177,9 @@ def test_check_fails_stale_weights_and_one_step_behind_on_every_model(backend, m
 
 def test_inductor_freezing_is_kept_only_when_weight_updates_stay_correct():
     model, inputs = make("mlp")
-    policy, report = build_inference_policy(model, "inductor", tuple(x.numpy() for x in inputs), options={"freezing": True})
+    policy, report = build_inference_policy(
+        model, "inductor", tuple(x.numpy() for x in inputs), options={"freezing": True}
+    )
     # Whatever this torch build does with frozen weights, the policy in use must track weight changes.
     new_state = {k: v + 0.1 * torch.randn_like(v) for k, v in model.state_dict().items()}
     policy.update_weights({k: v.numpy() for k, v in new_state.items()})
@@ -226,8 +241,16 @@ def test_torch_compile_onnxrt_backend_runs_in_onnx_runtime(monkeypatch):
 
 @pytest.mark.parametrize("backend", ["onnxrt", "inductor"])
 def test_worker_acts_with_learner_weights_and_does_not_recompile(backend):
-    config = load_config(None, ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=64",
-                                f"rollout.compile.backend={backend}", "rollout.compile.strict=true"])  # fmt: skip
+    config = load_config(
+        None,
+        [
+            "env.num_envs_per_worker=8",
+            "rollout.rollout_length=32",
+            "ppo.minibatch_size=64",
+            f"rollout.compile.backend={backend}",
+            "rollout.compile.strict=true",
+        ],
+    )
     worker = RolloutWorker(config)
     learner = Learner(config, *probe_spaces(worker.config.env))
     assert worker.backend_info()["backend"] == backend
@@ -246,7 +269,13 @@ def test_worker_acts_with_learner_weights_and_does_not_recompile(backend):
     assert problem is None, problem
 
 
-@pytest.mark.parametrize("overrides", [["learner.compile=true"], ["learner.compile={backend: inductor, mode: default, critic_mode: max-autotune-no-cudagraphs}"]])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["learner.compile=true"],
+        ["learner.compile={backend: inductor, mode: default, critic_mode: max-autotune-no-cudagraphs}"],
+    ],
+)
 def test_compiled_learner_matches_eager_update_and_does_not_recompile(overrides):
     base = ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=64"]
     worker = RolloutWorker(load_config(None, base))
@@ -264,7 +293,9 @@ def test_compiled_learner_matches_eager_update_and_does_not_recompile(overrides)
 
 @pytest.mark.parametrize("amp", ["bf16", "fp16"])
 def test_amp_updates_are_finite(amp):
-    config = load_config(None, ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=64", f"learner.amp={amp}"])
+    config = load_config(
+        None, ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=64", f"learner.amp={amp}"]
+    )
     worker = RolloutWorker(config)
     learner = Learner(config, *probe_spaces(worker.config.env))
     assert learner.scaler.is_enabled() == (amp == "fp16")
@@ -278,9 +309,19 @@ def test_amp_updates_are_finite(amp):
 @pytest.mark.gpu
 @pytest.mark.parametrize("mode", ["reduce-overhead", "max-autotune"])
 def test_gpu_learner_cuda_graph_modes(mode):
-    config = load_config(None, ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=64",
-                                "learner.device=cuda", "learner.num_gpus_per_learner=1", "learner.compile.backend=inductor",
-                                f"learner.compile.mode={mode}", "learner.amp=bf16"])  # fmt: skip
+    config = load_config(
+        None,
+        [
+            "env.num_envs_per_worker=8",
+            "rollout.rollout_length=32",
+            "ppo.minibatch_size=64",
+            "learner.device=cuda",
+            "learner.num_gpus_per_learner=1",
+            "learner.compile.backend=inductor",
+            f"learner.compile.mode={mode}",
+            "learner.amp=bf16",
+        ],
+    )
     worker = RolloutWorker(config)
     learner = Learner(config, *probe_spaces(worker.config.env))
     assert learner.device.type == "cuda"

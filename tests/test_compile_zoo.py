@@ -15,7 +15,13 @@ AVAILABLE = {row["name"]: row for row in available_backends()}
 BACKENDS = [
     "onnxrt",
     "inductor",
-    pytest.param("ipex", marks=[pytest.mark.ipex, pytest.mark.skipif(not AVAILABLE["ipex"]["available"], reason=AVAILABLE["ipex"]["reason"])]),
+    pytest.param(
+        "ipex",
+        marks=[
+            pytest.mark.ipex,
+            pytest.mark.skipif(not AVAILABLE["ipex"]["available"], reason=AVAILABLE["ipex"]["reason"]),
+        ],
+    ),
 ]
 
 
@@ -24,8 +30,15 @@ class ScaledCNN(nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.trunk = nn.Sequential(nn.Conv2d(4, 16, 8, stride=4), nn.ReLU(), nn.Conv2d(16, 32, 4, stride=2), nn.ReLU(),
-                                   nn.Flatten(), nn.Linear(32 * 3 * 3, 64), nn.ReLU())  # fmt: skip
+        self.trunk = nn.Sequential(
+            nn.Conv2d(4, 16, 8, stride=4),
+            nn.ReLU(),
+            nn.Conv2d(16, 32, 4, stride=2),
+            nn.ReLU(),
+            nn.Flatten(),
+            nn.Linear(32 * 3 * 3, 64),
+            nn.ReLU(),
+        )
         self.actor, self.critic = nn.Linear(64, 6), nn.Linear(64, 1)
 
     def forward(self, x):
@@ -110,8 +123,13 @@ def zoo_inputs(name, generator):
     return (torch.randn(3, 5, 8, generator=generator),)
 
 
-ZOO = {"scaled_cnn": ScaledCNN, "residual_norm": ResidualNorm, "token_embedding": TokenEmbedding,
-       "dict_heads": DictHeads, "attention": Attention}  # fmt: skip
+ZOO = {
+    "scaled_cnn": ScaledCNN,
+    "residual_norm": ResidualNorm,
+    "token_embedding": TokenEmbedding,
+    "dict_heads": DictHeads,
+    "attention": Attention,
+}
 
 
 def flat(outputs):
@@ -137,8 +155,10 @@ def assert_matches_eager(policy, module, inputs):
 
 def updated(module, seed):
     generator = torch.Generator().manual_seed(seed)
-    return {k: (v + 0.05 * torch.randn(v.shape, generator=generator) if v.is_floating_point() else v)
-            for k, v in module.state_dict().items()}  # fmt: skip
+    return {
+        k: (v + 0.05 * torch.randn(v.shape, generator=generator) if v.is_floating_point() else v)
+        for k, v in module.state_dict().items()
+    }
 
 
 @pytest.mark.parametrize("name", list(ZOO))
@@ -169,8 +189,10 @@ def test_stale_weights_still_fail_the_check_on_every_user_module(name):
     policy = compile_policy(module, "onnxrt", example_inputs=inputs, strict=True)
     checked = policy._checked
     generator = torch.Generator().manual_seed(3)
-    step = {k: (v + 2.5e-4 * torch.randn(v.shape, generator=generator).sign() if v.is_floating_point() else v)
-            for k, v in module.state_dict().items()}  # fmt: skip
+    step = {
+        k: (v + 2.5e-4 * torch.randn(v.shape, generator=generator).sign() if v.is_floating_point() else v)
+        for k, v in module.state_dict().items()
+    }
     module.load_state_dict(step)  # eager moved on; the ONNX Runtime session was not told
     with pytest.raises(CompileError, match="differs from eager"):
         checked.verify(tuple(x.numpy() for x in inputs), "after a sync the policy missed")

@@ -58,10 +58,14 @@ def test_address_file_of_ray_start_is_joined_only_while_it_answers(tmp_path, mon
 
 def test_cli_refuses_an_address_nobody_answers_at_before_starting_ray(tmp_path):
     dead = closed_address()
-    result = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(tmp_path / "run"), "--address", dead, timeout=60)
+    result = run_cli(
+        "train", "configs/cartpole.yaml", "--run-dir", str(tmp_path / "run"), "--address", dead, timeout=60
+    )
     assert result.returncode == 2
-    assert result.stderr.strip() == (f"distrl: error: --address={dead}: no Ray cluster answers there within 2 s; start it, "
-                                     "fix the address, or use --address local for a private Ray")  # fmt: skip
+    assert result.stderr.strip() == (
+        f"distrl: error: --address={dead}: no Ray cluster answers there within 2 s; start it, "
+        "fix the address, or use --address local for a private Ray"
+    )
     assert not (tmp_path / "run").exists()
 
 
@@ -78,28 +82,53 @@ def test_train_joins_a_live_ray_start_head_waits_for_resources_there_and_survive
     try:
         found = (local_dev_cluster.Path(base) / "ray" / "ray_current_cluster").read_text().strip()
         assert found.endswith(f":{dev.gcs_port}")  # `ray start` writes the machine's address there
-        short = ["--set", "stop.env_steps=8192", "--set", "stop.episode_return_mean=null", "--set", "rollout.num_workers=1",
-                 "--set", "logging.tensorboard=false"]  # fmt: skip
+        short = [
+            "--set",
+            "stop.env_steps=8192",
+            "--set",
+            "stop.episode_return_mean=null",
+            "--set",
+            "rollout.num_workers=1",
+            "--set",
+            "logging.tensorboard=false",
+        ]
         joined = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(tmp_path / "joined"), *short, env=env)
         assert joined.returncode == 0, joined.stderr[-3000:]
         assert f"the cluster at {found} (ray start on this machine" in joined.stdout
         # The run's driver and actors are in the head's session: it joined that cluster, not a Ray of its own.
         logs = local_dev_cluster.Path(base) / "ray" / "session_latest" / "logs"
         assert list(logs.glob("python-core-driver-*.log")) and len(list(logs.glob("python-core-worker-*.log"))) >= 2
-        assert len({spot["node_id"] for spot in json.loads((tmp_path / "joined" / "placement.json").read_text()).values()}) == 1
+        assert (
+            len({spot["node_id"] for spot in json.loads((tmp_path / "joined" / "placement.json").read_text()).values()})
+            == 1
+        )
         # On a joined cluster a request it cannot hold yet waits (for an autoscaler) instead of failing at once.
-        waits = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(tmp_path / "waits"), *short,
-                        "--set", "learner.num_gpus_per_learner=1", "--set", "cluster.placement_timeout_s=3", env=env)  # fmt: skip
+        waits = run_cli(
+            "train",
+            "configs/cartpole.yaml",
+            "--run-dir",
+            str(tmp_path / "waits"),
+            *short,
+            "--set",
+            "learner.num_gpus_per_learner=1",
+            "--set",
+            "cluster.placement_timeout_s=3",
+            env=env,
+        )
         assert waits.returncode == 2
         assert "waiting for the autoscaler: learner.num_gpus_per_learner=1 needs 1 GPUs" in waits.stdout
         assert "cluster.placement_timeout_s=3: learner placement group (1 bundles) still not placed" in waits.stderr
     finally:
         dev.shutdown()  # kill -TERM/-KILL of exactly its processes: no `ray stop`, so its address file stays
     assert dev.processes() == []
-    stale = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(tmp_path / "stale"), *short, env=env, timeout=300)
+    stale = run_cli(
+        "train", "configs/cartpole.yaml", "--run-dir", str(tmp_path / "stale"), *short, env=env, timeout=300
+    )
     assert stale.returncode == 0, stale.stderr[-3000:]
     assert f"names {found}, where no Ray answers" in stale.stdout
     assert "a new Ray on this machine, started for this run and stopped with it" in stale.stdout
     # The private run's own Ray is gone with it.
-    assert not [p for p in local_dev_cluster.psutil.process_iter(["cmdline"]) if base in " ".join(p.info["cmdline"] or [])]
+    assert not [
+        p for p in local_dev_cluster.psutil.process_iter(["cmdline"]) if base in " ".join(p.info["cmdline"] or [])
+    ]
     shutil.rmtree(base, ignore_errors=True)  # the cluster's temp dir and the runs' private Rays', logs and all

@@ -22,8 +22,16 @@ def _models(weights) -> dict:
 
 
 def run_two_learners(ray, overrides):
-    config = load_config(None, ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=128",
-                                "learner.num_learners=2", *overrides])  # fmt: skip
+    config = load_config(
+        None,
+        [
+            "env.num_envs_per_worker=8",
+            "rollout.rollout_length=32",
+            "ppo.minibatch_size=128",
+            "learner.num_learners=2",
+            *overrides,
+        ],
+    )
     worker = make_worker(config)
     spaces = probe_run_spaces(config)
     remote = ray.remote(learner_class(config))
@@ -66,5 +74,12 @@ def test_two_learners_recurrent(ray_local):
 def test_two_learners_train_a_policy_per_agent(ray_local):
     """Each rank holds every policy and trains it on its half of that policy's slots (4 copies of the CartPole team:
     4 slots a policy, 2 a rank); each policy's gradients average over the ranks, so the ranks agree policy by policy."""
-    run_two_learners(ray_local, ["env.id=distrl.envs.testing:cartpole_team", "env.num_envs_per_worker=12",
-                                 "agents.policies=per_agent", "ppo.minibatch_size=32"])  # fmt: skip
+    run_two_learners(
+        ray_local,
+        [
+            "env.id=distrl.envs.testing:cartpole_team",
+            "env.num_envs_per_worker=12",
+            "agents.policies=per_agent",
+            "ppo.minibatch_size=32",
+        ],
+    )

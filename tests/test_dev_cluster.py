@@ -19,28 +19,43 @@ from clusters.local_dev_cluster import SLOW_START, ray_start
 def flaky_command(tmp_path, fails: int, message: str) -> list[str]:
     """A process that fails ``fails`` times with ``message`` on stderr, then succeeds; it counts its runs in a file."""
     counter = tmp_path / "runs"
-    code = (f"import pathlib, sys; p = pathlib.Path({str(counter)!r}); n = int(p.read_text()) if p.exists() else 0; "
-            f"p.write_text(str(n + 1)); sys.exit(0) if n >= {fails} else sys.exit(print({message!r}, file=sys.stderr) or 1)")  # fmt: skip
+    code = (
+        f"import pathlib, sys; p = pathlib.Path({str(counter)!r}); n = int(p.read_text()) if p.exists() else 0; "
+        f"p.write_text(str(n + 1)); sys.exit(0) if n >= {fails} else sys.exit(print({message!r}, file=sys.stderr) or 1)"
+    )
     return [sys.executable, "-c", code]
 
 
 def test_a_start_that_timed_out_is_cleaned_up_and_tried_again(tmp_path):
     cleaned = []
-    ray_start(flaky_command(tmp_path, 2, f"Exception: The current node {SLOW_START}."), {}, lambda: cleaned.append(1), pause_s=0)
+    ray_start(
+        flaky_command(tmp_path, 2, f"Exception: The current node {SLOW_START}."),
+        {},
+        lambda: cleaned.append(1),
+        pause_s=0,
+    )
     assert (tmp_path / "runs").read_text() == "3" and cleaned == [1, 1]
 
 
 def test_a_start_that_keeps_timing_out_raises_after_its_attempts(tmp_path):
     cleaned = []
     with pytest.raises(subprocess.CalledProcessError) as caught:
-        ray_start(flaky_command(tmp_path, 5, f"The current node {SLOW_START}."), {}, lambda: cleaned.append(1), attempts=3, pause_s=0)
+        ray_start(
+            flaky_command(tmp_path, 5, f"The current node {SLOW_START}."),
+            {},
+            lambda: cleaned.append(1),
+            attempts=3,
+            pause_s=0,
+        )
     assert SLOW_START in caught.value.stderr
     assert (tmp_path / "runs").read_text() == "3" and cleaned == [1, 1]
 
 
 def test_any_other_failure_raises_at_once(tmp_path):
     with pytest.raises(subprocess.CalledProcessError):
-        ray_start(flaky_command(tmp_path, 1, "ValueError: port 6379 already in use"), {}, lambda: pytest.fail("cleaned"))
+        ray_start(
+            flaky_command(tmp_path, 1, "ValueError: port 6379 already in use"), {}, lambda: pytest.fail("cleaned")
+        )
     assert (tmp_path / "runs").read_text() == "1"
 
 
@@ -52,17 +67,31 @@ def test_nodes_given_cores_run_every_process_on_them_only():
     from clusters import local_dev_cluster
 
     base = tempfile.mkdtemp(prefix="rcc_", dir="/tmp")  # short: Ray's socket paths must fit 107 chars
-    dev = local_dev_cluster.start(rollout_nodes=1, rollout_cpus=1, learner_cpus=1, temp_dir=os.path.join(base, "ray"),
-                                  learner_cores="0", rollout_cores="1")  # fmt: skip
+    dev = local_dev_cluster.start(
+        rollout_nodes=1,
+        rollout_cpus=1,
+        learner_cpus=1,
+        temp_dir=os.path.join(base, "ray"),
+        learner_cores="0",
+        rollout_cores="1",
+    )
     try:
         raylets = {("/n1" in " ".join(p.cmdline())): p.cpu_affinity() for p in dev.processes() if "raylet" in p.name()}
         assert raylets == {False: [0], True: [1]}
-        probe = ("import os, ray; ray.init(address=os.environ['ADDR'])\n"
-                 "where = ray.remote(lambda: sorted(os.sched_getaffinity(0)))\n"
-                 "print(ray.get(where.options(resources={'learner': 0.5}).remote()),"
-                 " ray.get(where.options(resources={'rollout': 0.5}).remote()))")  # fmt: skip
-        result = subprocess.run([sys.executable, "-c", probe], env={**dev.env, "ADDR": dev.gcs_address}, capture_output=True,
-                                text=True, timeout=300, check=False)  # fmt: skip
+        probe = (
+            "import os, ray; ray.init(address=os.environ['ADDR'])\n"
+            "where = ray.remote(lambda: sorted(os.sched_getaffinity(0)))\n"
+            "print(ray.get(where.options(resources={'learner': 0.5}).remote()),"
+            " ray.get(where.options(resources={'rollout': 0.5}).remote()))"
+        )
+        result = subprocess.run(
+            [sys.executable, "-c", probe],
+            env={**dev.env, "ADDR": dev.gcs_address},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
         assert result.returncode == 0, result.stderr[-3000:]
         assert result.stdout.strip().splitlines()[-1] == "[0] [1]"
     finally:

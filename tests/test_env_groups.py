@@ -10,8 +10,12 @@ from distrl.envs.guard import GuardedVectorEnv
 from distrl.envs.stepping import SendRecvStepper, ThreadStepper, background_stepper, env_groups
 from distrl.rollout import RolloutWorker
 
-BASE = ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=256",
-        "rollout.compile.backend=onnxrt"]  # fmt: skip
+BASE = [
+    "env.num_envs_per_worker=8",
+    "rollout.rollout_length=32",
+    "ppo.minibatch_size=256",
+    "rollout.compile.backend=onnxrt",
+]
 
 # Every kind of state that follows an env copy, and every way a group steps without the worker. Sync vectorization
 # seeds each copy from its index (CartPole's native vector env draws every copy from one generator, so a group of
@@ -20,17 +24,34 @@ CASES = {
     "thread, MLP": ["env.vectorization=sync"],
     "subprocesses": ["env.vectorization=async"],
     "normalised obs and reward": ["env.vectorization=sync", "env.normalize_obs=true", "env.normalize_reward=true"],
-    "LSTM state": ["env.id=distrl.envs.wrappers:cartpole_no_velocity", "env.vectorization=sync",
-                   "model.lstm_size=16", "model.shared_trunk=true", "ppo.seq_len=8"],
-    "attention window": ["env.vectorization=sync", "model.type=attention", "model.window=4", "model.d_model=16",
-                         "model.heads=2"],
+    "LSTM state": [
+        "env.id=distrl.envs.wrappers:cartpole_no_velocity",
+        "env.vectorization=sync",
+        "model.lstm_size=16",
+        "model.shared_trunk=true",
+        "ppo.seq_len=8",
+    ],
+    "attention window": [
+        "env.vectorization=sync",
+        "model.type=attention",
+        "model.window=4",
+        "model.d_model=16",
+        "model.heads=2",
+    ],
     "Dict observations": ["env.id=distrl.envs.testing:dict_obs_cartpole", "env.vectorization=sync"],
     "Gaussian actions": ["env.id=Pendulum-v1", "env.vectorization=sync"],
-    "env errors": ["env.id=distrl.envs.testing:flaky_cartpole", "env.vectorization=sync", "env.kwargs={fail_every: 7}",
-                   "env.max_consecutive_errors=100"],
-    "non-finite numbers": ["env.id=distrl.envs.testing:nan_obs_cartpole", "env.vectorization=async",
-                           "env.kwargs={every: 11}"],
-}  # fmt: skip
+    "env errors": [
+        "env.id=distrl.envs.testing:flaky_cartpole",
+        "env.vectorization=sync",
+        "env.kwargs={fail_every: 7}",
+        "env.max_consecutive_errors=100",
+    ],
+    "non-finite numbers": [
+        "env.id=distrl.envs.testing:nan_obs_cartpole",
+        "env.vectorization=async",
+        "env.kwargs={every: 11}",
+    ],
+}
 
 
 def _worker(groups: int, overrides: list[str]) -> RolloutWorker:
@@ -113,8 +134,15 @@ def test_ale_groups_step_through_send_and_recv():
     """ale-py's native vector env: each group sends its actions and the policy acts for the other while the
     emulators run; every copy plays as it does in one vector env of all eight."""
     pytest.importorskip("ale_py")
-    overrides = ["env.id=ALE/Breakout-v5", "env.vectorization=native", "model.type=cnn", "model.hidden=[32]",
-                 "model.shared_trunk=true", "rollout.rollout_length=16", "ppo.minibatch_size=128"]  # fmt: skip
+    overrides = [
+        "env.id=ALE/Breakout-v5",
+        "env.vectorization=native",
+        "model.type=cnn",
+        "model.hidden=[32]",
+        "model.shared_trunk=true",
+        "rollout.rollout_length=16",
+        "ppo.minibatch_size=128",
+    ]
     serial, grouped = _worker(1, overrides), _worker(2, overrides)
     try:
         assert [r.stepper.kind for r in grouped.runners] == ["send/recv", "send/recv"]
@@ -126,11 +154,16 @@ def test_ale_groups_step_through_send_and_recv():
 
 def test_auto_chooses_by_how_the_env_steps():
     config = lambda *o: load_config(None, ["env.num_envs_per_worker=8", "ppo.minibatch_size=128", *o])  # noqa: E731
-    assert env_groups(config()) == (1, "a native vector env's step holds Python's lock, so it cannot overlap the policy")
+    assert env_groups(config()) == (
+        1,
+        "a native vector env's step holds Python's lock, so it cannot overlap the policy",
+    )
     assert env_groups(config("env.vectorization=sync"))[0] == 1
     assert env_groups(config("env.vectorization=async"))[0] == 2
     assert env_groups(config("env.id=ALE/Breakout-v5", "env.vectorization=native")) == (
-        2, "ale-py steps one group (send/recv) while the policy acts for the other")
+        2,
+        "ale-py steps one group (send/recv) while the policy acts for the other",
+    )
     assert env_groups(config("env.vectorization=async", "env.num_envs_per_worker=7"))[0] == 1
     for pipeline in ("overlap", "async"):  # the learner's update beside the workers takes the core the overlap needs
         groups, why = env_groups(config("env.vectorization=async", f"rollout.pipeline={pipeline}"))

@@ -12,8 +12,16 @@ from tests.conftest import run_cli
 def test_short_hopper_run_learns(tmp_path):
     pytest.importorskip("mujoco")
     run_dir = tmp_path / "hopper"
-    result = run_cli("train", "configs/mujoco/hopper.yaml", "--run-dir", str(run_dir), "--set", "stop.env_steps=100000",
-                     "--set", "logging.tensorboard=false")  # fmt: skip
+    result = run_cli(
+        "train",
+        "configs/mujoco/hopper.yaml",
+        "--run-dir",
+        str(run_dir),
+        "--set",
+        "stop.env_steps=100000",
+        "--set",
+        "logging.tensorboard=false",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "(sync, chosen by auto" not in result.stdout and "normalize obs + reward" in result.stdout
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -31,8 +39,16 @@ def test_short_hopper_run_learns(tmp_path):
 def test_dict_image_and_vector_observations_train_on_onnxrt(tmp_path):
     run_dir = tmp_path / "dict"
     # A mean of 200 over 100 episodes (a random policy's is about 20) shows learning in half the steps of 475.
-    result = run_cli("train", "configs/dict_image_cartpole.yaml", "--run-dir", str(run_dir),
-                     "--set", "logging.tensorboard=false", "--set", "stop.episode_return_mean=200")  # fmt: skip
+    result = run_cli(
+        "train",
+        "configs/dict_image_cartpole.yaml",
+        "--run-dir",
+        str(run_dir),
+        "--set",
+        "logging.tensorboard=false",
+        "--set",
+        "stop.episode_return_mean=200",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["policy_backend"] == "onnxrt"
@@ -48,9 +64,19 @@ def test_return_statistics_resume_with_the_run(tmp_path):
     from distrl.common.checkpoint import load_checkpoint
 
     run_dir = tmp_path / "run"
-    common = ["--set", "env.normalize_reward=true", "--set", "stop.episode_return_mean=null", "--set",
-              "checkpoint.every_iterations=2", "--set", "logging.tensorboard=false"]  # fmt: skip
-    first = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(run_dir), "--set", "stop.env_steps=40000", *common)
+    common = [
+        "--set",
+        "env.normalize_reward=true",
+        "--set",
+        "stop.episode_return_mean=null",
+        "--set",
+        "checkpoint.every_iterations=2",
+        "--set",
+        "logging.tensorboard=false",
+    ]
+    first = run_cli(
+        "train", "configs/cartpole.yaml", "--run-dir", str(run_dir), "--set", "stop.env_steps=40000", *common
+    )
     assert first.returncode == 0, first.stderr[-3000:]
     saved = load_checkpoint(run_dir)["learner"]["return_norm"]
     assert saved["count"] > 0 and float(saved["var"]) > 0

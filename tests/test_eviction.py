@@ -10,8 +10,13 @@ import pytest
 from distrl.config import load_config
 from distrl.rollout import SampleCoordinator, remote_worker_class
 
-SMALL = ["env.num_envs_per_worker=4", "rollout.rollout_length=64", "rollout.num_workers=2",
-         "rollout.compile.backend=eager", "ppo.minibatch_size=32"]  # fmt: skip
+SMALL = [
+    "env.num_envs_per_worker=4",
+    "rollout.rollout_length=64",
+    "rollout.num_workers=2",
+    "rollout.compile.backend=eager",
+    "ppo.minibatch_size=32",
+]
 
 
 def actors(ray, pipeline: str):
@@ -123,7 +128,9 @@ def test_rounds_sampled_at_once_read_a_returning_workers_probe_once(ray_local):
             ray.get(coordinator.replace.remote(1, replacement))
             ray.get(replacement.ready.remote(), timeout=120)
             time.sleep(0.5)  # its probe has answered: the next rounds' samples all find it ready
-            rounds = [coordinator.sample.remote([None]) for _ in range(8)]  # run side by side in the actor (four at a time)
+            rounds = [
+                coordinator.sample.remote([None]) for _ in range(8)
+            ]  # run side by side in the actor (four at a time)
             reports = [ray.get(coordinator.collect.options(num_returns=2).remote(r, 60.0))[0] for r in rounds]
             backs = [report.workers_back for report in reports if report.workers_back]
             assert backs == [[1]], (cycle, [(r.workers_back, r.workers_down) for r in reports])

@@ -1,4 +1,5 @@
-"""distrl export: the dynamo ONNX exporter on every model kind (TorchScript as the fallback), checked by ONNX Runtime."""
+"""distrl export: the dynamo ONNX exporter on every model kind (TorchScript as the fallback), checked by ONNX
+Runtime."""
 
 import numpy as np
 import onnx

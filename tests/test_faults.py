@@ -45,7 +45,8 @@ def actor_processes(root_pid, title):
 
 
 def kill_actor_mid_run(run_dir, title, *overrides):
-    """Start a 200k-step run, kill -9 the one actor whose process title has ``title`` after 3 iterations, let it finish."""
+    """Start a 200k-step run, kill -9 the one actor whose process title has ``title`` after 3 iterations, let it
+    finish."""
     proc = start_train(run_dir, "stop.episode_return_mean=null", "stop.env_steps=200000", *overrides)
     wait_for_rows(run_dir, 3, proc)
     (actor,) = actor_processes(proc.pid, title)
@@ -74,8 +75,13 @@ def test_a_worker_process_that_keeps_dying_spends_its_restarts_then_ends_the_run
     """Crashes spend rollout.max_restarts (kept by distrl: Ray restarts workers without limit, so that a lost node
     spends nothing, tests/test_nodes.py): the first kill is restarted, the second ends the run with one line."""
     run_dir = tmp_path / "run"
-    proc = start_train(run_dir, "stop.episode_return_mean=null", "stop.env_steps=2000000", "rollout.pipeline=sync",
-                       "rollout.max_restarts=1")  # fmt: skip
+    proc = start_train(
+        run_dir,
+        "stop.episode_return_mean=null",
+        "stop.env_steps=2000000",
+        "rollout.pipeline=sync",
+        "rollout.max_restarts=1",
+    )
     for kill in (1, 2):
         wait_for_rows(run_dir, 3 * kill, proc)
         (actor,) = actor_processes(proc.pid, "ray::RolloutWorker")
@@ -85,8 +91,10 @@ def test_a_worker_process_that_keeps_dying_spends_its_restarts_then_ends_the_run
     assert proc.returncode == 2, stderr[-3000:]
     lines = stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in stderr, stderr[-3000:]
-    assert lines[0].startswith("distrl: error: worker-0 (CartPole-v1) cannot go on: it is not restarted again "
-                               "(rollout.max_restarts=1); its process died 2 times"), lines[0]  # fmt: skip
+    assert lines[0].startswith(
+        "distrl: error: worker-0 (CartPole-v1) cannot go on: it is not restarted again "
+        "(rollout.max_restarts=1); its process died 2 times"
+    ), lines[0]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["stop_reason"] == "worker_failure" and summary["worker_restarts"] == 1
 
@@ -100,10 +108,15 @@ def test_killed_learner_between_snapshots_is_rebuilt_from_the_newest_held_and_th
     from distrl.common.checkpoint import load_checkpoint
 
     run_dir = tmp_path / "run"
-    stdout = kill_actor_mid_run(run_dir, "ray::Learner", "checkpoint.every_iterations=0", "learner.snapshot_every_s=1000")
+    stdout = kill_actor_mid_run(
+        run_dir, "ray::Learner", "checkpoint.every_iterations=0", "learner.snapshot_every_s=1000"
+    )
     assert "a learner died" in stdout and "(restart 1 of 3)" in stdout
-    assert re.search(r"newest state the driver holds, \d+ updates older than the learner's last: their learning is "
-                     r"lost \(learner.snapshot_every_s=1000\)", stdout), stdout[-3000:]  # fmt: skip
+    assert re.search(
+        r"newest state the driver holds, \d+ updates older than the learner's last: their learning is "
+        r"lost \(learner.snapshot_every_s=1000\)",
+        stdout,
+    ), stdout[-3000:]
     rows, summary = check_run_dir(run_dir)
     assert summary["learner_restarts"] == 1 and rows[-1]["learner_restarts"] == 1 and rows[0]["learner_restarts"] == 0
     assert summary["stop_reason"] == "env_steps" and summary["env_steps"] >= 200000
@@ -117,10 +130,16 @@ def test_killed_learner_between_snapshots_is_rebuilt_from_the_newest_held_and_th
 @pytest.mark.slow
 def test_killed_driver_resumes_from_last_checkpoint(tmp_path):
     run_dir = tmp_path / "run"
-    proc = start_train(run_dir, "stop.episode_return_mean=null", "stop.env_steps=150000", "checkpoint.every_iterations=1")
+    proc = start_train(
+        run_dir, "stop.episode_return_mean=null", "stop.env_steps=150000", "checkpoint.every_iterations=1"
+    )
     wait_for_rows(run_dir, 6, proc)
     descendants = psutil.Process(proc.pid).children(recursive=True)
-    core = [p for p in descendants if _name(p) in ("gcs_server", "raylet") or _name(p).startswith(("ray::RolloutWorker", "ray::Learner"))]
+    core = [
+        p
+        for p in descendants
+        if _name(p) in ("gcs_server", "raylet") or _name(p).startswith(("ray::RolloutWorker", "ray::Learner"))
+    ]
     assert core, [_name(p) for p in descendants]
     proc.send_signal(signal.SIGKILL)  # possibly mid-checkpoint
     proc.wait(timeout=30)
@@ -144,10 +163,22 @@ def test_killed_driver_resumes_from_last_checkpoint(tmp_path):
 @pytest.mark.slow
 def test_env_raising_in_step_is_reset_counted_and_training_goes_on(tmp_path):
     run_dir = tmp_path / "run"
-    result = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(run_dir),
-                     "--set", "env.id=distrl.envs.testing:flaky_cartpole", "--set", "env.vectorization=sync",
-                     "--set", "env.kwargs={fail_every: 300}", "--set", "stop.env_steps=40000",
-                     "--set", "stop.episode_return_mean=null")  # fmt: skip
+    result = run_cli(
+        "train",
+        "configs/cartpole.yaml",
+        "--run-dir",
+        str(run_dir),
+        "--set",
+        "env.id=distrl.envs.testing:flaky_cartpole",
+        "--set",
+        "env.vectorization=sync",
+        "--set",
+        "env.kwargs={fail_every: 300}",
+        "--set",
+        "stop.env_steps=40000",
+        "--set",
+        "stop.episode_return_mean=null",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "env error (reset and masked): RuntimeError: simulated env crash at step call 300" in result.stdout
     rows, summary = check_run_dir(run_dir)
@@ -159,8 +190,16 @@ def test_env_raising_in_step_is_reset_counted_and_training_goes_on(tmp_path):
 @pytest.mark.slow
 def test_env_failing_persistently_stops_the_run_with_a_clear_error(tmp_path):
     run_dir = tmp_path / "run"
-    result = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(run_dir),
-                     "--set", "env.id=distrl.envs.testing:broken_cartpole", "--set", "env.vectorization=sync")  # fmt: skip
+    result = run_cli(
+        "train",
+        "configs/cartpole.yaml",
+        "--run-dir",
+        str(run_dir),
+        "--set",
+        "env.id=distrl.envs.testing:broken_cartpole",
+        "--set",
+        "env.vectorization=sync",
+    )
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert lines == [lines[-1]]  # only distrl's line: no "Unhandled error" dumps from Ray ahead of it
@@ -175,10 +214,22 @@ def test_env_failing_persistently_stops_the_run_with_a_clear_error(tmp_path):
 @pytest.mark.parametrize("factory,array", [("nan_reward_cartpole", "reward"), ("nan_obs_cartpole", "observation")])
 def test_nonfinite_steps_are_caught_in_the_worker_counted_and_warned(tmp_path, factory, array):
     run_dir = tmp_path / "run"
-    result = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(run_dir),
-                     "--set", f"env.id=distrl.envs.testing:{factory}", "--set", "env.vectorization=sync",
-                     "--set", "env.kwargs={every: 200}", "--set", "stop.env_steps=60000",
-                     "--set", "stop.episode_return_mean=null")  # fmt: skip
+    result = run_cli(
+        "train",
+        "configs/cartpole.yaml",
+        "--run-dir",
+        str(run_dir),
+        "--set",
+        f"env.id=distrl.envs.testing:{factory}",
+        "--set",
+        "env.vectorization=sync",
+        "--set",
+        "env.kwargs={every: 200}",
+        "--set",
+        "stop.env_steps=60000",
+        "--set",
+        "stop.episode_return_mean=null",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     # One warning, naming the worker, the env copy and the array; the rest are counted.
     warnings = [line for line in result.stdout.splitlines() if "not finite" in line]
@@ -198,13 +249,32 @@ def test_stuck_env_worker_is_killed_restarted_and_the_run_finishes(tmp_path):
     the iteration goes on without its batch, the run finishes its budget. The envs step in two groups, each on a
     thread of its own (rollout.env_groups), so the step that blocks is not the worker's own thread's."""
     run_dir = tmp_path / "run"
-    result = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(run_dir),
-                     "--set", "env.id=distrl.envs.testing:stuck_cartpole", "--set", "env.vectorization=sync",
-                     "--set", "rollout.env_groups=2",
-                     "--set", f"env.kwargs={{stuck_at: 300, once_marker: {tmp_path / 'stuck'}}}",
-                     "--set", "rollout.num_workers=2", "--set", "rollout.num_cpus_per_worker=0.5",
-                     "--set", "env.num_envs_per_worker=16", "--set", "rollout.sample_timeout_s=5",
-                     "--set", "stop.env_steps=60000", "--set", "stop.episode_return_mean=null")  # fmt: skip
+    result = run_cli(
+        "train",
+        "configs/cartpole.yaml",
+        "--run-dir",
+        str(run_dir),
+        "--set",
+        "env.id=distrl.envs.testing:stuck_cartpole",
+        "--set",
+        "env.vectorization=sync",
+        "--set",
+        "rollout.env_groups=2",
+        "--set",
+        f"env.kwargs={{stuck_at: 300, once_marker: {tmp_path / 'stuck'}}}",
+        "--set",
+        "rollout.num_workers=2",
+        "--set",
+        "rollout.num_cpus_per_worker=0.5",
+        "--set",
+        "env.num_envs_per_worker=16",
+        "--set",
+        "rollout.sample_timeout_s=5",
+        "--set",
+        "stop.env_steps=60000",
+        "--set",
+        "stop.episode_return_mean=null",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "returned no sample within 5 s (rollout.sample_timeout_s): killed for a restart" in result.stdout
     assert "(distrl.envs.testing:stuck_cartpole)" in result.stdout
@@ -218,16 +288,35 @@ def test_stuck_env_worker_is_killed_restarted_and_the_run_finishes(tmp_path):
 @pytest.mark.slow
 def test_env_stuck_again_and_again_ends_the_run_with_one_line(tmp_path):
     run_dir = tmp_path / "run"
-    result = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(run_dir),
-                     "--set", "env.id=distrl.envs.testing:stuck_cartpole", "--set", "env.vectorization=sync",
-                     "--set", "env.kwargs={stuck_at: 300}", "--set", "env.num_envs_per_worker=16",
-                     "--set", "rollout.sample_timeout_s=4", "--set", "rollout.max_restarts=1",
-                     "--set", "stop.env_steps=60000", "--set", "stop.episode_return_mean=null")  # fmt: skip
+    result = run_cli(
+        "train",
+        "configs/cartpole.yaml",
+        "--run-dir",
+        str(run_dir),
+        "--set",
+        "env.id=distrl.envs.testing:stuck_cartpole",
+        "--set",
+        "env.vectorization=sync",
+        "--set",
+        "env.kwargs={stuck_at: 300}",
+        "--set",
+        "env.num_envs_per_worker=16",
+        "--set",
+        "rollout.sample_timeout_s=4",
+        "--set",
+        "rollout.max_restarts=1",
+        "--set",
+        "stop.env_steps=60000",
+        "--set",
+        "stop.episode_return_mean=null",
+    )
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
-    assert lines[0].startswith("distrl: error: worker-0 (distrl.envs.testing:stuck_cartpole) cannot go on: it is "
-                               "not restarted again (rollout.max_restarts=1); it timed out 2 times")  # fmt: skip
+    assert lines[0].startswith(
+        "distrl: error: worker-0 (distrl.envs.testing:stuck_cartpole) cannot go on: it is "
+        "not restarted again (rollout.max_restarts=1); it timed out 2 times"
+    )
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["stop_reason"] == "worker_failure" and summary["worker_timeouts"] == 2
 
@@ -239,7 +328,9 @@ def test_corrupt_or_foreign_checkpoint_is_a_clear_error(tmp_path):
         result = run_cli(*args)
         assert result.returncode == 2
         (line,) = result.stderr.strip().splitlines()
-        assert line.startswith(f"distrl: error: checkpoint='{bad}': not a loadable distrl checkpoint (corrupt, truncated")
+        assert line.startswith(
+            f"distrl: error: checkpoint='{bad}': not a loadable distrl checkpoint (corrupt, truncated"
+        )
     run_dir = tmp_path / "run"
     (run_dir / "checkpoints").mkdir(parents=True)
     (run_dir / "checkpoints" / "ckpt_0000005.pt").write_bytes(b"not a checkpoint")
@@ -252,17 +343,31 @@ def test_corrupt_or_foreign_checkpoint_is_a_clear_error(tmp_path):
 
 def test_impossible_placement_in_local_mode_is_immediate_and_clear(tmp_path):
     run_dir = tmp_path / "run"
-    result = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(run_dir), "--set", "learner.num_gpus_per_learner=1")
+    result = run_cli(
+        "train", "configs/cartpole.yaml", "--run-dir", str(run_dir), "--set", "learner.num_gpus_per_learner=1"
+    )
     assert result.returncode == 2
     (line,) = result.stderr.strip().splitlines()  # a private Ray on a machine without CUDA: refused before it starts
     assert "learner.num_gpus_per_learner=1: this machine has no CUDA GPU" in line and "allowed: 0, or --address" in line
     assert not run_dir.exists()
-    result = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(run_dir), "--set", "rollout.node_labels={distrl-role: rollout}")
-    assert result.returncode == 2 and "rollout.node_labels={'distrl-role': 'rollout'}: no node with these labels" in result.stderr
+    result = run_cli(
+        "train",
+        "configs/cartpole.yaml",
+        "--run-dir",
+        str(run_dir),
+        "--set",
+        "rollout.node_labels={distrl-role: rollout}",
+    )
+    assert (
+        result.returncode == 2
+        and "rollout.node_labels={'distrl-role': 'rollout'}: no node with these labels" in result.stderr
+    )
 
 
 @pytest.mark.slow
-def test_an_error_of_ours_mid_run_still_writes_the_final_checkpoint_and_tears_everything_down(tmp_path, ray_local, monkeypatch):
+def test_an_error_of_ours_mid_run_still_writes_the_final_checkpoint_and_tears_everything_down(
+    tmp_path, ray_local, monkeypatch
+):
     """Driven in-process on the session's Ray: an exception in the driver's own loop (here, the metrics row at
     iteration 3) must leave a final checkpoint and summary, and no actor or placement group behind."""
     from distrl.common.checkpoint import load_checkpoint
@@ -277,8 +382,17 @@ def test_an_error_of_ours_mid_run_still_writes_the_final_checkpoint_and_tears_ev
         return real_row(run, *args, **kwargs)
 
     monkeypatch.setattr(report, "iteration_row", failing_row)
-    config = load_config(None, ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=64",
-                                "stop.env_steps=100000", "checkpoint.every_iterations=0", "logging.tensorboard=false"])  # fmt: skip
+    config = load_config(
+        None,
+        [
+            "env.num_envs_per_worker=8",
+            "rollout.rollout_length=32",
+            "ppo.minibatch_size=64",
+            "stop.env_steps=100000",
+            "checkpoint.every_iterations=0",
+            "logging.tensorboard=false",
+        ],
+    )
     driver = Driver(config, tmp_path / "run")
     with pytest.raises(ZeroDivisionError, match="a bug of ours"):
         driver.run()
@@ -321,13 +435,24 @@ def _in_process_run(tmp_path, monkeypatch, at_row):
         return real_row(run, *args, **kwargs)
 
     monkeypatch.setattr(report, "iteration_row", row)
-    config = load_config(None, ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=64",
-                                "stop.env_steps=20000", "stop.episode_return_mean=null", "checkpoint.every_iterations=0",
-                                "logging.tensorboard=false"])  # fmt: skip
+    config = load_config(
+        None,
+        [
+            "env.num_envs_per_worker=8",
+            "rollout.rollout_length=32",
+            "ppo.minibatch_size=64",
+            "stop.env_steps=20000",
+            "stop.episode_return_mean=null",
+            "checkpoint.every_iterations=0",
+            "logging.tensorboard=false",
+        ],
+    )
     return Driver(config, tmp_path / "run")
 
 
-def test_an_interrupt_swallowed_where_it_landed_still_stops_the_run_at_the_next_update(tmp_path, ray_local, monkeypatch):
+def test_an_interrupt_swallowed_where_it_landed_still_stops_the_run_at_the_next_update(
+    tmp_path, ray_local, monkeypatch
+):
     """Ctrl-C raises KeyboardInterrupt wherever the main thread is; code that swallows it there (an object's __del__,
     a weakref callback: Python prints "Exception ignored" and goes on) used to leave the run training on. The handler
     also raises a flag the loop reads after each update: the run stops there, as interrupted, checkpoint written."""
@@ -365,7 +490,9 @@ def test_a_second_interrupt_while_the_run_finishes_stops_it_at_once(tmp_path, ra
     driver = _in_process_run(tmp_path, monkeypatch, interrupt)
     with pytest.raises(KeyboardInterrupt):
         driver.run()
-    assert not list((tmp_path / "run").glob("checkpoints/ckpt_*.pt")) and not (tmp_path / "run" / "summary.json").exists()
+    assert (
+        not list((tmp_path / "run").glob("checkpoints/ckpt_*.pt")) and not (tmp_path / "run" / "summary.json").exists()
+    )
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     ray = ray_local
     deadline = time.time() + 30
@@ -379,30 +506,60 @@ def test_learner_update_past_its_bound_is_rebuilt_then_ends_the_run_with_one_lin
     """Every update takes longer than learner.update_timeout_s: the learner is rebuilt (counted), then the run
     stops with one line once learner.max_restarts is spent, with its checkpoint and summary written."""
     run_dir = tmp_path / "run"
-    result = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(run_dir), "--set", "learner.update_timeout_s=0.001",
-                     "--set", "learner.max_restarts=1", "--set", "stop.episode_return_mean=null")  # fmt: skip
+    result = run_cli(
+        "train",
+        "configs/cartpole.yaml",
+        "--run-dir",
+        str(run_dir),
+        "--set",
+        "learner.update_timeout_s=0.001",
+        "--set",
+        "learner.max_restarts=1",
+        "--set",
+        "stop.episode_return_mean=null",
+    )
     assert result.returncode == 2, result.stderr[-3000:]
     assert "a learner stalled (no update within 0 s (learner.update_timeout_s))" in result.stdout
     lines = result.stderr.strip().splitlines()
-    assert lines == ["distrl: error: learner: no update within 0 s (learner.update_timeout_s), and "
-                     "learner.max_restarts=1 is spent"], result.stderr[-3000:]  # fmt: skip
+    assert lines == [
+        "distrl: error: learner: no update within 0 s (learner.update_timeout_s), and learner.max_restarts=1 is spent"
+    ], result.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["learner_restarts"] == 1 and summary["stop_reason"] == "error"
 
 
 def clean_output_lines(result):
     """Lines of a run's output that a user would read as faults."""
-    return [line for line in (result.stdout + result.stderr).splitlines()
-            if "core_worker" in line or "(raylet)" in line or "ERROR" in line or "Unhandled error" in line]  # fmt: skip
+    return [
+        line
+        for line in (result.stdout + result.stderr).splitlines()
+        if "core_worker" in line or "(raylet)" in line or "ERROR" in line or "Unhandled error" in line
+    ]
 
 
 @pytest.mark.slow
 def test_clean_cartpole_and_breakout_runs_print_only_distrls_lines(tmp_path):
-    cartpole = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(tmp_path / "cartpole"),
-                       "--set", "stop.env_steps=60000", "--set", "stop.episode_return_mean=null")  # fmt: skip
+    cartpole = run_cli(
+        "train",
+        "configs/cartpole.yaml",
+        "--run-dir",
+        str(tmp_path / "cartpole"),
+        "--set",
+        "stop.env_steps=60000",
+        "--set",
+        "stop.episode_return_mean=null",
+    )
     assert cartpole.returncode == 0 and clean_output_lines(cartpole) == [], cartpole.stdout + cartpole.stderr
-    breakout = run_cli("train", "configs/breakout.yaml", "--run-dir", str(tmp_path / "breakout"),
-                       "--set", "rollout.compile.backend=onnxrt", "--set", "stop.env_steps=3072")  # fmt: skip
+    breakout = run_cli(
+        "train",
+        "configs/breakout.yaml",
+        "--run-dir",
+        str(tmp_path / "breakout"),
+        "--set",
+        "rollout.compile.backend=onnxrt",
+        "--set",
+        "stop.env_steps=3072",
+    )
     assert breakout.returncode == 0 and clean_output_lines(breakout) == [], breakout.stdout + breakout.stderr
     assert "policy backend onnxrt" in breakout.stdout and "artifacts shared" in breakout.stdout
 
@@ -411,9 +568,23 @@ def test_clean_cartpole_and_breakout_runs_print_only_distrls_lines(tmp_path):
 def test_killed_breakout_worker_gets_the_shared_artifacts_again(tmp_path):
     """The CNN's ONNX export (megabytes) reaches workers through the coordinator: a restarted worker gets it too."""
     run_dir = tmp_path / "run"
-    args = [sys.executable, "-m", "distrl", "train", "configs/breakout.yaml", "--run-dir", str(run_dir),
-            "--set", "rollout.compile.backend=onnxrt", "--set", "rollout.compile.strict=true",
-            "--set", "rollout.pipeline=sync", "--set", "stop.env_steps=6144"]  # fmt: skip
+    args = [
+        sys.executable,
+        "-m",
+        "distrl",
+        "train",
+        "configs/breakout.yaml",
+        "--run-dir",
+        str(run_dir),
+        "--set",
+        "rollout.compile.backend=onnxrt",
+        "--set",
+        "rollout.compile.strict=true",
+        "--set",
+        "rollout.pipeline=sync",
+        "--set",
+        "stop.env_steps=6144",
+    ]
     proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_for_rows(run_dir, 2, proc)
     (actor,) = actor_processes(proc.pid, "ray::RolloutWorker")

@@ -22,7 +22,9 @@ def gae_reference(rewards, values, terminated, truncated, valid, gamma, gae_lamb
             carry = 0.0 if (terminated[t][n] or truncated[t][n]) else gamma * gae_lambda * next_advantage
             advantages[t][n] = delta + carry
             next_advantage = advantages[t][n]
-    returns = [[advantages[t][n] + float(values[t][n]) if valid[t][n] else 0.0 for n in range(envs)] for t in range(steps)]
+    returns = [
+        [advantages[t][n] + float(values[t][n]) if valid[t][n] else 0.0 for n in range(envs)] for t in range(steps)
+    ]
     return advantages, returns
 
 
@@ -31,9 +33,7 @@ def t(x, dtype=torch.float32):
 
 
 def run(rewards, values, term, trunc, valid, gamma=0.9, lam=0.8):
-    return gae(
-        t(rewards), t(values), t(term, torch.bool), t(trunc, torch.bool), t(valid, torch.bool), gamma, lam
-    )
+    return gae(t(rewards), t(values), t(term, torch.bool), t(trunc, torch.bool), t(valid, torch.bool), gamma, lam)
 
 
 def test_hand_computed_three_steps():

@@ -13,8 +13,13 @@ from distrl.rollout import RolloutWorker
 from tests.conftest import run_cli
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
-SMALL = ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=64",
-         "learner.device=cuda", "learner.num_gpus_per_learner=1"]  # fmt: skip
+SMALL = [
+    "env.num_envs_per_worker=8",
+    "rollout.rollout_length=32",
+    "ppo.minibatch_size=64",
+    "learner.device=cuda",
+    "learner.num_gpus_per_learner=1",
+]
 
 
 def test_batches_reach_the_gpu_through_pinned_memory():
@@ -55,7 +60,10 @@ def test_inductor_inside_the_cuda_graph_matches_the_loop(compile):
     if compile == "inductor":
         assert step["kernels"] == "inductor" and learner.device_step.loss_fn != learner.device_step.loss.terms
     else:
-        assert [r["way"] for r in step["trial"]] == ["device step, eager kernels, fp32", "device step, inductor kernels, fp32"]
+        assert [r["way"] for r in step["trial"]] == [
+            "device step, eager kernels, fp32",
+            "device step, inductor kernels, fp32",
+        ]
         assert all(r["step_ms"] > 0 for r in step["trial"]) and step["kernels"] in ("eager", "inductor")
     later = learner.update(worker.sample())
     assert np.isfinite(later["loss_value"]) and later["learner_recompiles"] == 0
@@ -64,21 +72,43 @@ def test_inductor_inside_the_cuda_graph_matches_the_loop(compile):
 @pytest.mark.slow
 def test_train_with_a_gpu_learner_through_ray(tmp_path):
     run_dir = tmp_path / "run"
-    result = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(run_dir), "--set", "learner.device=cuda",
-                     "--set", "learner.num_gpus_per_learner=1", "--set", "learner.compile=true")  # fmt: skip
+    result = run_cli(
+        "train",
+        "configs/cartpole.yaml",
+        "--run-dir",
+        str(run_dir),
+        "--set",
+        "learner.device=cuda",
+        "--set",
+        "learner.num_gpus_per_learner=1",
+        "--set",
+        "learner.compile=true",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["stop_reason"] == "episode_return_mean"
     placement = json.loads((run_dir / "placement.json").read_text())
-    assert any(spot.get("device", "").startswith("cuda") and spot.get("gpu_ids") for spot in placement.values()), placement
+    assert any(spot.get("device", "").startswith("cuda") and spot.get("gpu_ids") for spot in placement.values()), (
+        placement
+    )
 
 
 @pytest.mark.slow
 def test_auto_device_learner_that_asked_for_no_gpu_stays_on_cpu_on_a_gpu_machine(tmp_path):
     """Ray does not hide GPUs from an actor that asked for none: learner.device auto must still mean the CPU."""
     run_dir = tmp_path / "run"
-    result = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(run_dir), "--set", "learner.num_gpus_per_learner=0",
-                     "--set", "stop.env_steps=20000", "--set", "stop.episode_return_mean=null")  # fmt: skip
+    result = run_cli(
+        "train",
+        "configs/cartpole.yaml",
+        "--run-dir",
+        str(run_dir),
+        "--set",
+        "learner.num_gpus_per_learner=0",
+        "--set",
+        "stop.env_steps=20000",
+        "--set",
+        "stop.episode_return_mean=null",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     placement = json.loads((run_dir / "placement.json").read_text())
     assert placement["learner-0"]["device"] == "cpu" and placement["learner-0"]["gpu_ids"] == [], placement
@@ -87,8 +117,16 @@ def test_auto_device_learner_that_asked_for_no_gpu_stays_on_cpu_on_a_gpu_machine
 @pytest.mark.slow
 def test_breakout_with_the_cuda_graph_learner_step_through_ray(tmp_path):
     run_dir = tmp_path / "run"
-    result = run_cli("train", "configs/breakout.yaml", "--run-dir", str(run_dir), "--set", "learner.num_gpus_per_learner=1",
-                     "--set", "stop.env_steps=4096")  # fmt: skip
+    result = run_cli(
+        "train",
+        "configs/breakout.yaml",
+        "--run-dir",
+        str(run_dir),
+        "--set",
+        "learner.num_gpus_per_learner=1",
+        "--set",
+        "stop.env_steps=4096",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "(learner.step device): on CUDA: the whole minibatch step as one CUDA graph" in result.stdout
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -99,9 +137,8 @@ def test_breakout_with_the_cuda_graph_learner_step_through_ray(tmp_path):
 def test_attention_policy_in_bf16_runs_on_a_fused_sdpa_kernel(backend):
     """With learner.amp bf16 the attention model's SDPA can run on the flash or memory-efficient kernel: restricted
     to that kernel alone, forward and backward succeed (PyTorch raises when no allowed kernel fits)."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
     import gymnasium as gym
+    from torch.nn.attention import SDPBackend, sdpa_kernel
 
     from distrl.models import build_model
 

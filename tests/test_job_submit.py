@@ -11,8 +11,10 @@ import pytest
 from tests.conftest import ROOT, run_cli
 
 EXCLUDES = [".venv", ".venv-ipex", ".venv-*", "runs", ".git", "benchmarks/results", "**/__pycache__"]
-PLACED = ("--set 'rollout.resources={rollout: 1}' --set 'rollout.node_labels={distrl-role: rollout}' "
-          "--set 'learner.resources={learner: 1}' --set 'learner.node_labels={distrl-role: learner}'")  # fmt: skip
+PLACED = (
+    "--set 'rollout.resources={rollout: 1}' --set 'rollout.node_labels={distrl-role: rollout}' "
+    "--set 'learner.resources={learner: 1}' --set 'learner.node_labels={distrl-role: learner}'"
+)
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +34,14 @@ def job(dev, *args, timeout=600):
     from clusters import local_dev_cluster
 
     for _attempt in range(5):  # the job server answers "try again later" until its agent has registered
-        result = subprocess.run([local_dev_cluster.ray_command(), "job", *args], capture_output=True, text=True,
-                                env=dev.env, timeout=timeout, cwd=ROOT)  # fmt: skip
+        result = subprocess.run(
+            [local_dev_cluster.ray_command(), "job", *args],
+            capture_output=True,
+            text=True,
+            env=dev.env,
+            timeout=timeout,
+            cwd=ROOT,
+        )
         if "No available agent" not in result.stderr:
             return result
         time.sleep(5)
@@ -41,15 +49,30 @@ def job(dev, *args, timeout=600):
 
 
 def submit(dev, entrypoint, *flags):
-    return job(dev, "submit", "--address", dev.dashboard_url, "--working-dir", str(ROOT), *flags,
-               "--runtime-env-json", json.dumps({"excludes": EXCLUDES}), "--", "bash", "-c", entrypoint)  # fmt: skip
+    return job(
+        dev,
+        "submit",
+        "--address",
+        dev.dashboard_url,
+        "--working-dir",
+        str(ROOT),
+        *flags,
+        "--runtime-env-json",
+        json.dumps({"excludes": EXCLUDES}),
+        "--",
+        "bash",
+        "-c",
+        entrypoint,
+    )
 
 
 @pytest.mark.slow
 def test_job_submit_places_workers_and_learner_on_their_nodes(dev, tmp_path):
     run_dir = tmp_path / "run"
-    entrypoint = (f"python -m distrl train configs/cartpole.yaml --run-dir {run_dir} "
-                  f"--set stop.env_steps=40000 --set stop.episode_return_mean=null {PLACED}")  # fmt: skip
+    entrypoint = (
+        f"python -m distrl train configs/cartpole.yaml --run-dir {run_dir} "
+        f"--set stop.env_steps=40000 --set stop.episode_return_mean=null {PLACED}"
+    )
     start = time.time()
     result = submit(dev, entrypoint)
     took = time.time() - start
@@ -68,8 +91,13 @@ def test_job_submit_places_workers_and_learner_on_their_nodes(dev, tmp_path):
     from clusters import local_dev_cluster
 
     no_token = {k: v for k, v in dev.env.items() if k != "RAY_AUTH_TOKEN"}
-    refused = subprocess.run([local_dev_cluster.ray_command(), "job", "list", "--address", dev.dashboard_url],
-                             capture_output=True, text=True, env={**no_token, "HOME": str(tmp_path)}, timeout=120)  # fmt: skip
+    refused = subprocess.run(
+        [local_dev_cluster.ray_command(), "job", "list", "--address", dev.dashboard_url],
+        capture_output=True,
+        text=True,
+        env={**no_token, "HOME": str(tmp_path)},
+        timeout=120,
+    )
     assert refused.returncode != 0
 
 
@@ -77,8 +105,10 @@ def test_job_submit_places_workers_and_learner_on_their_nodes(dev, tmp_path):
 def test_ray_job_stop_leaves_a_final_checkpoint_that_resume_continues(dev, tmp_path):
     """`ray job stop` sends SIGTERM and, with Ray's default grace of 3 s, SIGKILL: the checkpoint must fit in it."""
     run_dir = tmp_path / "run"
-    entrypoint = (f"python -m distrl train configs/cartpole.yaml --run-dir {run_dir} --set checkpoint.every_iterations=0 "
-                  f"--set stop.env_steps=50000000 --set stop.episode_return_mean=null {PLACED}")  # fmt: skip
+    entrypoint = (
+        f"python -m distrl train configs/cartpole.yaml --run-dir {run_dir} --set checkpoint.every_iterations=0 "
+        f"--set stop.env_steps=50000000 --set stop.episode_return_mean=null {PLACED}"
+    )
     submitted = submit(dev, entrypoint, "--no-wait", "--submission-id", f"distrl-stop-{int(time.time())}")
     assert submitted.returncode == 0, submitted.stderr[-3000:]
     job_id = submitted.stdout.split("Job '")[1].split("'")[0]
@@ -98,8 +128,21 @@ def test_ray_job_stop_leaves_a_final_checkpoint_that_resume_continues(dev, tmp_p
     assert summary["checkpoint"].endswith(f"ckpt_{rows[-1]['iteration']:07d}.pt")
     # Another machine (here: a private Ray) continues it.
     more = summary["env_steps"] + 16384
-    resumed = run_cli("train", "--resume", str(run_dir), "--set", f"stop.env_steps={more}", "--set", "rollout.resources={}",
-                      "--set", "rollout.node_labels={}", "--set", "learner.resources={}", "--set", "learner.node_labels={}")  # fmt: skip
+    resumed = run_cli(
+        "train",
+        "--resume",
+        str(run_dir),
+        "--set",
+        f"stop.env_steps={more}",
+        "--set",
+        "rollout.resources={}",
+        "--set",
+        "rollout.node_labels={}",
+        "--set",
+        "learner.resources={}",
+        "--set",
+        "learner.node_labels={}",
+    )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"resuming at iteration {summary['iterations']}" in resumed.stdout
     final = json.loads((run_dir / "summary.json").read_text())

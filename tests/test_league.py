@@ -13,27 +13,34 @@ import pytest
 import torch
 
 from distrl.config import ConfigError, load_config
-from tests.conftest import ROOT
-from distrl.league import elo
 from distrl.config.league import LeagueConfig, MatchmakingConfig
 from distrl.envs.games import GameError, make_game, probe_game
 from distrl.envs.games.connect_four import heuristic as connect_four_heuristic
-from distrl.league.league import League
 from distrl.envs.games.matchmaking import WinRates, opponent_shares, pfsp_weight
+from distrl.league import elo
+from distrl.league.league import League
 from distrl.models.distributions import ActionDist
+from tests.conftest import ROOT
 
 CONNECT4 = "pettingzoo/classic/connect_four-v3"
 
 
 def league_config(env: dict | None = None, **league):
-    return load_config({"env": env or {"id": CONNECT4, "num_envs_per_worker": 16}, "rollout": {"rollout_length": 32},
-                        "ppo": {"minibatch_size": 128}, "model": {"hidden": [32]}, "league": league})  # fmt: skip
+    return load_config(
+        {
+            "env": env or {"id": CONNECT4, "num_envs_per_worker": 16},
+            "rollout": {"rollout_length": 32},
+            "ppo": {"minibatch_size": 128},
+            "model": {"hidden": [32]},
+            "league": league,
+        }
+    )
 
 
 # --- Elo ---------------------------------------------------------------------------------
 def test_elo_update_by_hand():
     # FIDE's example shape: 1000 vs 1200, K 32. E = 1 / (1 + 10^(200/400)) = 0.240253
-    e = 1 / (1 + 10 ** 0.5)
+    e = 1 / (1 + 10**0.5)
     assert elo.expected(1000, 1200) == pytest.approx(e)
     a, b = elo.update(1000, 1200, 1.0, 32)
     assert a == pytest.approx(1000 + 32 * (1 - e)) and a == pytest.approx(1024.3119, abs=1e-3)
@@ -137,8 +144,12 @@ def test_snapshot_rules():
 
 
 def test_curriculum_promotes_on_win_rate_after_min_games():
-    cfg = LeagueConfig(curriculum=[{"name": "easy", "opponents": ["random"], "promote": {"win_rate": 0.8, "min_games": 10}},
-                                   {"name": "hard", "opponents": ["heuristic", "latest"]}])  # fmt: skip
+    cfg = LeagueConfig(
+        curriculum=[
+            {"name": "easy", "opponents": ["random"], "promote": {"win_rate": 0.8, "min_games": 10}},
+            {"name": "hard", "opponents": ["heuristic", "latest"]},
+        ]
+    )
     league = League(cfg)
     assert league.shares() == {"random": 1.0}
     league.record([{"opponent": "random", "score": 1.0, "seat": 0}] * 9)
@@ -155,8 +166,13 @@ def test_curriculum_promotes_on_win_rate_after_min_games():
 def test_games_of_an_earlier_stage_arriving_late_do_not_promote_the_new_one():
     """Under async a worker finishes a batch or more of the old stage's games after a promotion: they are rated, but
     only games played in the new stage count toward its own promotion."""
-    cfg = LeagueConfig(curriculum=[{"name": "1v1", "promote": {"win_rate": 0.0, "min_games": 4}},
-                                   {"name": "2v2", "promote": {"win_rate": 0.0, "min_games": 4}}, {"name": "3v3"}])  # fmt: skip
+    cfg = LeagueConfig(
+        curriculum=[
+            {"name": "1v1", "promote": {"win_rate": 0.0, "min_games": 4}},
+            {"name": "2v2", "promote": {"win_rate": 0.0, "min_games": 4}},
+            {"name": "3v3"},
+        ]
+    )
     league = League(cfg)
     league.record([{"opponent": "random", "score": 1.0, "seat": 0, "stage": 0}] * 4)
     assert "'1v1' -> '2v2'" in league.maybe_promote(1)
@@ -169,7 +185,9 @@ def test_games_of_an_earlier_stage_arriving_late_do_not_promote_the_new_one():
 
 
 def test_league_state_round_trips_through_a_checkpoint():
-    league = League(LeagueConfig(curriculum=[{"name": "a", "promote": {"win_rate": 0.5, "min_games": 1}}, {"name": "b"}]))
+    league = League(
+        LeagueConfig(curriculum=[{"name": "a", "promote": {"win_rate": 0.5, "min_games": 1}}, {"name": "b"}])
+    )
     league.add_snapshot(0, {"w": np.arange(3, dtype=np.float32)})
     league.record([{"opponent": "main@0", "score": 1.0, "seat": 0}, {"opponent": "heuristic", "score": 0.5, "seat": 1}])
     league.maybe_promote(1)
@@ -192,7 +210,11 @@ def test_masked_sampling_never_draws_an_illegal_action():
     actions, logp = dist.sample_numpy(logits, rng, mask)
     assert mask[np.arange(5000), actions].all()
     masked = np.where(mask, logits, -np.inf)
-    expected = masked - np.log(np.exp(masked - masked.max(1, keepdims=True)).sum(1, keepdims=True)) - masked.max(1, keepdims=True)
+    expected = (
+        masked
+        - np.log(np.exp(masked - masked.max(1, keepdims=True)).sum(1, keepdims=True))
+        - masked.max(1, keepdims=True)
+    )
     np.testing.assert_allclose(logp, expected[np.arange(5000), actions], rtol=1e-4, atol=1e-4)
     assert mask[np.arange(5000), dist.greedy_numpy(logits, mask)].all()
 
@@ -267,8 +289,10 @@ def test_duel_teams_play_on_until_a_side_is_out():
 
 
 def test_duel_team_curriculum_is_checked_before_ray():
-    stages = [{"name": "1v1", "env_kwargs": {"team_size": 1}, "promote": {"win_rate": 0.8, "min_games": 10}},
-              {"name": "3v3", "env_kwargs": {"team_size": 3}}]  # fmt: skip
+    stages = [
+        {"name": "1v1", "env_kwargs": {"team_size": 1}, "promote": {"win_rate": 0.8, "min_games": 10}},
+        {"name": "3v3", "env_kwargs": {"team_size": 3}},
+    ]
     env = {"id": "distrl/Duel-v0", "num_envs_per_worker": 12}
     with pytest.raises(GameError, match="stage '3v3' plays with observations Box.*max_team_size"):
         probe_game(league_config(env=env, curriculum=stages))
@@ -305,7 +329,9 @@ def test_a_game_that_needs_masks_and_has_none_is_refused():
             return self.env.observe(agent)["observation"]
 
     def unmasked(**kwargs):
-        return wrappers.OrderEnforcingWrapper(NoMask(wrappers.TerminateIllegalWrapper(tictactoe_v3.raw_env(**kwargs), -1)))
+        return wrappers.OrderEnforcingWrapper(
+            NoMask(wrappers.TerminateIllegalWrapper(tictactoe_v3.raw_env(**kwargs), -1))
+        )
 
     pettingzoo.register("aec", "test/unmasked_tictactoe-v0", entry_point=unmasked)
     assert isinstance(unmasked().observation_space("player_1"), gym.spaces.Box)
@@ -338,7 +364,10 @@ def test_training_games_never_see_an_illegal_move_and_cover_both_seats(monkeypat
     checked = _checking_legality(monkeypatch)
     worker = _worker(league_config())
     weights = {k: v.detach().numpy().copy() for k, v in worker.model.state_dict().items()}
-    plan = {"shares": {"latest": 0.25, "main@0": 0.25, "random": 0.25, "heuristic": 0.25}, "weights": {"main@0": weights}}
+    plan = {
+        "shares": {"latest": 0.25, "main@0": 0.25, "random": 0.25, "heuristic": 0.25},
+        "weights": {"main@0": weights},
+    }
     results = []
     for _ in range(3):
         info, batch = worker.sample(None, plan)
@@ -355,7 +384,9 @@ def test_training_games_never_see_an_illegal_move_and_cover_both_seats(monkeypat
     assert {r["opponent"] for r in results} == {"latest", "main@0", "random", "heuristic"}
     seats = [r["seat"] for r in results]
     assert abs(seats.count(0) - seats.count(1)) <= 16  # alternating, copy by copy
-    assert worker.env_side.game_env.learned.backends() == {worker.policy.backend}  # snapshots act on the worker's backend
+    assert worker.env_side.game_env.learned.backends() == {
+        worker.policy.backend
+    }  # snapshots act on the worker's backend
 
 
 def _checking_legality(monkeypatch) -> dict:
@@ -399,12 +430,16 @@ def test_a_snapshot_keeps_playing_its_games_after_a_plan_drops_it():
     worker = _worker(league_config())
     weights = {k: v.detach().numpy().copy() for k, v in worker.model.state_dict().items()}
     worker.sample(None, {"shares": {"main@0": 1.0}, "weights": {"main@0": weights}})
-    assert (worker.env_side.game_env.opponent[~worker.env_side.game_env.done] == "main@0").any()  # games against it go on
+    assert (
+        worker.env_side.game_env.opponent[~worker.env_side.game_env.done] == "main@0"
+    ).any()  # games against it go on
     info, _ = worker.sample(None, {"shares": {"random": 1.0}, "weights": {}})  # a plan without it
     assert {r["opponent"] for r in info.league_results} == {"main@0", "random"}
     for _ in range(3):
         worker.sample(None, {"shares": {"random": 1.0}, "weights": {}})
-    assert "main@0" not in worker.env_side.game_env.learned.policies and worker.env_side.game_env.learned.spare  # released once its games ended
+    assert (
+        "main@0" not in worker.env_side.game_env.learned.policies and worker.env_side.game_env.learned.spare
+    )  # released once its games ended
 
 
 def _failing_game_steps(monkeypatch, fail_at) -> dict:
@@ -472,8 +507,9 @@ def test_learner_reproduces_the_workers_masked_log_probs():
     obs = torch.from_numpy(batch.obs[:-1].reshape(-1, *batch.obs.shape[2:]))
     with torch.no_grad():
         pd_params, _ = learner.model(obs)
-        logp, _ = learner.model.dist.log_prob_entropy(pd_params, torch.from_numpy(batch.actions.reshape(-1)),
-                                                      torch.from_numpy(batch.action_mask.reshape(-1, 7)))  # fmt: skip
+        logp, _ = learner.model.dist.log_prob_entropy(
+            pd_params, torch.from_numpy(batch.actions.reshape(-1)), torch.from_numpy(batch.action_mask.reshape(-1, 7))
+        )
     valid = batch.valid.reshape(-1)
     np.testing.assert_allclose(logp.numpy()[valid], batch.logp.reshape(-1)[valid], rtol=1e-4, atol=1e-4)
     metrics = learner.update((info, batch))
@@ -489,8 +525,17 @@ def test_load_policy_plays_one_seat_with_masks(tmp_path):
     config = league_config()
     spaces = probe_game(config)
     learner = Learner(config, *spaces)
-    save_checkpoint(tmp_path, 1, {"counters": {"iteration": 1}, "learner": learner.state(),
-                                  "config": config.model_dump(mode="json"), "league": League(config.league).state()}, 1)  # fmt: skip
+    save_checkpoint(
+        tmp_path,
+        1,
+        {
+            "counters": {"iteration": 1},
+            "learner": learner.state(),
+            "config": config.model_dump(mode="json"),
+            "league": League(config.league).state(),
+        },
+        1,
+    )
     policy = Policy.from_checkpoint(tmp_path)
     rng = np.random.default_rng(0)
     obs = np.zeros((200, 6, 7, 2), dtype=np.float32)
@@ -513,16 +558,24 @@ def test_diagnose_measures_a_league_config():
 def test_a_league_workers_games_are_the_same_in_every_process():
     """Opponents act in a fixed order (each draws from the env's seeded generator), not in a set's order, which
     Python's string hashing makes differ from process to process: the same seed plays the same games."""
-    code = ("import hashlib; from distrl.config import load_config; from distrl.rollout.worker import RolloutWorker\n"
-            "w = RolloutWorker(load_config('configs/league_duel.yaml', ['rollout.compile.backend=eager',"
-            " 'env.num_envs_per_worker=16', 'rollout.rollout_length=64', 'ppo.minibatch_size=256']))\n"
-            "info, b = w.sample(None, {'shares': {'latest': 0.4, 'random': 0.3, 'heuristic': 0.3}, 'weights': {}})\n"
-            "print(hashlib.sha256(b.obs.tobytes() + b.actions.tobytes() + b.rewards.tobytes()).hexdigest(),"
-            " [r['opponent'] for r in info.league_results])")  # fmt: skip
+    code = (
+        "import hashlib; from distrl.config import load_config; from distrl.rollout.worker import RolloutWorker\n"
+        "w = RolloutWorker(load_config('configs/league_duel.yaml', ['rollout.compile.backend=eager',"
+        " 'env.num_envs_per_worker=16', 'rollout.rollout_length=64', 'ppo.minibatch_size=256']))\n"
+        "info, b = w.sample(None, {'shares': {'latest': 0.4, 'random': 0.3, 'heuristic': 0.3}, 'weights': {}})\n"
+        "print(hashlib.sha256(b.obs.tobytes() + b.actions.tobytes() + b.rewards.tobytes()).hexdigest(),"
+        " [r['opponent'] for r in info.league_results])"
+    )
     outputs = set()
     for hash_seed in ("1", "2", "3"):
-        done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                              env={**os.environ, "PYTHONHASHSEED": hash_seed})  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "PYTHONHASHSEED": hash_seed},
+        )
         assert done.returncode == 0, done.stderr[-2000:]
         outputs.add(done.stdout.strip().splitlines()[-1])
     assert len(outputs) == 1, outputs
@@ -571,8 +624,10 @@ def test_a_curriculum_stage_changes_the_team_size_in_the_worker():
     """A worker whose plan moves the league from 1v1 to 3v3: the games are rebuilt (12 slots: 12 games, then 4),
     games report their team size, every opponent member acts (random and the scripted team), and dead steps stay
     out of the batch's valid steps."""
-    stages = [{"name": "1v1", "env_kwargs": {"team_size": 1}, "promote": {"win_rate": 0.8, "min_games": 10}},
-              {"name": "3v3", "env_kwargs": {"team_size": 3}}]  # fmt: skip
+    stages = [
+        {"name": "1v1", "env_kwargs": {"team_size": 1}, "promote": {"win_rate": 0.8, "min_games": 10}},
+        {"name": "3v3", "env_kwargs": {"team_size": 3}},
+    ]
     worker = _worker(_duel_teams_config(curriculum=stages))
     game_env = worker.env_side.game_env
     info, _ = worker.sample(None, {"shares": {"random": 0.5, "heuristic": 0.5}, "weights": {}})

@@ -11,10 +11,23 @@ from tests.conftest import run_cli
 
 pytestmark = pytest.mark.slow
 
-SMALL = ["--set", "env.num_envs_per_worker=32", "--set", "rollout.rollout_length=32", "--set", "ppo.minibatch_size=256",
-         "--set", "model.hidden=[64,64]", "--set", "league.snapshot_every=4", "--set", "checkpoint.every_iterations=5",
-         "--set", "league.curriculum=[{name: random, opponents: [random], promote: {win_rate: 0.85, min_games: 200}}, "
-                  "{name: league}]"]  # fmt: skip
+SMALL = [
+    "--set",
+    "env.num_envs_per_worker=32",
+    "--set",
+    "rollout.rollout_length=32",
+    "--set",
+    "ppo.minibatch_size=256",
+    "--set",
+    "model.hidden=[64,64]",
+    "--set",
+    "league.snapshot_every=4",
+    "--set",
+    "checkpoint.every_iterations=5",
+    "--set",
+    "league.curriculum=[{name: random, opponents: [random], promote: {win_rate: 0.85, min_games: 200}}, "
+    "{name: league}]",
+]
 
 
 def _rows(run: Path) -> list[dict]:
@@ -24,8 +37,18 @@ def _rows(run: Path) -> list[dict]:
 @pytest.fixture(scope="module")
 def league_run(tmp_path_factory) -> Path:
     run = tmp_path_factory.mktemp("league") / "c4"
-    done = run_cli("train", "configs/league_connect4.yaml", "--run-dir", str(run), *SMALL,
-                   "--set", "stop.env_steps=120000", "--set", "stop.time_s=null", timeout=600)  # fmt: skip
+    done = run_cli(
+        "train",
+        "configs/league_connect4.yaml",
+        "--run-dir",
+        str(run),
+        *SMALL,
+        "--set",
+        "stop.env_steps=120000",
+        "--set",
+        "stop.time_s=null",
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return run
 
@@ -64,7 +87,9 @@ def test_resume_keeps_the_league(league_run):
     assert league["events"][: len(saved["events"])] == saved["events"]  # the same league, continued
     assert league["games"] > saved["games"]
     names = {m["name"] for m in saved["members"]}
-    assert names - {"random", "heuristic"} <= set(league["members"]) | {e["name"] for e in league["events"] if "name" in e}
+    assert names - {"random", "heuristic"} <= set(league["members"]) | {
+        e["name"] for e in league["events"] if "name" in e
+    }
     resumed = [r for r in _rows(league_run) if r["iteration"] > int(newest.stem.split("_")[1])]
     assert resumed and resumed[0]["league_size"] >= len([m for m in saved["members"] if m["kind"] == "snapshot"])
     assert abs(resumed[0]["league_elo"] - saved["rating"]) < 200  # continues from the saved rating, not from 1000
@@ -85,7 +110,9 @@ def test_tournament_and_eval(league_run, tmp_path):
     done = run_cli("eval", str(league_run), "--opponent", "random", "--episodes", "40")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "seat 0 (first): 20 games against random" in done.stdout and "seat 1 (second)" in done.stdout
-    assert done.stdout.startswith(f"checkpoint {sorted((league_run / 'checkpoints').glob('ckpt_*.pt'))[-1]} (iteration ")
+    assert done.stdout.startswith(
+        f"checkpoint {sorted((league_run / 'checkpoints').glob('ckpt_*.pt'))[-1]} (iteration "
+    )
     done = run_cli("eval", str(league_run))
     assert done.returncode == 2 and "give --opponent" in done.stderr
 
@@ -96,12 +123,30 @@ def test_duel_teams_league_steps_through_team_sizes_rates_and_replays_as_video(t
     Under the async pipeline (the connect-four run above is the shipped overlap): stage changes, snapshots and
     ratings reach a worker whose sampling never waits for an update."""
     run = tmp_path / "duel"
-    stages = ("league.curriculum=[{name: 1v1, env_kwargs: {team_size: 1}, promote: {win_rate: 0.0, min_games: 20}}, "
-              "{name: 2v2, env_kwargs: {team_size: 2}, promote: {win_rate: 0.0, min_games: 20}}, "
-              "{name: 3v3, env_kwargs: {team_size: 3}}]")  # fmt: skip
-    done = run_cli("train", "configs/league_duel_teams.yaml", "--run-dir", str(run), "--set", "stop.env_steps=100000",
-                   "--set", "stop.time_s=null", "--set", "league.snapshot_every=2", "--set", stages,
-                   "--set", "rollout.rollout_length=64", "--set", "rollout.pipeline=async", timeout=600)  # fmt: skip
+    stages = (
+        "league.curriculum=[{name: 1v1, env_kwargs: {team_size: 1}, promote: {win_rate: 0.0, min_games: 20}}, "
+        "{name: 2v2, env_kwargs: {team_size: 2}, promote: {win_rate: 0.0, min_games: 20}}, "
+        "{name: 3v3, env_kwargs: {team_size: 3}}]"
+    )
+    done = run_cli(
+        "train",
+        "configs/league_duel_teams.yaml",
+        "--run-dir",
+        str(run),
+        "--set",
+        "stop.env_steps=100000",
+        "--set",
+        "stop.time_s=null",
+        "--set",
+        "league.snapshot_every=2",
+        "--set",
+        stages,
+        "--set",
+        "rollout.rollout_length=64",
+        "--set",
+        "rollout.pipeline=async",
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "curriculum: stage '1v1' -> '2v2'" in done.stdout + done.stderr
     rows = _rows(run)
@@ -118,11 +163,14 @@ def test_duel_teams_league_steps_through_team_sizes_rates_and_replays_as_video(t
     assert list((tmp_path / "replays").glob("replay_*.mp4"))
 
 
-@pytest.mark.parametrize(("overrides", "message"), [
-    (["--set", "env.id=CartPole-v1"], "a league needs a two-player game"),
-    (["--set", "env.id=pettingzoo/butterfly/knights_archers_zombies-v11"], "has 4 agents"),
-    (["--set", "league.reward.sparse=false", "--set", "league.reward.shaping={bogus: 1}"], "offers no term bogus"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["--set", "env.id=CartPole-v1"], "a league needs a two-player game"),
+        (["--set", "env.id=pettingzoo/butterfly/knights_archers_zombies-v11"], "has 4 agents"),
+        (["--set", "league.reward.sparse=false", "--set", "league.reward.shaping={bogus: 1}"], "offers no term bogus"),
+    ],
+)
 def test_bad_league_input_is_one_line_before_ray(tmp_path, overrides, message):
     done = run_cli("train", "configs/league_connect4.yaml", "--run-dir", str(tmp_path / "run"), *overrides, timeout=120)
     assert done.returncode == 2 and message in done.stderr, done.stderr

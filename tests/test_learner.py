@@ -12,8 +12,10 @@ from distrl.rollout import RolloutWorker
 
 
 def _setup(*extra):
-    config = load_config(None, ["env.num_envs_per_worker=8", "rollout.rollout_length=64", "ppo.minibatch_size=128",
-                                "ppo.epochs=2", *extra])  # fmt: skip
+    config = load_config(
+        None,
+        ["env.num_envs_per_worker=8", "rollout.rollout_length=64", "ppo.minibatch_size=128", "ppo.epochs=2", *extra],
+    )
     worker = RolloutWorker(config)
     learner = Learner(config, *probe_spaces(config.env))
     worker.set_weights(learner.get_weights())
@@ -47,22 +49,46 @@ def test_non_finite_minibatches_leave_weights_and_adam_state_untouched(step):
     assert changed
 
 
-
 STEP_CONFIGS = {
     "mlp": ["env.num_envs_per_worker=8", "rollout.rollout_length=64", "ppo.minibatch_size=128", "ppo.epochs=3"],
-    "mlp_target_kl": ["env.num_envs_per_worker=8", "rollout.rollout_length=64", "ppo.minibatch_size=64", "ppo.epochs=4",
-                      "ppo.target_kl=0.002", "ppo.lr=0.01"],
-    "cnn": ["env.id=ALE/Breakout-v5", "model.type=cnn", "model.hidden=[64]", "model.shared_trunk=true",
-            "learner.compile=eager", "learner.amp=off", "env.num_envs_per_worker=4", "rollout.rollout_length=32", "ppo.minibatch_size=32", "ppo.epochs=2"],
-    "gaussian_bf16": ["env.id=Pendulum-v1", "env.vectorization=sync", "env.num_envs_per_worker=8", "rollout.rollout_length=32",
-                      "ppo.minibatch_size=64", "learner.amp=bf16"],
-}  # fmt: skip
+    "mlp_target_kl": [
+        "env.num_envs_per_worker=8",
+        "rollout.rollout_length=64",
+        "ppo.minibatch_size=64",
+        "ppo.epochs=4",
+        "ppo.target_kl=0.002",
+        "ppo.lr=0.01",
+    ],
+    "cnn": [
+        "env.id=ALE/Breakout-v5",
+        "model.type=cnn",
+        "model.hidden=[64]",
+        "model.shared_trunk=true",
+        "learner.compile=eager",
+        "learner.amp=off",
+        "env.num_envs_per_worker=4",
+        "rollout.rollout_length=32",
+        "ppo.minibatch_size=32",
+        "ppo.epochs=2",
+    ],
+    "gaussian_bf16": [
+        "env.id=Pendulum-v1",
+        "env.vectorization=sync",
+        "env.num_envs_per_worker=8",
+        "rollout.rollout_length=32",
+        "ppo.minibatch_size=64",
+        "learner.amp=bf16",
+    ],
+}
 
 
 def _twin_learners(name, device_overrides=()):
     """A worker's batches and two learners from one seed: the plain loop and the device step."""
     base = STEP_CONFIGS[name] + list(device_overrides)
-    loop_config, device_config = load_config(None, base + ["learner.step=loop"]), load_config(None, base + ["learner.step=device"])
+    loop_config, device_config = (
+        load_config(None, base + ["learner.step=loop"]),
+        load_config(None, base + ["learner.step=device"]),
+    )
     worker = RolloutWorker(loop_config)
     spaces = probe_spaces(loop_config.env)
     return worker, Learner(loop_config, *spaces), Learner(device_config, *spaces)
@@ -77,7 +103,10 @@ def _assert_same_steps(loop, device, samples, rtol, atol, metrics_rel=1e-4):
             assert b[key] == pytest.approx(a[key], rel=metrics_rel, abs=1e-6), key
     for key, value in loop.model.state_dict().items():
         torch.testing.assert_close(device.model.state_dict()[key], value, rtol=rtol, atol=atol)
-    steps = [float(s["step"]) for s in loop.optimizer.state.values()], [float(s["step"]) for s in device.optimizer.state.values()]
+    steps = (
+        [float(s["step"]) for s in loop.optimizer.state.values()],
+        [float(s["step"]) for s in device.optimizer.state.values()],
+    )
     assert steps[0] == steps[1]
 
 
@@ -120,9 +149,11 @@ def test_auto_step_is_the_device_step_only_where_it_applies():
     assert choose_step(config, "cuda", 1) == ("device", "on CUDA: the whole minibatch step as one CUDA graph")
     kind, why = choose_step(config, "cpu", 1)
     assert kind == "loop" and why.startswith("the learner is on CPU")
-    for overrides, reason in ((["model.lstm_size=16", "model.shared_trunk=true"], "recurrent"),
-                              (["learner.amp=fp16"], "gradient scaler"),
-                              (["learner.compile=reduce-overhead"], "captures its own CUDA graphs")):  # fmt: skip
+    for overrides, reason in (
+        (["model.lstm_size=16", "model.shared_trunk=true"], "recurrent"),
+        (["learner.amp=fp16"], "gradient scaler"),
+        (["learner.compile=reduce-overhead"], "captures its own CUDA graphs"),
+    ):
         kind, why = choose_step(load_config(None, overrides), "cuda", 1)
         assert kind == "loop" and reason in why, why
     kind, why = choose_step(config, "cuda", 2)
@@ -157,10 +188,12 @@ def test_capturing_the_cuda_graph_does_not_move_the_weights():
     before = {k: v.clone() for k, v in device.model.state_dict().items()}
     info, batch = worker.sample()
     data = device.hardware.to_tensors(batch)
-    from distrl.data import TrainingSamples
     from distrl.algo.ppo import gae
+    from distrl.data import TrainingSamples
 
-    advantages, returns = gae(data["rewards"], data["values"], data["terminated"], data["truncated"], data["valid"], 0.99, 0.95)
+    advantages, returns = gae(
+        data["rewards"], data["values"], data["terminated"], data["truncated"], data["valid"], 0.99, 0.95
+    )
     training = TrainingSamples.from_rollout(data, advantages, returns)
     device.device_step._build(training.tensors, 128)  # warm-up and capture only
     for key, value in device.model.state_dict().items():
@@ -183,7 +216,10 @@ def test_device_steps_first_update_is_checked_against_the_loop_and_kept(name):
     loop_metrics, metrics, loop, device, _ = _first_update(name)
     assert device.step_check.ok, device.step_check.reason
     assert device.step_kind == "device" and device.device_step is not None
-    assert metrics["learner_step"]["step_check"]["ok"] and "matched the loop" in metrics["learner_step"]["step_check"]["reason"]
+    assert (
+        metrics["learner_step"]["step_check"]["ok"]
+        and "matched the loop" in metrics["learner_step"]["step_check"]["reason"]
+    )
     assert metrics["gradient_steps"] == loop_metrics["gradient_steps"]
     for key, value in loop.model.state_dict().items():  # the three runs of the check left the device step's update
         torch.testing.assert_close(device.model.state_dict()[key], value, rtol=1e-5, atol=1e-6)
@@ -200,9 +236,12 @@ def test_a_device_step_that_raises_on_its_first_update_falls_back_to_the_loop(mo
     loop_metrics, metrics, loop, device, worker = _first_update("mlp")
     assert not device.step_check.ok and device.step_kind == "loop" and device.device_step is None
     assert "raised RuntimeError: operation not permitted" in device.step_reason
-    assert metrics["learner_step"]["step"] == "loop" and "the loop runs instead" in metrics["learner_step"]["step_reason"]
-    assert {k: v for k, v in metrics.as_dict().items() if k in loop_metrics and k not in ("learn_s",)} == \
-        {k: v for k, v in loop_metrics.as_dict().items() if k != "learn_s"}  # the loop's update is the one kept  # fmt: skip
+    assert (
+        metrics["learner_step"]["step"] == "loop" and "the loop runs instead" in metrics["learner_step"]["step_reason"]
+    )
+    assert {k: v for k, v in metrics.as_dict().items() if k in loop_metrics and k not in ("learn_s",)} == {
+        k: v for k, v in loop_metrics.as_dict().items() if k != "learn_s"
+    }  # the loop's update is the one kept
     for key, value in loop.model.state_dict().items():
         torch.testing.assert_close(device.model.state_dict()[key], value, rtol=0, atol=0)
     sample = worker.sample()  # later updates: the loop, exactly as a loop learner's
@@ -260,12 +299,16 @@ def test_channels_last_learner_takes_the_steps_a_contiguous_one_takes():
     updates within float tolerance (other oneDNN kernels, summing in another order); the workers still get plain
     C-ordered arrays, and a state moves between the two layouts."""
     base = STEP_CONFIGS["cnn"]
-    plain_config, auto_config = (load_config(None, base + [f"learner.memory_format={f}"]) for f in ("contiguous", "auto"))
+    plain_config, auto_config = (
+        load_config(None, base + [f"learner.memory_format={f}"]) for f in ("contiguous", "auto")
+    )
     worker = RolloutWorker(plain_config)
     spaces = probe_spaces(plain_config.env)
     plain, nhwc = Learner(plain_config, *spaces), Learner(auto_config, *spaces)
     assert plain.memory_format == torch.contiguous_format
-    assert nhwc.memory_format == torch.channels_last and nhwc.memory_format_reason.startswith("auto: convolutions on a CPU")
+    assert nhwc.memory_format == torch.channels_last and nhwc.memory_format_reason.startswith(
+        "auto: convolutions on a CPU"
+    )
     convs = [m for m in nhwc.model.modules() if isinstance(m, torch.nn.Conv2d)]
     assert convs and all(c.weight.is_contiguous(memory_format=torch.channels_last) for c in convs)
     samples = []
@@ -279,4 +322,7 @@ def test_channels_last_learner_takes_the_steps_a_contiguous_one_takes():
     for key, value in nhwc.model.state_dict().items():
         torch.testing.assert_close(plain.model.state_dict()[key], value, rtol=0, atol=0)
     mlp = Learner(load_config(None, STEP_CONFIGS["mlp"]), *probe_spaces(load_config(None, STEP_CONFIGS["mlp"]).env))
-    assert (mlp.memory_format, mlp.memory_format_reason) == (torch.contiguous_format, "auto: the model has no convolutions")
+    assert (mlp.memory_format, mlp.memory_format_reason) == (
+        torch.contiguous_format,
+        "auto: the model has no convolutions",
+    )

@@ -13,10 +13,24 @@ from distrl.learner.hardware import choose_threads
 from distrl.learner.step_rules import choose_kernels, choose_precision
 from distrl.rollout import RolloutWorker
 
-CNN = ["env.id=ALE/Breakout-v5", "model.type=cnn", "model.hidden=[64]", "model.shared_trunk=true", "learner.amp=off",
-       "env.num_envs_per_worker=4", "rollout.rollout_length=32", "ppo.minibatch_size=32", "ppo.epochs=2"]  # fmt: skip
-PENDULUM = ["env.id=Pendulum-v1", "env.vectorization=sync", "env.num_envs_per_worker=8", "rollout.rollout_length=32",
-            "ppo.minibatch_size=64"]  # fmt: skip
+CNN = [
+    "env.id=ALE/Breakout-v5",
+    "model.type=cnn",
+    "model.hidden=[64]",
+    "model.shared_trunk=true",
+    "learner.amp=off",
+    "env.num_envs_per_worker=4",
+    "rollout.rollout_length=32",
+    "ppo.minibatch_size=32",
+    "ppo.epochs=2",
+]
+PENDULUM = [
+    "env.id=Pendulum-v1",
+    "env.vectorization=sync",
+    "env.num_envs_per_worker=8",
+    "rollout.rollout_length=32",
+    "ppo.minibatch_size=64",
+]
 
 
 def _worker_and_learner(overrides):
@@ -32,37 +46,59 @@ def test_the_rules_offer_a_second_way_only_where_it_can_pay():
     assert choose_kernels(config, "loop", "cpu", 1, True)[0] == ["eager", "inductor"]
     kernels, why = choose_kernels(config, "loop", "cpu", 1, False)
     assert kernels == ["eager"] and "without convolutions" in why
-    assert choose_kernels(config, "device", "cpu", 1, False)[0] == ["eager"]  # on CPU the device step's kernels = loop's
-    assert choose_kernels(config, "loop", "cpu", 2, True) == (["eager"], "auto: DDP ranks would each time their own "
-                                                                         "and could choose differently")  # fmt: skip
+    assert choose_kernels(config, "device", "cpu", 1, False)[0] == [
+        "eager"
+    ]  # on CPU the device step's kernels = loop's
+    assert choose_kernels(config, "loop", "cpu", 2, True) == (
+        ["eager"],
+        "auto: DDP ranks would each time their own and could choose differently",
+    )
     assert choose_kernels(load_config(None, ["learner.compile=inductor"]), "loop", "cpu", 1, False)[0] == ["inductor"]
-    assert choose_precision(config, "cpu", 1, True, "AMX") == (["fp32", "bf16"], "auto: this CPU has AMX; fp32 and "
-                                                                                  "bf16 timed on the first update")  # fmt: skip
+    assert choose_precision(config, "cpu", 1, True, "AMX") == (
+        ["fp32", "bf16"],
+        "auto: this CPU has AMX; fp32 and bf16 timed on the first update",
+    )
     kinds, why = choose_precision(config, "cpu", 1, True, None)
     assert kinds == ["fp32"] and "no bf16 instructions" in why
     assert choose_precision(config, "cpu", 1, False, "AVX512-BF16")[0] == ["fp32"]
     assert choose_precision(config, "cuda", 1, True, "AMX")[0] == ["fp32"]
-    assert choose_precision(load_config(None, ["learner.amp=bf16"]), "cpu", 1, False, None) == (["bf16"], "learner.amp=bf16")
+    assert choose_precision(load_config(None, ["learner.amp=bf16"]), "cpu", 1, False, None) == (
+        ["bf16"],
+        "learner.amp=bf16",
+    )
     assert choose_precision(load_config(None, ["learner.amp=off"]), "cpu", 1, True, "AMX")[0] == ["fp32"]
 
 
 def test_a_cpu_learner_takes_the_cores_its_workers_leave_idle_while_it_updates():
     cnn = ["model.type=cnn", "rollout.pipeline=overlap", "rollout.num_workers=1"]
     assert choose_threads(load_config(None, cnn), "cpu", 1, 2, True) == (
-        2, "auto: its 1 CPU(s) and the workers' 1 (up to its machine's 2 cores), idle while it updates (overlap)")
+        2,
+        "auto: its 1 CPU(s) and the workers' 1 (up to its machine's 2 cores), idle while it updates (overlap)",
+    )
     assert choose_threads(load_config(None, [*cnn, "rollout.num_workers=4"]), "cpu", 1, 16, True)[0] == 5
-    assert choose_threads(load_config(None, [*cnn, "rollout.num_workers=4"]), "cpu", 1, 3, True)[0] == 3  # the machine's
+    assert (
+        choose_threads(load_config(None, [*cnn, "rollout.num_workers=4"]), "cpu", 1, 3, True)[0] == 3
+    )  # the machine's
     assert choose_threads(load_config(None, [*cnn, "learner.num_cpus_per_learner=2"]), "cpu", 1, 2, True)[0] == 2
-    for keeps, args in ((["rollout.pipeline=async"], ("cpu", 1, 2, True)), ([], ("cuda", 1, 2, True)),
-                        ([], ("cpu", 2, 2, True)), (["learner.reserve_cores=true"], ("cpu", 1, 2, True)),
-                        ([], ("cpu", 1, 2, False))):  # fmt: skip
+    for keeps, args in (
+        (["rollout.pipeline=async"], ("cpu", 1, 2, True)),
+        ([], ("cuda", 1, 2, True)),
+        ([], ("cpu", 2, 2, True)),
+        (["learner.reserve_cores=true"], ("cpu", 1, 2, True)),
+        ([], ("cpu", 1, 2, False)),
+    ):
         threads, why = choose_threads(load_config(None, [*cnn, *keeps]), *args)
         assert threads == 1 and why.startswith("auto: its 1 CPU(s); "), (keeps, args, why)
-    assert choose_threads(load_config(None, [*cnn, "learner.num_threads=3"]), "cpu", 1, 2, True) == (3, "learner.num_threads=3")
+    assert choose_threads(load_config(None, [*cnn, "learner.num_threads=3"]), "cpu", 1, 2, True) == (
+        3,
+        "learner.num_threads=3",
+    )
 
 
 def test_a_plain_loop_learner_tries_nothing():
-    worker, learner = _worker_and_learner(["env.num_envs_per_worker=8", "rollout.rollout_length=64", "ppo.minibatch_size=128"])
+    worker, learner = _worker_and_learner(
+        ["env.num_envs_per_worker=8", "rollout.rollout_length=64", "ppo.minibatch_size=128"]
+    )
     assert not learner.epochs.checking and learner.describe()["kernels"] == "eager"
     result = learner.update(worker.sample())
     assert "learner_step" not in result and learner.describe()["trial"] is None
@@ -123,7 +159,9 @@ def test_a_cnn_on_cpu_times_eager_and_inductor_and_keeps_one_that_matched():
     assert learner.step_check.ok, learner.step_check.reason
     assert step["kernels"] in ("eager", "inductor") and step["kernels"] == learner.epochs.way.kernels
     assert [r["way"] for r in step["trial"]] == ["loop, eager kernels, fp32", "loop, inductor kernels, fp32"]
-    assert all(r["step_ms"] > 0 for r in step["trial"]) and "the fastest step that matched the loop" in step["step_reason"]
+    assert (
+        all(r["step_ms"] > 0 for r in step["trial"]) and "the fastest step that matched the loop" in step["step_reason"]
+    )
     assert "learner_step" not in learner.update(worker.sample())
 
 
@@ -151,6 +189,7 @@ def test_a_compile_that_fails_leaves_the_eager_way(monkeypatch):
     def broken(self, loss_terms):
         def compiled(minibatch):
             raise RuntimeError("inductor: no C++ compiler found")
+
         return compiled
 
     monkeypatch.setattr(Learner, "_compile", broken)
@@ -158,7 +197,10 @@ def test_a_compile_that_fails_leaves_the_eager_way(monkeypatch):
     result = learner.update(worker.sample())
     assert result["learner_step"]["kernels"] == "eager" and learner.step_check.ok
     trial = {r["way"]: r for r in result["learner_step"]["trial"]}
-    assert "preparing it raised RuntimeError: inductor: no C++ compiler found" in trial["loop, inductor kernels, fp32"]["problem"]
+    assert (
+        "preparing it raised RuntimeError: inductor: no C++ compiler found"
+        in trial["loop, inductor kernels, fp32"]["problem"]
+    )
 
 
 @pytest.mark.parametrize("value", ["fp8", "yes"])

@@ -33,8 +33,12 @@ def test_a_worker_lost_with_its_node_unseen_then_evicted_is_reported_both_ways(r
     members.sampled_on(3, ray_local.get_runtime_context().get_node_id())  # alive
     members.evict(3)
     members.evict(2)
-    assert members.events() == {"workers_down": [3, 2, 2], "workers_evicted": [3, 2], "workers_back": [],
-                                "workers_lost": []}  # fmt: skip
+    assert members.events() == {
+        "workers_down": [3, 2, 2],
+        "workers_evicted": [3, 2],
+        "workers_back": [],
+        "workers_lost": [],
+    }
 
 
 def test_a_worker_restarted_elsewhere_between_two_calls_is_reported_down_and_back(ray_local):

@@ -20,27 +20,47 @@ from tests.test_train_e2e import check_run_dir
 def node_index(dev, node_id: str) -> int:
     """Which rollout node (1, 2) ``node_id`` is, from the raylets' session dirs; 0 for the head. Asked in a process
     of its own: this test process may hold a Ray of its own already (another test's)."""
-    code = ("import json, ray; ray.init(address=%r, configure_logging=False, log_to_driver=False); "
-            "print(json.dumps({n['NodeID']: json.dumps(n) for n in ray.nodes()}))" % dev.gcs_address)  # fmt: skip
+    code = (
+        f"import json, ray; ray.init(address={dev.gcs_address!r}, configure_logging=False, log_to_driver=False); "
+        "print(json.dumps({n['NodeID']: json.dumps(n) for n in ray.nodes()}))"
+    )
     result = subprocess.run([sys.executable, "-c", code], env=dev.env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     nodes = json.loads(result.stdout.strip().splitlines()[-1])
     assert node_id in nodes, f"node {node_id} not in the cluster"
     return next((index for index in (1, 2) if f"{dev.temp_dir}/n{index}" in nodes[node_id]), 0)
 
+
 def start_run(tmp_path, rollout_nodes: int, rollout_cpus: int, overrides: list[str], pipeline: str = "async"):
     """A dev cluster (head: learner 2 CPUs; ``rollout_nodes`` of ``rollout_cpus``) and ``distrl train`` on it."""
     from clusters import local_dev_cluster
 
     base = tempfile.mkdtemp(prefix="rn_", dir="/tmp")  # short: Ray's socket paths must fit 107 characters
-    dev = local_dev_cluster.start(rollout_nodes=rollout_nodes, rollout_cpus=rollout_cpus, learner_cpus=2,
-                                  temp_dir=os.path.join(base, "ray"))  # fmt: skip
+    dev = local_dev_cluster.start(
+        rollout_nodes=rollout_nodes, rollout_cpus=rollout_cpus, learner_cpus=2, temp_dir=os.path.join(base, "ray")
+    )
     run_dir = tmp_path / "run"
-    common = [f"rollout.pipeline={pipeline}", "rollout.num_cpus_per_worker=1", "rollout.resources={rollout: 1}",
-              "env.num_envs_per_worker=32", "ppo.minibatch_size=1024", "stop.episode_return_mean=null",
-              "checkpoint.every_iterations=0", "rollout.compile.backend=eager"]  # fmt: skip
-    args = [sys.executable, "-m", "distrl", "train", "configs/cartpole.yaml", "--run-dir", str(run_dir),
-            "--address", dev.gcs_address]  # fmt: skip
+    common = [
+        f"rollout.pipeline={pipeline}",
+        "rollout.num_cpus_per_worker=1",
+        "rollout.resources={rollout: 1}",
+        "env.num_envs_per_worker=32",
+        "ppo.minibatch_size=1024",
+        "stop.episode_return_mean=null",
+        "checkpoint.every_iterations=0",
+        "rollout.compile.backend=eager",
+    ]
+    args = [
+        sys.executable,
+        "-m",
+        "distrl",
+        "train",
+        "configs/cartpole.yaml",
+        "--run-dir",
+        str(run_dir),
+        "--address",
+        dev.gcs_address,
+    ]
     for item in common + overrides:
         args += ["--set", item]
     proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dev.env)
@@ -77,8 +97,13 @@ def test_a_run_rides_out_a_lost_node(tmp_path, victim, pipeline):
     else:
         where, workers = "learner.resources={learner: 1}", 3
     # rollout.max_restarts=0: a lost node spends no worker's restarts (only crashes and timeouts do).
-    dev, proc, run_dir = start_run(tmp_path, 2, 3, [f"rollout.num_workers={workers}", "stop.env_steps=250000", where,
-                                                    "rollout.max_restarts=0"], pipeline)  # fmt: skip
+    dev, proc, run_dir = start_run(
+        tmp_path,
+        2,
+        3,
+        [f"rollout.num_workers={workers}", "stop.env_steps=250000", where, "rollout.max_restarts=0"],
+        pipeline,
+    )
     try:
         wait_for_rows(run_dir, 3, proc, timeout=240)
         placement = json.loads((run_dir / "placement.json").read_text())
@@ -106,9 +131,12 @@ def test_a_rebuilt_learner_evicts_a_worker_that_took_its_room(tmp_path):
     around an eviction: tests/test_eviction.py.)"""
     import signal
 
-
-    dev, proc, run_dir = start_run(tmp_path, 1, 2, ["rollout.num_workers={min: 1, max: 2}", "stop.env_steps=150000",
-                                                    "learner.node_labels={distrl-role: rollout}"])  # fmt: skip
+    dev, proc, run_dir = start_run(
+        tmp_path,
+        1,
+        2,
+        ["rollout.num_workers={min: 1, max: 2}", "stop.env_steps=150000", "learner.node_labels={distrl-role: rollout}"],
+    )
     try:
         wait_for_rows(run_dir, 3, proc, timeout=240)
         (learner,) = [p for p in dev.processes() if "ray::Learner" in " ".join(p.cmdline())]
@@ -129,8 +157,12 @@ def test_a_rebuilt_learner_evicts_a_worker_that_took_its_room(tmp_path):
 def test_a_worker_range_grows_onto_a_node_that_joins_mid_run(tmp_path):
     from clusters import local_dev_cluster
 
-    dev, proc, run_dir = start_run(tmp_path, 1, 2, ["rollout.num_workers={min: 2, max: 4}", "stop.env_steps=300000",
-                                                    "learner.resources={learner: 1}"])  # fmt: skip
+    dev, proc, run_dir = start_run(
+        tmp_path,
+        1,
+        2,
+        ["rollout.num_workers={min: 2, max: 4}", "stop.env_steps=300000", "learner.resources={learner: 1}"],
+    )
     try:
         wait_for_rows(run_dir, 3, proc, timeout=240)  # two workers fit the one rollout node; two wait for room
         rows_before = len((run_dir / "metrics.jsonl").read_text().splitlines())
@@ -158,18 +190,37 @@ def test_a_drain_notice_on_the_learners_node_checkpoints_at_once(tmp_path):
 
     # A budget the run cannot finish before the moved workers answer on the other node (at 50k env steps/s, 30 s);
     # it is stopped with Ctrl-C once they do.
-    dev, proc, run_dir = start_run(tmp_path, 2, 3, ["rollout.num_workers=3", "stop.env_steps=1500000",
-                                                    "learner.node_labels={distrl-role: rollout}",
-                                                    "rollout.max_restarts=0"])  # fmt: skip
+    dev, proc, run_dir = start_run(
+        tmp_path,
+        2,
+        3,
+        [
+            "rollout.num_workers=3",
+            "stop.env_steps=1500000",
+            "learner.node_labels={distrl-role: rollout}",
+            "rollout.max_restarts=0",
+        ],
+    )
     try:
         wait_for_rows(run_dir, 3, proc, timeout=240)
         placement = json.loads((run_dir / "placement.json").read_text())
         node_id = placement["learner-0"]["node_id"]
         moved = [name for name, spot in placement.items() if name.startswith("worker-") and spot["node_id"] == node_id]
         assert not list((run_dir / "checkpoints").glob("ckpt_*.pt"))  # no periodic checkpoints in this run
-        drain = [local_dev_cluster.ray_command(), "drain-node", "--address", dev.gcs_address, "--node-id", node_id,
-                 "--reason", "DRAIN_NODE_REASON_PREEMPTION", "--reason-message", "spot preemption",
-                 "--deadline-remaining-seconds", "120"]  # fmt: skip
+        drain = [
+            local_dev_cluster.ray_command(),
+            "drain-node",
+            "--address",
+            dev.gcs_address,
+            "--node-id",
+            node_id,
+            "--reason",
+            "DRAIN_NODE_REASON_PREEMPTION",
+            "--reason-message",
+            "spot preemption",
+            "--deadline-remaining-seconds",
+            "120",
+        ]
         noticed = time.monotonic()
         result = subprocess.run(drain, env=dev.env, capture_output=True, text=True, timeout=60)
         assert result.returncode == 0, result.stderr[-2000:]
@@ -183,7 +234,10 @@ def test_a_drain_notice_on_the_learners_node_checkpoints_at_once(tmp_path):
     assert checkpoint_s <= 5.0, f"the checkpoint came {checkpoint_s:.1f} s after the drain notice"
     assert f"the learners' node {node_id[:8]} is draining" in stdout and "checkpoint written at once" in stdout
     if moved:
-        assert f"{', '.join(moved)} on draining node {node_id[:8]}" in stdout and "restarted now on nodes with room" in stdout
+        assert (
+            f"{', '.join(moved)} on draining node {node_id[:8]}" in stdout
+            and "restarted now on nodes with room" in stdout
+        )
         after = json.loads((run_dir / "placement.json").read_text())
         assert all(after[name]["node_id"] != node_id for name in moved), (moved, after)
         assert all(f"{name} is back on node" in stdout for name in moved), stdout[-3000:]

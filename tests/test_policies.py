@@ -27,9 +27,17 @@ SPEAKER = "distrl.envs.testing:speaker_listener"
 
 
 def config_for(env_id: str, slots: int, policies, *overrides: str):
-    return load_config(None, {"env.id": env_id, "env.num_envs_per_worker": slots, "ppo.minibatch_size": 32,
-                              "rollout.compile.backend": "eager", "agents.policies": policies,
-                              **dict(o.split("=", 1) for o in overrides)})  # fmt: skip
+    return load_config(
+        None,
+        {
+            "env.id": env_id,
+            "env.num_envs_per_worker": slots,
+            "ppo.minibatch_size": 32,
+            "rollout.compile.backend": "eager",
+            "agents.policies": policies,
+            **dict(o.split("=", 1) for o in overrides),
+        },
+    )
 
 
 def test_a_mapping_gives_each_policy_its_agents_slots_in_every_copy():
@@ -51,8 +59,13 @@ def test_each_policy_acts_for_and_batches_only_its_own_agents():
     """dying_agents: agent i lives 2(i+1) steps, rewarded i+1 a step; the copy resets on the step after the last one
     finished (a 7-step cycle). ``first`` has agent_0, ``rest`` agents 1 and 2: each one's batch, episodes and env steps
     are its own slots', and together they are the worker's."""
-    config = config_for(DYING, 6, {"first": ["agent_0"], "rest": ["agent_1", "agent_2"]}, "rollout.rollout_length=14",
-                        "ppo.minibatch_size=28")  # fmt: skip
+    config = config_for(
+        DYING,
+        6,
+        {"first": ["agent_0"], "rest": ["agent_1", "agent_2"]},
+        "rollout.rollout_length=14",
+        "ppo.minibatch_size=28",
+    )
     worker = make_worker(config)
     info, batches = worker.sample()
     first, rest = batches.batches["first"], batches.batches["rest"]
@@ -68,8 +81,14 @@ def test_each_policy_acts_for_and_batches_only_its_own_agents():
     worker.close()
 
 
-@pytest.mark.parametrize("policies, expected", [("shared", None), ("per_agent", ("pole_0", "pole_1", "pole_2")),
-                                                ({"solo": ["pole_0"], "pair": ["pole_1", "pole_2"]}, ("solo", "pair"))])
+@pytest.mark.parametrize(
+    "policies, expected",
+    [
+        ("shared", None),
+        ("per_agent", ("pole_0", "pole_1", "pole_2")),
+        ({"solo": ["pole_0"], "pair": ["pole_1", "pole_2"]}, ("solo", "pair")),
+    ],
+)
 def test_each_mapping_trains_a_learner_per_policy_on_that_policys_data_alone(policies, expected):
     """Every mapping kind has as many learners as policies. A policy's learner after an update equals a plain learner
     of that policy (same seed) updated on that policy's part of the batch alone: nothing of another policy's slots
@@ -138,11 +157,23 @@ def test_a_team_mapping_learns_both_policies_through_ray_and_resumes(tmp_path):
     two DDP learner ranks: each policy's agents learn (random play: about 22), the metrics row says each one's return,
     the checkpoint holds both, and a resumed run (its ranks joined again) goes on from them."""
     run = tmp_path / "run"
-    common = ["--set", f"env.id={TEAM}", "--set", "env.num_envs_per_worker=48", "--set",
-              "agents.policies={solo: [pole_0], pair: [pole_1, pole_2]}", "--set", "agents.critic=observations",
-              "--set", "learner.num_learners=2", "--set", "learner.num_cpus_per_learner=0.5"]  # fmt: skip
-    done = run_cli("train", "configs/cartpole.yaml", *common, "--set", "stop.env_steps=150000", "--run-dir", str(run),
-                   timeout=300)  # fmt: skip
+    common = [
+        "--set",
+        f"env.id={TEAM}",
+        "--set",
+        "env.num_envs_per_worker=48",
+        "--set",
+        "agents.policies={solo: [pole_0], pair: [pole_1, pole_2]}",
+        "--set",
+        "agents.critic=observations",
+        "--set",
+        "learner.num_learners=2",
+        "--set",
+        "learner.num_cpus_per_learner=0.5",
+    ]
+    done = run_cli(
+        "train", "configs/cartpole.yaml", *common, "--set", "stop.env_steps=150000", "--run-dir", str(run), timeout=300
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     last = rows[-1]
@@ -163,8 +194,16 @@ def test_policies_whose_agents_spaces_differ_act_train_export_and_play_in_their_
     """speaker_listener: the speaker sees 3 numbers and says one of 4 words, the listener sees 5 and names one of 3.
     A policy each: each acts, batches, trains, exports and plays in its own agents' spaces; and they learn to talk
     (random play scores 1/3 a step after the first, 5 an episode)."""
-    config = config_for(SPEAKER, 64, "per_agent", "rollout.rollout_length=16", "ppo.minibatch_size=256",
-                        "ppo.lr=0.003", "ppo.ent_coef=0.003", "ppo.gamma=0.5")  # fmt: skip
+    config = config_for(
+        SPEAKER,
+        64,
+        "per_agent",
+        "rollout.rollout_length=16",
+        "ppo.minibatch_size=256",
+        "ppo.lr=0.003",
+        "ppo.ent_coef=0.003",
+        "ppo.gamma=0.5",
+    )
     worker = make_worker(config)
     learner = learner_class(config)(config, *probe_run_spaces(config))
     speaker, listener = learner.learners["speaker"], learner.learners["listener"]

@@ -63,7 +63,9 @@ def test_a_bf16_policy_passes_the_bf16_check_fails_the_fp32_one_and_follows_weig
     assert checked.backend == backend and checked.sync_checks == 2
 
 
-def test_the_bf16_check_refuses_a_bf16_policy_acting_with_stale_weights_and_the_worker_falls_back(bf16_cpu, monkeypatch):
+def test_the_bf16_check_refuses_a_bf16_policy_acting_with_stale_weights_and_the_worker_falls_back(
+    bf16_cpu, monkeypatch
+):
     model, example = cnn()
     # A bf16 form that drops weight syncs (what a wrong graph would do): its first check, after a weight change, fails.
     monkeypatch.setattr(forms.Bf16Forward, "load_state_dict", lambda self, state_dict, strict=True, assign=False: None)

@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from distrl.models import ActionDist
 from distrl.algo.ppo import PPOLossCoefs, ppo_loss
+from distrl.models import ActionDist
 
 COEFS = PPOLossCoefs(clip_coef=0.2, vf_coef=0.5, ent_coef=0.01, clip_vloss=False, norm_adv=False)
 
@@ -20,7 +20,8 @@ def test_clipping_by_hand():
     new = t([math.log(1.5), math.log(0.5), math.log(1.1)])
     adv = t([1.0, -1.0, 2.0])
     out = ppo_loss(new, old, adv, t([0.0] * 3), t([0.0] * 3), t([1.0, 2.0, 3.0]), t([0.5] * 3), t([1, 1, 1]), COEFS)
-    # per sample: max(-A r, -A clip(r)): 1) r=1.5,A=1 -> max(-1.5,-1.2)=-1.2; 2) r=.5,A=-1 -> max(.5,.8)=.8; 3) r=1.1,A=2 -> -2.2
+    # per sample: max(-A r, -A clip(r)): 1) r=1.5,A=1 -> max(-1.5,-1.2)=-1.2; 2) r=.5,A=-1 -> max(.5,.8)=.8; 3)
+    # r=1.1,A=2 -> -2.2
     assert out["loss_policy"].item() == pytest.approx((-1.2 + 0.8 - 2.2) / 3, abs=1e-6)
     assert out["loss_value"].item() == pytest.approx(0.5 * (1 + 4 + 9) / 3, abs=1e-6)
     expected = (-1.2 + 0.8 - 2.2) / 3 + 0.5 * 0.5 * 14 / 3 - 0.01 * 0.5
@@ -29,8 +30,17 @@ def test_clipping_by_hand():
 
 
 def test_mask_excludes_samples():
-    out = ppo_loss(t([0.0, 5.0]), t([0.0, 0.0]), t([1.0, 100.0]), t([0.0, 0.0]), t([0.0, 0.0]), t([2.0, 50.0]),
-                   t([0.1, 9.0]), t([1, 0]), COEFS)  # fmt: skip
+    out = ppo_loss(
+        t([0.0, 5.0]),
+        t([0.0, 0.0]),
+        t([1.0, 100.0]),
+        t([0.0, 0.0]),
+        t([0.0, 0.0]),
+        t([2.0, 50.0]),
+        t([0.1, 9.0]),
+        t([1, 0]),
+        COEFS,
+    )
     assert out["loss_policy"].item() == pytest.approx(-1.0)
     assert out["loss_value"].item() == pytest.approx(0.5 * 4.0)
     assert out["entropy"].item() == pytest.approx(0.1)
@@ -61,7 +71,10 @@ def test_numpy_sampling_matches_torch_log_prob():
     rng = np.random.default_rng(0)
     for dist, params in [
         (ActionDist("categorical", 4), rng.normal(size=(256, 4)).astype(np.float32)),
-        (ActionDist("gaussian", 2), np.concatenate([rng.normal(size=(256, 2)), np.full((256, 2), -0.5)], 1).astype(np.float32)),
+        (
+            ActionDist("gaussian", 2),
+            np.concatenate([rng.normal(size=(256, 2)), np.full((256, 2), -0.5)], 1).astype(np.float32),
+        ),
     ]:
         actions, logp = dist.sample_numpy(params, rng)
         ref, _ = dist.log_prob_entropy(torch.from_numpy(params), torch.from_numpy(actions))

@@ -33,8 +33,16 @@ def test_progress_lines_name_the_stop_they_count_toward(caplog):
     with caplog.at_level("INFO", logger="distrl.progress"):
         for i in range(5):
             reporter.last_line = 0.0  # a line every row
-            reporter.update({"iteration": i + 1, "env_steps": 1000 * i, "sps": 100.0, "sps_avg": 100.0,
-                             "episode_return_mean": 100.0 + i, "time_s": 10.0 * i})  # fmt: skip
+            reporter.update(
+                {
+                    "iteration": i + 1,
+                    "env_steps": 1000 * i,
+                    "sps": 100.0,
+                    "sps_avg": 100.0,
+                    "episode_return_mean": 100.0 + i,
+                    "time_s": 10.0 * i,
+                }
+            )
     assert caplog.messages[-1].endswith("ETA 8:20 (return)"), caplog.messages[-1]
     reporter.phase("starting Ray")  # no bar: nothing to name it on
     reporter.close()
@@ -42,8 +50,14 @@ def test_progress_lines_name_the_stop_they_count_toward(caplog):
 
 def test_a_resumed_runs_progress_gives_this_commands_time_and_the_runs_apart(caplog):
     config = load_config(None, ["stop.env_steps=1000000", "logging.log_every_s=0.001"])
-    row = {"iteration": 30, "env_steps": 200_000, "sps": 100.0, "sps_avg": 100.0, "episode_return_mean": 1.0,
-           "time_s": 59.0}  # fmt: skip
+    row = {
+        "iteration": 30,
+        "env_steps": 200_000,
+        "sps": 100.0,
+        "sps_avg": 100.0,
+        "episode_return_mean": 1.0,
+        "time_s": 59.0,
+    }
     with caplog.at_level("INFO", logger="distrl.progress"):
         ProgressReporter(config).update(row)
         ProgressReporter(config, resumed_s=35.0).update(row)  # the run's first 35 s came before this command

@@ -22,9 +22,17 @@ from tests.test_train_e2e import check_run_dir
 ale_py = pytest.importorskip("ale_py")
 
 T = 16
-BASE = ["env.id=ALE/Breakout-v5", "env.num_envs_per_worker=8", "rollout.ready_envs=4", "model.type=cnn",
-        "model.hidden=[32]", "model.shared_trunk=true", f"rollout.rollout_length={T}", "ppo.minibatch_size=128",
-        "rollout.compile.backend=onnxrt"]  # fmt: skip
+BASE = [
+    "env.id=ALE/Breakout-v5",
+    "env.num_envs_per_worker=8",
+    "rollout.ready_envs=4",
+    "model.type=cnn",
+    "model.hidden=[32]",
+    "model.shared_trunk=true",
+    f"rollout.rollout_length={T}",
+    "ppo.minibatch_size=128",
+    "rollout.compile.backend=onnxrt",
+]
 
 
 def _worker(*overrides: str) -> RolloutWorker:
@@ -85,10 +93,14 @@ def test_an_lstm_state_follows_each_copy_into_its_column():
                 rows = slice(j * seq_len, (j + 1) * seq_len)
                 with torch.no_grad():
                     pd_params, values = module.forward_sequence(
-                        torch.as_tensor(batch.obs[rows]), torch.as_tensor(batch.h0[j]), torch.as_tensor(batch.c0[j]),
-                        torch.as_tensor(batch.starts[rows]))
-                    logp, _ = worker.dist.log_prob_entropy(pd_params.reshape(seq_len * 8, -1),
-                                                           torch.as_tensor(batch.actions[rows].reshape(-1)))  # fmt: skip
+                        torch.as_tensor(batch.obs[rows]),
+                        torch.as_tensor(batch.h0[j]),
+                        torch.as_tensor(batch.c0[j]),
+                        torch.as_tensor(batch.starts[rows]),
+                    )
+                    logp, _ = worker.dist.log_prob_entropy(
+                        pd_params.reshape(seq_len * 8, -1), torch.as_tensor(batch.actions[rows].reshape(-1))
+                    )
                 np.testing.assert_allclose(logp.numpy().reshape(seq_len, 8), batch.logp[rows], atol=1e-4)
                 np.testing.assert_allclose(values.numpy(), batch.values[rows], atol=1e-4)
         assert not np.allclose(samples[-1][1].h0, 0)  # the state is carried, not zeroed
@@ -184,14 +196,23 @@ def _failing_runner(fail_at: tuple[int, ...], max_errors: int, nan_at: int = 0):
     built = []
 
     def make_envs():
-        envs = GuardedVectorEnv(_FailingAtari("breakout", num_envs=8, batch_size=4, num_threads=1, reward_clipping=False),
-                                max_errors)  # fmt: skip
+        envs = GuardedVectorEnv(
+            _FailingAtari("breakout", num_envs=8, batch_size=4, num_threads=1, reward_clipping=False), max_errors
+        )
         built.append(envs)
         return envs
 
     worker = _worker()  # for its policy and action distribution
-    runner = ReadyEnvRunner(make_envs(), make_envs, worker.memory, lambda raw: raw, worker.dist, config, seed=0,
-                            rng=np.random.default_rng(0))
+    runner = ReadyEnvRunner(
+        make_envs(),
+        make_envs,
+        worker.memory,
+        lambda raw: raw,
+        worker.dist,
+        config,
+        seed=0,
+        rng=np.random.default_rng(0),
+    )
     return worker, runner, built
 
 
@@ -247,8 +268,9 @@ def test_tracking_some_copies_is_tracking_all_of_them():
         valid = whole.step(reward, terminated, truncated, error)
         order = rng.permutation(6)
         for ids in (order[:2], order[2:]):
-            np.testing.assert_array_equal(parts.step_copies(ids, reward[ids], terminated[ids], truncated[ids], error[ids]),
-                                          valid[ids])  # fmt: skip
+            np.testing.assert_array_equal(
+                parts.step_copies(ids, reward[ids], terminated[ids], truncated[ids], error[ids]), valid[ids]
+            )
     assert sorted(whole.pop()[0]) == sorted(parts.pop()[0])
 
 
@@ -267,9 +289,22 @@ def test_a_training_run_acts_on_ready_copies(tmp_path):
     """``distrl train`` on Breakout with rollout.ready_envs, through Ray: it says how its copies step, and every
     iteration trains on one full batch."""
     run_dir = tmp_path / "run"
-    result = run_cli("train", "configs/breakout.yaml", "--run-dir", str(run_dir), "--set", "rollout.ready_envs=4",
-                     "--set", "rollout.rollout_length=32", "--set", "stop.env_steps=2048", "--set", "learner.compile.backend=eager",
-                     "--set", "learner.amp=off")  # fmt: skip
+    result = run_cli(
+        "train",
+        "configs/breakout.yaml",
+        "--run-dir",
+        str(run_dir),
+        "--set",
+        "rollout.ready_envs=4",
+        "--set",
+        "rollout.rollout_length=32",
+        "--set",
+        "stop.env_steps=2048",
+        "--set",
+        "learner.compile.backend=eager",
+        "--set",
+        "learner.amp=off",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "env copies: ale-py send/recv, acting on the first 4 of 8 copies whose step is done" in result.stdout
     rows, summary = check_run_dir(run_dir)

@@ -42,9 +42,18 @@ def differences(a, b, path="state") -> list[str]:
 
 # --- the learner -------------------------------------------------------------------------------------
 def _config(*extra):
-    return load_config(None, ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=64",
-                              "env.normalize_obs=true", "env.normalize_reward=true", "stop.env_steps=4096",
-                              *extra])  # fmt: skip
+    return load_config(
+        None,
+        [
+            "env.num_envs_per_worker=8",
+            "rollout.rollout_length=32",
+            "ppo.minibatch_size=64",
+            "env.normalize_obs=true",
+            "env.normalize_reward=true",
+            "stop.env_steps=4096",
+            *extra,
+        ],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -153,8 +162,13 @@ def test_the_best_checkpoint_comes_back_with_the_run(tmp_path):
     best = None
     for iteration, score in [(1, 10.0), (2, 30.0), (3, 20.0), (4, None)]:
         best = better(best, score, iteration)
-        save_checkpoint(tmp_path, iteration, {"counters": {"recent_returns": []}, "best": best and best.state()},
-                        keep=1, protect=best and best.path(tmp_path))  # fmt: skip
+        save_checkpoint(
+            tmp_path,
+            iteration,
+            {"counters": {"recent_returns": []}, "best": best and best.state()},
+            keep=1,
+            protect=best and best.path(tmp_path),
+        )
     assert best == BestCheckpoint(30.0, 2)
     assert resumed_best(load_checkpoint(tmp_path), tmp_path) == best
     # Checkpoints written before they named their best: the best on disk, from each one's counters.
@@ -168,8 +182,9 @@ def test_the_best_checkpoint_comes_back_with_the_run(tmp_path):
 def test_the_leagues_whole_state_is_in_its_checkpoint():
     """Every attribute a league keeps is in its state, and comes back as it was after games, snapshots and a change
     of stage. An attribute added without reaching ``state()`` fails the first assertion."""
-    cfg = LeagueConfig(curriculum=[{"name": "a", "promote": {"win_rate": 0.5, "min_games": 1}}, {"name": "b"}],
-                       snapshot_against="pool")  # fmt: skip
+    cfg = LeagueConfig(
+        curriculum=[{"name": "a", "promote": {"win_rate": 0.5, "min_games": 1}}, {"name": "b"}], snapshot_against="pool"
+    )
     league = League(cfg)
     assert sorted(set(vars(league)) - {"cfg"}) == sorted(league.state())
     league.add_snapshot(0, {"w": np.arange(3, dtype=np.float32)})

@@ -40,8 +40,16 @@ def test_budgets_stop_in_order_and_none_means_go_on():
 
 
 def test_state_round_trips_and_reads_checkpoints_without_fault_counters():
-    run = RunState(iteration=7, env_steps=70, time_s=1.5, episodes=3, solved_at_s=1.2, worker_restarts=1,
-                   learner_restarts=2, env_errors=4)  # fmt: skip
+    run = RunState(
+        iteration=7,
+        env_steps=70,
+        time_s=1.5,
+        episodes=3,
+        solved_at_s=1.2,
+        worker_restarts=1,
+        learner_restarts=2,
+        env_errors=4,
+    )
     run.recent_returns.extend([1.0, 2.0])
     run.recent_lengths.extend([5, 6])
     again = RunState.from_state(run.state())
@@ -54,9 +62,26 @@ def sample_info():
     """A worker's report of one batch of 10 env steps (worker 0, onnxrt, one checked weight sync)."""
     from distrl.data.messages import SampleInfo
 
-    return SampleInfo(worker_index=0, incarnation="a", seed=0, policy_version=0, policy_version_mean=0.0, env_steps=10,
-                      batch_bytes=100, episode_returns=[], episode_lengths=[], sample_s=0.1, policy_s=0.01, env_s=0.05, finished_at=0.0,
-                      obs_stats=None, policy_backend="onnxrt", recompiles=0, graph_breaks=0, weight_sync_checks=1)  # fmt: skip
+    return SampleInfo(
+        worker_index=0,
+        incarnation="a",
+        seed=0,
+        policy_version=0,
+        policy_version_mean=0.0,
+        env_steps=10,
+        batch_bytes=100,
+        episode_returns=[],
+        episode_lengths=[],
+        sample_s=0.1,
+        policy_s=0.01,
+        env_s=0.05,
+        finished_at=0.0,
+        obs_stats=None,
+        policy_backend="onnxrt",
+        recompiles=0,
+        graph_breaks=0,
+        weight_sync_checks=1,
+    )
 
 
 def test_rows_report_every_workers_backend_not_worker_zeros():
@@ -67,10 +92,17 @@ def test_rows_report_every_workers_backend_not_worker_zeros():
 
     info = sample_info()
     infos = [info, replace(info, worker_index=1, policy_backend="eager")]  # worker 1 fell back
-    row = iteration_row(RunState(iteration=1, env_steps=20), infos, UpdateResult(version=1, learn_s=0.2), 0.3, 1.0, 66.0)
+    row = iteration_row(
+        RunState(iteration=1, env_steps=20), infos, UpdateResult(version=1, learn_s=0.2), 0.3, 1.0, 66.0
+    )
     assert row["policy_backend"] == "eager+onnxrt" and row["batch_bytes"] == 200 and row["weight_sync_checks"] == 2
     assert row["workers_in_update"] == 2
-    assert iteration_row(RunState(iteration=1, env_steps=20), [info, info], UpdateResult(version=1, learn_s=0.2), 0.3, 1.0, 66.0)["workers_in_update"] == 1
+    assert (
+        iteration_row(
+            RunState(iteration=1, env_steps=20), [info, info], UpdateResult(version=1, learn_s=0.2), 0.3, 1.0, 66.0
+        )["workers_in_update"]
+        == 1
+    )
 
 
 def test_the_final_line_names_its_rate_and_says_a_met_target_only_where_there_was_one():
@@ -78,8 +110,15 @@ def test_the_final_line_names_its_rate_and_says_a_met_target_only_where_there_wa
 
     from distrl.api import final_line
 
-    run = dict(stop_reason="env_steps", env_steps=253952, wall_s=43.0, sps=5906.0, episode_return_mean=500.0,
-               run_dir="runs/x", summary={})  # fmt: skip
+    run = dict(
+        stop_reason="env_steps",
+        env_steps=253952,
+        wall_s=43.0,
+        sps=5906.0,
+        episode_return_mean=500.0,
+        run_dir="runs/x",
+        summary={},
+    )
     line = final_line(SimpleNamespace(**run, solved_at_s=None))
     assert line == "done: env_steps | 253,952 env steps in 43.0 s (5,906 steps/s from launch) | return 500.0 | runs/x"
     assert "None" not in final_line(SimpleNamespace(**{**run, "episode_return_mean": None}, solved_at_s=None))
@@ -88,5 +127,7 @@ def test_the_final_line_names_its_rate_and_says_a_met_target_only_where_there_wa
     # A resumed run: this command's steps, time and rate first, the run's totals beside them.
     command = {"env_steps": 81920, "wall_s": 21.0, "sps": 3900.9, "resumed_at_env_steps": 172032}
     resumed = final_line(SimpleNamespace(**{**run, "summary": {"this_command": command}}, solved_at_s=None))
-    assert resumed == ("done: env_steps | 81,920 env steps in 21.0 s (3,901 steps/s from launch); the run 253,952 in "
-                       "43.0 s | return 500.0 | runs/x")  # fmt: skip
+    assert resumed == (
+        "done: env_steps | 81,920 env steps in 21.0 s (3,901 steps/s from launch); the run 253,952 in "
+        "43.0 s | return 500.0 | runs/x"
+    )

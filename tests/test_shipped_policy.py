@@ -40,8 +40,9 @@ def artifacts_for(config):
     return worker_artifacts(config, *probe_spaces(config.env))
 
 
-@pytest.mark.parametrize("config_file", ["cartpole", "cartpole_lstm", "cartpole_attention", "dict_image_cartpole",
-                                         "pendulum"])  # fmt: skip
+@pytest.mark.parametrize(
+    "config_file", ["cartpole", "cartpole_lstm", "cartpole_attention", "dict_image_cartpole", "pendulum"]
+)
 def test_an_onnxrt_worker_builds_and_samples_without_torch(tmp_path, config_file):
     """Every model memory (none, LSTM, attention window), a Dict observation and a Gaussian action space."""
     config_path = str(ROOT / "configs" / f"{config_file}.yaml")
@@ -69,8 +70,10 @@ def test_a_shipped_workers_batches_are_those_of_a_worker_built_with_torch(config
     assert isinstance(shipped.policy, ShippedPolicy) and not isinstance(built.policy, ShippedPolicy)
     assert shipped.policy.backend == built.policy.backend == "onnxrt"
     rng = np.random.default_rng(3)
-    new = {k: (v + 0.1 * rng.standard_normal(v.shape)).astype(v.dtype) if v.dtype.kind == "f" else v
-           for k, v in artifacts["check"].cases[0][0].items()}  # fmt: skip
+    new = {
+        k: (v + 0.1 * rng.standard_normal(v.shape)).astype(v.dtype) if v.dtype.kind == "f" else v
+        for k, v in artifacts["check"].cases[0][0].items()
+    }
     for weights in (None, Weights(version=1, model=new)):
         (_, a), (_, b) = shipped.sample(weights), built.sample(weights)
         for field in dataclasses.fields(a):
@@ -89,8 +92,14 @@ def _tampered(artifacts: dict, case: int) -> dict:
     check = artifacts["check"]
     cases = list(check.cases)
     weights, answers = cases[case]
-    cases[case] = weights, dataclasses.replace(answers, eager=tuple(np.float32(1.5) * e + np.float32(0.1) for e in answers.eager),
-                                               reference=tuple(r * 1.5 + 0.1 for r in answers.reference))  # another model's
+    cases[case] = (
+        weights,
+        dataclasses.replace(
+            answers,
+            eager=tuple(np.float32(1.5) * e + np.float32(0.1) for e in answers.eager),
+            reference=tuple(r * 1.5 + 0.1 for r in answers.reference),
+        ),
+    )  # another model's
     return {**artifacts, "check": dataclasses.replace(check, cases=cases)}
 
 
@@ -148,8 +157,11 @@ def test_a_sync_is_checked_against_the_learners_answers_without_the_eager_model(
 
     learner.update((info, batch))
     wrong = learner.get_weights()
-    wrong.check = dataclasses.replace(wrong.check, eager=tuple(e + 1 for e in wrong.check.eager),
-                                      reference=tuple(r + 1 for r in wrong.check.reference))  # fmt: skip
+    wrong.check = dataclasses.replace(
+        wrong.check,
+        eager=tuple(e + 1 for e in wrong.check.eager),
+        reference=tuple(r + 1 for r in wrong.check.reference),
+    )
     worker.set_weights(wrong)
     assert worker.policy.backend == "eager" and "after weight sync 3" in worker.policy.report.reason
 
@@ -179,7 +191,11 @@ def test_under_ray_an_onnxrt_worker_samples_and_takes_syncs_without_loading_torc
             info, batch = ray.get(worker.sample.remote(learner.get_weights()))
             assert info.policy_version == version and info.policy_backend == "onnxrt"
         assert info.weight_sync_checks == 3
-        pids = [p.pid for p in psutil.Process().children(recursive=True) if "ray::RolloutWorkerActor" in " ".join(p.cmdline())]
+        pids = [
+            p.pid
+            for p in psutil.Process().children(recursive=True)
+            if "ray::RolloutWorkerActor" in " ".join(p.cmdline())
+        ]
         assert pids and not any("libtorch" in Path(f"/proc/{pid}/maps").read_text() for pid in pids)
     finally:
         ray.kill(worker)

@@ -18,13 +18,15 @@ from distrl.learner import Learner
 from distrl.models import ActionDist, build_model
 from distrl.rollout import RolloutWorker
 
-SPACE = gym.spaces.Dict({
-    "camera": gym.spaces.Box(0, 255, (12, 10, 3), np.uint8),  # channels last
-    "joints": gym.spaces.Box(-1, 1, (2, 3), np.float32),
-    "mode": gym.spaces.Discrete(3, start=1),
-    "flags": gym.spaces.MultiBinary(4),
-    "gears": gym.spaces.MultiDiscrete([2, 5]),
-})  # fmt: skip
+SPACE = gym.spaces.Dict(
+    {
+        "camera": gym.spaces.Box(0, 255, (12, 10, 3), np.uint8),  # channels last
+        "joints": gym.spaces.Box(-1, 1, (2, 3), np.float32),
+        "mode": gym.spaces.Discrete(3, start=1),
+        "flags": gym.spaces.MultiBinary(4),
+        "gears": gym.spaces.MultiDiscrete([2, 5]),
+    }
+)
 
 
 def test_flatten_batch_is_gymnasiums_flatten_row_by_row():
@@ -64,8 +66,9 @@ def test_structured_encoder_reads_each_part_from_its_slice():
     camera = torch.from_numpy(flat[:, :360]).reshape(4, 12, 10, 3).permute(0, 3, 1, 2)
     encoder = model.actor_encoder
     with torch.no_grad():
-        np.testing.assert_allclose(encoder(torch.from_numpy(flat))[:, : encoder.encoders[0].out_dim],
-                                   encoder.encoders[0](camera), rtol=1e-6)  # fmt: skip
+        np.testing.assert_allclose(
+            encoder(torch.from_numpy(flat))[:, : encoder.encoders[0].out_dim], encoder.encoders[0](camera), rtol=1e-6
+        )
 
 
 def test_multidiscrete_is_independent_categoricals():
@@ -97,9 +100,18 @@ ENVS = {
 
 
 def _config(env_id, backend, *extra):
-    return load_config(None, [f"env.id={env_id}", "env.num_envs_per_worker=4", "rollout.rollout_length=16",
-                              "ppo.minibatch_size=32", f"rollout.compile.backend={backend}", "env.normalize_obs=true",
-                              *extra])  # fmt: skip
+    return load_config(
+        None,
+        [
+            f"env.id={env_id}",
+            "env.num_envs_per_worker=4",
+            "rollout.rollout_length=16",
+            "ppo.minibatch_size=32",
+            f"rollout.compile.backend={backend}",
+            "env.normalize_obs=true",
+            *extra,
+        ],
+    )
 
 
 @pytest.mark.parametrize("backend", ["eager", "onnxrt", "inductor"])
@@ -114,7 +126,9 @@ def test_worker_learner_policy_round_trip(tmp_path, env, backend):
         info, batch = worker.sample(learner.get_weights())
         assert batch.obs.shape[2:] == flat_observation_space(obs_space).shape
         metrics = learner.update((info, batch))
-        assert np.isfinite(metrics["loss_policy"]) and np.isfinite(metrics["loss_value"]) and metrics["skipped_steps"] == 0
+        assert (
+            np.isfinite(metrics["loss_policy"]) and np.isfinite(metrics["loss_value"]) and metrics["skipped_steps"] == 0
+        )
     worker.set_weights(learner.get_weights())  # checked against eager after the sync, on the compiled backend
     assert worker.policy.sync_checks >= (backend != "eager")
     payload = {"counters": {}, "learner": learner.state(), "config": config.model_dump(mode="json")}
@@ -129,7 +143,9 @@ def test_worker_learner_policy_round_trip(tmp_path, env, backend):
         one, _ = policy.predict(samples[1])
         np.testing.assert_array_equal(one, by_parts[1])
     elif isinstance(samples[0], tuple):
-        by_parts, _ = policy.predict(tuple(np.stack([np.asarray(s[i]) for s in samples]) for i in range(len(samples[0]))))
+        by_parts, _ = policy.predict(
+            tuple(np.stack([np.asarray(s[i]) for s in samples]) for i in range(len(samples[0])))
+        )
     else:
         by_parts = by_flat
     np.testing.assert_array_equal(by_flat, by_parts)

@@ -28,7 +28,12 @@ def test_local_path_mirror_uploads_atomically_prunes_and_fetches(tmp_path):
     storage = RunStorage(str(remote))
     storage.check_writable()
     storage.mirror(run_dir)
-    assert sorted(p.name for p in remote.iterdir()) == ["checkpoints", "config.yaml", "events.out.tfevents.1.host", "metrics.jsonl"]
+    assert sorted(p.name for p in remote.iterdir()) == [
+        "checkpoints",
+        "config.yaml",
+        "events.out.tfevents.1.host",
+        "metrics.jsonl",
+    ]
     assert storage.checkpoint_names() == ["ckpt_0000002.pt", "ckpt_0000004.pt"]
     (run_dir / "checkpoints" / "ckpt_0000002.pt").unlink()  # `checkpoint.keep` removed it locally
     (run_dir / "checkpoints" / "ckpt_0000006.pt").write_bytes(b"six")
@@ -50,7 +55,9 @@ def test_unwritable_or_unknown_storage_is_one_clear_line(tmp_path):
     with pytest.raises(StorageError, match=r"^storage.uri='nope://x': cannot open it"):
         RunStorage("nope://x")
     result = run_cli("train", CARTPOLE, "--run-dir", str(tmp_path / "run"), "--storage", "nope://x", timeout=60)
-    assert result.returncode == 2 and result.stderr.startswith("distrl: error: storage.uri='nope://x/run': cannot open it")
+    assert result.returncode == 2 and result.stderr.startswith(
+        "distrl: error: storage.uri='nope://x/run': cannot open it"
+    )
     assert not (tmp_path / "run").exists()
 
 
@@ -63,8 +70,12 @@ def s3(monkeypatch):
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
-    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
-           "AWS_ENDPOINT_URL": f"http://{host}:{port}"}  # fmt: skip
+    env = {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+    }
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     client = boto3.client("s3")
@@ -81,19 +92,35 @@ def keys(client, prefix):
 def test_s3_round_trip_train_then_resume_on_another_machine(s3, tmp_path):
     first, second = tmp_path / "machine-a", tmp_path / "machine-b"
     first.mkdir(), second.mkdir()
-    trained = run_cli("train", CARTPOLE, "--run-dir", str(first / "cartpole"), "--storage", "s3://distrl-runs/team",
-                      "--set", "stop.env_steps=40000", *SHORT, cwd=first)  # fmt: skip
+    trained = run_cli(
+        "train",
+        CARTPOLE,
+        "--run-dir",
+        str(first / "cartpole"),
+        "--storage",
+        "s3://distrl-runs/team",
+        "--set",
+        "stop.env_steps=40000",
+        *SHORT,
+        cwd=first,
+    )
     assert trained.returncode == 0, trained.stderr[-3000:]
     assert "mirrored to s3://distrl-runs/team/cartpole" in trained.stdout
     stored = keys(s3, "team/cartpole/")
-    assert {"team/cartpole/config.yaml", "team/cartpole/metrics.jsonl", "team/cartpole/placement.json",
-            "team/cartpole/summary.json"} <= set(stored)  # fmt: skip
+    assert {
+        "team/cartpole/config.yaml",
+        "team/cartpole/metrics.jsonl",
+        "team/cartpole/placement.json",
+        "team/cartpole/summary.json",
+    } <= set(stored)
     assert any(k.startswith("team/cartpole/events.out.tfevents.") for k in stored)
     summary = json.loads(s3.get_object(Bucket="distrl-runs", Key="team/cartpole/summary.json")["Body"].read())
     assert summary["storage"] == "s3://distrl-runs/team/cartpole" and summary["iterations"] == 5
     assert [k for k in stored if "/checkpoints/" in k][-1] == "team/cartpole/checkpoints/ckpt_0000005.pt"
     # Machine A is gone; machine B continues the run from the bucket alone.
-    resumed = run_cli("train", "--resume", "s3://distrl-runs/team/cartpole", "--set", "stop.env_steps=60000", cwd=second)
+    resumed = run_cli(
+        "train", "--resume", "s3://distrl-runs/team/cartpole", "--set", "stop.env_steps=60000", cwd=second
+    )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resuming at iteration 5, 40,960 env steps" in resumed.stdout
     assert (second / "runs" / "cartpole" / "summary.json").exists()

@@ -51,7 +51,9 @@ def test_guard_of_a_native_vector_env_resets_it_whole_and_marks_the_copies_at_fa
             obs[2, 1] = np.inf
             return obs, rewards, terminated, truncated, info
 
-    envs = GuardedVectorEnv(NanCopyTwo(gym.make_vec("CartPole-v1", num_envs=4, vectorization_mode="vector_entry_point")), 3)
+    envs = GuardedVectorEnv(
+        NanCopyTwo(gym.make_vec("CartPole-v1", num_envs=4, vectorization_mode="vector_entry_point")), 3
+    )
     envs.reset(seed=0)
     obs, rewards, terminated, truncated, info = envs.step(np.zeros(4, dtype=np.int64))
     assert np.isfinite(obs).all() and truncated.all() and not rewards.any()

@@ -25,9 +25,20 @@ def _decode(path) -> tuple[int, tuple]:
 @pytest.mark.slow
 def test_tensorboard_groups_wandb_offline_and_videos(tmp_path):
     run_dir = tmp_path / "run"
-    result = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(run_dir), "--set", "stop.env_steps=40000",
-                     "--set", "stop.episode_return_mean=null", "--set", "logging.video_every_iterations=2",
-                     "--set", "logging.wandb={project: distrl-test, mode: offline, tags: [ci]}")  # fmt: skip
+    result = run_cli(
+        "train",
+        "configs/cartpole.yaml",
+        "--run-dir",
+        str(run_dir),
+        "--set",
+        "stop.env_steps=40000",
+        "--set",
+        "stop.episode_return_mean=null",
+        "--set",
+        "logging.video_every_iterations=2",
+        "--set",
+        "logging.wandb={project: distrl-test, mode: offline, tags: [ci]}",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     # TensorBoard: every numeric key of a real row lands in a named group.
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -35,8 +46,13 @@ def test_tensorboard_groups_wandb_offline_and_videos(tmp_path):
     events = EventAccumulator(str(run_dir))
     events.Reload()
     tags = set(events.Tags()["scalars"])
-    assert {"rollout/episode_return_mean", "train/loss_value", "perf/sps", "compile/weight_sync_checks",
-            "faults/worker_restarts"} <= tags  # fmt: skip
+    assert {
+        "rollout/episode_return_mean",
+        "train/loss_value",
+        "perf/sps",
+        "compile/weight_sync_checks",
+        "faults/worker_restarts",
+    } <= tags
     assert not [t for t in tags if t.startswith("other/")], sorted(tags)
     row = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])
     assert set(scalars(row)) <= tags
@@ -78,7 +94,9 @@ def test_every_key_of_a_metrics_row_has_a_group():
     from distrl.driver.run_state import RunState
     from tests.test_run_state import sample_info
 
-    row = iteration_row(RunState(iteration=1, env_steps=10), [sample_info()], UpdateResult(version=1, learn_s=0.2), 0.3, 1.0, 33.0)
+    row = iteration_row(
+        RunState(iteration=1, env_steps=10), [sample_info()], UpdateResult(version=1, learn_s=0.2), 0.3, 1.0, 33.0
+    )
     assert not [tag for tag in scalars(row) if tag.startswith("other/")], sorted(scalars(row))
 
 
@@ -86,7 +104,9 @@ def test_atari_returns_are_the_game_score_not_clipped():
     pytest.importorskip("ale_py")
     from distrl.envs import make_vec_env
 
-    envs = make_vec_env(load_config("configs/breakout.yaml", ["env.id=ALE/SpaceInvaders-v5", "env.num_envs_per_worker=2"]).env)
+    envs = make_vec_env(
+        load_config("configs/breakout.yaml", ["env.id=ALE/SpaceInvaders-v5", "env.num_envs_per_worker=2"]).env
+    )
     envs.reset(seed=0)
     rng = np.random.default_rng(0)
     best = 0.0
@@ -102,8 +122,10 @@ def test_atari_returns_are_the_game_score_not_clipped():
 def test_worker_episode_returns_are_recorded_before_the_learners_reward_clip():
     from distrl.rollout import RolloutWorker
 
-    config = load_config(None, ["env.num_envs_per_worker=8", "rollout.rollout_length=64", "ppo.minibatch_size=128",
-                                "ppo.reward_clip=0.5"])
+    config = load_config(
+        None,
+        ["env.num_envs_per_worker=8", "rollout.rollout_length=64", "ppo.minibatch_size=128", "ppo.reward_clip=0.5"],
+    )
     info, _ = RolloutWorker(config).sample()
     # CartPole pays 1 per step: an unclipped return equals the episode's length (clipped to 0.5 it would be half).
     assert info.episode_returns and info.episode_returns == [float(n) for n in info.episode_lengths]

@@ -12,9 +12,21 @@ import pytest
 from tests.conftest import ROOT, run_cli
 
 METRIC_KEYS = {
-    "iteration", "env_steps", "time_s", "sps", "sample_s", "learn_s", "episode_return_mean", "episode_len_mean",
-    "policy_lag_mean", "loss_policy", "loss_value", "entropy", "approx_kl", "grad_norm",
-}  # fmt: skip
+    "iteration",
+    "env_steps",
+    "time_s",
+    "sps",
+    "sample_s",
+    "learn_s",
+    "episode_return_mean",
+    "episode_len_mean",
+    "policy_lag_mean",
+    "loss_policy",
+    "loss_value",
+    "entropy",
+    "approx_kl",
+    "grad_norm",
+}
 
 
 def read_metrics(run_dir):
@@ -79,9 +91,19 @@ def test_resume_continues_counters_the_best_checkpoint_and_the_learning_rate(tmp
     go on, the best checkpoint survives every prune and is named in summary.json, eval plays it and says so, the
     annealed rate never rises, and a resumed command's end line gives its own time beside the run's."""
     run_dir = tmp_path / "run"
-    common = ["--set", "stop.episode_return_mean=null", "--set", "checkpoint.every_iterations=2", "--set",
-              "checkpoint.keep=1", "--set", "ppo.anneal_lr=true"]  # fmt: skip
-    first = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(run_dir), "--set", "stop.env_steps=40000", *common)
+    common = [
+        "--set",
+        "stop.episode_return_mean=null",
+        "--set",
+        "checkpoint.every_iterations=2",
+        "--set",
+        "checkpoint.keep=1",
+        "--set",
+        "ppo.anneal_lr=true",
+    ]
+    first = run_cli(
+        "train", "configs/cartpole.yaml", "--run-dir", str(run_dir), "--set", "stop.env_steps=40000", *common
+    )
     assert first.returncode == 0, first.stderr[-3000:]
     rows1, summary1 = check_run_dir(run_dir)
     assert summary1["stop_reason"] == "env_steps" and summary1["env_steps"] == 40960
@@ -134,10 +156,26 @@ def test_resume_continues_counters_the_best_checkpoint_and_the_learning_rate(tmp
 def test_ctrl_c_writes_final_checkpoint(tmp_path):
     run_dir = tmp_path / "run"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "distrl", "train", "configs/cartpole.yaml", "--run-dir", str(run_dir),
-         "--set", "stop.episode_return_mean=null", "--set", "stop.env_steps=100000000", "--set", "checkpoint.every_iterations=0"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "distrl",
+            "train",
+            "configs/cartpole.yaml",
+            "--run-dir",
+            str(run_dir),
+            "--set",
+            "stop.episode_return_mean=null",
+            "--set",
+            "stop.env_steps=100000000",
+            "--set",
+            "checkpoint.every_iterations=0",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 120
     while time.time() < deadline and not (run_dir / "metrics.jsonl").exists():
         time.sleep(0.5)
@@ -162,7 +200,9 @@ def test_ctrl_c_writes_final_checkpoint(tmp_path):
 @pytest.mark.slow
 def test_pendulum_learns(tmp_path):
     run_dir = tmp_path / "pendulum"
-    result = run_cli("train", "configs/pendulum.yaml", "--run-dir", str(run_dir), "--set", "stop.episode_return_mean=-400")
+    result = run_cli(
+        "train", "configs/pendulum.yaml", "--run-dir", str(run_dir), "--set", "stop.episode_return_mean=-400"
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     _, summary = check_run_dir(run_dir)
     assert summary["stop_reason"] == "episode_return_mean" and summary["episode_return_mean"] >= -400
@@ -171,7 +211,9 @@ def test_pendulum_learns(tmp_path):
 @pytest.mark.slow
 def test_lstm_without_velocities_learns(tmp_path):
     run_dir = tmp_path / "lstm"
-    result = run_cli("train", "configs/cartpole_lstm.yaml", "--run-dir", str(run_dir), "--set", "stop.episode_return_mean=150")
+    result = run_cli(
+        "train", "configs/cartpole_lstm.yaml", "--run-dir", str(run_dir), "--set", "stop.episode_return_mean=150"
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     _, summary = check_run_dir(run_dir)
     assert summary["stop_reason"] == "episode_return_mean" and summary["episode_return_mean"] >= 150
@@ -181,7 +223,9 @@ def _ipex_param():
     from distrl.compile import available_backends
 
     row = next(r for r in available_backends() if r["name"] == "ipex")
-    return pytest.param("ipex", marks=[pytest.mark.ipex, pytest.mark.skipif(not row["available"], reason=row["reason"])])
+    return pytest.param(
+        "ipex", marks=[pytest.mark.ipex, pytest.mark.skipif(not row["available"], reason=row["reason"])]
+    )
 
 
 @pytest.mark.slow
@@ -189,10 +233,21 @@ def _ipex_param():
 def test_training_with_compiled_workers_and_learner(tmp_path, backend):
     run_dir = tmp_path / backend
     result = run_cli(
-        "train", "configs/cartpole.yaml", "--run-dir", str(run_dir),
-        "--set", f"rollout.compile.backend={backend}", "--set", "rollout.compile.strict=true",
-        "--set", "learner.compile=true", "--set", "stop.env_steps=60000", "--set", "stop.episode_return_mean=null",
-    )  # fmt: skip
+        "train",
+        "configs/cartpole.yaml",
+        "--run-dir",
+        str(run_dir),
+        "--set",
+        f"rollout.compile.backend={backend}",
+        "--set",
+        "rollout.compile.strict=true",
+        "--set",
+        "learner.compile=true",
+        "--set",
+        "stop.env_steps=60000",
+        "--set",
+        "stop.episode_return_mean=null",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"policy backend {backend} (ready in" in result.stdout
     assert "learner  1 x cpu, 0 GPU/learner" in result.stdout
@@ -211,8 +266,18 @@ def test_training_with_compiled_workers_and_learner(tmp_path, backend):
 @pytest.mark.slow
 def test_breakout_cnn_runs_end_to_end(tmp_path):
     run_dir = tmp_path / "breakout"
-    result = run_cli("train", "configs/breakout.yaml", "--run-dir", str(run_dir), "--set", "stop.env_steps=3000",
-                     "--set", "rollout.rollout_length=64", "--set", "ppo.minibatch_size=128")  # fmt: skip
+    result = run_cli(
+        "train",
+        "configs/breakout.yaml",
+        "--run-dir",
+        str(run_dir),
+        "--set",
+        "stop.env_steps=3000",
+        "--set",
+        "rollout.rollout_length=64",
+        "--set",
+        "ppo.minibatch_size=128",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "model    cnn [512] relu" in result.stdout
     rows, summary = check_run_dir(run_dir)
@@ -220,12 +285,26 @@ def test_breakout_cnn_runs_end_to_end(tmp_path):
 
 
 def test_the_device_steps_first_update_is_checked_and_reported(tmp_path):
-    """On CPU the device step runs uncaptured: its first update is held to the loop's, said in the log and summary.json."""
+    """On CPU the device step runs uncaptured: its first update is held to the loop's, said in the log and
+    summary.json."""
     run_dir = tmp_path / "run"
-    result = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(run_dir), "--set", "learner.step=device",
-                     "--set", "stop.env_steps=24576", "--set", "stop.episode_return_mean=null")  # fmt: skip
+    result = run_cli(
+        "train",
+        "configs/cartpole.yaml",
+        "--run-dir",
+        str(run_dir),
+        "--set",
+        "learner.step=device",
+        "--set",
+        "stop.env_steps=24576",
+        "--set",
+        "stop.episode_return_mean=null",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "minibatch step: the whole step at once (learner.step device): learner.step=device (uncaptured on CPU)" in result.stdout  # the start-up summary
+    assert (
+        "minibatch step: the whole step at once (learner.step device): learner.step=device (uncaptured on CPU)"
+        in result.stdout
+    )  # the start-up summary
     assert "learner step device, eager kernels, fp32: its first update matched the loop's" in result.stdout
     step = json.loads((run_dir / "summary.json").read_text())["learner_step"]
     assert step["step"] == "device" and step["step_check"]["ok"] is True
@@ -238,8 +317,14 @@ def _under_a_terminal(args: list[str]) -> str:
     import re
 
     main, child = pty.openpty()
-    proc = subprocess.Popen(args, cwd=ROOT, stdin=child, stdout=child, stderr=subprocess.PIPE,
-                            env={**os.environ, "COLUMNS": "160", "TERM": "xterm"})  # fmt: skip
+    proc = subprocess.Popen(
+        args,
+        cwd=ROOT,
+        stdin=child,
+        stdout=child,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "COLUMNS": "160", "TERM": "xterm"},
+    )
     os.close(child)
     chunks = []
     while True:
@@ -256,8 +341,18 @@ def _under_a_terminal(args: list[str]) -> str:
     return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode(errors="replace"))
 
 
-SHORT_RUN = ["--set", "stop.env_steps=40000", "--set", "stop.episode_return_mean=null", "--set",
-             "checkpoint.every_iterations=0", "--set", "logging.tensorboard=false", "--set", "rollout.compile.backend=eager"]  # fmt: skip
+SHORT_RUN = [
+    "--set",
+    "stop.env_steps=40000",
+    "--set",
+    "stop.episode_return_mean=null",
+    "--set",
+    "checkpoint.every_iterations=0",
+    "--set",
+    "logging.tensorboard=false",
+    "--set",
+    "rollout.compile.backend=eager",
+]
 
 
 @pytest.mark.slow
@@ -267,15 +362,28 @@ def test_on_a_terminal_log_lines_print_above_the_live_bar_and_the_final_line_has
     not glued onto the bar's text), and a run with no return target never says when it met one."""
     import re
 
-    text = _under_a_terminal([sys.executable, "-m", "distrl", "train", "configs/cartpole.yaml", "--run-dir",
-                              str(tmp_path / "run"), *SHORT_RUN])  # fmt: skip
+    text = _under_a_terminal(
+        [
+            sys.executable,
+            "-m",
+            "distrl",
+            "train",
+            "configs/cartpole.yaml",
+            "--run-dir",
+            str(tmp_path / "run"),
+            *SHORT_RUN,
+        ]
+    )
     lines = re.split(r"[\r\n]+", text)
     assert any(line.startswith("start-up (s from launch): ") for line in lines), text[-3000:]
     assert not re.search(r"\S(start-up \(s from launch\)|done: )", text), text[-3000:]  # nothing glued before them
     (final,) = [line for line in lines if line.startswith("done: ")]
     assert "None" not in final and "target met" not in final and "steps/s from launch" in final, final
-    for phase in ("starting Ray; building the workers' eager policy meanwhile", "starting 1 worker and the learner",
-                  "the first batch and update"):  # fmt: skip
+    for phase in (
+        "starting Ray; building the workers' eager policy meanwhile",
+        "starting 1 worker and the learner",
+        "the first batch and update",
+    ):
         assert any(line.startswith("train ") and phase in line for line in lines), (phase, text[-3000:])
 
 
@@ -283,8 +391,10 @@ def test_on_a_terminal_log_lines_print_above_the_live_bar_and_the_final_line_has
 def test_the_python_api_shows_progress_where_a_person_watches_and_nothing_when_told_not_to(tmp_path):
     """``distrl.train`` in a terminal prints what ``distrl train`` prints (the banner, the bar, the final line) with
     no argument, and nothing at all with ``progress=False``."""
-    code = ("import sys, distrl; distrl.train('configs/cartpole.yaml', run_dir=sys.argv[1], progress=eval(sys.argv[2]), "
-            f"overrides={SHORT_RUN[1::2]!r})")  # fmt: skip
+    code = (
+        "import sys, distrl; distrl.train('configs/cartpole.yaml', run_dir=sys.argv[1], progress=eval(sys.argv[2]), "
+        f"overrides={SHORT_RUN[1::2]!r})"
+    )
     shown = _under_a_terminal([sys.executable, "-c", code, str(tmp_path / "shown"), "None"])
     assert "distrl run " in shown and "start-up (s from launch): " in shown, shown[-3000:]
     assert "the first batch and update" in shown and "done: env_steps" in shown, shown[-3000:]

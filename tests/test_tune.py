@@ -22,8 +22,19 @@ def _search(tmp_path: Path, **changes) -> Path:
 @pytest.mark.slow
 def test_asha_sweep_of_four_trials_finishes_on_two_cores(tmp_path):
     search = _search(tmp_path, scheduler={"type": "asha", "max_t": 12, "grace_period": 3, "reduction_factor": 2})
-    result = run_cli("tune", "configs/cartpole.yaml", str(search), "--storage-path", str(tmp_path / "tune"), "--name", "sweep",
-                     "--set", "stop.env_steps=40000", *SMALL, timeout=900)  # fmt: skip
+    result = run_cli(
+        "tune",
+        "configs/cartpole.yaml",
+        str(search),
+        "--storage-path",
+        str(tmp_path / "tune"),
+        "--name",
+        "sweep",
+        "--set",
+        "stop.env_steps=40000",
+        *SMALL,
+        timeout=900,
+    )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     assert "4 trials in" in result.stdout and "best: episode_return_mean" in result.stdout
     trials = sorted(p for p in (tmp_path / "tune" / "sweep").iterdir() if p.is_dir() and p.name.startswith("run_trial"))
@@ -45,25 +56,48 @@ def test_asha_sweep_of_four_trials_finishes_on_two_cores(tmp_path):
 
 @pytest.mark.slow
 def test_pbt_copies_a_strong_trial_into_a_weak_one(tmp_path):
-    search = _search(tmp_path, num_samples=2, checkpoint_every=2,
-                     scheduler={"type": "pbt", "perturbation_interval": 2, "quantile_fraction": 0.5},
-                     search_space={"ppo.lr": {"loguniform": [1.0e-4, 5.0e-3]}})  # fmt: skip
-    result = run_cli("tune", "configs/cartpole.yaml", str(search), "--storage-path", str(tmp_path / "tune"), "--name", "pbt",
-                     "--set", "stop.env_steps=40000", *SMALL, timeout=900)  # fmt: skip
+    search = _search(
+        tmp_path,
+        num_samples=2,
+        checkpoint_every=2,
+        scheduler={"type": "pbt", "perturbation_interval": 2, "quantile_fraction": 0.5},
+        search_space={"ppo.lr": {"loguniform": [1.0e-4, 5.0e-3]}},
+    )
+    result = run_cli(
+        "tune",
+        "configs/cartpole.yaml",
+        str(search),
+        "--storage-path",
+        str(tmp_path / "tune"),
+        "--name",
+        "pbt",
+        "--set",
+        "stop.env_steps=40000",
+        *SMALL,
+        timeout=900,
+    )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     assert "Restored on" in result.stdout + result.stderr  # a trial continued from another's checkpoint
 
 
-@pytest.mark.parametrize("changes, expected", [
-    ({"search_space": {"ppo.lr": {"normal": [0, 1]}}}, "search_space.ppo.lr={'normal': [0, 1]}: give one domain"),
-    ({"search_space": {"ppo.lr": {"loguniform": [0, 1]}}}, "search_space.ppo.lr.loguniform=[0, 1]: bounds must be > 0"),
-    ({"search_space": {"ppo.nope": {"choice": [1, 2]}}}, "ppo.nope=1: unknown key"),
-    ({"search_space": {"ppo.epochs": {"choice": [2, 0]}}}, "ppo.epochs=0"),
-    ({"scheduler": {"type": "hyperband"}}, "search scheduler.type='hyperband'"),
-    ({"schedular": {}}, "search schedular={}: unknown key"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "changes, expected",
+    [
+        ({"search_space": {"ppo.lr": {"normal": [0, 1]}}}, "search_space.ppo.lr={'normal': [0, 1]}: give one domain"),
+        (
+            {"search_space": {"ppo.lr": {"loguniform": [0, 1]}}},
+            "search_space.ppo.lr.loguniform=[0, 1]: bounds must be > 0",
+        ),
+        ({"search_space": {"ppo.nope": {"choice": [1, 2]}}}, "ppo.nope=1: unknown key"),
+        ({"search_space": {"ppo.epochs": {"choice": [2, 0]}}}, "ppo.epochs=0"),
+        ({"scheduler": {"type": "hyperband"}}, "search scheduler.type='hyperband'"),
+        ({"schedular": {}}, "search schedular={}: unknown key"),
+    ],
+)
 def test_a_bad_search_file_is_one_line_before_ray(tmp_path, changes, expected):
-    result = run_cli("tune", "configs/cartpole.yaml", str(_search(tmp_path, **changes)), "--storage-path", str(tmp_path / "t"))
+    result = run_cli(
+        "tune", "configs/cartpole.yaml", str(_search(tmp_path, **changes)), "--storage-path", str(tmp_path / "t")
+    )
     assert result.returncode == 2, result.stderr[-2000:]
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and expected in lines[0], lines
@@ -71,8 +105,15 @@ def test_a_bad_search_file_is_one_line_before_ray(tmp_path, changes, expected):
 
 
 def test_a_trial_bigger_than_the_machine_is_one_line(tmp_path):
-    result = run_cli("tune", "configs/cartpole.yaml", "configs/tune_cartpole.yaml", "--storage-path", str(tmp_path / "t"),
-                     "--set", "rollout.num_cpus_per_worker=8")  # fmt: skip
+    result = run_cli(
+        "tune",
+        "configs/cartpole.yaml",
+        "configs/tune_cartpole.yaml",
+        "--storage-path",
+        str(tmp_path / "t"),
+        "--set",
+        "rollout.num_cpus_per_worker=8",
+    )
     assert result.returncode == 2, result.stderr[-2000:]
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "rollout.num_cpus_per_worker=8" in lines[0] and "one trial needs" in lines[0], lines

@@ -8,8 +8,8 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
-
 from conftest import run_cli
+
 from distrl.common.checkpoint import save_checkpoint
 from distrl.common.running_mean_std import RunningMeanStd
 from distrl.config import load_config
@@ -23,8 +23,9 @@ FLOAT64 = "distrl.envs.testing:float64_cartpole"
 
 
 def _worker(*overrides):
-    config = load_config(None, ["env.num_envs_per_worker=4", "rollout.rollout_length=16", "ppo.minibatch_size=32",
-                                *overrides])  # fmt: skip
+    config = load_config(
+        None, ["env.num_envs_per_worker=4", "rollout.rollout_length=16", "ppo.minibatch_size=32", *overrides]
+    )
     return config, RolloutWorker(config)
 
 
@@ -54,8 +55,14 @@ def test_float64_observations_in_load_policy(tmp_path):
 
 def test_mujoco_float64_on_onnxrt():
     pytest.importorskip("mujoco")
-    _, worker = _worker("env.id=Hopper-v5", "env.vectorization=sync", "rollout.compile.backend=onnxrt",
-                        "rollout.compile.strict=true", "env.normalize_obs=true", "env.normalize_reward=true")  # fmt: skip
+    _, worker = _worker(
+        "env.id=Hopper-v5",
+        "env.vectorization=sync",
+        "rollout.compile.backend=onnxrt",
+        "rollout.compile.strict=true",
+        "env.normalize_obs=true",
+        "env.normalize_reward=true",
+    )
     info, batch = worker.sample()
     assert info.policy_backend == "onnxrt" and batch.actions.dtype == np.float32
 
@@ -77,14 +84,22 @@ def test_worker_tracks_discounted_returns_per_env():
             expected[valid & (batch.terminated[t] | batch.truncated[t])] = 0.0
         count, mean, var = info.return_stats
         assert count == batch.valid.sum()
-        np.testing.assert_allclose(mean, np.mean(seen[-int(count):]))
-        np.testing.assert_allclose(var, np.var(seen[-int(count):]))
+        np.testing.assert_allclose(mean, np.mean(seen[-int(count) :]))
+        np.testing.assert_allclose(var, np.var(seen[-int(count) :]))
     np.testing.assert_allclose(worker.runner.discounted_returns, expected)
 
 
 def test_learner_merges_return_statistics_and_restores_them():
-    config = load_config(None, ["env.num_envs_per_worker=4", "rollout.rollout_length=16", "ppo.minibatch_size=32",
-                                "rollout.num_workers=2", "env.normalize_reward=true"])  # fmt: skip
+    config = load_config(
+        None,
+        [
+            "env.num_envs_per_worker=4",
+            "rollout.rollout_length=16",
+            "ppo.minibatch_size=32",
+            "rollout.num_workers=2",
+            "env.normalize_reward=true",
+        ],
+    )
     workers = [RolloutWorker(config, worker_index=i) for i in range(2)]
     learner = Learner(config, *probe_spaces(config.env))
     samples = [w.sample() for w in workers]
@@ -106,8 +121,17 @@ def test_return_normalisation_scales_the_rewards_the_algorithm_sees():
     loss of the same batch is about 1/var as large (the critic starts near 0)."""
     losses = {}
     for on in (False, True):
-        config = load_config(None, ["env.num_envs_per_worker=4", "rollout.rollout_length=64", "ppo.minibatch_size=256",
-                                    f"env.normalize_reward={str(on).lower()}", "ppo.epochs=1", "ppo.clip_vloss=false"])  # fmt: skip
+        config = load_config(
+            None,
+            [
+                "env.num_envs_per_worker=4",
+                "rollout.rollout_length=64",
+                "ppo.minibatch_size=256",
+                f"env.normalize_reward={str(on).lower()}",
+                "ppo.epochs=1",
+                "ppo.clip_vloss=false",
+            ],
+        )
         worker = RolloutWorker(config)
         learner = Learner(config, *probe_spaces(config.env))
         info, batch = worker.sample()
@@ -172,21 +196,47 @@ def test_user_env_module_in_the_working_directory_trains(tmp_path):
     import subprocess
 
     (tmp_path / "corridor_env.py").write_text(USER_ENV)
-    (tmp_path / "corridor.yaml").write_text("env: {num_envs_per_worker: 8, kwargs: {length: 4}}\nrollout: {rollout_length: 32}\n"
-                                            "ppo: {minibatch_size: 256}\nstop: {env_steps: 8192}\n")
-    env = {**{k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RAY_ADDRESS")}, "RAY_ADDRESS": "local",
-           "RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1"}  # fmt: skip
-    cmd = [_console_script(), "train", "corridor.yaml", "--set", "env.id=corridor_env:make_corridor", "--run-dir", "run"]
+    (tmp_path / "corridor.yaml").write_text(
+        "env: {num_envs_per_worker: 8, kwargs: {length: 4}}\nrollout: {rollout_length: 32}\n"
+        "ppo: {minibatch_size: 256}\nstop: {env_steps: 8192}\n"
+    )
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RAY_ADDRESS")},
+        "RAY_ADDRESS": "local",
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "PYTHONUNBUFFERED": "1",
+    }
+    cmd = [
+        _console_script(),
+        "train",
+        "corridor.yaml",
+        "--set",
+        "env.id=corridor_env:make_corridor",
+        "--run-dir",
+        "run",
+    ]
     result = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "(sync, chosen by auto: an env factory has no native vector env)" in result.stdout
     assert "Traceback" not in result.stderr
     # eval of a run trained on a user env: without the flag one line names the flag that works; with it, it plays.
-    refused = subprocess.run([_console_script(), "eval", "run", "--episodes", "2"], cwd=tmp_path, env=env,
-                             capture_output=True, text=True, timeout=120)  # fmt: skip
+    refused = subprocess.run(
+        [_console_script(), "eval", "run", "--episodes", "2"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert refused.returncode == 2 and "--trust-env corridor_env:make_corridor" in refused.stderr
-    played = subprocess.run([_console_script(), "eval", "run", "--episodes", "2", "--trust-env", "corridor_env:make_corridor"],
-                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    played = subprocess.run(
+        [_console_script(), "eval", "run", "--episodes", "2", "--trust-env", "corridor_env:make_corridor"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert played.returncode == 0, played.stderr[-2000:]
 
 
@@ -251,8 +301,16 @@ def test_export_prints_only_its_own_line(tmp_path):
 
 
 def test_dict_observations_with_images_leave_pixels_unnormalised():
-    config = load_config(None, ["env.id=distrl.envs.testing:image_cartpole", "env.normalize_obs=true",
-                                "env.num_envs_per_worker=4", "rollout.rollout_length=16", "ppo.minibatch_size=32"])  # fmt: skip
+    config = load_config(
+        None,
+        [
+            "env.id=distrl.envs.testing:image_cartpole",
+            "env.normalize_obs=true",
+            "env.num_envs_per_worker=4",
+            "rollout.rollout_length=16",
+            "ppo.minibatch_size=32",
+        ],
+    )
     worker = RolloutWorker(config)
     learner = Learner(config, *probe_spaces(config.env))
     learner.update(worker.sample())

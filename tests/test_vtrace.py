@@ -63,15 +63,24 @@ def test_vtrace_ignores_ratios_on_reset_steps():
     data = _episodes(np.random.default_rng(1))
     log_rhos = torch.zeros_like(data[0])
     log_rhos[~data[4]] = 50.0  # an ignored action's "ratio" must not reach anything
-    torch.testing.assert_close(vtrace(*data, log_rhos, 0.99, 0.95, 1.0, 1.0)[0], gae(*data, 0.99, 0.95)[0], rtol=0, atol=0)
+    torch.testing.assert_close(
+        vtrace(*data, log_rhos, 0.99, 0.95, 1.0, 1.0)[0], gae(*data, 0.99, 0.95)[0], rtol=0, atol=0
+    )
 
 
 APPO_MODELS = {
     "mlp": [],
     "lstm": ["model.lstm_size=16", "model.shared_trunk=true", "ppo.seq_len=8"],
-    "attention": ["env.id=distrl.envs.wrappers:cartpole_no_velocity", "env.vectorization=sync", "model.type=attention",
-                  "model.window=4", "model.d_model=16", "model.heads=2", "model.layers=1"],
-}  # fmt: skip
+    "attention": [
+        "env.id=distrl.envs.wrappers:cartpole_no_velocity",
+        "env.vectorization=sync",
+        "model.type=attention",
+        "model.window=4",
+        "model.d_model=16",
+        "model.heads=2",
+        "model.layers=1",
+    ],
+}
 
 
 @pytest.mark.parametrize("name", list(APPO_MODELS))
@@ -80,8 +89,15 @@ def test_on_its_own_fresh_batch_the_learner_proximal_trains_on_gae_targets(name,
     """At policy lag 0 the learner's log-probabilities and values of the batch are the workers' (ratio 1), so APPO's
     targets and those of PPO with the learner as proximal model are GAE's on the recorded values: the learner's forward
     over the batch lines every step up with its own row, for every model kind."""
-    overrides = ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=64", f"algo={algo}",
-                 "ppo.proximal=learner", "rollout.compile.backend=eager", *APPO_MODELS[name]]  # fmt: skip
+    overrides = [
+        "env.num_envs_per_worker=8",
+        "rollout.rollout_length=32",
+        "ppo.minibatch_size=64",
+        f"algo={algo}",
+        "ppo.proximal=learner",
+        "rollout.compile.backend=eager",
+        *APPO_MODELS[name],
+    ]
     config = load_config(None, overrides)
     worker, learner = RolloutWorker(config), Learner(config, *probe_spaces(config.env))
     worker.set_weights(learner.get_weights())
@@ -93,7 +109,9 @@ def test_on_its_own_fresh_batch_the_learner_proximal_trains_on_gae_targets(name,
         seen["value_gap"] = current().values - data["values"][:-1]
         seen["valid"] = data["valid"]
         seen["targets"] = targets(data, current)
-        seen["gae"] = gae(data["rewards"], data["values"], data["terminated"], data["truncated"], data["valid"], 0.99, 0.95)
+        seen["gae"] = gae(
+            data["rewards"], data["values"], data["terminated"], data["truncated"], data["valid"], 0.99, 0.95
+        )
         return seen["targets"]
 
     monkeypatch.setattr(learner.algorithm, "targets", spy)
@@ -105,8 +123,12 @@ def test_on_its_own_fresh_batch_the_learner_proximal_trains_on_gae_targets(name,
 
 
 # ppo.proximal as set, the pipeline, and the policy the ratio is then measured from (auto: learner under async only)
-PROXIMAL_CASES = {"behaviour": ("behaviour", "sync", "behaviour"), "learner": ("learner", "sync", "learner"),
-                  "auto, async": ("auto", "async", "learner"), "auto, overlap": ("auto", "overlap", "behaviour")}
+PROXIMAL_CASES = {
+    "behaviour": ("behaviour", "sync", "behaviour"),
+    "learner": ("learner", "sync", "learner"),
+    "auto, async": ("auto", "async", "learner"),
+    "auto, overlap": ("auto", "overlap", "behaviour"),
+}
 
 
 @pytest.mark.parametrize("algo", ["ppo", "appo"])
@@ -117,9 +139,16 @@ def test_a_lagged_batch_starts_the_update_at_ratio_1_with_the_learner_as_proxima
     value clip's centre) are the learner's critic's; from the behaviour policy neither holds. ``auto`` (the default)
     is the learner's under pipeline async, the behaviour policy's otherwise."""
     setting, pipeline, proximal = PROXIMAL_CASES[case]
-    overrides = ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=64", f"algo={algo}",
-                 "rollout.compile.backend=eager", "ppo.lr=0.01", f"ppo.proximal={setting}",
-                 f"rollout.pipeline={pipeline}"]  # fmt: skip
+    overrides = [
+        "env.num_envs_per_worker=8",
+        "rollout.rollout_length=32",
+        "ppo.minibatch_size=64",
+        f"algo={algo}",
+        "rollout.compile.backend=eager",
+        "ppo.lr=0.01",
+        f"ppo.proximal={setting}",
+        f"rollout.pipeline={pipeline}",
+    ]
     config = load_config(None, overrides)
     assert config.proximal == proximal
     worker, learner = RolloutWorker(config), Learner(config, *probe_spaces(config.env))
@@ -150,8 +179,15 @@ def test_the_behaviour_weight_is_the_learners_probability_over_the_behaviours_ca
     """``ppo.behaviour_weight_clip`` (with ``proximal: learner``): each sample of a lagged batch is weighted by
     pi_learner / pi_behaviour of its action, capped, over the batch's mean of those (so they average 1); on a fresh
     batch every weight is 1; null, no weights."""
-    overrides = ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=64", "ppo.lr=0.01",
-                 "rollout.compile.backend=eager", "ppo.proximal=learner", f"ppo.behaviour_weight_clip={'null' if clip is None else clip}"]  # fmt: skip
+    overrides = [
+        "env.num_envs_per_worker=8",
+        "rollout.rollout_length=32",
+        "ppo.minibatch_size=64",
+        "ppo.lr=0.01",
+        "rollout.compile.backend=eager",
+        "ppo.proximal=learner",
+        f"ppo.behaviour_weight_clip={'null' if clip is None else clip}",
+    ]
     config = load_config(None, overrides)
     worker, learner = RolloutWorker(config), Learner(config, *probe_spaces(config.env))
     worker.set_weights(learner.get_weights())
@@ -185,7 +221,10 @@ def test_a_behaviour_weight_without_the_learner_as_proximal_policy_is_refused():
 
     with pytest.raises(ConfigError, match="ppo.behaviour_weight_clip=2.0: .* needs ppo.proximal=learner"):
         load_config(None, ["ppo.behaviour_weight_clip=2", "ppo.proximal=behaviour"])
-    with pytest.raises(ConfigError, match=r"needs ppo.proximal=learner \(it is auto here: behaviour without pipeline "
-                                          "async\)"):  # fmt: skip
+    with pytest.raises(
+        ConfigError,
+        match=r"needs ppo.proximal=learner \(it is auto here: behaviour without pipeline "
+        r"async\)",
+    ):
         load_config(None, ["ppo.behaviour_weight_clip=2", "rollout.pipeline=overlap"])
     assert load_config(None, ["ppo.behaviour_weight_clip=2", "rollout.pipeline=async"]).proximal == "learner"

@@ -31,8 +31,16 @@ def _same(a, b):
 
 
 def test_a_learners_snapshot_travels_out_of_band_and_loads_as_its_state():
-    config = load_config(None, ["env.num_envs_per_worker=8", "rollout.rollout_length=32", "ppo.minibatch_size=64",
-                                "env.normalize_obs=true", "env.vectorization=sync"])  # fmt: skip
+    config = load_config(
+        None,
+        [
+            "env.num_envs_per_worker=8",
+            "rollout.rollout_length=32",
+            "ppo.minibatch_size=64",
+            "env.normalize_obs=true",
+            "env.vectorization=sync",
+        ],
+    )
     learner = Learner(config, *probe_spaces(config.env))
     learner.update(RolloutWorker(config).sample())  # Adam has its moments, the normaliser its counts
     state, snapshot = learner.state(), learner.snapshot()
@@ -49,9 +57,14 @@ def test_a_learners_snapshot_travels_out_of_band_and_loads_as_its_state():
 
 
 def test_the_tree_comes_back_exactly():
-    tree = {"t": torch.arange(6, dtype=torch.float32).reshape(2, 3), "bf": torch.ones(2, dtype=torch.bfloat16),
-            "a": np.arange(3), "n": 5, "nested": [torch.zeros(1, dtype=torch.uint8), (1.5, None)],
-            "nhwc": torch.rand(2, 3, 4, 5).contiguous(memory_format=torch.channels_last)}  # fmt: skip
+    tree = {
+        "t": torch.arange(6, dtype=torch.float32).reshape(2, 3),
+        "bf": torch.ones(2, dtype=torch.bfloat16),
+        "a": np.arange(3),
+        "n": 5,
+        "nested": [torch.zeros(1, dtype=torch.uint8), (1.5, None)],
+        "nhwc": torch.rand(2, 3, 4, 5).contiguous(memory_format=torch.channels_last),
+    }
     wire = to_wire(tree)
     assert isinstance(wire["t"], TensorArray) and isinstance(wire["bf"], torch.Tensor)  # no numpy bfloat16
     assert isinstance(wire["a"], np.ndarray)  # an array of the tree's own stays an array

@@ -6,16 +6,18 @@ import numpy as np
 import pytest
 import torch
 
-from distrl.config import load_config
-from distrl.envs import probe_spaces
-from distrl.data import Batch, TrainingSamples
-from distrl.learner import Learner
 from distrl.algo.ppo import gae
+from distrl.config import load_config
+from distrl.data import Batch, TrainingSamples
+from distrl.envs import probe_spaces
+from distrl.learner import Learner
 from distrl.rollout import RolloutWorker
 
 
 def make_worker(*overrides):
-    config = load_config(None, ["env.num_envs_per_worker=8", "rollout.rollout_length=64", "ppo.minibatch_size=64", *overrides])
+    config = load_config(
+        None, ["env.num_envs_per_worker=8", "rollout.rollout_length=64", "ppo.minibatch_size=64", *overrides]
+    )
     return config, RolloutWorker(config)
 
 
@@ -61,7 +63,9 @@ def test_truncation_keeps_final_observation_for_bootstrap():
     assert not np.allclose(final_obs, reset_obs)
     # GAE with this batch bootstraps from the final observation's value on truncation.
     tensors = {k: torch.from_numpy(v) for k, v in batch.arrays().items()}
-    adv, _ = gae(tensors["rewards"], tensors["values"], tensors["terminated"], tensors["truncated"], tensors["valid"], 0.99, 0.95)
+    adv, _ = gae(
+        tensors["rewards"], tensors["values"], tensors["terminated"], tensors["truncated"], tensors["valid"], 0.99, 0.95
+    )
     i, j = t[0], n[0]
     expected = batch.rewards[i, j] + 0.99 * batch.values[i + 1, j] - batch.values[i, j]
     assert adv[i, j].item() == np.float32(expected).item() or abs(adv[i, j].item() - expected) < 1e-5
@@ -143,7 +147,9 @@ def test_batch_splits_into_equal_learner_shards_and_joins_back():
     shards = batch.split(4)
     assert len(shards) == 4
     for key, array in batch.arrays().items():
-        assert all(s.arrays()[key].shape == array.shape[:1] + (array.shape[1] // 4,) + array.shape[2:] for s in shards), key
+        assert all(
+            s.arrays()[key].shape == array.shape[:1] + (array.shape[1] // 4,) + array.shape[2:] for s in shards
+        ), key
         np.testing.assert_array_equal(Batch.concat(shards).arrays()[key], array)
     assert sum(s.nbytes for s in shards) == info.batch_bytes == batch.nbytes
     (whole,) = batch.split(1)
@@ -152,8 +158,14 @@ def test_batch_splits_into_equal_learner_shards_and_joins_back():
         batch.split(3)
 
 
-@pytest.mark.parametrize("overrides", [[], ["model.lstm_size=16", "model.shared_trunk=true", "ppo.seq_len=16"],
-                                       ["env.id=Pendulum-v1", "env.vectorization=sync"]])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        [],
+        ["model.lstm_size=16", "model.shared_trunk=true", "ppo.seq_len=16"],
+        ["env.id=Pendulum-v1", "env.vectorization=sync"],
+    ],
+)
 def test_worker_starts_with_the_learners_initial_weights(overrides):
     """A new run's first batch is sampled before the learner is up: with exactly its version-0 weights."""
     config, worker = make_worker(*overrides, "seed=7")
@@ -180,9 +192,16 @@ def test_a_ray_worker_samples_nicer_than_it_started_and_the_caller_keeps_its_pri
         return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
 
     ray = ray_local
-    base = ["env.num_envs_per_worker=2", "rollout.rollout_length=8", "rollout.compile.backend=eager", "ppo.minibatch_size=16"]
-    workers = [remote_worker_class().options(num_cpus=0.1).remote(load_config(None, [*base, f"rollout.worker_niceness={n}"]))
-               for n in (0, 3)]  # fmt: skip
+    base = [
+        "env.num_envs_per_worker=2",
+        "rollout.rollout_length=8",
+        "rollout.compile.backend=eager",
+        "ppo.minibatch_size=16",
+    ]
+    workers = [
+        remote_worker_class().options(num_cpus=0.1).remote(load_config(None, [*base, f"rollout.worker_niceness={n}"]))
+        for n in (0, 3)
+    ]
     try:
         ray.get([worker.sample.remote() for worker in workers])
         plain, nicer = ray.get([worker.__ray_call__.remote(thread_niceness) for worker in workers])
@@ -214,9 +233,19 @@ def test_a_ray_worker_samples_with_the_torch_threads_it_was_given_on_the_thread_
     if not all((Path(torch.__file__).parent / "lib" / name).exists() for name in ("libgomp.so.1", "libtorch_cpu.so")):
         pytest.skip("a torch build without its own OpenMP and MKL")
     ray = ray_local
-    config = load_config(None, ["env.num_envs_per_worker=2", "rollout.rollout_length=8", "rollout.compile.backend=eager",
-                                "ppo.minibatch_size=16", "rollout.num_cpus_per_worker=0.25"])  # fmt: skip
-    worker = remote_worker_class().options(num_cpus=0.25, runtime_env={"env_vars": {"OMP_NUM_THREADS": "2"}}).remote(config)
+    config = load_config(
+        None,
+        [
+            "env.num_envs_per_worker=2",
+            "rollout.rollout_length=8",
+            "rollout.compile.backend=eager",
+            "ppo.minibatch_size=16",
+            "rollout.num_cpus_per_worker=0.25",
+        ],
+    )
+    worker = (
+        remote_worker_class().options(num_cpus=0.25, runtime_env={"env_vars": {"OMP_NUM_THREADS": "2"}}).remote(config)
+    )
     try:
         ray.get(worker.sample.remote())
         assert ray.get(worker.__ray_call__.remote(threads_here)) == (1, 1)

@@ -23,7 +23,10 @@ from tests.test_api import run_script
 MODELS = {
     "mlp": ("CartPole-v1", []),
     "lstm": ("CartPole-v1", ["model.lstm_size=16", "model.shared_trunk=true", "model.hidden=[32]"]),
-    "cnn": ("ALE/Breakout-v5", ["model.type=cnn", "model.hidden=[64]", "model.shared_trunk=true", "model.activation=relu"]),
+    "cnn": (
+        "ALE/Breakout-v5",
+        ["model.type=cnn", "model.hidden=[64]", "model.shared_trunk=true", "model.activation=relu"],
+    ),
 }
 
 
@@ -104,7 +107,8 @@ def test_a_worker_holds_its_gpu_share_through_ray_and_falls_back_where_cuda_is_m
 
         ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, configure_logging=False)
         result = distrl.train("configs/cartpole.yaml", overrides=["rollout.compile.backend=cuda",
-                              "rollout.num_gpus_per_worker=0.5", "stop.env_steps=4096", "stop.episode_return_mean=null"],
+                              "rollout.num_gpus_per_worker=0.5", "stop.env_steps=4096",
+                              "stop.episode_return_mean=null"],
                               run_dir={str(run_dir)!r}, progress=True)
         print("STOP", result.stop_reason)
     """)
@@ -137,10 +141,26 @@ def test_cuda_policy_replays_its_graph_with_each_sync_s_weights(kind):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_breakout_workers_act_on_their_gpu_share_through_ray(tmp_path):
     run_dir = tmp_path / "run"
-    result = run_cli("train", "configs/breakout.yaml", "--run-dir", str(run_dir), "--set", "rollout.num_workers=2",
-                     "--set", "rollout.compile.backend=cuda", "--set", "rollout.compile.strict=true",
-                     "--set", "rollout.num_gpus_per_worker=0.25", "--set", "learner.num_gpus_per_learner=0.5",
-                     "--set", "stop.env_steps=8192", "--set", "stop.episode_return_mean=null")  # fmt: skip
+    result = run_cli(
+        "train",
+        "configs/breakout.yaml",
+        "--run-dir",
+        str(run_dir),
+        "--set",
+        "rollout.num_workers=2",
+        "--set",
+        "rollout.compile.backend=cuda",
+        "--set",
+        "rollout.compile.strict=true",
+        "--set",
+        "rollout.num_gpus_per_worker=0.25",
+        "--set",
+        "learner.num_gpus_per_learner=0.5",
+        "--set",
+        "stop.env_steps=8192",
+        "--set",
+        "stop.episode_return_mean=null",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "policy backend cuda" in result.stdout + result.stderr
     placement = json.loads((run_dir / "placement.json").read_text())

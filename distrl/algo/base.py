@@ -62,7 +62,9 @@ class Algorithm(ABC):
         """
 
     @abstractmethod
-    def loss(self, dist, pd_params: torch.Tensor, values: torch.Tensor, mb: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def loss(
+        self, dist, pd_params: torch.Tensor, values: torch.Tensor, mb: dict[str, torch.Tensor]
+    ) -> dict[str, torch.Tensor]:
         """The loss of one minibatch and its parts (means over the samples that count).
 
         ``dist``: the model's ``ActionDist``; ``pd_params [B, P]`` and ``values [B]``: the model's outputs

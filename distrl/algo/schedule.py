@@ -39,8 +39,12 @@ class LinearSchedule:
     @classmethod
     def from_state(cls, state: dict) -> LinearSchedule:
         horizon = state["horizon"]
-        return cls(float(state["lr"]), int(state["start_steps"]), float(state["start_lr"]),
-                   None if horizon is None else int(horizon))  # fmt: skip
+        return cls(
+            float(state["lr"]),
+            int(state["start_steps"]),
+            float(state["start_lr"]),
+            None if horizon is None else int(horizon),
+        )
 
 
 def new_schedule(ppo: PPOConfig, env_steps: int | None) -> LinearSchedule:
@@ -48,8 +52,9 @@ def new_schedule(ppo: PPOConfig, env_steps: int | None) -> LinearSchedule:
     return LinearSchedule(ppo.lr, 0, ppo.lr, env_steps if ppo.anneal_lr else None)
 
 
-def continued(ppo: PPOConfig, env_steps: int | None, saved: dict | None, trained_env_steps: int,
-              last_lr: float | None = None) -> tuple[LinearSchedule, str | None]:  # fmt: skip
+def continued(
+    ppo: PPOConfig, env_steps: int | None, saved: dict | None, trained_env_steps: int, last_lr: float | None = None
+) -> tuple[LinearSchedule, str | None]:
     """The schedule a resumed learner goes on with (``ppo``, ``env_steps``: the resumed run's settings) from the one
     its checkpoint saved, and what changed (None: the saved schedule as it was). ``last_lr``: the rate the optimiser
     last used, for a checkpoint that holds no schedule (written before it did): taken as where that run stood."""
@@ -70,8 +75,10 @@ def continued(ppo: PPOConfig, env_steps: int | None, saved: dict | None, trained
         return LinearSchedule(ppo.lr, trained_env_steps, ppo.lr, None), "; ".join(changes) or None
     if horizon != schedule.horizon:
         rate = schedule.rate(trained_env_steps)
-        changes.append(f"stop.env_steps {_steps(schedule.horizon)} -> {_steps(horizon)}: on from the rate reached"
-                       + (", held without a step budget" if horizon is None else ""))  # fmt: skip
+        changes.append(
+            f"stop.env_steps {_steps(schedule.horizon)} -> {_steps(horizon)}: on from the rate reached"
+            + (", held without a step budget" if horizon is None else "")
+        )
         schedule = LinearSchedule(schedule.lr, trained_env_steps, rate, horizon)
     return schedule, "; ".join(changes) or None
 

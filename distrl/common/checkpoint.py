@@ -111,8 +111,11 @@ def _newest_intact(run_dir: Path, newest: Path) -> tuple[dict, Path]:
         except CheckpointError:
             continue
         if candidate != newest:
-            print(f"distrl: warning: {str(newest)!r} is not a loadable checkpoint; using the newest intact one, "
-                  f"{str(candidate)!r}", file=sys.stderr)  # fmt: skip
+            print(
+                f"distrl: warning: {str(newest)!r} is not a loadable checkpoint; using the newest intact one, "
+                f"{str(candidate)!r}",
+                file=sys.stderr,
+            )
         return payload, candidate
     return _load_file(newest), newest  # none intact: the newest's own error
 
@@ -128,5 +131,7 @@ def _load_file(file: Path) -> dict:
             "other than tensors and plain data; nothing in it was executed)"
         ) from None
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
-        raise CheckpointError(f"checkpoint={str(file)!r}: not a distrl checkpoint (format {CHECKPOINT_FORMAT} expected)")
+        raise CheckpointError(
+            f"checkpoint={str(file)!r}: not a distrl checkpoint (format {CHECKPOINT_FORMAT} expected)"
+        )
     return payload

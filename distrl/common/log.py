@@ -36,8 +36,9 @@ def install_cli_handler(stream=None, level: int = logging.INFO) -> logging.Handl
         from rich.logging import RichHandler
 
         _console = Console(file=stream, soft_wrap=True)
-        handler: logging.Handler = RichHandler(console=_console, show_time=False, show_path=False, show_level=False,
-                                               markup=False, rich_tracebacks=False)  # fmt: skip
+        handler: logging.Handler = RichHandler(
+            console=_console, show_time=False, show_path=False, show_level=False, markup=False, rich_tracebacks=False
+        )
     else:
         handler = logging.StreamHandler(stream)
         handler.setFormatter(logging.Formatter("%(message)s"))

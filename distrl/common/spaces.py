@@ -32,8 +32,9 @@ class ObsPart:
 
 def action_space_problem(space: gym.Space) -> str | None:
     """Why a policy cannot act in ``space`` (None: it can): the action spaces the models' heads take."""
-    if isinstance(space, gym.spaces.Discrete) or (isinstance(space, (gym.spaces.Box, gym.spaces.MultiDiscrete))
-                                                  and len(space.shape) == 1):  # fmt: skip
+    if isinstance(space, gym.spaces.Discrete) or (
+        isinstance(space, (gym.spaces.Box, gym.spaces.MultiDiscrete)) and len(space.shape) == 1
+    ):
         return None
     return f"action space {space} is not supported (Discrete, 1-d MultiDiscrete or 1-d Box)"
 

@@ -25,8 +25,10 @@ class _TupleOutputs(nn.Module):
         elif isinstance(outputs, (tuple, list)):
             self.structure = "tuple"
         else:
-            raise TypeError(f"compile_policy: the module returned {type(outputs).__name__}; expected a tensor, "
-                            "a tuple or list of tensors, or a dict of tensors")  # fmt: skip
+            raise TypeError(
+                f"compile_policy: the module returned {type(outputs).__name__}; expected a tensor, "
+                "a tuple or list of tensors, or a dict of tensors"
+            )
 
     def forward(self, *inputs):
         outputs = self.module(*inputs)

@@ -31,8 +31,14 @@ def available_backends() -> list[dict]:
     return rows
 
 
-def prepare_artifacts(module: nn.Module, backend: str, example: tuple[np.ndarray, ...], mode: str = "default",
-                      precision: str = "fp32", memory_format: str = "contiguous") -> dict:  # fmt: skip
+def prepare_artifacts(
+    module: nn.Module,
+    backend: str,
+    example: tuple[np.ndarray, ...],
+    mode: str = "default",
+    precision: str = "fp32",
+    memory_format: str = "contiguous",
+) -> dict:
     """Export or compile once (on the driver) what every worker can reuse through the object store, in each form the
     workers will build (``forms.py``)."""
     if BACKENDS[backend].chooses:
@@ -40,14 +46,18 @@ def prepare_artifacts(module: nn.Module, backend: str, example: tuple[np.ndarray
     return prepare_forms(backend, forms_for(precision, memory_format, backend, module)[0], module, example, mode)
 
 
-def prepare_shipped(module: nn.Module, example: tuple[np.ndarray, ...], precision: str = "fp32",
-                    memory_format: str = "contiguous") -> dict:  # fmt: skip
+def prepare_shipped(
+    module: nn.Module, example: tuple[np.ndarray, ...], precision: str = "fp32", memory_format: str = "contiguous"
+) -> dict:
     """Beside the ``onnxrt`` export: what a worker needs to build and check its policy without torch (``shipped.py``;
     the caller adds the model's spec). ``module`` holds the learner's version-0 weights; ``example``: inputs to check
     on."""
     from distrl.compile.check import shipped_check
 
-    return {"check": shipped_check(module, example), "form_reason": forms_for(precision, memory_format, "onnxrt", module)[1]}
+    return {
+        "check": shipped_check(module, example),
+        "form_reason": forms_for(precision, memory_format, "onnxrt", module)[1],
+    }
 
 
 def build_inference_policy(
@@ -71,13 +81,15 @@ def build_inference_policy(
     forms, form_reason = forms_for(precision, memory_format, backend, module)
     if BACKENDS[backend].chooses:  # auto checks and times every candidate itself
         try:
-            built = load_backend(backend).build(module, example, mode, options, artifacts, precision=precision,
-                                                memory_format=memory_format)  # fmt: skip
+            built = load_backend(backend).build(
+                module, example, mode, options, artifacts, precision=precision, memory_format=memory_format
+            )
         except Exception as exc:  # auto keeps eager when nothing else builds; this is its own failure
             problem = describe_error(exc)
         else:
-            return built.policy, BackendReport(backend, built.policy.backend, built.notes, built.timings_us, built.form,
-                                               form_reason)  # fmt: skip
+            return built.policy, BackendReport(
+                backend, built.policy.backend, built.notes, built.timings_us, built.form, form_reason
+            )
     else:
         candidates = [build_candidate(backend, form, module, example, mode, options, artifacts) for form in forms]
         best = keep_fastest(candidates, example)
@@ -97,10 +109,20 @@ class CheckedPolicy(CheckedPolicyBase):
     """A worker's policy: built by ``build_inference_policy``, and after a weight sync checked against
     eager on the inputs it is about to act on; a mismatch replaces it with eager (``strict``: raises)."""
 
-    def __init__(self, module: nn.Module, backend: str, example: tuple[np.ndarray, ...], mode: str = "default",
-                 options: dict | None = None, strict: bool = False, artifacts: dict | None = None,
-                 precision: str = "fp32", memory_format: str = "contiguous"):  # fmt: skip
+    def __init__(
+        self,
+        module: nn.Module,
+        backend: str,
+        example: tuple[np.ndarray, ...],
+        mode: str = "default",
+        options: dict | None = None,
+        strict: bool = False,
+        artifacts: dict | None = None,
+        precision: str = "fp32",
+        memory_format: str = "contiguous",
+    ):
         super().__init__(strict)
         self.module = module
-        self.policy, self.report = build_inference_policy(module, backend, example, mode, options, strict, artifacts,
-                                                          precision, memory_format)  # fmt: skip
+        self.policy, self.report = build_inference_policy(
+            module, backend, example, mode, options, strict, artifacts, precision, memory_format
+        )

@@ -23,8 +23,8 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from distrl.common.errors import describe_error
-from distrl.compile.policy import EagerPolicy, as_tuple
 from distrl.compile.check_answers import Answers, ShippedCheck, inputs_key
+from distrl.compile.policy import EagerPolicy, as_tuple
 from distrl.compile.tolerance import BF16_MULTIPLE, OutputCheck, check_output, output_mismatch
 
 log = logging.getLogger("distrl.compile")
@@ -97,8 +97,11 @@ class Float64Reference:
 
     def _give_up_float64(self, exc: BaseException) -> None:
         self.kind, self.why = "perturbed", describe_error(exc, 200)
-        log.info("compile check: no float64 reference for %s (%s); rounding measured by one-ulp perturbations instead",
-                 type(self.source).__name__, self.why)  # fmt: skip
+        log.info(
+            "compile check: no float64 reference for %s (%s); rounding measured by one-ulp perturbations instead",
+            type(self.source).__name__,
+            self.why,
+        )
 
     def __call__(self, *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
         """The module's outputs in float64 on ``inputs``, with the source module's current weights.
@@ -109,8 +112,14 @@ class Float64Reference:
         with torch.no_grad():
             for name, value in self.source.state_dict().items():
                 self.module.state_dict()[name].copy_(value)
-            tensors = (torch.from_numpy(np.asarray(x, dtype=np.float64) if np.issubdtype(np.asarray(x).dtype, np.floating)
-                                        else np.ascontiguousarray(x)) for x in inputs)  # fmt: skip
+            tensors = (
+                torch.from_numpy(
+                    np.asarray(x, dtype=np.float64)
+                    if np.issubdtype(np.asarray(x).dtype, np.floating)
+                    else np.ascontiguousarray(x)
+                )
+                for x in inputs
+            )
             try:
                 with _Float64Casts():
                     outputs = as_tuple(self.module(*tensors))
@@ -121,8 +130,9 @@ class Float64Reference:
             raise ReferenceUnavailable(f"the float64 copy returned {', '.join(narrow)}: it does not compute in float64")
         return tuple(o.numpy() for o in outputs)
 
-    def perturbed_rounding(self, inputs: tuple[np.ndarray, ...], eager: tuple[np.ndarray, ...],
-                           unit: str = "fp32") -> list[float]:  # fmt: skip
+    def perturbed_rounding(
+        self, inputs: tuple[np.ndarray, ...], eager: tuple[np.ndarray, ...], unit: str = "fp32"
+    ) -> list[float]:
         """Per output, the largest change eager float32 shows when every weight and float input moves by one ulp
         (of float32, or of bf16 with ``unit="bf16"``)."""
         if self._perturbed is None:
@@ -134,8 +144,12 @@ class Float64Reference:
                 twin_state = self._perturbed.state_dict()
                 for name, value in self.source.state_dict().items():
                     twin_state[name].copy_(_one_ulp(value, generator, unit) if value.is_floating_point() else value)
-            moved = tuple(_one_ulp(torch.from_numpy(np.ascontiguousarray(x)), generator, unit).numpy()
-                          if np.issubdtype(np.asarray(x).dtype, np.floating) else x for x in inputs)  # fmt: skip
+            moved = tuple(
+                _one_ulp(torch.from_numpy(np.ascontiguousarray(x)), generator, unit).numpy()
+                if np.issubdtype(np.asarray(x).dtype, np.floating)
+                else x
+                for x in inputs
+            )
             outputs = EagerPolicy(self._perturbed)(*moved)
             for i, (a, b) in enumerate(zip(outputs, eager)):
                 diff = np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))
@@ -173,29 +187,39 @@ def _one_ulp(tensor: torch.Tensor, generator: torch.Generator, unit: str = "fp32
     (random signs): a rounding-sized change."""
     sign = torch.randint(0, 2, tensor.shape, generator=generator).bool()
     if unit == "bf16":
-        _, exponent = torch.frexp(tensor)  # |x| = m * 2**e with m in [0.5, 1): bf16's 8-bit significand's ulp is 2**(e-8)
+        _, exponent = torch.frexp(
+            tensor
+        )  # |x| = m * 2**e with m in [0.5, 1): bf16's 8-bit significand's ulp is 2**(e-8)
         ulp = torch.pow(2.0, (exponent - 8).to(tensor.dtype)) * (tensor != 0)
         return tensor + torch.where(sign, ulp, -ulp)
     inf = torch.tensor(float("inf"), dtype=tensor.dtype)
     return torch.nextafter(tensor, torch.where(sign, inf, -inf))
 
 
-def checks_against_eager(got: tuple[np.ndarray, ...], module: nn.Module, inputs: tuple[np.ndarray, ...]) -> list[OutputCheck]:
+def checks_against_eager(
+    got: tuple[np.ndarray, ...], module: nn.Module, inputs: tuple[np.ndarray, ...]
+) -> list[OutputCheck]:
     """Every output of ``got`` measured against ``module`` run eagerly on ``inputs``, for reports."""
     reference = Float64Reference(module)
     eager, expected, rounding = reference.outputs(inputs)
-    return [check_output(i, a, b, r, reference.reductions, None if rounding is None else rounding[i])
-            for i, (a, b, r) in enumerate(zip(got, eager, expected))]  # fmt: skip
+    return [
+        check_output(i, a, b, r, reference.reductions, None if rounding is None else rounding[i])
+        for i, (a, b, r) in enumerate(zip(got, eager, expected))
+    ]
 
 
 def _perturbed_weights(module: nn.Module) -> dict[str, np.ndarray]:
     """``module``'s weights, each floating one moved by 5 % noise (seeded): a weight change a policy must follow."""
     generator = torch.Generator().manual_seed(0)
-    return {k: (v + 0.05 * torch.randn(v.shape, generator=generator) if v.is_floating_point() else v).detach().numpy()
-            for k, v in module.state_dict().items()}  # fmt: skip
+    return {
+        k: (v + 0.05 * torch.randn(v.shape, generator=generator) if v.is_floating_point() else v).detach().numpy()
+        for k, v in module.state_dict().items()
+    }
 
 
-def check_against_eager(policy, module: nn.Module, example: tuple[np.ndarray, ...], precision: str = "fp32") -> str | None:
+def check_against_eager(
+    policy, module: nn.Module, example: tuple[np.ndarray, ...], precision: str = "fp32"
+) -> str | None:
     """Whether ``policy`` acts as eager ``module`` does on ``example``, now and after a weight change
     (the weights are restored afterwards); ``None`` when it does, else what differs. ``precision``: the policy's
     (``forms.py``), which sets the tolerance."""

@@ -92,8 +92,9 @@ def precisions_for(setting: str, backend: str, bf16: str | None = None) -> tuple
     return ["fp32", "bf16"], f"auto: this CPU has {bf16}; fp32 and bf16 timed"
 
 
-def forms_for(precision: str, memory_format: str, backend: str, module: nn.Module,
-              bf16: str | None = None) -> tuple[list[Form], str]:  # fmt: skip
+def forms_for(
+    precision: str, memory_format: str, backend: str, module: nn.Module, bf16: str | None = None
+) -> tuple[list[Form], str]:
     """The forms to build for ``backend`` (more than one: each checked and timed, the fastest kept), and why."""
     precisions, why = precisions_for(precision, backend, bf16)
     if BACKENDS[backend].chooses:  # each candidate backend takes its own layout
@@ -120,8 +121,15 @@ class Candidate:
         return self.backend if self.form == Form() else f"{self.backend} ({self.form})"
 
 
-def build_candidate(backend: str, form: Form, module: nn.Module, example: tuple[np.ndarray, ...], mode: str,
-                    options: dict, artifacts: dict) -> Candidate:  # fmt: skip
+def build_candidate(
+    backend: str,
+    form: Form,
+    module: nn.Module,
+    example: tuple[np.ndarray, ...],
+    mode: str,
+    options: dict,
+    artifacts: dict,
+) -> Candidate:
     """``backend``'s policy for ``module`` in ``form``, checked against eager ``module`` on ``example`` (eager in
     its default form is eager itself: unchecked). A failure to build or a mismatch is the candidate's ``problem``."""
     candidate = Candidate(backend, form)
@@ -150,8 +158,9 @@ def keep_fastest(candidates: list[Candidate], example: tuple[np.ndarray, ...]) -
     return min(passed, key=lambda c: c.us or 0.0)
 
 
-def prepare_forms(backend: str, forms: list[Form], module: nn.Module, example: tuple[np.ndarray, ...],
-                  mode: str) -> dict:  # fmt: skip
+def prepare_forms(
+    backend: str, forms: list[Form], module: nn.Module, example: tuple[np.ndarray, ...], mode: str
+) -> dict:
     """What every worker can reuse for ``backend`` in each of ``forms`` (the driver's compile of each)."""
     artifacts: dict = {}
     for form in forms:

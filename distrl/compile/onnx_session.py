@@ -38,16 +38,24 @@ class OnnxRuntimePolicy:
         options = dict(options or {})
         self.threads = int(options.pop("intra_op_num_threads", threads))
         level = options.pop("graph_optimization_level", "all")
-        levels = {"disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL, "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-                  "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED, "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}  # fmt: skip
+        levels = {
+            "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+            "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+            "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+            "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+        }
         if options or level not in levels:
             unknown = sorted(options) or [f"graph_optimization_level={level}"]
-            raise ValueError(f"unknown onnxrt options {unknown} (allowed: {', '.join(OPTIONS)}; levels {', '.join(levels)})")
+            raise ValueError(
+                f"unknown onnxrt options {unknown} (allowed: {', '.join(OPTIONS)}; levels {', '.join(levels)})"
+            )
         self.level = levels[level]
         model = onnx.load_from_string(model_bytes)
         # The exporter drops weights the graph does not use; the rest are the initializers to rewrite.
-        self.initializers = {tensor.name: (tuple(tensor.dims), onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type))
-                             for tensor in model.graph.initializer}  # fmt: skip
+        self.initializers = {
+            tensor.name: (tuple(tensor.dims), onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type))
+            for tensor in model.graph.initializer
+        }
         for tensor in model.graph.initializer:
             tensor.ClearField("float_data")
             tensor.ClearField("raw_data")

@@ -21,10 +21,10 @@ from collections.abc import Callable
 import numpy as np
 
 from distrl.common.errors import describe_error
+from distrl.compile.check_answers import Answers, ShippedCheck
 from distrl.compile.checked import CheckedPolicyBase
 from distrl.compile.onnx_session import OnnxRuntimePolicy
 from distrl.compile.report import BackendReport
-from distrl.compile.check_answers import Answers, ShippedCheck
 
 
 def ships_policy(artifacts: dict | None) -> bool:
@@ -38,8 +38,9 @@ class ShippedPolicy(CheckedPolicyBase):
     ``make_module``: the eager torch module with the learner's version-0 weights (it imports torch), called the first
     time a check or a fallback needs it; it then follows the weights."""
 
-    def __init__(self, artifacts: dict, options: dict | None, strict: bool, threads: int,
-                 make_module: Callable[[], object]):  # fmt: skip
+    def __init__(
+        self, artifacts: dict, options: dict | None, strict: bool, threads: int, make_module: Callable[[], object]
+    ):
         super().__init__(strict)
         check: ShippedCheck = artifacts["check"]
         self.check_inputs = check.inputs

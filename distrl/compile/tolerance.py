@@ -29,7 +29,6 @@ FLOOR_ULPS = 4.0
 BF16_MULTIPLE = 4.0
 
 
-
 @dataclass(frozen=True)
 class OutputCheck:
     """One output of a policy measured against eager float32 and float64 on the same inputs."""
@@ -45,8 +44,15 @@ class OutputCheck:
         return bool(np.isfinite(self.error) and self.error <= self.tolerance)
 
 
-def check_output(index: int, got: np.ndarray, eager: np.ndarray, reference: np.ndarray, reductions: int = 1,
-                 rounding: float | None = None, multiple: float = ERROR_MULTIPLE) -> OutputCheck:  # fmt: skip
+def check_output(
+    index: int,
+    got: np.ndarray,
+    eager: np.ndarray,
+    reference: np.ndarray,
+    reductions: int = 1,
+    rounding: float | None = None,
+    multiple: float = ERROR_MULTIPLE,
+) -> OutputCheck:
     """Measure one output (same shapes; ``reference`` finite); ``reductions``: see ``reduction_length``.
 
     ``rounding``: eager's own error where no float64 reference exists (``reference`` is then eager itself)."""

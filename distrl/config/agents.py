@@ -19,7 +19,8 @@ class AgentsConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False)
 
     policies: Literal["shared", "per_agent"] | dict[str, Annotated[list[str], Field(min_length=1)]] = Field(
-        SHARED, description="which trained policy acts for which agent of a PettingZoo parallel env: shared (one policy "
+        SHARED,
+        description="which trained policy acts for which agent of a PettingZoo parallel env: shared (one policy "
         "for every agent: parameter sharing), per_agent (a policy per agent, named as the agent), or a mapping from "
         "policy names to agent-name patterns (fnmatch: {blue: ['blue_*'], red: ['red_*']}, a policy per team); every "
         "agent must match exactly one policy. Each policy has its own learner state, metrics, checkpoint entry and "
@@ -27,7 +28,8 @@ class AgentsConfig(BaseModel):
     )
 
     critic: Literal["local", "state", "observations"] = Field(
-        "local", description="what each agent's critic sees besides its own observation: local (nothing: independent "
+        "local",
+        description="what each agent's critic sees besides its own observation: local (nothing: independent "
         "critics), state (the env's global state(): a central critic, MAPPO's), observations (every agent's "
         "observation in its env copy: MAPPO's concatenated local observations). The actor acts on its own observation "
         "alone (model.critic_parts); the critic's part is added as the 'critic' part of a Dict observation",
@@ -41,8 +43,10 @@ class AgentsConfig(BaseModel):
                 raise ValueError("agents.policies={}: names no policy; use shared, per_agent or {name: [patterns]}")
             for name in value:
                 if not POLICY_NAME.match(name):
-                    raise ValueError(f"agents.policies: policy name {name!r}: letters, digits, '_', '-' and '.' only (it "
-                                     "names files)")  # fmt: skip
+                    raise ValueError(
+                        f"agents.policies: policy name {name!r}: letters, digits, '_', '-' and '.' only (it "
+                        "names files)"
+                    )
         return value
 
     @property

@@ -28,16 +28,20 @@ class _Section(BaseModel):
 
 
 class MatchmakingConfig(_Section):
-    latest: UnitInterval = Field(0.35, description="share of games against the learning policy itself (mirror self-play)")
+    latest: UnitInterval = Field(
+        0.35, description="share of games against the learning policy itself (mirror self-play)"
+    )
     snapshots: UnitInterval = Field(0.5, description="share of games against earlier snapshots, drawn by PFSP")
     baselines: UnitInterval = Field(0.15, description="share of games against the scripted baselines, drawn by PFSP")
     pfsp: Literal["hard", "variance", "linear", "uniform"] = Field(
-        "hard", description="prioritised fictitious self-play weighting of an opponent by the learner's win rate x "
+        "hard",
+        description="prioritised fictitious self-play weighting of an opponent by the learner's win rate x "
         "against it (AlphaStar): hard (1-x)^p, variance x(1-x), linear 1-x, uniform 1",
     )
     pfsp_exponent: Annotated[float, Field(gt=0)] = Field(2.0, description="p of the hard weighting")
     win_rate_decay: Annotated[float, Field(gt=0, le=1)] = Field(
-        0.99, description="at each game against an opponent, the weight of the earlier ones is multiplied by this, in "
+        0.99,
+        description="at each game against an opponent, the weight of the earlier ones is multiplied by this, in "
         "the win rates that PFSP, snapshots and promotion read (a window of about 1/(1-decay) games)",
     )
 
@@ -50,12 +54,17 @@ class MatchmakingConfig(_Section):
 
 class EloConfig(_Section):
     k: Annotated[float, Field(gt=0)] = Field(16.0, description="Elo K-factor: the most one game moves a rating")
-    initial: float = Field(1000.0, description="rating of a new learner; the random baseline is held at it (the anchor)")
+    initial: float = Field(
+        1000.0, description="rating of a new learner; the random baseline is held at it (the anchor)"
+    )
 
 
 class PromotionRule(_Section):
-    win_rate: UnitInterval = Field(0.8, description="promote once the learner's win rate against this stage's opponents "
-                                   "reaches this (draws count half)")  # fmt: skip
+    win_rate: UnitInterval = Field(
+        0.8,
+        description="promote once the learner's win rate against this stage's opponents "
+        "reaches this (draws count half)",
+    )
     min_games: PositiveInt = Field(200, description="games in this stage before a promotion is considered")
 
 
@@ -66,7 +75,8 @@ class CurriculumStage(_Section):
     )
     env_kwargs: dict[str, Any] = Field(default_factory=dict, description="game keyword arguments in this stage")
     heuristic: dict[str, Any] = Field(
-        default_factory=dict, description="the scripted baseline's settings in this stage, e.g. {noise: 0.5}: that "
+        default_factory=dict,
+        description="the scripted baseline's settings in this stage, e.g. {noise: 0.5}: that "
         "share of its moves is random (a weaker opponent)",
     )
     promote: PromotionRule | None = Field(None, description="when to move to the next stage; none: the last stage")
@@ -74,23 +84,32 @@ class CurriculumStage(_Section):
 
 class RewardConfig(_Section):
     sparse: bool = Field(True, description="only the game's result (+1 win, -1 loss, 0 draw); false adds shaping")
-    shaping: dict[str, float] = Field(default_factory=dict, description="coefficient per shaping term of the game "
-                                      "(distrl/Duel-v0: push, centre); used when sparse is false")  # fmt: skip
+    shaping: dict[str, float] = Field(
+        default_factory=dict,
+        description="coefficient per shaping term of the game "
+        "(distrl/Duel-v0: push, centre); used when sparse is false",
+    )
 
 
 class LeagueConfig(_Section):
-    snapshot_every: NonNegativeInt = Field(10, description="freeze a copy of the learning policy every this many "
-                                           "iterations; 0: only by snapshot_win_rate")  # fmt: skip
+    snapshot_every: NonNegativeInt = Field(
+        10, description="freeze a copy of the learning policy every this many iterations; 0: only by snapshot_win_rate"
+    )
     snapshot_win_rate: UnitInterval | None = Field(
-        0.7, description="also freeze a copy once the learner's win rate against the newest snapshot reaches this "
+        0.7,
+        description="also freeze a copy once the learner's win rate against the newest snapshot reaches this "
         "(RLlib's self-play example's rule); null: only every snapshot_every",
     )
     snapshot_against: Literal["newest", "pool"] = Field(
-        "newest", description="whose games snapshot_win_rate counts: the newest snapshot's (RLlib's rule), or every "
+        "newest",
+        description="whose games snapshot_win_rate counts: the newest snapshot's (RLlib's rule), or every "
         "snapshot's in the pool since the newest was taken (weighted as matchmaking draws them)",
     )
-    snapshot_min_games: PositiveInt = Field(100, description="games against the newest snapshot (or the pool, since "
-                                            "the newest was taken) before the win rate counts")  # fmt: skip
+    snapshot_min_games: PositiveInt = Field(
+        100,
+        description="games against the newest snapshot (or the pool, since "
+        "the newest was taken) before the win rate counts",
+    )
     max_snapshots: PositiveInt = Field(30, description="snapshots kept in the pool; the oldest goes first")
     matchmaking: MatchmakingConfig = MatchmakingConfig()
     elo: EloConfig = EloConfig()
@@ -104,14 +123,18 @@ class LeagueConfig(_Section):
     def _checks(self) -> LeagueConfig:
         problems = []
         if self.snapshot_every == 0 and self.snapshot_win_rate is None:
-            problems.append("league.snapshot_every=0 and league.snapshot_win_rate=null: no snapshot would ever be taken")
+            problems.append(
+                "league.snapshot_every=0 and league.snapshot_win_rate=null: no snapshot would ever be taken"
+            )
         names = [stage.name for stage in self.curriculum]
         if len(set(names)) != len(names):
             problems.append(f"league.curriculum: stage names must differ, got {names}")
         for i, stage in enumerate(self.curriculum[:-1]):
             if stage.promote is None:
-                problems.append(f"league.curriculum[{i}].promote: stage {stage.name!r} is not the last, so it needs a "
-                                "promotion rule (win_rate, min_games)")  # fmt: skip
+                problems.append(
+                    f"league.curriculum[{i}].promote: stage {stage.name!r} is not the last, so it needs a "
+                    "promotion rule (win_rate, min_games)"
+                )
         if problems:
             raise ValueError("\n".join(problems))
         return self

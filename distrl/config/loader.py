@@ -126,9 +126,13 @@ def load_config(path: str | Path | dict | Config | None, overrides=()) -> Config
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" line {mark.line + 1}" if mark else ""
-            raise ConfigError([f"config={str(path)!r}: not valid YAML{where}: {getattr(exc, 'problem', exc)}"]) from None
+            raise ConfigError(
+                [f"config={str(path)!r}: not valid YAML{where}: {getattr(exc, 'problem', exc)}"]
+            ) from None
         if tree is None or tree == {}:  # training on bare defaults by accident is worse than a word
-            raise ConfigError([f"config={str(path)!r}: the file is empty; give at least one section (env, model, ppo, ...)"])
+            raise ConfigError(
+                [f"config={str(path)!r}: the file is empty; give at least one section (env, model, ppo, ...)"]
+            )
         if not isinstance(tree, dict):
             raise ConfigError([f"config={str(path)!r}: must be a mapping of sections (env, model, ppo, ...)"])
     apply_overrides(tree, overrides or ())

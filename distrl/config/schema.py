@@ -7,7 +7,6 @@ Every section is a pydantic model that forbids unknown keys; cross-field rules l
 from __future__ import annotations
 
 import math
-
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -33,17 +32,24 @@ class EnvConfig(Section):
     kwargs: dict[str, Any] = Field(default_factory=dict, description="keyword arguments for the env constructor")
     num_envs_per_worker: PositiveInt = Field(64, description="copies of the env in each worker's vector env")
     vectorization: Literal["auto", "native", "sync", "async"] = Field(
-        "auto", description="auto: native where the env has its own vector env and nothing rules it out (an env "
+        "auto",
+        description="auto: native where the env has its own vector env and nothing rules it out (an env "
         "factory, action_repeat > 1), else sync (said at start-up); native: the env's own vector_entry_point; sync: "
         "an in-process loop; async: subprocesses",
     )
     action_repeat: PositiveInt = Field(1, description="repeat each action this many env steps, summing rewards")
-    normalize_obs: bool = Field(False, description="running mean/std observation normalisation (the workers' "
-                                "statistics merged by the learner, kept in checkpoints, baked into exports)")
+    normalize_obs: bool = Field(
+        False,
+        description="running mean/std observation normalisation (the workers' "
+        "statistics merged by the learner, kept in checkpoints, baked into exports)",
+    )
     normalize_reward: bool = Field(
-        False, description="divide rewards by the running standard deviation of each env's discounted return "
-        "(gamma: ppo.gamma), as SB3's VecNormalize and CleanRL's NormalizeReward do for MuJoCo; the workers' statistics "
-        "merged by the learner and kept in checkpoints; episode returns stay the env's own. ppo.reward_clip clips after",
+        False,
+        description="divide rewards by the running standard deviation of each env's discounted return "
+        "(gamma: ppo.gamma), as SB3's VecNormalize and CleanRL's NormalizeReward do for MuJoCo; "
+        "the workers' statistics "
+        "merged by the learner and kept in checkpoints; episode returns stay the env's own. ppo.reward_clip clips "
+        "after",
     )
     max_consecutive_errors: PositiveInt = Field(
         3, description="an env copy whose step raises this many times in a row stops the run"
@@ -52,13 +58,17 @@ class EnvConfig(Section):
 
     def describe_normalize(self) -> str:
         """What is normalised, in the words the start-up summary and ``distrl diagnose`` both use."""
-        return " + ".join(name for name, on in (("obs", self.normalize_obs), ("reward", self.normalize_reward)) if on) or "off"
+        return (
+            " + ".join(name for name, on in (("obs", self.normalize_obs), ("reward", self.normalize_reward)) if on)
+            or "off"
+        )
 
 
 class ModelConfig(Section):
     type: Literal["mlp", "cnn", "attention"] = Field(
-        "mlp", description="mlp for vector observations, cnn (Nature-CNN) for uint8 frames, attention: a transformer "
-        "over the last model.window observations (or over observations that are already [tokens, features])"
+        "mlp",
+        description="mlp for vector observations, cnn (Nature-CNN) for uint8 frames, attention: a transformer "
+        "over the last model.window observations (or over observations that are already [tokens, features])",
     )
     hidden: list[PositiveInt] = Field(default_factory=lambda: [64, 64], min_length=1, description="MLP layer widths")
     activation: Literal["tanh", "relu", "elu", "gelu"] = "tanh"
@@ -66,8 +76,9 @@ class ModelConfig(Section):
     lstm_size: NonNegativeInt = Field(0, description="LSTM core width after the encoder; 0 disables it")
     init_log_std: float = Field(0.0, description="initial log standard deviation of Gaussian (Box) policies")
     window: NonNegativeInt = Field(
-        16, description="attention: observations each step attends over (the env's last ones, zeroed before its "
-        "episode's start); 0: each observation is already a sequence [tokens, features]"
+        16,
+        description="attention: observations each step attends over (the env's last ones, zeroed before its "
+        "episode's start); 0: each observation is already a sequence [tokens, features]",
     )
     d_model: PositiveInt = Field(64, description="attention: token width")
     heads: PositiveInt = Field(4, description="attention: heads per layer (must divide d_model)")
@@ -75,7 +86,8 @@ class ModelConfig(Section):
     causal: bool = Field(False, description="attention: each token attends only to earlier ones")
     pool: Literal["last", "mean"] = Field("last", description="attention: the output is the last token's, or the mean")
     critic_parts: list[str] = Field(
-        default_factory=lambda: ["critic"], description="parts of a Dict observation only the critic reads (an "
+        default_factory=lambda: ["critic"],
+        description="parts of a Dict observation only the critic reads (an "
         "asymmetric actor-critic: privileged observations the policy acts without; Isaac Lab's 'critic' observation "
         "group; distrl's central critic, agents.critic); the actor reads the others. Needs shared_trunk: false",
     )
@@ -106,7 +118,10 @@ def compile_short_form(value: Any, backends: tuple[str, ...]) -> Any:
             return {"backend": "inductor", "mode": value}
         if value in backends:
             return {"backend": value}
-        raise ValueError(f"compile={value!r}: expected true/false, a mode ({', '.join(COMPILE_MODES)}) or a backend ({', '.join(backends)})")
+        raise ValueError(
+            f"compile={value!r}: expected true/false, a mode ({', '.join(COMPILE_MODES)}) or a backend "
+            f"({', '.join(backends)})"
+        )
     return value
 
 
@@ -129,19 +144,22 @@ class RolloutCompileConfig(Section):
         description="backend options: " + "; ".join(f"{s.name}: {s.options}" for s in BACKENDS.values() if s.options),
     )
     precision: Literal["auto", "fp32", "bf16"] = Field(
-        "auto", description="the policy's forward on backends that run torch kernels (eager, inductor, ipex): bf16 "
+        "auto",
+        description="the policy's forward on backends that run torch kernels (eager, inductor, ipex): bf16 "
         "under CPU autocast (oneDNN's AMX or AVX512-BF16 kernels), checked against eager fp32 within bf16's rounding; "
         "auto: fp32 and bf16 both built, checked and timed on a CPU with bf16 instructions (the faster kept), fp32 "
         "elsewhere. onnxrt runs fp32 (no bf16 kernel for these CPUs)",
     )
     memory_format: Literal["auto", "channels_last", "contiguous"] = Field(
-        "auto", description="layout of a convolutional policy on backends that run torch kernels: channels_last "
+        "auto",
+        description="layout of a convolutional policy on backends that run torch kernels: channels_last "
         "(NHWC, oneDNN's own) or contiguous (NCHW); auto: channels_last in bf16, where it measured faster, contiguous "
         "in fp32, where it did not (docs/compile.md). onnxrt lays out its own kernels",
     )
     strict: bool = Field(False, description="a compile failure or mismatch is an error instead of a fallback to eager")
     verify_every_sync: bool = Field(
-        True, description="after each weight sync, check the compiled policy against eager on the last observations "
+        True,
+        description="after each weight sync, check the compiled policy against eager on the last observations "
         "(an onnxrt worker: on the build check's inputs, against eager's answers the learner sends with the weights, "
         "so it needs no torch; with a convolutional model against its own eager model, docs/compile.md)",
     )
@@ -149,9 +167,11 @@ class RolloutCompileConfig(Section):
 
 class LearnerCompileConfig(Section):
     backend: Literal["auto", "eager", "inductor"] = Field(
-        "auto", description="the learner's forward, loss and backward: eager kernels, or compiled by inductor "
+        "auto",
+        description="the learner's forward, loss and backward: eager kernels, or compiled by inductor "
         "(torch.compile; fused elementwise chains); auto: both timed on the first update where compiling pays (the "
-        "device step on CUDA; a convolutional model on CPU), the faster kept if it matches the eager loop, eager elsewhere",
+        "device step on CUDA; a convolutional model on CPU), the faster kept if it matches the eager loop, eager "
+        "elsewhere",
     )
     mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"
     critic_mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] | None = Field(
@@ -160,16 +180,23 @@ class LearnerCompileConfig(Section):
 
 
 class WorkerRange(Section):
-    min: PositiveInt = Field(..., description="the run needs this many workers; with fewer for longer than "
-                             "rollout.min_workers_wait_s it stops (checkpoint, summary)")  # fmt: skip
-    max: PositiveInt = Field(..., description="workers the run asks Ray for: those that do not fit yet start when "
-                             "a node with room joins (an autoscaler sees them as demand)")  # fmt: skip
+    min: PositiveInt = Field(
+        ...,
+        description="the run needs this many workers; with fewer for longer than "
+        "rollout.min_workers_wait_s it stops (checkpoint, summary)",
+    )
+    max: PositiveInt = Field(
+        ...,
+        description="workers the run asks Ray for: those that do not fit yet start when "
+        "a node with room joins (an autoscaler sees them as demand)",
+    )
 
 
 class RolloutConfig(Section):
     compile: RolloutCompileConfig = RolloutCompileConfig()
     num_workers: PositiveInt | WorkerRange = Field(
-        1, description="rollout workers: a number, or a range {min, max} (pipeline async): the run starts once min "
+        1,
+        description="rollout workers: a number, or a range {min, max} (pipeline async): the run starts once min "
         "are up, grows to max as nodes with room join, and goes on while min or more answer",
     )
     min_workers_wait_s: PositiveFloat = Field(
@@ -177,35 +204,43 @@ class RolloutConfig(Section):
     )
     num_cpus_per_worker: PositiveFloat = 1.0
     num_gpus_per_worker: NonNegativeFloat = Field(
-        0.0, description="a GPU share per worker (a fraction: several workers share one GPU), for its policy on the "
+        0.0,
+        description="a GPU share per worker (a fraction: several workers share one GPU), for its policy on the "
         "GPU (rollout.compile.backend: cuda, or auto, which times it beside the CPU backends); 0: CPU inference",
     )
     rollout_length: PositiveInt = Field(128, description="env steps per env in one batch")
     pipeline: Literal["sync", "overlap", "async"] = Field(
-        "sync", description="sync: rounds of every worker's batch, on-policy; overlap: the same rounds, workers sample "
+        "sync",
+        description="sync: rounds of every worker's batch, on-policy; overlap: the same rounds, workers sample "
         "round k+1 while the learner updates on k (policy lag 1); async: every worker samples continuously and the "
         "learner updates on whichever batches are in (no worker waits for another)",
     )
     env_groups: PositiveInt | Literal["auto"] = Field(
-        "auto", description="a worker's env copies in this many groups, each a vector env of its own (Sample Factory's "
+        "auto",
+        description="a worker's env copies in this many groups, each a vector env of its own (Sample Factory's "
         "worker_num_splits): while one group's envs step, the policy acts for another's, so the env's time and the "
         "policy's overlap instead of adding up; must divide env.num_envs_per_worker; 1: step, act, step; auto: 2 where "
         "the env steps outside Python's lock (ale-py's native vector env, env.vectorization async) and the pipeline is "
         "sync (its learner idles while workers sample), else 1",
     )
     ready_envs: NonNegativeInt = Field(
-        0, description="act on a worker's env copies as they become ready: the env steps every copy in its own threads "
-        "and returns the first this many whose step is done, the policy acts for them while the rest step (EnvPool's and "
+        0,
+        description="act on a worker's env copies as they become ready: the env steps every copy in its own threads "
+        "and returns the first this many whose step is done, the policy acts for them while the rest step (EnvPool's "
+        "and "
         "ale-py's batch_size), so no copy waits for the slowest; each copy's column of the batch fills at its own pace "
-        "(one running ahead begins the next batch's). Needs ale-py's native vector env (an ALE/ id), no attention window; "
+        "(one running ahead begins the next batch's). Needs ale-py's native vector env (an ALE/ id), no attention "
+        "window; "
         "fewer than env.num_envs_per_worker; 0: every copy steps together (rollout.env_groups applies)",
     )
     max_policy_lag: NonNegativeInt = Field(
-        4, description="async: a step that acted with weights more than this many versions behind the learner at its "
+        4,
+        description="async: a step that acted with weights more than this many versions behind the learner at its "
         "update is left out of it (stale_steps); a batch with no newer step is dropped (stale_batches)",
     )
     samples_per_update: PositiveInt | Literal["auto"] | None = Field(
-        None, description="async: transitions per update, from whichever workers delivered them (a multiple of one "
+        None,
+        description="async: transitions per update, from whichever workers delivered them (a multiple of one "
         "worker's batch, env.num_envs_per_worker x rollout.rollout_length); null: a sync round's batch (every "
         "worker's); auto: as many workers' batches as their cores sample at once, ceil(num_workers x "
         "num_cpus_per_worker), and at least four minibatches' worth, up to a round: workers that share a "
@@ -213,13 +248,15 @@ class RolloutConfig(Section):
         "takes it; measured in docs/performance.md, where it also shows why it is not the default)",
     )
     updates_ahead: NonNegativeFloat = Field(
-        1, description="async: updates' worth of batches the workers sample while the learner updates (whole batches, "
+        1,
+        description="async: updates' worth of batches the workers sample while the learner updates (whole batches, "
         "rounded down), then wait for it: 1 keeps every batch at most one version old at its update (policy lag <= 1); "
         "0.5 samples half the next update's batches during the update and half after it (lag ~0.5, where the learner "
         "is the slower side); 2 keeps workers busy where they share cores with the learner (more env steps/s, lag ~2)",
     )
     max_restarts: NonNegativeInt = Field(
-        3, description="times a worker is restarted after its process dies (its sample is retried) or it times out; then "
+        3,
+        description="times a worker is restarted after its process dies (its sample is retried) or it times out; then "
         "the run stops (async: goes on without it). A restart because its node was lost spends none",
     )
     sample_timeout_s: PositiveFloat | Literal["auto"] = Field(
@@ -228,7 +265,10 @@ class RolloutConfig(Section):
         "batch (worker_timeouts); auto: 10x the slowest recent sample, at least 60 s (120 s for the first)",
     )
     worker_niceness: int = Field(
-        0, ge=0, le=19, description="the rollout workers' processes run this much nicer than the learner (Ray starts "
+        0,
+        ge=0,
+        le=19,
+        description="the rollout workers' processes run this much nicer than the learner (Ray starts "
         "both at 15; at most 19): where they share its cores, the learner runs first and they take what it leaves; "
         "0: the same priority",
     )
@@ -246,8 +286,10 @@ class RolloutConfig(Section):
         """One line for any form (a plain union would report each member's failure)."""
         if value is None or count_or_auto(value):
             return value
-        raise ValueError(f"rollout.samples_per_update={value!r}: must be a whole number of transitions (a multiple of "
-                         "one worker's batch), auto or null")
+        raise ValueError(
+            f"rollout.samples_per_update={value!r}: must be a whole number of transitions (a multiple of "
+            "one worker's batch), auto or null"
+        )
 
     @field_validator("env_groups", mode="before")
     @classmethod
@@ -268,12 +310,16 @@ class RolloutConfig(Section):
                 return WorkerRange(**value)
             except ValidationError as exc:
                 problem = exc.errors()[0]
-                raise ValueError(f"rollout.num_workers={value!r}: a range is {{min: N, max: M}} of positive integers "
-                                 f"({'.'.join(map(str, problem['loc']))}: {problem['msg']})") from None  # fmt: skip
+                raise ValueError(
+                    f"rollout.num_workers={value!r}: a range is {{min: N, max: M}} of positive integers "
+                    f"({'.'.join(map(str, problem['loc']))}: {problem['msg']})"
+                ) from None
         if isinstance(value, str) and value.strip().isdigit():
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"rollout.num_workers={value!r}: Input should be a valid integer, or a range {{min: N, max: M}}")
+            raise ValueError(
+                f"rollout.num_workers={value!r}: Input should be a valid integer, or a range {{min: N, max: M}}"
+            )
         if value < 1:
             raise ValueError(f"rollout.num_workers={value!r}: Input should be greater than 0")
         return value
@@ -289,7 +335,11 @@ class RolloutConfig(Section):
         return self.num_workers if isinstance(self.num_workers, int) else self.num_workers.min
 
     def describe_workers(self) -> str:
-        return str(self.num_workers) if isinstance(self.num_workers, int) else f"{self.num_workers.min}-{self.num_workers.max}"
+        return (
+            str(self.num_workers)
+            if isinstance(self.num_workers, int)
+            else f"{self.num_workers.min}-{self.num_workers.max}"
+        )
 
 
 class LearnerConfig(Section):
@@ -297,11 +347,14 @@ class LearnerConfig(Section):
     num_gpus_per_learner: NonNegativeFloat = 0.0
     num_cpus_per_learner: PositiveFloat = 1.0
     num_threads: PositiveInt | Literal["auto"] = Field(
-        "auto", description="torch's CPU threads in a learner; auto: its CPUs (num_cpus_per_learner), and on a CPU "
+        "auto",
+        description="torch's CPU threads in a learner; auto: its CPUs (num_cpus_per_learner), and on a CPU "
         "learner of a convolutional model in a sync or overlap run also the workers' CPUs, which wait for its weights "
         "while it updates (up to the cores of its machine; one learner, no reserve_cores)",
     )
-    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto: cuda when the learner has a GPU, else cpu")
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        "auto", description="auto: cuda when the learner has a GPU, else cpu"
+    )
     resources: dict[str, NonNegativeFloat] = Field(default_factory=dict, description="custom Ray resources per learner")
     node_labels: dict[str, str] = Field(default_factory=dict, description="Ray node labels a learner's node must have")
     placement_strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = Field(
@@ -311,9 +364,11 @@ class LearnerConfig(Section):
         3, description="times dead learners are rebuilt from the newest state and their update run again"
     )
     snapshot_every_s: NonNegativeFloat = Field(
-        0.0, description="how often learner-0 sends its full state (weights and the optimizer's moments: 20 MB for "
+        0.0,
+        description="how often learner-0 sends its full state (weights and the optimizer's moments: 20 MB for "
         "the Nature CNN) to the driver, which rebuilds a dead learner from the newest it holds; 0: after every update, "
-        "so a rebuilt learner loses nothing; N: at most every N seconds (and with each checkpoint), so a rebuilt learner "
+        "so a rebuilt learner loses nothing; N: at most every N seconds (and with each checkpoint), so a rebuilt "
+        "learner "
         "loses the updates since, at most N seconds of them",
     )
     update_timeout_s: PositiveFloat | Literal["auto"] = Field(
@@ -330,22 +385,26 @@ class LearnerConfig(Section):
         "the two measured the same)",
     )
     step_strict: bool = Field(
-        False, description="the device step's first update is checked against the loop's on the same minibatches; "
+        False,
+        description="the device step's first update is checked against the loop's on the same minibatches; "
         "true: a capture that raises or a result that differs is an error instead of a fallback to the loop",
     )
     reserve_cores: bool = Field(
-        False, description="each learner process runs on ceil(num_cpus_per_learner) cores of its machine (CPU affinity) "
+        False,
+        description="each learner process runs on ceil(num_cpus_per_learner) cores of its machine (CPU affinity) "
         "that the run's rollout workers there leave to it while it updates, using every core between updates: for "
         "pipeline async (or overlap) where workers share the learner's machine (sync's never sample during an update)",
     )
     compile: LearnerCompileConfig = LearnerCompileConfig()
     amp: Literal["auto", "off", "bf16", "fp16"] = Field(
-        "auto", description="autocast dtype of the forward (the loss stays fp32); fp16 adds a gradient scaler; bf16 "
+        "auto",
+        description="autocast dtype of the forward (the loss stays fp32); fp16 adds a gradient scaler; bf16 "
         "and auto are checked on the first update against the fp32 loop; auto: fp32 and bf16 timed on the first update "
         "on a CPU with bf16 instructions (AMX, AVX512-BF16) for a convolutional model, fp32 elsewhere",
     )
     memory_format: Literal["auto", "channels_last", "contiguous"] = Field(
-        "auto", description="how a convolutional model's images and weights lie in memory on the learner: "
+        "auto",
+        description="how a convolutional model's images and weights lie in memory on the learner: "
         "channels_last (NHWC: oneDNN's and cuDNN's own layout, so no conversion around each convolution) or "
         "contiguous (NCHW, PyTorch's default); auto: channels_last for a model with convolutions on a CPU learner "
         "(a Nature-CNN minibatch step took half the time), contiguous elsewhere; results agree within float tolerance",
@@ -395,14 +454,16 @@ class PPOConfig(Section):
     reward_clip: PositiveFloat | None = None
     seq_len: PositiveInt = Field(16, description="BPTT chunk length for LSTM models")
     proximal: Literal["auto", "behaviour", "learner"] = Field(
-        "auto", description="the policy the clipped ratio is measured from: behaviour (the one that acted; "
+        "auto",
+        description="the policy the clipped ratio is measured from: behaviour (the one that acted; "
         "Schulman et al.) or learner (the learner's at the update's start: decoupled PPO, Hilton et al. 2022, one "
         "forward pass over the batch per update, which gives the values too), so a batch sampled a few versions back "
         "does not start its update clipped (pipeline overlap, async); auto: learner under pipeline async, where "
         "every batch is lagged (measured: docs/performance.md), behaviour otherwise",
     )
     behaviour_weight_clip: PositiveFloat | None = Field(
-        None, description="with proximal: learner (algo: ppo), weight each sample's clipped surrogate by pi_learner / "
+        None,
+        description="with proximal: learner (algo: ppo), weight each sample's clipped surrogate by pi_learner / "
         "pi_behaviour (the decoupled objective's importance weight, Hilton et al. 2022), capped at this (RLlib's APPO "
         "caps its at 2) and divided by the batch's mean weight; None: unweighted, each lagged sample counted as if the "
         "learner's policy had acted (not baseline-invariant; faster on CartPole, and async Acrobot's exploration can "
@@ -412,8 +473,11 @@ class PPOConfig(Section):
 
 class APPOConfig(Section):
     rho_bar: PositiveFloat = Field(1.0, description="V-trace: clip of the importance ratio in each TD error (rho-bar)")
-    c_bar: PositiveFloat = Field(1.0, description="V-trace: clip of the ratio in the trace cut (c-bar); with ratio 1, "
-                                 "rho_bar and c_bar >= 1, V-trace is GAE")  # fmt: skip
+    c_bar: PositiveFloat = Field(
+        1.0,
+        description="V-trace: clip of the ratio in the trace cut (c-bar); with ratio 1, "
+        "rho_bar and c_bar >= 1, V-trace is GAE",
+    )
 
 
 class StopConfig(Section):
@@ -460,8 +524,9 @@ class WandbConfig(Section):
 
 
 class LoggingConfig(Section):
-    tensorboard: bool = Field(True, description="TensorBoard scalars in the run directory, grouped rollout/ train/ "
-                              "perf/ compile/ faults/")  # fmt: skip
+    tensorboard: bool = Field(
+        True, description="TensorBoard scalars in the run directory, grouped rollout/ train/ perf/ compile/ faults/"
+    )
     wandb: WandbConfig | None = Field(None, description="Weights & Biases logging (pip install 'distrl[wandb]')")
     video_every_iterations: NonNegativeInt = Field(
         0, description="record one episode with the newest weights every this many iterations to RUN_DIR/videos; 0: off"
@@ -488,7 +553,8 @@ class Config(Section):
     cluster: ClusterConfig = ClusterConfig()
     storage: StorageConfig = StorageConfig()
     league: LeagueConfig | None = Field(
-        None, description="self-play: train on a two-player game against a league of snapshots and baselines "
+        None,
+        description="self-play: train on a two-player game against a league of snapshots and baselines "
         "(docs/league.md); env.id then names the game",
     )
     agents: AgentsConfig = Field(AgentsConfig(), description="a multi-agent env's policies (docs/multiagent.md)")
@@ -500,18 +566,28 @@ class Config(Section):
         game = is_game_id(self.env.id)
         if self.league is None:
             own_game = game and not self.env.id.startswith("pettingzoo/")
-            return [f"env.id={self.env.id!r}: a two-player game; add a league section to train it by self-play"] if own_game else []
+            return (
+                [f"env.id={self.env.id!r}: a two-player game; add a league section to train it by self-play"]
+                if own_game
+                else []
+            )
         problems = []
         if not game:
-            problems.append(f"env.id={self.env.id!r}: a league needs a two-player game (pettingzoo/REGISTRY_ID, e.g. "
-                            "pettingzoo/classic/connect_four-v3, or distrl/Duel-v0), not a single-agent env")  # fmt: skip
+            problems.append(
+                f"env.id={self.env.id!r}: a league needs a two-player game (pettingzoo/REGISTRY_ID, e.g. "
+                "pettingzoo/classic/connect_four-v3, or distrl/Duel-v0), not a single-agent env"
+            )
         if self.model.lstm_size > 0 or (self.model.type == "attention" and self.model.window > 0):
-            problems.append("league: opponents act without a recurrent state or observation window of their own; use a "
-                            "feed-forward model (model.lstm_size: 0, and no attention window)")  # fmt: skip
+            problems.append(
+                "league: opponents act without a recurrent state or observation window of their own; use a "
+                "feed-forward model (model.lstm_size: 0, and no attention window)"
+            )
         if self.env.normalize_obs:
             problems.append("env.normalize_obs=true: not with a league (each snapshot would need its own statistics)")
         if self.env.action_repeat > 1:
-            problems.append(f"env.action_repeat={self.env.action_repeat}: not with a league (the opponent moves between)")
+            problems.append(
+                f"env.action_repeat={self.env.action_repeat}: not with a league (the opponent moves between)"
+            )
         return problems
 
     def _agents_problems(self) -> list[str]:
@@ -520,14 +596,20 @@ class Config(Section):
         problems = []
         if self.agents.critic != "local":
             if self.league is not None:
-                problems.append(f"agents.critic={self.agents.critic}: a league's game has no central critic yet; use local")
+                problems.append(
+                    f"agents.critic={self.agents.critic}: a league's game has no central critic yet; use local"
+                )
             if "critic" not in self.model.critic_parts:
-                problems.append(f"agents.critic={self.agents.critic}: the central critic's part is the observation's "
-                                f"'critic' part, which model.critic_parts={self.model.critic_parts} leaves to the actor; "
-                                "add critic to model.critic_parts")  # fmt: skip
+                problems.append(
+                    f"agents.critic={self.agents.critic}: the central critic's part is the observation's "
+                    f"'critic' part, which model.critic_parts={self.model.critic_parts} leaves to the actor; "
+                    "add critic to model.critic_parts"
+                )
             if self.model.shared_trunk:
-                problems.append(f"agents.critic={self.agents.critic}: the actor needs an encoder of its own (it does not "
-                                "read the critic's part); use model.shared_trunk: false")  # fmt: skip
+                problems.append(
+                    f"agents.critic={self.agents.critic}: the actor needs an encoder of its own (it does not "
+                    "read the critic's part); use model.shared_trunk: false"
+                )
         if not self.agents.several:
             return problems
         shown = self.agents.policies if isinstance(self.agents.policies, str) else "{...}"
@@ -552,7 +634,8 @@ class Config(Section):
 
     @property
     def proximal(self) -> Literal["behaviour", "learner"]:
-        """``ppo.proximal`` as the run uses it: ``auto`` is ``learner`` under pipeline async, ``behaviour`` otherwise."""
+        """``ppo.proximal`` as the run uses it: ``auto`` is ``learner`` under pipeline async, ``behaviour``
+        otherwise."""
         if self.ppo.proximal != "auto":
             return self.ppo.proximal
         return "learner" if self.rollout.pipeline == "async" else "behaviour"
@@ -582,19 +665,27 @@ class Config(Section):
             return []
         problems = []
         if ready >= env.num_envs_per_worker:
-            problems.append(f"rollout.ready_envs={ready}: must be fewer than env.num_envs_per_worker="
-                            f"{env.num_envs_per_worker} (the copies acted on at once; 0: all of them together)")
+            problems.append(
+                f"rollout.ready_envs={ready}: must be fewer than env.num_envs_per_worker="
+                f"{env.num_envs_per_worker} (the copies acted on at once; 0: all of them together)"
+            )
         if not env.id.startswith("ALE/") or env.vectorization not in ("auto", "native") or env.action_repeat > 1:
-            problems.append(f"rollout.ready_envs={ready}: needs ale-py's native vector env (an ALE/ env id with "
-                            f"env.vectorization auto or native; here env.id={env.id!r}, env.vectorization="
-                            f"{env.vectorization}), the one env here that returns its copies as they become ready; "
-                            "use 0")
+            problems.append(
+                f"rollout.ready_envs={ready}: needs ale-py's native vector env (an ALE/ env id with "
+                f"env.vectorization auto or native; here env.id={env.id!r}, env.vectorization="
+                f"{env.vectorization}), the one env here that returns its copies as they become ready; "
+                "use 0"
+            )
         if self.model.type == "attention" and self.model.window > 0:
-            problems.append(f"rollout.ready_envs={ready}: not with an attention window (model.window="
-                            f"{self.model.window}); use model.window: 0, an LSTM (model.lstm_size) or ready_envs: 0")
+            problems.append(
+                f"rollout.ready_envs={ready}: not with an attention window (model.window="
+                f"{self.model.window}); use model.window: 0, an LSTM (model.lstm_size) or ready_envs: 0"
+            )
         if self.rollout.env_groups not in (1, "auto"):
-            problems.append(f"rollout.ready_envs={ready}: not with rollout.env_groups={self.rollout.env_groups} (acting "
-                            "on ready copies already overlaps the env and the policy); use env_groups 1 or auto")
+            problems.append(
+                f"rollout.ready_envs={ready}: not with rollout.env_groups={self.rollout.env_groups} (acting "
+                "on ready copies already overlaps the env and the policy); use env_groups 1 or auto"
+            )
         if self.league is not None:
             problems.append(f"rollout.ready_envs={ready}: a league's game table steps as one; use 0")
         return problems
@@ -602,41 +693,62 @@ class Config(Section):
     def _async_problems(self) -> list[str]:
         rollout = self.rollout
         if rollout.pipeline != "async":
-            problems = [f"rollout.samples_per_update={rollout.samples_per_update}: only with rollout.pipeline: async (a "
-                        f"{rollout.pipeline} round is every worker's batch)"] if isinstance(rollout.samples_per_update,
-                                                                                               int) else []  # fmt: skip
+            problems = (
+                [
+                    f"rollout.samples_per_update={rollout.samples_per_update}: only with rollout.pipeline: async (a "
+                    f"{rollout.pipeline} round is every worker's batch)"
+                ]
+                if isinstance(rollout.samples_per_update, int)
+                else []
+            )
             if rollout.updates_ahead != 1:
-                problems.append(f"rollout.updates_ahead={rollout.updates_ahead:g}: only with rollout.pipeline: async (a "
-                                f"{rollout.pipeline} round samples one update's batches)")  # fmt: skip
+                problems.append(
+                    f"rollout.updates_ahead={rollout.updates_ahead:g}: only with rollout.pipeline: async (a "
+                    f"{rollout.pipeline} round samples one update's batches)"
+                )
             if isinstance(rollout.num_workers, WorkerRange):
-                problems.append(f"rollout.num_workers={{min: {rollout.num_workers.min}, max: {rollout.num_workers.max}}}: "
-                                f"a range needs rollout.pipeline: async (a {rollout.pipeline} round waits for a fixed set "
-                                "of workers)")  # fmt: skip
+                problems.append(
+                    f"rollout.num_workers={{min: {rollout.num_workers.min}, max: {rollout.num_workers.max}}}: "
+                    f"a range needs rollout.pipeline: async (a {rollout.pipeline} round waits for a fixed set "
+                    "of workers)"
+                )
             return problems
         problems = []
         if isinstance(rollout.num_workers, WorkerRange) and rollout.num_workers.min > rollout.num_workers.max:
-            problems.append(f"rollout.num_workers={{min: {rollout.num_workers.min}, max: {rollout.num_workers.max}}}: "
-                            "min must be <= max")  # fmt: skip
+            problems.append(
+                f"rollout.num_workers={{min: {rollout.num_workers.min}, max: {rollout.num_workers.max}}}: "
+                "min must be <= max"
+            )
         if rollout.max_policy_lag < 1:
-            problems.append("rollout.max_policy_lag=0: async workers sample while the learner updates, so every batch "
-                            "is at least 1 version old at its update; use 1 or more (or rollout.pipeline: sync)")  # fmt: skip
+            problems.append(
+                "rollout.max_policy_lag=0: async workers sample while the learner updates, so every batch "
+                "is at least 1 version old at its update; use 1 or more (or rollout.pipeline: sync)"
+            )
         if rollout.max_policy_lag >= 1 and rollout.updates_ahead > rollout.max_policy_lag:
-            problems.append(f"rollout.updates_ahead={rollout.updates_ahead:g}: must be <= rollout.max_policy_lag="
-                            f"{rollout.max_policy_lag} (batches sampled further ahead would be dropped as stale)")  # fmt: skip
+            problems.append(
+                f"rollout.updates_ahead={rollout.updates_ahead:g}: must be <= rollout.max_policy_lag="
+                f"{rollout.max_policy_lag} (batches sampled further ahead would be dropped as stale)"
+            )
         if isinstance(rollout.samples_per_update, int) and rollout.samples_per_update % self.worker_batch_size:
-            problems.append(f"rollout.samples_per_update={rollout.samples_per_update}: must be a multiple of one "
-                            f"worker's batch, env.num_envs_per_worker*rollout.rollout_length={self.worker_batch_size}")  # fmt: skip
+            problems.append(
+                f"rollout.samples_per_update={rollout.samples_per_update}: must be a multiple of one "
+                f"worker's batch, env.num_envs_per_worker*rollout.rollout_length={self.worker_batch_size}"
+            )
         return problems
 
     @model_validator(mode="after")
     def _check_combinations(self) -> Config:
         problems = self._async_problems()
         spu = self.rollout.samples_per_update if self.rollout.pipeline == "async" else None
-        size = ("rollout.samples_per_update" if isinstance(spu, int) else
-                "rollout.samples_per_update=auto (as many worker batches, env.num_envs_per_worker*rollout.rollout_length "
-                "each, as ceil(rollout.num_workers*rollout.num_cpus_per_worker))" if spu == "auto"
-                and self.update_size != self.batch_size else
-                "rollout.num_workers*env.num_envs_per_worker*rollout.rollout_length")  # fmt: skip
+        size = (
+            "rollout.samples_per_update"
+            if isinstance(spu, int)
+            else "rollout.samples_per_update=auto (as many worker batches, "
+            "env.num_envs_per_worker*rollout.rollout_length "
+            "each, as ceil(rollout.num_workers*rollout.num_cpus_per_worker))"
+            if spu == "auto" and self.update_size != self.batch_size
+            else "rollout.num_workers*env.num_envs_per_worker*rollout.rollout_length"
+        )
         if self.ppo.minibatch_size > self.update_size:
             problems.append(
                 f"ppo.minibatch_size={self.ppo.minibatch_size}: must be <= the batch size {size}={self.update_size}"
@@ -652,10 +764,12 @@ class Config(Section):
                 f"{self.learner.num_learners} (each learner takes an equal part of every minibatch)"
             )
         if self.ppo.behaviour_weight_clip is not None and self.proximal != "learner":
-            problems.append(f"ppo.behaviour_weight_clip={self.ppo.behaviour_weight_clip}: weights samples towards the "
-                            f"learner's policy; needs ppo.proximal=learner (it is {self.ppo.proximal}"
-                            f"{' here: behaviour without pipeline async' if self.ppo.proximal == 'auto' else ''}), "
-                            "or leave it null")  # fmt: skip
+            problems.append(
+                f"ppo.behaviour_weight_clip={self.ppo.behaviour_weight_clip}: weights samples towards the "
+                f"learner's policy; needs ppo.proximal=learner (it is {self.ppo.proximal}"
+                f"{' here: behaviour without pipeline async' if self.ppo.proximal == 'auto' else ''}), "
+                "or leave it null"
+            )
         if self.env.action_repeat > 1 and self.env.vectorization == "native":
             problems.append(
                 f"env.action_repeat={self.env.action_repeat}: needs env.vectorization auto, sync or async "
@@ -670,11 +784,15 @@ class Config(Section):
             if self.model.d_model % self.model.heads:
                 problems.append(f"model.heads={self.model.heads}: must divide model.d_model={self.model.d_model}")
             if self.model.lstm_size > 0:
-                problems.append(f"model.lstm_size={self.model.lstm_size}: an attention model keeps its memory in "
-                                "model.window; use lstm_size: 0")  # fmt: skip
+                problems.append(
+                    f"model.lstm_size={self.model.lstm_size}: an attention model keeps its memory in "
+                    "model.window; use lstm_size: 0"
+                )
             if self.env.normalize_obs and self.model.window > 0:
-                problems.append("env.normalize_obs=true: not with model.type=attention and a window (the window's "
-                                "padding would be normalised away); use normalize_obs: false")  # fmt: skip
+                problems.append(
+                    "env.normalize_obs=true: not with model.type=attention and a window (the window's "
+                    "padding would be normalised away); use normalize_obs: false"
+                )
         if self.model.lstm_size > 0:
             if not self.model.shared_trunk:
                 problems.append("model.shared_trunk=false: an LSTM model (model.lstm_size>0) needs shared_trunk: true")
@@ -684,13 +802,16 @@ class Config(Section):
                 )
             elif self.ppo.minibatch_size % self.ppo.seq_len:
                 problems.append(
-                    f"ppo.minibatch_size={self.ppo.minibatch_size}: must be a multiple of ppo.seq_len={self.ppo.seq_len}"
+                    f"ppo.minibatch_size={self.ppo.minibatch_size}: must be a multiple of "
+                    f"ppo.seq_len={self.ppo.seq_len}"
                 )
         problems.extend(self._ready_envs_problems())
         groups = self.rollout.env_groups if self.rollout.env_groups != "auto" else 1
         if groups > 1 and self.env.num_envs_per_worker % groups:
-            problems.append(f"rollout.env_groups={groups}: must divide env.num_envs_per_worker="
-                            f"{self.env.num_envs_per_worker} (each group is an equal vector env of the worker's copies)")
+            problems.append(
+                f"rollout.env_groups={groups}: must divide env.num_envs_per_worker="
+                f"{self.env.num_envs_per_worker} (each group is an equal vector env of the worker's copies)"
+            )
         if groups > 1 and self.league is not None:
             problems.append(f"rollout.env_groups={groups}: a league run's seats step as one game table; use 1")
         if self.env.num_envs_per_worker % self.learner.num_learners:
@@ -699,9 +820,11 @@ class Config(Section):
                 f"{self.env.num_envs_per_worker} so every learner gets an equal shard of each worker's batch"
             )
         if self.model.lstm_size > 0:
-            for key, mode in (("learner.compile.mode", self.learner.compile.mode),
-                              ("learner.compile.critic_mode", self.learner.compile.critic_mode),
-                              ("rollout.compile.mode", self.rollout.compile.mode)):  # fmt: skip
+            for key, mode in (
+                ("learner.compile.mode", self.learner.compile.mode),
+                ("learner.compile.critic_mode", self.learner.compile.critic_mode),
+                ("rollout.compile.mode", self.rollout.compile.mode),
+            ):
                 if mode in CUDA_GRAPH_MODES:
                     problems.append(
                         f"{key}={mode}: CUDA-graph modes cannot run recurrent models (model.lstm_size>0): replays "
@@ -724,18 +847,26 @@ class Config(Section):
             )
         torch_backends = ", ".join(name for name, b in BACKENDS.items() if b.runs_torch or b.chooses)
         if rc.precision == "bf16" and not (spec.runs_torch or spec.chooses):
-            problems.append(f"rollout.compile.precision=bf16: the {rc.backend} backend runs fp32 only; allowed with "
-                            f"rollout.compile.backend {torch_backends}")  # fmt: skip
+            problems.append(
+                f"rollout.compile.precision=bf16: the {rc.backend} backend runs fp32 only; allowed with "
+                f"rollout.compile.backend {torch_backends}"
+            )
         if rc.memory_format == "channels_last" and not (spec.runs_torch or spec.chooses):
-            problems.append(f"rollout.compile.memory_format=channels_last: the {rc.backend} backend lays out its own "
-                            f"kernels; allowed with rollout.compile.backend {torch_backends}")  # fmt: skip
+            problems.append(
+                f"rollout.compile.memory_format=channels_last: the {rc.backend} backend lays out its own "
+                f"kernels; allowed with rollout.compile.backend {torch_backends}"
+            )
         gpus = self.rollout.num_gpus_per_worker
         if rc.backend == "cuda" and gpus == 0:
-            problems.append("rollout.compile.backend=cuda: needs a GPU share per worker, rollout.num_gpus_per_worker > 0 "
-                            "(e.g. 0.1: ten workers to a GPU)")  # fmt: skip
+            problems.append(
+                "rollout.compile.backend=cuda: needs a GPU share per worker, rollout.num_gpus_per_worker > 0 "
+                "(e.g. 0.1: ten workers to a GPU)"
+            )
         if gpus > 0 and rc.backend not in ("cuda", "auto"):
-            problems.append(f"rollout.num_gpus_per_worker={gpus:g}: the {rc.backend} policy backend runs on the CPU and "
-                            "would leave the GPU idle; allowed with rollout.compile.backend cuda or auto")  # fmt: skip
+            problems.append(
+                f"rollout.num_gpus_per_worker={gpus:g}: the {rc.backend} policy backend runs on the CPU and "
+                "would leave the GPU idle; allowed with rollout.compile.backend cuda or auto"
+            )
         if rc.strict and spec.chooses:
             problems.append(
                 f"rollout.compile.strict=true: {rc.backend} keeps the fastest backend that passes its checks, eager "

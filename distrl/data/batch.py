@@ -39,8 +39,17 @@ class Batch:
     action_mask: np.ndarray | None = None  # [T, N, n] bool, legal actions where the env reports info["action_mask"]
 
     @classmethod
-    def empty(cls, steps: int, num_envs: int, obs_space, action_shape: tuple, action_dtype,
-              lstm: tuple[int, int] | None = None, window: int = 0, num_actions: int = 0) -> Batch:  # fmt: skip
+    def empty(
+        cls,
+        steps: int,
+        num_envs: int,
+        obs_space,
+        action_shape: tuple,
+        action_dtype,
+        lstm: tuple[int, int] | None = None,
+        window: int = 0,
+        num_actions: int = 0,
+    ) -> Batch:
         """Uninitialised arrays for ``steps`` steps; ``lstm`` = ``(seq_len, hidden size)`` for recurrent models,
         ``window`` the attention window (0: none), ``num_actions`` the width of action masks (0: no masks)."""
         obs_dtype = policy_obs_dtype(obs_space.dtype)
@@ -84,7 +93,9 @@ class Batch:
         if self.num_envs % num_shards:
             raise ValueError(f"{self.num_envs} envs do not split into {num_shards} equal learner shards")
         size = self.num_envs // num_shards
-        return [Batch(**{k: v[:, r * size : (r + 1) * size] for k, v in self.arrays().items()}) for r in range(num_shards)]
+        return [
+            Batch(**{k: v[:, r * size : (r + 1) * size] for k, v in self.arrays().items()}) for r in range(num_shards)
+        ]
 
     @staticmethod
     def concat(batches: list[Batch]) -> Batch:

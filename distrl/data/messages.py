@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class PolicySample:
-    """One trained policy's part of a worker's batch (``agents.policies``): its slots' steps, episodes and statistics."""
+    """One trained policy's part of a worker's batch (``agents.policies``): its slots' steps, episodes and
+    statistics."""
 
     env_steps: int
     episode_returns: list[float]
@@ -70,9 +71,15 @@ class SampleInfo:
     def for_policy(self, name: str) -> SampleInfo:
         """This report as the learner of policy ``name`` reads it: its env steps, episodes and statistics."""
         part = self.policies[name]
-        return replace(self, env_steps=part.env_steps, episode_returns=part.episode_returns,
-                       episode_lengths=part.episode_lengths, obs_stats=part.obs_stats, return_stats=part.return_stats,
-                       policies=None)  # fmt: skip
+        return replace(
+            self,
+            env_steps=part.env_steps,
+            episode_returns=part.episode_returns,
+            episode_lengths=part.episode_lengths,
+            obs_stats=part.obs_stats,
+            return_stats=part.return_stats,
+            policies=None,
+        )
 
     @property
     def newest_version(self) -> int:
@@ -111,14 +118,17 @@ class UpdateResult:
     stale_steps: int = 0  # async: steps left out, older than rollout.max_policy_lag allows
     learner_batch_bytes: int = 0  # bytes this rank fetched (the row has the busiest rank's)
     lost_batches: list[int] = field(default_factory=list)  # report indices of batches lost with their node
-    learner_step: dict | None = None  # the device step's first update: the step and how its check went (Learner.describe)
+    learner_step: dict | None = (
+        None  # the device step's first update: the step and how its check went (Learner.describe)
+    )
 
     @property
     def updated(self) -> bool:
         return self.learn_s is not None
 
     def __getitem__(self, key: str):
-        """A metric by name, or one of the typed fields (``env_steps``, ``stale_steps``, ...), for in-process callers."""
+        """A metric by name, or one of the typed fields (``env_steps``, ``stale_steps``, ...), for in-process
+        callers."""
         return self.metrics[key] if key in self.metrics else getattr(self, key)
 
     def as_dict(self) -> dict:

@@ -30,8 +30,14 @@ class TrainingSamples:
     recurrent: bool
 
     @classmethod
-    def from_rollout(cls, data: dict[str, torch.Tensor], advantages: torch.Tensor, returns: torch.Tensor,
-                     seq_len: int | None = None, window: int = 0) -> TrainingSamples:  # fmt: skip
+    def from_rollout(
+        cls,
+        data: dict[str, torch.Tensor],
+        advantages: torch.Tensor,
+        returns: torch.Tensor,
+        seq_len: int | None = None,
+        window: int = 0,
+    ) -> TrainingSamples:
         """``data``: a ``Batch``'s arrays as tensors; ``advantages``, ``returns`` ``[T, N]``; ``seq_len`` for LSTMs;
         ``window``: an attention model's, whose every step then trains on its window ``[W, *obs]``."""
         obs = data["obs"][:-1]
@@ -58,7 +64,9 @@ class TrainingSamples:
 
         def sequences(x: torch.Tensor) -> torch.Tensor:
             # [T, N, ...] -> [T/L, L, N, ...] -> [T/L, N, L, ...] -> [S, L, ...]
-            return x.reshape(steps // seq_len, seq_len, n, *x.shape[2:]).transpose(1, 2).reshape(-1, seq_len, *x.shape[2:])
+            return (
+                x.reshape(steps // seq_len, seq_len, n, *x.shape[2:]).transpose(1, 2).reshape(-1, seq_len, *x.shape[2:])
+            )
 
         tensors = {k: sequences(v) for k, v in per_step.items()}
         tensors["h0"] = data["h0"].reshape(-1, data["h0"].shape[-1])

@@ -1,4 +1,5 @@
-"""Each env's last observations, for attention policies: the window a worker acts on (``memory/window.py`` keeps it, with ``shifted``).
+"""Each env's last observations, for attention policies: the window a worker acts on (``memory/window.py`` keeps it,
+with ``shifted``).
 
 A window is ``[N, W, *obs]`` with the newest observation last. At an episode's first
 observation everything before it is zeroed, the rule the LSTM's state follows, so an

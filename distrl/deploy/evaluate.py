@@ -16,14 +16,23 @@ from distrl.envs.kinds import env_kind
 from distrl.envs.slot_views import slot_views
 
 
-def evaluate(path: str | Path, episodes: int = 10, deterministic: bool = True, seed: int = 12345,
-             env_id: str | None = None, trusted_envs: Collection[str] = (), video_dir: str | Path | None = None,
-             say: Callable[[str], object] = lambda line: None, policy: str | None = None,
-             which: str = "best") -> np.ndarray:  # fmt: skip
+def evaluate(
+    path: str | Path,
+    episodes: int = 10,
+    deterministic: bool = True,
+    seed: int = 12345,
+    env_id: str | None = None,
+    trusted_envs: Collection[str] = (),
+    video_dir: str | Path | None = None,
+    say: Callable[[str], object] = lambda line: None,
+    policy: str | None = None,
+    which: str = "best",
+) -> np.ndarray:
     """Returns of ``episodes`` complete episodes (raw env reward); env as in ``policy_from_checkpoint``.
 
     ``video_dir``: record every episode there as MP4 (gymnasium's ``RecordVideo``), one env at a time. ``say`` is
-    told which checkpoint plays: a run directory's best, or its newest with ``which`` latest (``chosen_checkpoint``). A run of several trained policies
+    told which checkpoint plays: a run directory's best, or its newest with ``which`` latest (``chosen_checkpoint``). A
+    run of several trained policies
     (``agents.policies``) plays each agent with its own policy; ``policy`` names the one whose agents' episodes count
     (None: every agent's).
     """
@@ -31,18 +40,25 @@ def evaluate(path: str | Path, episodes: int = 10, deterministic: bool = True, s
     names = checkpoint_policy_names(path)
     if names and policy is not None and policy not in names:
         raise CheckpointError(f"policy={policy!r}: not in checkpoint {str(path)!r}; it holds {', '.join(names)}")
-    players = [Policy.from_checkpoint(path, env_id, trusted_envs, name) for name in names] if names \
-        else [Policy.from_checkpoint(path, env_id, trusted_envs, policy)]  # fmt: skip
+    players = (
+        [Policy.from_checkpoint(path, env_id, trusted_envs, name) for name in names]
+        if names
+        else [Policy.from_checkpoint(path, env_id, trusted_envs, policy)]
+    )
     first = players[0]
     say(f"checkpoint {first.checkpoint} ({how})" + (f", policies {', '.join(names)}" if names else ""))
     if first.config.league is not None:
-        raise CheckpointError(f"checkpoint={str(path)!r}: a league run plays against an opponent; give --opponent "
-                              "random, heuristic or a snapshot's name (main@ITERATION)")  # fmt: skip
+        raise CheckpointError(
+            f"checkpoint={str(path)!r}: a league run plays against an opponent; give --opponent "
+            "random, heuristic or a snapshot's name (main@ITERATION)"
+        )
     for k, player in enumerate(players):
         player.seed(seed + k)
     if video_dir is not None and env_kind(first.config) == "agents":
-        raise CheckpointError(f"checkpoint={str(path)!r}: videos of a PettingZoo parallel env are not recorded yet; "
-                              "play it without --video")  # fmt: skip
+        raise CheckpointError(
+            f"checkpoint={str(path)!r}: videos of a PettingZoo parallel env are not recorded yet; "
+            "play it without --video"
+        )
     if video_dir is not None:
         from distrl.deploy.video import record_episodes
 
@@ -52,10 +68,15 @@ def evaluate(path: str | Path, episodes: int = 10, deterministic: bool = True, s
     if env_kind(config) == "agents":  # slots: whole copies of the env's agents (an episode is one agent's)
         agents = len(agent_names(config))
         num_envs = -(-num_envs // agents) * agents
-    envs = make_run_vec_env(config.model_copy(update={"env": config.env.model_copy(update={"num_envs_per_worker": num_envs})}))
+    envs = make_run_vec_env(
+        config.model_copy(update={"env": config.env.model_copy(update={"num_envs_per_worker": num_envs})})
+    )
     # each policy plays its slots through a view of the env, as in a worker (its spaces its own); one policy: all slots
-    views = slot_views(envs, policy_map(config).columns(num_envs), view_spaces(config)) if names \
-        else slot_views(envs, [np.arange(num_envs)])  # fmt: skip
+    views = (
+        slot_views(envs, policy_map(config).columns(num_envs), view_spaces(config))
+        if names
+        else slot_views(envs, [np.arange(num_envs)])
+    )
     counted = [k for k, name in enumerate(names or [None]) if policy is None or name == policy]
     seen = [view.reset(seed=seed)[0] for view in views]
     trackers = [EpisodeTracker(view.num_envs) for view in views]

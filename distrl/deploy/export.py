@@ -41,8 +41,13 @@ class DeployedPolicy(nn.Module):
             if isinstance(space, gym.spaces.Discrete):
                 x = torch.nn.functional.one_hot(x.long() - int(space.start), int(space.n))
             elif isinstance(space, gym.spaces.MultiDiscrete):
-                x = torch.cat([torch.nn.functional.one_hot(x[:, i].long() - int(s), int(n))
-                               for i, (n, s) in enumerate(zip(space.nvec, space.start))], dim=-1)  # fmt: skip
+                x = torch.cat(
+                    [
+                        torch.nn.functional.one_hot(x[:, i].long() - int(s), int(n))
+                        for i, (n, s) in enumerate(zip(space.nvec, space.start))
+                    ],
+                    dim=-1,
+                )
             flat.append(x.reshape(x.shape[0], part.size).to(torch.float32))
         return torch.cat(flat, dim=-1)
 
@@ -73,8 +78,9 @@ def _quiet_exporters():
         logger.setLevel(level)
 
 
-def _write_onnx(deployed: nn.Module, inputs: tuple, path: Path, input_names: list[str], output_names: list[str],
-                exporter: str) -> str:  # fmt: skip
+def _write_onnx(
+    deployed: nn.Module, inputs: tuple, path: Path, input_names: list[str], output_names: list[str], exporter: str
+) -> str:
     """Export with ``exporter``; returns the one used. The dynamo exporter (torch.export + onnxscript, what torch
     recommends) is the default; the TorchScript one stays as the fallback where dynamo cannot export (an op it
     lacks, or no onnxscript, as in the torch 2.8 + ipex environment)."""
@@ -82,54 +88,101 @@ def _write_onnx(deployed: nn.Module, inputs: tuple, path: Path, input_names: lis
         return _export(deployed, inputs, path, input_names, output_names, exporter)
 
 
-def _export(deployed: nn.Module, inputs: tuple, path: Path, input_names: list[str], output_names: list[str],
-            exporter: str) -> str:  # fmt: skip
+def _export(
+    deployed: nn.Module, inputs: tuple, path: Path, input_names: list[str], output_names: list[str], exporter: str
+) -> str:
     batch_axis = lambda axis: tuple({k: {0: axis} for k in x} if isinstance(x, dict) else {0: axis} for x in inputs)  # noqa: E731
-    args = (*inputs, {}) if isinstance(inputs[-1], dict) else inputs  # a trailing dict would be read as keyword arguments
+    args = (
+        (*inputs, {}) if isinstance(inputs[-1], dict) else inputs
+    )  # a trailing dict would be read as keyword arguments
     if exporter == "dynamo":
         try:
-            program = torch.onnx.export(deployed, args, input_names=input_names, output_names=output_names, dynamo=True,
-                                        dynamic_shapes=batch_axis(torch.export.Dim("batch", min=1, max=65536)),
-                                        verbose=False)  # fmt: skip
+            program = torch.onnx.export(
+                deployed,
+                args,
+                input_names=input_names,
+                output_names=output_names,
+                dynamo=True,
+                dynamic_shapes=batch_axis(torch.export.Dim("batch", min=1, max=65536)),
+                verbose=False,
+            )
             program.save(str(path))
             return "dynamo"
         except Exception as exc:  # noqa: BLE001 (any failure: the TorchScript exporter is still there)
             from distrl.common.errors import describe_error
             from distrl.common.log import get_logger
 
-            get_logger("export").warning(f"the dynamo ONNX exporter failed ({describe_error(exc)}); using the TorchScript exporter")
+            get_logger("export").warning(
+                f"the dynamo ONNX exporter failed ({describe_error(exc)}); using the TorchScript exporter"
+            )
     torch.onnx.export(
-        deployed, args, str(path), input_names=input_names, output_names=output_names,
-        dynamic_axes={name: {0: "batch"} for name in input_names + output_names}, dynamo=False, opset_version=17,
-    )  # fmt: skip
+        deployed,
+        args,
+        str(path),
+        input_names=input_names,
+        output_names=output_names,
+        dynamic_axes={name: {0: "batch"} for name in input_names + output_names},
+        dynamo=False,
+        opset_version=17,
+    )
     return "torchscript"
 
 
-def export_policies(checkpoint: str | Path, out: str | Path, env_id: str | None = None, trusted_envs=(),
-                    exporter: str = "dynamo", policy: str | None = None, which: str = "best") -> list[dict]:  # fmt: skip
+def export_policies(
+    checkpoint: str | Path,
+    out: str | Path,
+    env_id: str | None = None,
+    trusted_envs=(),
+    exporter: str = "dynamo",
+    policy: str | None = None,
+    which: str = "best",
+) -> list[dict]:
     """``export_onnx`` for the checkpoint's policy, or the one named; a checkpoint of several trained policies
     (``agents.policies``) with none named: one file per policy, ``OUT_STEM.NAME.onnx`` beside ``out``. A run
     directory's best checkpoint, or its newest with ``which`` latest (``chosen_checkpoint``); each result names it."""
     checkpoint, how = chosen_checkpoint(checkpoint, which)
     names = checkpoint_policy_names(checkpoint)
     if not names or policy is not None:
-        done = [export_onnx(checkpoint, out, env_id=env_id, trusted_envs=trusted_envs, exporter=exporter, policy=policy)]
+        done = [
+            export_onnx(checkpoint, out, env_id=env_id, trusted_envs=trusted_envs, exporter=exporter, policy=policy)
+        ]
     else:
         out = Path(out)
-        done = [export_onnx(checkpoint, out.with_name(f"{out.stem}.{name}{out.suffix or '.onnx'}"), env_id=env_id,
-                            trusted_envs=trusted_envs, exporter=exporter, policy=name) for name in names]  # fmt: skip
+        done = [
+            export_onnx(
+                checkpoint,
+                out.with_name(f"{out.stem}.{name}{out.suffix or '.onnx'}"),
+                env_id=env_id,
+                trusted_envs=trusted_envs,
+                exporter=exporter,
+                policy=name,
+            )
+            for name in names
+        ]
     return [{**result, "checkpoint": str(checkpoint), "chosen": how} for result in done]
 
 
-def export_onnx(checkpoint: str | Path, out: str | Path, batch: int = 8, env_id: str | None = None,
-                trusted_envs=(), exporter: str = "dynamo", policy: str | None = None) -> dict:  # fmt: skip
+def export_onnx(
+    checkpoint: str | Path,
+    out: str | Path,
+    batch: int = 8,
+    env_id: str | None = None,
+    trusted_envs=(),
+    exporter: str = "dynamo",
+    policy: str | None = None,
+) -> dict:
     """Write ``out`` and return the largest absolute difference from torch on random observations. ``policy``: which of
     a run's several trained policies (None: its one)."""
     import onnxruntime as ort
 
     config, model, rms, obs_space, _, _ = policy_from_checkpoint(checkpoint, env_id, trusted_envs, policy)
-    deployed = DeployedPolicy(model, None if rms is None else rms.mean, None if rms is None else rms.var,
-                              config.env.obs_clip, None if rms is None else rms.skip).eval()  # fmt: skip
+    deployed = DeployedPolicy(
+        model,
+        None if rms is None else rms.mean,
+        None if rms is None else rms.var,
+        config.env.obs_clip,
+        None if rms is None else rms.skip,
+    ).eval()
     rng = np.random.default_rng(0)
     memory = memory_for(model)  # its state (an LSTM's h, c) is an input and an output; a window is the input
     if deployed.parts:  # a Dict or Tuple: one input per part, named by its key, then the memory's state
@@ -162,7 +215,13 @@ def export_onnx(checkpoint: str | Path, out: str | Path, batch: int = 8, env_id:
         tmp.replace(out)
     finally:  # whatever happened, no OUT.tmp is left behind
         tmp.unlink(missing_ok=True)
-    return {"path": str(out), "inputs": input_names, "outputs": output_names, "max_abs_diff": max_diff, "exporter": used}
+    return {
+        "path": str(out),
+        "inputs": input_names,
+        "outputs": output_names,
+        "max_abs_diff": max_diff,
+        "exporter": used,
+    }
 
 
 def _part_examples(space: gym.Space, parts: list, batch: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -172,8 +231,10 @@ def _part_examples(space: gym.Space, parts: list, batch: int, rng: np.random.Gen
     for part in parts:
         sub = part.space
         if isinstance(sub, (gym.spaces.Dict, gym.spaces.Tuple)):
-            raise ValueError(f"observation part {part.name!r}: a nested {type(sub).__name__} cannot be exported by "
-                             "parts; flatten it in the env (gymnasium.wrappers.FlattenObservation)")  # fmt: skip
+            raise ValueError(
+                f"observation part {part.name!r}: a nested {type(sub).__name__} cannot be exported by "
+                "parts; flatten it in the env (gymnasium.wrappers.FlattenObservation)"
+            )
         values = np.stack([np.asarray(sub.sample()) for _ in range(batch)])
         if isinstance(sub, gym.spaces.Box):
             values = values if sub.dtype == np.uint8 else rng.normal(size=values.shape).astype(np.float32)

@@ -54,11 +54,16 @@ def policy_state(payload: dict, path, policy: str | None) -> dict:
     return payload["learner"]["policies"][policy]
 
 
-def policy_from_checkpoint(path: str | Path, env_id: str | None = None, trusted_envs: Collection[str] = (),
-                           policy: str | None = None, which: str = "best",
-                           ) -> tuple[Config, ActorCritic, RunningMeanStd | None, object, object, Path]:  # fmt: skip
+def policy_from_checkpoint(
+    path: str | Path,
+    env_id: str | None = None,
+    trusted_envs: Collection[str] = (),
+    policy: str | None = None,
+    which: str = "best",
+) -> tuple[Config, ActorCritic, RunningMeanStd | None, object, object, Path]:
     """The config, the trained model (eval mode), its observation normaliser, the env spaces and the checkpoint file
-    they came from (a run directory's best, or its newest intact one with ``which`` latest: ``chosen_checkpoint``). ``policy``: which of a run's several trained policies
+    they came from (a run directory's best, or its newest intact one with ``which`` latest: ``chosen_checkpoint``).
+    ``policy``: which of a run's several trained policies
     (``agents.policies``; None for a run's one policy).
 
     The env is the checkpoint's own, or ``env_id`` (named by the caller, so trusted). An env
@@ -91,8 +96,16 @@ class Policy:
     recurrent state, for an LSTM) out.
     """
 
-    def __init__(self, config, model, obs_rms, observation_space, action_space, checkpoint: Path | None = None,
-                 name: str | None = None):  # fmt: skip
+    def __init__(
+        self,
+        config,
+        model,
+        obs_rms,
+        observation_space,
+        action_space,
+        checkpoint: Path | None = None,
+        name: str | None = None,
+    ):
         """``checkpoint``: the file the policy was loaded from (None: built in memory); ``name``: which of a run's
         several trained policies it is (None: the run's one)."""
         self.config = config
@@ -107,8 +120,14 @@ class Policy:
         self.memory = memory_for(self.model)
 
     @classmethod
-    def from_checkpoint(cls, checkpoint: str | Path, env_id: str | None = None, trusted_envs: Collection[str] = (),
-                        policy: str | None = None, which: str = "best") -> Policy:  # fmt: skip
+    def from_checkpoint(
+        cls,
+        checkpoint: str | Path,
+        env_id: str | None = None,
+        trusted_envs: Collection[str] = (),
+        policy: str | None = None,
+        which: str = "best",
+    ) -> Policy:
         """``checkpoint``: a file, or a run directory (its best checkpoint, or its newest with ``which`` latest)."""
         return cls(*policy_from_checkpoint(checkpoint, env_id, trusted_envs, policy, which), name=policy)
 
@@ -124,8 +143,15 @@ class Policy:
         """Seed the sampling of stochastic actions."""
         self._rng = np.random.default_rng(seed)
 
-    def predict(self, observation, state=None, episode_start=None, deterministic: bool = True, action_mask=None,
-                action_masks=None):  # fmt: skip
+    def predict(
+        self,
+        observation,
+        state=None,
+        episode_start=None,
+        deterministic: bool = True,
+        action_mask=None,
+        action_masks=None,
+    ):
         """Actions for ``observation`` (one, or a batch along axis 0) -> ``(actions, state)``.
 
         ``state``: the LSTM state (an attention model's window of recent observations) from the previous call
@@ -133,7 +159,8 @@ class Policy:
         that row's state. Feed-forward policies return state None. ``action_mask``: the legal actions (a board
         game's ``action_mask``, one row per observation); an illegal one is never chosen. ``action_masks`` is the
         same under sb3-contrib's MaskablePPO name, and a PettingZoo observation dict ``{"observation": ...,
-        "action_mask": ...}`` gives both at once. A Dict observation's parts only the critic reads (``model.critic_parts``;
+        "action_mask": ...}`` gives both at once. A Dict observation's parts only the critic reads
+        (``model.critic_parts``;
         a central critic's ``critic``) may be left out. A league run's policy plays one seat: give it that seat's
         observation. Observations of any dtype are taken (MuJoCo's float64 included) and cast as the workers cast them.
         """
@@ -141,12 +168,18 @@ class Policy:
             if action_mask is not None:
                 raise ValueError("predict: give action_mask or action_masks (its sb3-contrib name), not both")
             action_mask = action_masks
-        if isinstance(observation, dict) and "observation" in observation and "action_mask" in observation \
-                and not self._takes_dicts:  # PettingZoo's classic games: the mask rides in the observation
+        if (
+            isinstance(observation, dict)
+            and "observation" in observation
+            and "action_mask" in observation
+            and not self._takes_dicts
+        ):  # PettingZoo's classic games: the mask rides in the observation
             if action_mask is None:
                 action_mask = observation["action_mask"]
             observation = observation["observation"]
-        if self._takes_dicts and isinstance(observation, (dict, tuple, list)):  # by parts: flattened as the env copies are
+        if self._takes_dicts and isinstance(
+            observation, (dict, tuple, list)
+        ):  # by parts: flattened as the env copies are
             # the parts only the critic reads may be left out: acting never reads them
             obs, single = flatten_batch(self.observation_space, observation, self.model.critic_only)
         else:  # a Box observation, or a Dict's flattening (what distrl's own vector envs return)
@@ -156,13 +189,16 @@ class Policy:
             if single:
                 obs = obs[None]
             if obs.shape[1:] != shape:
-                raise ValueError(f"observation shape {tuple(np.asarray(observation).shape)}: expected {shape} or a batch "
-                                 "of them")  # fmt: skip
+                raise ValueError(
+                    f"observation shape {tuple(np.asarray(observation).shape)}: expected {shape} or a batch of them"
+                )
         if self.obs_rms is not None:
             obs = self.obs_rms.normalize(obs, self.config.env.obs_clip)
         obs = policy_observation(obs)
         # The model memory's state (an LSTM's, an attention model's window) is the caller's, as in SB3.
-        inputs, seen = self.memory.inputs(state if state is not None else self.initial_state(len(obs)), obs, episode_start)
+        inputs, seen = self.memory.inputs(
+            state if state is not None else self.initial_state(len(obs)), obs, episode_start
+        )
         with torch.inference_mode():
             pd, _, *extra = self.model(*(torch.as_tensor(x) for x in inputs))
         state = self.memory.after(seen, tuple(x.numpy() for x in extra))

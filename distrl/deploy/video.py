@@ -19,8 +19,15 @@ def missing_video_package() -> str | None:
     return None
 
 
-def record_episodes(policy, cfg: EnvConfig, video_dir: str | Path, episodes: int, seed: int,
-                    deterministic: bool = True, name_prefix: str = "eval") -> np.ndarray:  # fmt: skip
+def record_episodes(
+    policy,
+    cfg: EnvConfig,
+    video_dir: str | Path,
+    episodes: int,
+    seed: int,
+    deterministic: bool = True,
+    name_prefix: str = "eval",
+) -> np.ndarray:
     """Play ``episodes`` episodes one after another, each written to ``video_dir`` as an MP4; returns their returns."""
     import gymnasium as gym
 
@@ -34,11 +41,14 @@ def record_episodes(policy, cfg: EnvConfig, video_dir: str | Path, episodes: int
         base.render()
     except gym.error.DependencyNotInstalled as exc:  # e.g. classic-control rendering needs pygame
         base.close()
-        raise EnvSpecError(f"env.id={cfg.id!r}: cannot render frames for a video ({exc}); pip install 'distrl[video]'") from None
+        raise EnvSpecError(
+            f"env.id={cfg.id!r}: cannot render frames for a video ({exc}); pip install 'distrl[video]'"
+        ) from None
     with warnings.catch_warnings():  # one folder holds many runs' videos, each under its own name_prefix
         warnings.filterwarnings("ignore", message=".*Overwriting existing videos.*")
-        env = gym.wrappers.RecordVideo(base, str(video_dir), episode_trigger=lambda _: True,
-                                       name_prefix=name_prefix, disable_logger=True)  # fmt: skip
+        env = gym.wrappers.RecordVideo(
+            base, str(video_dir), episode_trigger=lambda _: True, name_prefix=name_prefix, disable_logger=True
+        )
     returns = []
     try:
         for episode in range(episodes):
@@ -82,11 +92,21 @@ class TrainingVideos:
         from distrl.models import build_model
 
         model = build_model(*self.spaces, self.config.model)
-        model.load_state_dict({k: torch.tensor(v) for k, v in weights.model.items()})  # copies: Ray's arrays are read-only
+        model.load_state_dict(
+            {k: torch.tensor(v) for k, v in weights.model.items()}
+        )  # copies: Ray's arrays are read-only
         rms = RunningMeanStd.from_state(weights.obs_norm) if weights.obs_norm else None
         policy = Policy(self.config, model, rms, *self.spaces)
-        return float(record_episodes(policy, self.config.env, self.video_dir, 1, self.config.seed + iteration,
-                                     name_prefix=f"iteration-{iteration:06d}")[0])  # fmt: skip
+        return float(
+            record_episodes(
+                policy,
+                self.config.env,
+                self.video_dir,
+                1,
+                self.config.seed + iteration,
+                name_prefix=f"iteration-{iteration:06d}",
+            )[0]
+        )
 
     def close(self) -> None:
         """Wait for the video being recorded (it is the run's last), then stop the thread."""

@@ -20,7 +20,15 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, Place
 
 from distrl.common.log import get_logger
 from distrl.config import Config
-from distrl.driver.placement import covers, fits, learner_bundle, learner_placement_group, wait_until_ready, worker_bundle, worker_options
+from distrl.driver.placement import (
+    covers,
+    fits,
+    learner_bundle,
+    learner_placement_group,
+    wait_until_ready,
+    worker_bundle,
+    worker_options,
+)
 from distrl.rollout.coordinator import SampleCoordinator
 from distrl.rollout.restarts import draining_nodes
 from distrl.rollout.worker_actor import remote_worker_class
@@ -44,10 +52,14 @@ class RunActors:
         self.placement_group = trial_group
         self.bundle_offset = 0
         if trial_group is not None:
-            self.bundle_offset = len(trial_group.bundle_specs) - config.learner.num_learners - config.rollout.max_workers
+            self.bundle_offset = (
+                len(trial_group.bundle_specs) - config.learner.num_learners - config.rollout.max_workers
+            )
             if self.bundle_offset not in (0, 1):
-                raise ValueError(f"the trial's placement group has {len(trial_group.bundle_specs)} bundles; this run needs "
-                                 f"{config.learner.num_learners} learner and {config.rollout.max_workers} worker bundles")  # fmt: skip
+                raise ValueError(
+                    f"the trial's placement group has {len(trial_group.bundle_specs)} bundles; this run needs "
+                    f"{config.learner.num_learners} learner and {config.rollout.max_workers} worker bundles"
+                )
         self.learners: list = []
         self.workers: list = []
         self.coordinator = None
@@ -68,7 +80,11 @@ class RunActors:
         timeout = cfg.cluster.placement_timeout_s
         if self.trial_group is None:  # the learners of one run are placed together, as one placement group
             self.placement_group = learner_placement_group(cfg)
-            wait_until_ready({f"learner placement group ({self.world_size} bundles)": self.placement_group.ready()}, timeout, self.say)
+            wait_until_ready(
+                {f"learner placement group ({self.world_size} bundles)": self.placement_group.ready()},
+                timeout,
+                self.say,
+            )
         # On the driver's node, on no resources: it only submits tasks and holds refs. It owns every batch in flight
         # (a Ray object dies with its owner's process), so it must live where the run lives: pinned to the driver's
         # node (not soft: an actor that asks for nothing may otherwise land on any node, and a worker node lost
@@ -81,9 +97,11 @@ class RunActors:
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
         coordinator_name = f"distrl-{self.run_id}-coordinator"
         large = isinstance(self.artifacts_ref, ray.ObjectRef)
-        self.coordinator = ray.remote(SampleCoordinator).options(
-            name=coordinator_name, num_cpus=0, scheduling_strategy=here, max_concurrency=4
-        ).remote(self.world_size, cfg.env.id, cfg.rollout.max_restarts, [self.artifacts_ref] if large else None)
+        self.coordinator = (
+            ray.remote(SampleCoordinator)
+            .options(name=coordinator_name, num_cpus=0, scheduling_strategy=here, max_concurrency=4)
+            .remote(self.world_size, cfg.env.id, cfg.rollout.max_restarts, [self.artifacts_ref] if large else None)
+        )
         # The learners next, then the workers: Ray starts one process per CPU ahead of time (the coordinator takes the
         # first) and the actor created after those waits for a new one (0.8 s on 2 cores). A learner is the start-up's
         # longest path (torch, its model, its first update); an onnxrt worker built from shipped artifacts imports no
@@ -95,8 +113,9 @@ class RunActors:
         ready["coordinator"] = self.coordinator.attach.remote(self.workers)
         # A worker range: the run starts with min workers up; the rest start when a node with room joins.
         workers = {name: ref for name, ref in ready.items() if name.startswith("worker-")}
-        wait_until_ready({"coordinator": ready["coordinator"]}, timeout, self.say, optional=workers,
-                         enough=cfg.rollout.min_workers)  # fmt: skip
+        wait_until_ready(
+            {"coordinator": ready["coordinator"]}, timeout, self.say, optional=workers, enough=cfg.rollout.min_workers
+        )
         done, _ = ray.wait(list(workers.values()), num_returns=len(workers), timeout=0)
         self.started = [i for i in range(cfg.rollout.max_workers) if workers[f"worker-{i}"] in done]
         self.backend_infos = ray.get([workers[f"worker-{i}"] for i in self.started])
@@ -121,7 +140,11 @@ class RunActors:
         if self.trial_group is None:
             return {}
         bundle = self.bundle_offset + self.world_size + index
-        return {"scheduling_strategy": PlacementGroupSchedulingStrategy(self.trial_group, placement_group_bundle_index=bundle)}
+        return {
+            "scheduling_strategy": PlacementGroupSchedulingStrategy(
+                self.trial_group, placement_group_bundle_index=bundle
+            )
+        }
 
     def learners_ready(self, learner_state_ref=None) -> None:
         """Wait until every learner is constructed, form the DDP group, load ``learner_state_ref`` (resume)."""
@@ -144,7 +167,8 @@ class RunActors:
                 num_gpus=cfg.learner.num_gpus_per_learner,
                 resources=dict(cfg.learner.resources) or None,
                 scheduling_strategy=PlacementGroupSchedulingStrategy(
-                    self.placement_group, placement_group_bundle_index=rank + self.bundle_offset),
+                    self.placement_group, placement_group_bundle_index=rank + self.bundle_offset
+                ),
             ).remote(cfg, *self.spaces, rank, self.world_size)
             for rank in range(self.world_size)
         ]
@@ -165,7 +189,10 @@ class RunActors:
     def worker_joined(self, index: int) -> dict:
         """Where worker ``index`` runs, once it has started (a range's worker on a node that joined, or one Ray
         restarted elsewhere): recorded in ``placement`` and returned."""
-        spot = {"actor": f"distrl-{self.run_id}-worker-{index}", **ray.get(self.workers[index].placement.remote(), timeout=60)}
+        spot = {
+            "actor": f"distrl-{self.run_id}-worker-{index}",
+            **ray.get(self.workers[index].placement.remote(), timeout=60),
+        }
         self.placement[f"worker-{index}"] = spot
         return spot
 
@@ -182,13 +209,18 @@ class RunActors:
                 pass
             self.placement_group = learner_placement_group(self.config)
             evicted = self._make_room()
-            wait_until_ready({f"learner placement group ({self.world_size} bundles, rebuilt)": self.placement_group.ready()},
-                             self.config.cluster.placement_timeout_s, self.say)  # fmt: skip
+            wait_until_ready(
+                {f"learner placement group ({self.world_size} bundles, rebuilt)": self.placement_group.ready()},
+                self.config.cluster.placement_timeout_s,
+                self.say,
+            )
             for index in evicted:  # after the group holds its room: the new actor waits for a node with room
                 self.workers[index] = self._new_worker(index, iteration + 1)
                 ray.get(self.coordinator.replace.remote(index, self.workers[index]))
         self.learners = self._create_learners()
-        ready = {f"learner-{rank} (restarted)": learner.device_name.remote() for rank, learner in enumerate(self.learners)}
+        ready = {
+            f"learner-{rank} (restarted)": learner.device_name.remote() for rank, learner in enumerate(self.learners)
+        }
         wait_until_ready(ready, self.config.cluster.placement_timeout_s, self.say)
         self._join_learners(learner_state_ref)
         spots = ray.get([learner.placement.remote() for learner in self.learners])
@@ -208,8 +240,10 @@ class RunActors:
             if not chosen:
                 break
             names = ", ".join(f"worker-{index}" for index in chosen)
-            log.warning(f"the rebuilt learners found no room for {LEARNER_FIRST_S:g} s: {names} evicted to make room "
-                        "(the learners come first); each is replaced by a new worker that starts once a node has room")  # fmt: skip
+            log.warning(
+                f"the rebuilt learners found no room for {LEARNER_FIRST_S:g} s: {names} evicted to make room "
+                "(the learners come first); each is replaced by a new worker that starts once a node has room"
+            )
             for index in chosen:
                 ray.get(self.coordinator.evict.remote(index))
                 evicted.append(index)

@@ -39,7 +39,10 @@ class RayTarget:
 
     def describe(self) -> str:
         if self.private:
-            return "a new Ray on this machine, started for this run and stopped with it (asking it for more than it has fails at once)"
+            return (
+                "a new Ray on this machine, started for this run and stopped with it "
+                "(asking it for more than it has fails at once)"
+            )
         return f"the cluster at {self.address} ({self.source}; requests wait for its autoscaler)"
 
 
@@ -70,8 +73,11 @@ def answers(address: str, timeout_s: float = PROBE_TIMEOUT_S) -> bool:
 def resolve_target(address: str | None, environ: dict[str, str] | None = None) -> RayTarget:
     """Decide which Ray to use; raises ConnectionProblem for a named address nobody answers at."""
     environ = os.environ if environ is None else environ
-    named = [(value, source) for value, source in ((address, "--address"), (environ.get("RAY_ADDRESS"), "RAY_ADDRESS"))
-             if value and value != "auto"]  # fmt: skip  ("auto": what Ray does with no address, below)
+    named = [
+        (value, source)
+        for value, source in ((address, "--address"), (environ.get("RAY_ADDRESS"), "RAY_ADDRESS"))
+        if value and value != "auto"
+    ]  # ("auto": what Ray does with no address, below)
     for value, source in named[:1]:
         if value == "local":
             return RayTarget(None, "private")

@@ -17,7 +17,6 @@ from __future__ import annotations
 import threading
 import time
 
-
 from distrl.common.log import get_logger
 from distrl.rollout.restarts import draining_nodes
 
@@ -64,8 +63,10 @@ class DrainWatcher:
         workers = [name for name in on_node if name.startswith("worker-")]
         if workers:
             self.actors.coordinator.move_workers.remote([int(name.split("-")[1]) for name in workers])
-            log.warning(f"{', '.join(workers)} on draining node {short}{left}: restarted now on nodes with room "
-                        "(Ray places nothing on a draining node)")  # fmt: skip
+            log.warning(
+                f"{', '.join(workers)} on draining node {short}{left}: restarted now on nodes with room "
+                "(Ray places nothing on a draining node)"
+            )
 
     def close(self) -> None:
         self.stop.set()

@@ -35,14 +35,14 @@ from distrl.driver import report
 from distrl.driver.actors import RunActors
 from distrl.driver.artifacts import worker_artifacts
 from distrl.driver.best import BestCheckpoint, better, resumed_best
-from distrl.driver.loops import loop_class
 from distrl.driver.connection import RayTarget, resolve_target
 from distrl.driver.drain import DrainWatcher
-from distrl.driver.signals import StopSignals
+from distrl.driver.loops import loop_class
 from distrl.driver.placement import PlacementError, impossible_requests
 from distrl.driver.preflight import check_before_ray, check_gpus_of_this_machine
-from distrl.driver.run_state import RunState
 from distrl.driver.progress import ProgressReporter
+from distrl.driver.run_state import RunState
+from distrl.driver.signals import StopSignals
 from distrl.driver.snapshots import SnapshotKeeper
 from distrl.driver.storage import RunStorage
 from distrl.driver.timeouts import WaitBounds
@@ -78,9 +78,18 @@ def _started_here() -> bool:
 
 
 class Driver:
-    def __init__(self, config: Config, run_dir: Path, console=None, resume: bool = False,
-                 storage: RunStorage | None = None, *, resume_payload: dict | None = None,
-                 on_iteration=None, placement_group=None):  # fmt: skip
+    def __init__(
+        self,
+        config: Config,
+        run_dir: Path,
+        console=None,
+        resume: bool = False,
+        storage: RunStorage | None = None,
+        *,
+        resume_payload: dict | None = None,
+        on_iteration=None,
+        placement_group=None,
+    ):
         """``resume_payload``: a loaded checkpoint to continue from (instead of ``run_dir``'s newest, ``resume``).
         ``on_iteration(row, driver)``: called after every iteration's metrics row (Ray Tune reports from it).
         ``placement_group``: place every actor in this group (a Tune trial's, laid out by
@@ -169,12 +178,16 @@ class Driver:
         if target.warning:
             log.warning(target.warning)
         # The policy's export or compile overlaps Ray's start-up (ray.init waits on its processes).
-        self.progress.phase(("starting Ray" if target.private and not ray.is_initialized() else "joining Ray")
-                            + f"; building the workers' {self.config.rollout.compile.backend} policy meanwhile")
+        self.progress.phase(
+            ("starting Ray" if target.private and not ray.is_initialized() else "joining Ray")
+            + f"; building the workers' {self.config.rollout.compile.backend} policy meanwhile"
+        )
         with ThreadPoolExecutor(1, thread_name_prefix="distrl-artifacts") as pool:
             export_start = time.perf_counter()
             building = pool.submit(worker_artifacts, self.config, *spaces)
-            building.add_done_callback(lambda _: self.timeline.__setitem__("export_s", time.perf_counter() - export_start))
+            building.add_done_callback(
+                lambda _: self.timeline.__setitem__("export_s", time.perf_counter() - export_start)
+            )
             try:
                 joined = connect_ray(target)
             finally:
@@ -186,8 +199,9 @@ class Driver:
             raise PlacementError("; ".join(problems))
         for problem in problems:  # an autoscaling cluster may still provide it: wait, visibly
             log.warning(f"not yet available, waiting for the autoscaler: {problem}")
-        self.actors = RunActors(self.config, self.run_id, spaces, self._share(artifacts), log.info,
-                                self.placement_group)  # fmt: skip
+        self.actors = RunActors(
+            self.config, self.run_id, spaces, self._share(artifacts), log.info, self.placement_group
+        )
         loop = loop_class(self.config.rollout.pipeline)(self)
         if self.resumed_learner_state is not None:
             self.snapshots = SnapshotKeeper(self.resumed_learner_state)
@@ -212,7 +226,9 @@ class Driver:
             reason = loop.train(launch, loop_start, loop_steps_start)
         except KeyboardInterrupt:
             reason = "interrupted"
-        except EnvFailure as exc:  # Ray re-raises the worker's EnvFailure (or the coordinator's WorkerFailure) as a subclass
+        except (
+            EnvFailure
+        ) as exc:  # Ray re-raises the worker's EnvFailure (or the coordinator's WorkerFailure) as a subclass
             cause = getattr(exc, "cause", None) or exc
             failure = EnvFailure(str(cause).strip().splitlines()[-1], getattr(cause, "errors", 0))
             self.counters.env_errors += failure.errors  # the sample that failed never reported them
@@ -246,8 +262,15 @@ class Driver:
         if self.storage is not None:
             self.storage.mirror(self.run_dir)
         self.worker_backends = [info["backend"] for info in self.actors.backend_infos]
-        report.print_start(log.info, self.config, str(self.run_dir), joined, self.actors, self.resumed_at,
-                           self.storage and self.storage.uri)  # fmt: skip
+        report.print_start(
+            log.info,
+            self.config,
+            str(self.run_dir),
+            joined,
+            self.actors,
+            self.resumed_at,
+            self.storage and self.storage.uri,
+        )
         if self.resumed_at is not None:
             log.info(report.resumed_rate_line(self.config, self.resumed_learner_state))
 
@@ -264,8 +287,14 @@ class Driver:
         # Nothing trained and nothing resumed: no checkpoint, so the directory does not look like a run to resume.
         checkpoint = self._checkpoint() if self.counters.iteration > 0 or self.resume else None
         loop_s = time.perf_counter() - loop_start
-        summary = report.summary(self.counters, wall, (self.counters.env_steps - loop_steps_start) / max(loop_s, 1e-9), reason,
-                                 checkpoint and str(checkpoint), self.worker_backends)  # fmt: skip
+        summary = report.summary(
+            self.counters,
+            wall,
+            (self.counters.env_steps - loop_steps_start) / max(loop_s, 1e-9),
+            reason,
+            checkpoint and str(checkpoint),
+            self.worker_backends,
+        )
         best = self.best is not None and self.best.path(self.run_dir)
         summary["best_checkpoint"] = str(best) if best and best.exists() else summary["checkpoint"]
         summary["best_checkpoint_return"] = self.best.episode_return_mean if best and best.exists() else None
@@ -276,8 +305,10 @@ class Driver:
         for observer in self.observers:
             summary[observer.name] = observer.summary()
         if self.counters.gradient_steps and self.counters.skipped_steps == self.counters.gradient_steps:
-            log.error(f"every one of this run's {self.counters.gradient_steps} gradient steps was skipped (non-finite "
-                      "loss or gradients): the policy never learned")  # fmt: skip
+            log.error(
+                f"every one of this run's {self.counters.gradient_steps} gradient steps was skipped (non-finite "
+                "loss or gradients): the policy never learned"
+            )
         tmp = self.run_dir / ".summary.json.tmp"
         tmp.write_text(json.dumps(summary, indent=2) + "\n")
         os.replace(tmp, self.run_dir / "summary.json")
@@ -318,8 +349,11 @@ class Driver:
         self.learner_step = step
         check = step["step_check"]
         if check["ok"]:
-            log.info(f"learner step {step['step']}, {step.get('kernels', 'eager')} kernels, {step.get('precision', 'fp32')}: "
-                     f"its first update matched the loop's ({check['reason']})")
+            log.info(
+                f"learner step {step['step']}, {step.get('kernels', 'eager')} kernels, "
+                f"{step.get('precision', 'fp32')}: "
+                f"its first update matched the loop's ({check['reason']})"
+            )
         else:
             log.warning(f"learner: {step['step_reason']}")
 
@@ -328,7 +362,11 @@ class Driver:
         path = self.run_dir / "metrics.jsonl"
         if not path.exists():
             return
-        keep = [line for line in path.read_text().splitlines() if line and json.loads(line)["iteration"] <= self.counters.iteration]
+        keep = [
+            line
+            for line in path.read_text().splitlines()
+            if line and json.loads(line)["iteration"] <= self.counters.iteration
+        ]
         tmp = path.with_name(".metrics.jsonl.tmp")
         tmp.write_text("".join(line + "\n" for line in keep))
         os.replace(tmp, path)
@@ -342,9 +380,15 @@ class Driver:
             try:
                 learner_state = ray.get(self.actors.learners[0].state.remote(), timeout=self.bounds.update_s())
             except ray.exceptions.GetTimeoutError:
-                raise RunStalled(f"learner-0 gave no state for the checkpoint within {self.bounds.update_s():.0f} s") from None
-        payload = {"counters": self.counters.state(), "learner": learner_state, "config": self.config.model_dump(mode="json"),
-                   "best": self.best and self.best.state()}  # fmt: skip
+                raise RunStalled(
+                    f"learner-0 gave no state for the checkpoint within {self.bounds.update_s():.0f} s"
+                ) from None
+        payload = {
+            "counters": self.counters.state(),
+            "learner": learner_state,
+            "config": self.config.model_dump(mode="json"),
+            "best": self.best and self.best.state(),
+        }
         for observer in self.observers:
             payload[observer.name] = observer.state()
         return payload
@@ -359,9 +403,11 @@ class Driver:
         try:
             self.snapshots.take(ray.get(self.actors.learners[0].snapshot.remote(), timeout=self.bounds.update_s()))
         except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
-            log.warning(f"learner-0 gave no state for the checkpoint ({str(exc).strip().splitlines()[0][:120]}); it "
-                        f"holds the newest the driver has, {behind} update{'s' if behind > 1 else ''} behind its "
-                        "counters")  # fmt: skip
+            log.warning(
+                f"learner-0 gave no state for the checkpoint ({str(exc).strip().splitlines()[0][:120]}); it "
+                f"holds the newest the driver has, {behind} update{'s' if behind > 1 else ''} behind its "
+                "counters"
+            )
 
     def _checkpoint_now(self) -> Path:
         """A checkpoint at this moment, its time included (the drain watcher's, from its thread)."""
@@ -372,8 +418,13 @@ class Driver:
         # the best is kept beside the newest `keep`, and named in the checkpoint, which may be it
         self.best = better(self.best, self.counters.return_mean(), self.counters.iteration)
         payload = self.checkpoint_payload()
-        path = save_checkpoint(self.run_dir, self.counters.iteration, payload, self.config.checkpoint.keep,
-                               protect=self.best and self.best.path(self.run_dir))  # fmt: skip
+        path = save_checkpoint(
+            self.run_dir,
+            self.counters.iteration,
+            payload,
+            self.config.checkpoint.keep,
+            protect=self.best and self.best.path(self.run_dir),
+        )
         if self.storage is not None:
             self.storage.mirror(self.run_dir)
         return path
@@ -387,4 +438,3 @@ class Driver:
                 return self._checkpoint()
             finally:
                 self.counters.time_s = saved
-

@@ -15,16 +15,58 @@ from pathlib import Path
 from distrl.config.schema import Config
 
 GROUPS = {
-    "rollout": ("episode_return_mean", "episode_len_mean", "episodes", "env_steps", "policy_lag_mean", "stale_batches",
-                "stale_steps", "workers_active", "workers_in_update"),
-    "train": ("loss_policy", "loss_value", "entropy", "approx_kl", "clip_frac", "grad_norm", "gradient_steps", "lr",
-              "explained_variance", "kl_early_stop", "skipped_updates", "skipped_steps", "learner_version"),
-    "perf": ("sps", "sps_avg", "sample_s", "learn_s", "policy_s", "env_s", "time_s", "iteration", "batch_bytes",
-             "learner_batch_bytes", "driver_cpu_s"),
+    "rollout": (
+        "episode_return_mean",
+        "episode_len_mean",
+        "episodes",
+        "env_steps",
+        "policy_lag_mean",
+        "stale_batches",
+        "stale_steps",
+        "workers_active",
+        "workers_in_update",
+    ),
+    "train": (
+        "loss_policy",
+        "loss_value",
+        "entropy",
+        "approx_kl",
+        "clip_frac",
+        "grad_norm",
+        "gradient_steps",
+        "lr",
+        "explained_variance",
+        "kl_early_stop",
+        "skipped_updates",
+        "skipped_steps",
+        "learner_version",
+    ),
+    "perf": (
+        "sps",
+        "sps_avg",
+        "sample_s",
+        "learn_s",
+        "policy_s",
+        "env_s",
+        "time_s",
+        "iteration",
+        "batch_bytes",
+        "learner_batch_bytes",
+        "driver_cpu_s",
+    ),
     "compile": ("worker_recompiles", "worker_graph_breaks", "weight_sync_checks", "learner_recompiles"),
-    "faults": ("worker_restarts", "learner_restarts", "env_errors", "env_errors_total", "env_nonfinite",
-               "env_nonfinite_total", "worker_timeouts", "workers_lost", "batches_lost"),
-}  # fmt: skip
+    "faults": (
+        "worker_restarts",
+        "learner_restarts",
+        "env_errors",
+        "env_errors_total",
+        "env_nonfinite",
+        "env_nonfinite_total",
+        "worker_timeouts",
+        "workers_lost",
+        "batches_lost",
+    ),
+}
 TAGS = {key: f"{group}/{key}" for group, keys in GROUPS.items() for key in keys}
 
 
@@ -89,6 +131,15 @@ def _start_wandb(run_dir: Path, config: Config):
     id_file = run_dir / "wandb_run_id"
     run_id = id_file.read_text().strip() if id_file.exists() else uuid.uuid4().hex[:12]
     id_file.write_text(run_id + "\n")
-    return wandb.init(project=w.project, entity=w.entity, mode=w.mode, group=w.group, tags=list(w.tags) or None,
-                      name=run_dir.name, id=run_id, resume="allow", dir=str(run_dir),
-                      config=config.model_dump(mode="json"))  # fmt: skip
+    return wandb.init(
+        project=w.project,
+        entity=w.entity,
+        mode=w.mode,
+        group=w.group,
+        tags=list(w.tags) or None,
+        name=run_dir.name,
+        id=run_id,
+        resume="allow",
+        dir=str(run_dir),
+        config=config.model_dump(mode="json"),
+    )

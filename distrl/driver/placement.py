@@ -55,8 +55,9 @@ def learner_bundle(config: Config) -> dict:
 def learner_placement_group(config: Config) -> PlacementGroup:
     n = config.learner.num_learners
     labels = [dict(config.learner.node_labels)] * n if config.learner.node_labels else None
-    return placement_group([learner_bundle(config)] * n, strategy=config.learner.placement_strategy,
-                           bundle_label_selector=labels)  # fmt: skip
+    return placement_group(
+        [learner_bundle(config)] * n, strategy=config.learner.placement_strategy, bundle_label_selector=labels
+    )
 
 
 def covers(have: dict[str, float], request: dict[str, float]) -> bool:
@@ -67,8 +68,11 @@ def covers(have: dict[str, float], request: dict[str, float]) -> bool:
 def fits(request: dict[str, float], labels: dict[str, str], node: dict) -> bool:
     """Whether ``node`` (an entry of ``ray.nodes()``) is alive, has ``labels`` and could ever hold ``request``."""
     node_labels = node.get("Labels", {}) or {}
-    return (node.get("Alive", False) and all(node_labels.get(k) == v for k, v in labels.items())
-            and covers(node.get("Resources", {}), request))  # fmt: skip
+    return (
+        node.get("Alive", False)
+        and all(node_labels.get(k) == v for k, v in labels.items())
+        and covers(node.get("Resources", {}), request)
+    )
 
 
 def _fits_somewhere(request: dict[str, float], labels: dict[str, str], nodes: list[dict]) -> bool:
@@ -90,8 +94,11 @@ def impossible_requests(config: Config) -> list[str]:
     elif r.num_gpus_per_worker and need_gpu + r.min_workers * r.num_gpus_per_worker > total.get("GPU", 0):
         problems.append(
             f"rollout.num_workers={r.describe_workers()} x rollout.num_gpus_per_worker={r.num_gpus_per_worker:g}"
-            + (f" + learner.num_learners={ln.num_learners} x learner.num_gpus_per_learner={ln.num_gpus_per_learner:g}"
-               if need_gpu else "")
+            + (
+                f" + learner.num_learners={ln.num_learners} x learner.num_gpus_per_learner={ln.num_gpus_per_learner:g}"
+                if need_gpu
+                else ""
+            )
             + f" needs {need_gpu + r.min_workers * r.num_gpus_per_worker:g} GPUs but this Ray cluster has "
             f"{total.get('GPU', 0):g}; lower the shares (a learner and its workers can share a GPU: e.g. 0.5 and 0.05)"
         )
@@ -100,12 +107,19 @@ def impossible_requests(config: Config) -> list[str]:
         problems.append(
             f"rollout.num_workers={r.describe_workers()} x rollout.num_cpus_per_worker={r.num_cpus_per_worker:g} + "
             f"learner.num_learners={ln.num_learners} x learner.num_cpus_per_learner={ln.num_cpus_per_learner:g} "
-            f"needs {need_cpu:g} CPUs but this Ray cluster has {total.get('CPU', 0):g}; lower them or use fractional CPUs"
+            f"needs {need_cpu:g} CPUs but this Ray cluster has {total.get('CPU', 0):g}; lower them or use fractional "
+            "CPUs"
         )
-    for key, resources, count in (("rollout.resources", r.resources, r.min_workers), ("learner.resources", ln.resources, ln.num_learners)):
+    for key, resources, count in (
+        ("rollout.resources", r.resources, r.min_workers),
+        ("learner.resources", ln.resources, ln.num_learners),
+    ):
         for name, amount in resources.items():
             if amount * count > total.get(name, 0):
-                problems.append(f"{key}={{{name}: {amount:g}}}: needs {amount * count:g} '{name}' but this Ray cluster has {total.get(name, 0):g}")
+                problems.append(
+                    f"{key}={{{name}: {amount:g}}}: needs {amount * count:g} '{name}' but this Ray cluster has "
+                    f"{total.get(name, 0):g}"
+                )
     worker_request = worker_bundle(config)
     if r.node_labels and not _fits_somewhere(worker_request, r.node_labels, nodes):
         problems.append(f"rollout.node_labels={r.node_labels}: no node with these labels can hold a worker")
@@ -114,8 +128,9 @@ def impossible_requests(config: Config) -> list[str]:
     return problems
 
 
-def wait_until_ready(pending: dict[str, ray.ObjectRef], timeout_s: float, say, optional: dict | None = None,
-                     enough: int = 0) -> None:  # fmt: skip
+def wait_until_ready(
+    pending: dict[str, ray.ObjectRef], timeout_s: float, say, optional: dict | None = None, enough: int = 0
+) -> None:
     """Wait for every named readiness ref in ``pending`` and at least ``enough`` of ``optional``, saying what is still
     missing; PlacementError at the timeout."""
     start = last_report = time.monotonic()
@@ -138,11 +153,15 @@ def wait_until_ready(pending: dict[str, ray.ObjectRef], timeout_s: float, say, o
             )
         if time.monotonic() - last_report >= REPORT_EVERY_S:
             last_report = time.monotonic()
-            say(f"waiting for resources ({elapsed:.0f}/{timeout_s:g} s): {', '.join(remaining)} not placed yet; "
-                f"free now: {_free_summary()}")  # fmt: skip
+            say(
+                f"waiting for resources ({elapsed:.0f}/{timeout_s:g} s): {', '.join(remaining)} not placed yet; "
+                f"free now: {_free_summary()}"
+            )
 
 
 def _free_summary() -> str:
     free = ray.available_resources()
-    keys = [k for k in free if not k.startswith(("node:", "bundle_group_")) and k not in ("memory", "object_store_memory")]
+    keys = [
+        k for k in free if not k.startswith(("node:", "bundle_group_")) and k not in ("memory", "object_store_memory")
+    ]
     return ", ".join(f"{k} {free[k]:g}" for k in sorted(keys)) or "nothing"

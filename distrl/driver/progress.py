@@ -24,7 +24,11 @@ def _fmt_duration(seconds: float | None) -> str:
     if seconds is None or seconds != seconds or seconds == float("inf"):
         return "?"
     seconds = int(seconds)
-    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}" if seconds >= 3600 else f"{seconds // 60}:{seconds % 60:02d}"
+    return (
+        f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+        if seconds >= 3600
+        else f"{seconds // 60}:{seconds % 60:02d}"
+    )
 
 
 def return_eta(target: float, trend: list[tuple[int, float]], sps: float) -> float | None:
@@ -46,8 +50,9 @@ def return_eta(target: float, trend: list[tuple[int, float]], sps: float) -> flo
     return (target - latest) / slope / sps
 
 
-def eta_seconds(config: Config, env_steps: int, elapsed_s: float, sps: float,
-                trend: list[tuple[int, float]] = ()) -> tuple[float | None, str]:  # fmt: skip
+def eta_seconds(
+    config: Config, env_steps: int, elapsed_s: float, sps: float, trend: list[tuple[int, float]] = ()
+) -> tuple[float | None, str]:
     """Time left to the nearest stop: the step budget, the time budget, or the return target at the return's recent
     trend (``trend``: ``(env_steps, mean return)`` points); and which stop that is."""
     candidates = []

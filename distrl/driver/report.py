@@ -21,8 +21,9 @@ def backends_in_use(names: list[str]) -> str:
     return "+".join(sorted(set(names)))
 
 
-def iteration_row(run: RunState, infos: list[SampleInfo], update: UpdateResult, iter_s: float, elapsed_s: float,
-                  sps_avg: float) -> dict:  # fmt: skip
+def iteration_row(
+    run: RunState, infos: list[SampleInfo], update: UpdateResult, iter_s: float, elapsed_s: float, sps_avg: float
+) -> dict:
     """The metrics row of the iteration ``run`` has just counted."""
     row = {
         "iteration": run.iteration,
@@ -62,8 +63,9 @@ def iteration_row(run: RunState, infos: list[SampleInfo], update: UpdateResult, 
     return row
 
 
-def print_start(say, config: Config, run_dir: str, joined: RayTarget, actors, resumed: RunState | None,
-                storage: str | None = None) -> None:  # fmt: skip
+def print_start(
+    say, config: Config, run_dir: str, joined: RayTarget, actors, resumed: RunState | None, storage: str | None = None
+) -> None:
     """The start-up summary, line by line through ``say`` (the driver's log)."""
     cfg = config
     say(f"distrl run {run_dir}" + (f", mirrored to {storage}" if storage else ""))
@@ -75,12 +77,17 @@ def print_start(say, config: Config, run_dir: str, joined: RayTarget, actors, re
         f"({vectorization}), action_repeat {cfg.env.action_repeat}, normalize {cfg.env.describe_normalize()}"
     )
     lstm = f", lstm {cfg.model.lstm_size}" if cfg.model.lstm_size else ""
-    say(f"  model    {cfg.model.type} {cfg.model.hidden} {cfg.model.activation}, shared_trunk {cfg.model.shared_trunk}{lstm}")
+    say(
+        f"  model    {cfg.model.type} {cfg.model.hidden} {cfg.model.activation}, shared_trunk "
+        f"{cfg.model.shared_trunk}{lstm}"
+    )
     info = actors.backend_infos[0]
     used = backends_in_use([i["backend"] for i in actors.backend_infos])
     backend = used if used == info["requested"] else f"{used} (requested {info['requested']})"
     shared = ", artifacts shared" if info["shared_artifacts"] else ""
-    if all(i.get("without_torch") for i in actors.backend_infos):  # the export and its check shipped (compile/shipped.py)
+    if all(
+        i.get("without_torch") for i in actors.backend_infos
+    ):  # the export and its check shipped (compile/shipped.py)
         shared += ", built without torch"
     say(
         f"  rollout  {cfg.rollout.rollout_length} steps/env, pipeline {cfg.rollout.pipeline}, "
@@ -92,23 +99,34 @@ def print_start(say, config: Config, run_dir: str, joined: RayTarget, actors, re
     if cfg.rollout.ready_envs:  # rollout.ready_envs: no groups, each copy acted on as it becomes ready
         say(f"           env copies: {info['env_stepping']} (rollout.ready_envs)")
     else:
-        groups = f"{info['env_groups']} groups of {cfg.env.num_envs_per_worker // info['env_groups']} envs" if info[
-            "env_groups"] > 1 else "1 group (step, act, step)"
+        groups = (
+            f"{info['env_groups']} groups of {cfg.env.num_envs_per_worker // info['env_groups']} envs"
+            if info["env_groups"] > 1
+            else "1 group (step, act, step)"
+        )
         chosen = f", chosen by auto: {info['env_groups_reason']}" if info["env_groups_reason"] else ""
-        say(f"           env groups: {groups}" + (f", stepped by {info['env_stepping']}" if info["env_groups"] > 1 else "")
-            + chosen)
+        say(
+            f"           env groups: {groups}"
+            + (f", stepped by {info['env_stepping']}" if info["env_groups"] > 1 else "")
+            + chosen
+        )
     forms = sorted({i["form"] for i in actors.backend_infos})
     if forms != ["fp32, contiguous"] or len(info["timings_us"]) > 1:
         say(f"           policy form: {' + '.join(forms)} ({info['form_reason']})")
     for reason in sorted({i["reason"] for i in actors.backend_infos if i["reason"]}):
         say(f"           {reason}")
     say(
-        f"  learner  {cfg.learner.num_learners} x {actors.learner_device}, {cfg.learner.num_gpus_per_learner:g} GPU/learner, "
+        f"  learner  {cfg.learner.num_learners} x {actors.learner_device}, {cfg.learner.num_gpus_per_learner:g} "
+        "GPU/learner, "
         f"batch {cfg.update_size}"
-        + (f" (async: {cfg.batches_per_update} workers' batches, "
-           "as many as their cores sample at once, not a round; rollout.samples_per_update auto)"
-           if cfg.rollout.pipeline == "async" and cfg.rollout.samples_per_update == "auto"
-           and cfg.update_size < cfg.batch_size else "")
+        + (
+            f" (async: {cfg.batches_per_update} workers' batches, "
+            "as many as their cores sample at once, not a round; rollout.samples_per_update auto)"
+            if cfg.rollout.pipeline == "async"
+            and cfg.rollout.samples_per_update == "auto"
+            and cfg.update_size < cfg.batch_size
+            else ""
+        )
         + f", minibatch {cfg.ppo.minibatch_size}, "
         f"epochs {cfg.ppo.epochs}, ratio from the {cfg.proximal} policy"
         + (" (ppo.proximal auto, pipeline async)" if cfg.ppo.proximal == "auto" and cfg.proximal == "learner" else "")
@@ -118,19 +136,27 @@ def print_start(say, config: Config, run_dir: str, joined: RayTarget, actors, re
         step = actors.learner_info["step"]
         say(f"           minibatch step: {how.get(step, step)}: {actors.learner_info['step_reason']}")
         lc, info = cfg.learner.compile, actors.learner_info
-        mode = f", mode {lc.mode}" + (f", critic {lc.critic_mode}" if lc.critic_mode else "") if "inductor" in info["kernels"] else ""
+        mode = (
+            f", mode {lc.mode}" + (f", critic {lc.critic_mode}" if lc.critic_mode else "")
+            if "inductor" in info["kernels"]
+            else ""
+        )
         later = ", the faster that matches the loop kept on the first update" if " or " in info["kernels"] else ""
         say(f"           kernels: {info['kernels']}{mode}{later} ({info['kernels_reason']})")
         later = ", the faster that matches the loop kept on the first update" if " or " in info["precision"] else ""
         say(f"           precision: {info['precision']}{later} ({info['precision_reason']})")
         if "memory_format" in actors.learner_info:
-            say(f"           memory format: {actors.learner_info['memory_format']} ({actors.learner_info['memory_format_reason']})")
+            say(
+                f"           memory format: {actors.learner_info['memory_format']} "
+                f"({actors.learner_info['memory_format_reason']})"
+            )
         if "threads" in actors.learner_info:
             say(f"           CPU threads: {actors.learner_info['threads']} ({actors.learner_info['threads_reason']})")
     stops = [f"{k}={v}" for k, v in cfg.stop.model_dump().items() if v is not None]
     say(f"  stop     {', '.join(stops)}; seed {cfg.seed}")
     where = "; ".join(
-        f"{name} on {spot['node_ip']} ({spot['node_id'][:8]})" + (f" GPU {spot['gpu_ids']}" if spot.get("gpu_ids") else "")
+        f"{name} on {spot['node_ip']} ({spot['node_id'][:8]})"
+        + (f" GPU {spot['gpu_ids']}" if spot.get("gpu_ids") else "")
         for name, spot in actors.placement.items()
     )
     say(f"  placed   {where}")
@@ -138,8 +164,9 @@ def print_start(say, config: Config, run_dir: str, joined: RayTarget, actors, re
         say(f"  resuming at iteration {resumed.iteration}, {resumed.env_steps:,} env steps")
 
 
-def summary(run: RunState, wall_s: float, train_sps: float, stop: str | None, checkpoint: str | None,
-            worker_backends: list[str]) -> dict:  # fmt: skip
+def summary(
+    run: RunState, wall_s: float, train_sps: float, stop: str | None, checkpoint: str | None, worker_backends: list[str]
+) -> dict:
     """The content of ``summary.json``."""
     return {
         "env_steps": run.env_steps,
@@ -171,9 +198,13 @@ def summary(run: RunState, wall_s: float, train_sps: float, stop: str | None, ch
 def this_command(run: RunState, resumed_at: RunState | None, wall_s: float) -> dict:
     """What this command did of the run (a resumed run's ``summary.json`` totals count every command's)."""
     start = resumed_at or RunState()
-    return {"wall_s": round(wall_s, 3), "env_steps": run.env_steps - start.env_steps,
-            "iterations": run.iteration - start.iteration, "resumed_at_env_steps": start.env_steps if resumed_at else None,
-            "sps": round((run.env_steps - start.env_steps) / max(wall_s, 1e-9), 1)}  # fmt: skip
+    return {
+        "wall_s": round(wall_s, 3),
+        "env_steps": run.env_steps - start.env_steps,
+        "iterations": run.iteration - start.iteration,
+        "resumed_at_env_steps": start.env_steps if resumed_at else None,
+        "sps": round((run.env_steps - start.env_steps) / max(wall_s, 1e-9), 1),
+    }
 
 
 def resumed_rate_line(config: Config, learner_state: dict) -> str:
@@ -190,13 +221,22 @@ def resumed_rate_line(config: Config, learner_state: dict) -> str:
     return f"  lr       continues at {rate:.3g}, {course}" + (f"\n           {change}" if change else "")
 
 
-STARTUP_MILESTONES = {"imports": "imports", "env_probe": "env probe", "ray_start": "Ray", "artifacts": "export/compile",
-                      "workers_ready": "workers", "actors_ready": "learners", "first_batch": "first batch",
-                      "first_update": "first update"}  # fmt: skip
+STARTUP_MILESTONES = {
+    "imports": "imports",
+    "env_probe": "env probe",
+    "ray_start": "Ray",
+    "artifacts": "export/compile",
+    "workers_ready": "workers",
+    "actors_ready": "learners",
+    "first_batch": "first batch",
+    "first_update": "first update",
+}
 
 
 def startup_line(timeline: dict[str, float]) -> str:
     """Seconds from launch at which each start-up milestone was reached, in the order they were."""
     reached = sorted((t, STARTUP_MILESTONES[k]) for k, t in timeline.items() if k in STARTUP_MILESTONES)
-    overlapped = f"; the policy export took {timeline['export_s']:.1f} s while Ray started" if "export_s" in timeline else ""
+    overlapped = (
+        f"; the policy export took {timeline['export_s']:.1f} s while Ray started" if "export_s" in timeline else ""
+    )
     return "start-up (s from launch): " + ", ".join(f"{label} {t:.1f}" for t, label in reached) + overlapped

@@ -34,17 +34,23 @@ class Roster:
             stopped.remove(index)
         for index in stopped:
             self._out(index)
-            log.warning(f"worker-{index} on {self.where(index)} stopped answering (its process or node is gone); the "
-                        f"run goes on with {len(self.answering)} workers, and takes it back once Ray restarts it")  # fmt: skip
+            log.warning(
+                f"worker-{index} on {self.where(index)} stopped answering (its process or node is gone); the "
+                f"run goes on with {len(self.answering)} workers, and takes it back once Ray restarts it"
+            )
         for index in report.workers_evicted:  # the eviction itself was said when made (driver/actors.py)
             self._out(index)
-            log.warning(f"worker-{index} is out (evicted for the learners); the run goes on with "
-                        f"{len(self.answering)} workers, and takes its replacement once a node has room")  # fmt: skip
+            log.warning(
+                f"worker-{index} is out (evicted for the learners); the run goes on with "
+                f"{len(self.answering)} workers, and takes its replacement once a node has room"
+            )
         for index in report.workers_back:
             joined = self.placed(index)
             self.answering.add(index)
-            log.info(f"worker-{index} {'joined' if joined else 'is back'} on {self.where(index)} "
-                     f"({len(self.answering)} workers)")  # fmt: skip
+            log.info(
+                f"worker-{index} {'joined' if joined else 'is back'} on {self.where(index)} "
+                f"({len(self.answering)} workers)"
+            )
         for index in report.workers_lost:
             if index in self.lost_for_good:
                 continue
@@ -52,8 +58,10 @@ class Roster:
             if index in self.answering:  # not counted yet: it had not stopped answering before
                 self.counters.workers_lost += 1
             self.answering.discard(index)
-            log.warning(f"worker-{index} on {self.where(index)} is lost for good (Ray will not restart it); the run "
-                        f"goes on with {len(self.answering)} workers")  # fmt: skip
+            log.warning(
+                f"worker-{index} on {self.where(index)} is lost for good (Ray will not restart it); the run "
+                f"goes on with {len(self.answering)} workers"
+            )
         return self._too_few()
 
     def _out(self, index: int) -> None:
@@ -68,8 +76,10 @@ class Roster:
         now = time.monotonic()
         self.below_min_since = self.below_min_since or now
         if len(self.lost_for_good) == rollout.max_workers or now - self.below_min_since > rollout.min_workers_wait_s:
-            log.error(f"only {len(self.answering)} of the {rollout.min_workers} rollout workers the run needs answer, "
-                      f"for {now - self.below_min_since:.0f} s (rollout.min_workers_wait_s={rollout.min_workers_wait_s:g}); "
-                      "stopping with a final checkpoint")  # fmt: skip
+            log.error(
+                f"only {len(self.answering)} of the {rollout.min_workers} rollout workers the run needs answer, "
+                f"for {now - self.below_min_since:.0f} s (rollout.min_workers_wait_s={rollout.min_workers_wait_s:g}); "
+                "stopping with a final checkpoint"
+            )
             return "too_few_workers"
         return None

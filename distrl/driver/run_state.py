@@ -108,8 +108,15 @@ class RunState:
         mean = self.return_mean()
         return target is not None and mean is not None and len(self.recent_returns) >= RETURN_WINDOW and mean >= target
 
-    def add_iteration(self, env_steps: int, returns: list[float], lengths: list[int], elapsed_s: float,
-                      target: float | None, by_policy: dict[str, list[float]] | None = None) -> None:  # fmt: skip
+    def add_iteration(
+        self,
+        env_steps: int,
+        returns: list[float],
+        lengths: list[int],
+        elapsed_s: float,
+        target: float | None,
+        by_policy: dict[str, list[float]] | None = None,
+    ) -> None:
         """Count one finished iteration and the episodes it ended (``by_policy``: each policy's part of ``returns``)."""
         self.iteration += 1
         self.add_policy_returns(by_policy or {})

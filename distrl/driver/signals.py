@@ -42,8 +42,10 @@ class StopSignals:
         self.received += 1
         name = signal.Signals(signum).name
         if self.received == 1:
-            log.warning(f"{name}: stopping; the final checkpoint and summary are being written ({name} again: stop "
-                        "at once, without them)")  # fmt: skip
+            log.warning(
+                f"{name}: stopping; the final checkpoint and summary are being written ({name} again: stop "
+                "at once, without them)"
+            )
         else:
             log.warning(f"{name} again: stopping at once; no final checkpoint (the newest one written stands)")
         raise KeyboardInterrupt

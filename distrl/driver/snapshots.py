@@ -61,8 +61,10 @@ class SnapshotKeeper:
         try:
             self.held = pending.result()
         except ray.exceptions.ObjectLostError:  # its node went down before the copy: the one before it stands
-            log.warning("the newest learner snapshot was lost with its node before the driver copied it; the learners "
-                        "are rebuilt from the one before")  # fmt: skip
+            log.warning(
+                "the newest learner snapshot was lost with its node before the driver copied it; the learners "
+                "are rebuilt from the one before"
+            )
 
     def newest(self) -> dict | None:
         """The newest state the driver holds, as tensors (waiting for a copy under way): what a checkpoint holds."""

@@ -30,8 +30,15 @@ def onnxrt_backend(gm: torch.fx.GraphModule, example_inputs):
     names = [f"input_{i}" for i in range(len(example_inputs))]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(gm, tuple(example_inputs), buffer, input_names=names, dynamo=False, opset_version=17,
-                          do_constant_folding=False)  # fmt: skip
+        torch.onnx.export(
+            gm,
+            tuple(example_inputs),
+            buffer,
+            input_names=names,
+            dynamo=False,
+            opset_version=17,
+            do_constant_folding=False,
+        )
     options = ort.SessionOptions()
     options.log_severity_level = 3
     options.intra_op_num_threads = torch.get_num_threads()

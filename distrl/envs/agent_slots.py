@@ -35,8 +35,10 @@ class AgentSlotsVectorEnv(gym.vector.VectorEnv):
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP}
 
     def __init__(self, make_env: Callable[[], object], copies: int, critic: str = "local"):
-        """``make_env()``: one PettingZoo ``ParallelEnv`` (``distrl/envs/agents.py`` checks its spaces before Ray starts:
-        alike for every agent of a policy, vectors of one dtype where policies' differ). ``critic`` (``agents.critic``): ``local``, or what
+        """``make_env()``: one PettingZoo ``ParallelEnv`` (``distrl/envs/agents.py`` checks its spaces before Ray
+        starts:
+        alike for every agent of a policy, vectors of one dtype where policies' differ). ``critic`` (``agents.critic``):
+        ``local``, or what
         each slot's observation adds for a central critic as its ``critic`` part: the env's ``state()`` (``state``),
         or every agent's observation in the copy, in slot order (``observations``)."""
         self.envs = [make_env() for _ in range(copies)]
@@ -92,19 +94,21 @@ class AgentSlotsVectorEnv(gym.vector.VectorEnv):
         if self.critic == "local":
             return
         # every slot of the copy: its own observation, then the copy's central part (an agent that finished: its last)
-        own = self._own[base: base + self.num_agents]
-        central = np.asarray(self.envs[copy].state(), np.float32).reshape(-1) if self.critic == "state" \
-            else own.reshape(-1)  # fmt: skip
-        self._obs[base: base + self.num_agents] = np.concatenate([own, np.broadcast_to(central, (len(own), central.size))],
-                                                                 axis=1)  # fmt: skip
+        own = self._own[base : base + self.num_agents]
+        central = (
+            np.asarray(self.envs[copy].state(), np.float32).reshape(-1) if self.critic == "state" else own.reshape(-1)
+        )
+        self._obs[base : base + self.num_agents] = np.concatenate(
+            [own, np.broadcast_to(central, (len(own), central.size))], axis=1
+        )
 
     def _reset_copy(self, copy: int, seed: int | None) -> None:
         observations, _ = self.envs[copy].reset(seed=seed)
         base = copy * self.num_agents
-        self._own[base: base + self.num_agents] = 0
+        self._own[base : base + self.num_agents] = 0
         self._write(copy, observations)
-        self._alive[base: base + self.num_agents] = [name in observations for name in self.agent_names]
-        self._needs_reset[copy] = not self._alive[base: base + self.num_agents].any()
+        self._alive[base : base + self.num_agents] = [name in observations for name in self.agent_names]
+        self._needs_reset[copy] = not self._alive[base : base + self.num_agents].any()
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         for copy in range(len(self.envs)):
@@ -122,7 +126,7 @@ class AgentSlotsVectorEnv(gym.vector.VectorEnv):
             if self._needs_reset[copy]:  # NEXT_STEP: this step only starts the copy's next episode
                 self._reset_copy(copy, None)
                 continue
-            was_alive = self._alive[base: base + n].copy()
+            was_alive = self._alive[base : base + n].copy()
             sent = {name: actions[base + self.slot_of[name]] for name in env.agents}
             observations, reward, term, trunc, _ = env.step(sent)
             self._write(copy, observations)
@@ -135,10 +139,12 @@ class AgentSlotsVectorEnv(gym.vector.VectorEnv):
                 terminated[slot] = bool(term.get(name, False))
                 truncated[slot] = bool(trunc.get(name, False)) and not terminated[slot]
             live = set(env.agents)
-            self._alive[base: base + n] = [name in live for name in self.agent_names]
+            self._alive[base : base + n] = [name in live for name in self.agent_names]
             # An agent gone from ``agents`` without a flag of its own (an env that only drops it) finished now.
-            vanished = was_alive & ~self._alive[base: base + n] & ~terminated[base: base + n] & ~truncated[base: base + n]
-            terminated[base: base + n] |= vanished
+            vanished = (
+                was_alive & ~self._alive[base : base + n] & ~terminated[base : base + n] & ~truncated[base : base + n]
+            )
+            terminated[base : base + n] |= vanished
             self._needs_reset[copy] = not live
         info = {"_env_reset": dead} if dead.any() else {}
         return self._obs.copy(), rewards, terminated, truncated, info

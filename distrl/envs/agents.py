@@ -51,7 +51,7 @@ def _make(env_id: str, kwargs: dict):
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # PettingZoo's deprecation notes on its own wrappers
-            name = env_id[len(PREFIX):]
+            name = env_id[len(PREFIX) :]
             try:
                 return pettingzoo.make("parallel", name, **kwargs)
             except pettingzoo.env_registry.exceptions.PettingZooRegistryError:
@@ -59,10 +59,14 @@ def _make(env_id: str, kwargs: dict):
             try:
                 pettingzoo.spec("aec", name)
             except pettingzoo.env_registry.exceptions.PettingZooRegistryError:
-                raise EnvSpecError(f"env.id={env_id!r}: not a parallel env in PettingZoo's registry "
-                                   "(pettingzoo.pprint_registry() lists them)") from None  # fmt: skip
-            raise EnvSpecError(f"env.id={env_id!r}: a turn-based (AEC) game; train it by self-play with a league "
-                               "section (docs/league.md)")  # fmt: skip
+                raise EnvSpecError(
+                    f"env.id={env_id!r}: not a parallel env in PettingZoo's registry "
+                    "(pettingzoo.pprint_registry() lists them)"
+                ) from None
+            raise EnvSpecError(
+                f"env.id={env_id!r}: a turn-based (AEC) game; train it by self-play with a league "
+                "section (docs/league.md)"
+            )
     return resolve_env_id(env_id)(**kwargs)
 
 
@@ -90,8 +94,12 @@ def _agents_of(env_id: str, kwargs_key: tuple) -> _Agents | None:
             state_space = env.state_space
         except (AttributeError, NotImplementedError):
             state_space = None
-        return _Agents(names, tuple(env.observation_space(n) for n in names), tuple(env.action_space(n) for n in names),
-                       state_space)  # fmt: skip
+        return _Agents(
+            names,
+            tuple(env.observation_space(n) for n in names),
+            tuple(env.action_space(n) for n in names),
+            state_space,
+        )
     finally:
         try:
             env.close()
@@ -141,19 +149,26 @@ def _check(config, agents: _Agents) -> dict[str | None, tuple[gym.Space, gym.Spa
     if cfg.num_envs_per_worker % len(names):
         raise EnvSpecError(
             f"env.num_envs_per_worker={cfg.num_envs_per_worker}: counts agent slots, and {cfg.id!r} has {len(names)} "
-            f"agents ({', '.join(names)}); use a multiple of {len(names)}")  # fmt: skip
+            f"agents ({', '.join(names)}); use a multiple of {len(names)}"
+        )
     groups = config.rollout.env_groups
     if groups != "auto" and groups > 1 and (cfg.num_envs_per_worker // groups) % len(names):
-        raise EnvSpecError(f"rollout.env_groups={groups}: each group of {cfg.num_envs_per_worker // groups} slots must "
-                           f"hold whole copies of {cfg.id!r}'s {len(names)} agents")  # fmt: skip
+        raise EnvSpecError(
+            f"rollout.env_groups={groups}: each group of {cfg.num_envs_per_worker // groups} slots must "
+            f"hold whole copies of {cfg.id!r}'s {len(names)} agents"
+        )
     if cfg.vectorization not in ("auto", "sync"):
-        raise EnvSpecError(f"env.vectorization={cfg.vectorization}: a PettingZoo parallel env's copies step in the "
-                           "worker's process; use auto or sync")  # fmt: skip
+        raise EnvSpecError(
+            f"env.vectorization={cfg.vectorization}: a PettingZoo parallel env's copies step in the "
+            "worker's process; use auto or sync"
+        )
     if cfg.action_repeat > 1:
         raise EnvSpecError(f"env.action_repeat={cfg.action_repeat}: not for a PettingZoo parallel env; use 1")
     if config.logging.video_every_iterations:
-        raise EnvSpecError(f"logging.video_every_iterations={config.logging.video_every_iterations}: videos of a "
-                           "PettingZoo parallel env are not recorded yet; use 0")  # fmt: skip
+        raise EnvSpecError(
+            f"logging.video_every_iterations={config.logging.video_every_iterations}: videos of a "
+            "PettingZoo parallel env are not recorded yet; use 0"
+        )
     mapping = resolve(config.agents.policies, names) if config.agents.several else None
     ranks, copies = config.learner.num_learners, cfg.num_envs_per_worker // len(names)
     uneven = [(p, m) for p, m in zip(mapping.names, mapping.agents) if copies * len(m) % ranks] if mapping else []
@@ -161,13 +176,17 @@ def _check(config, agents: _Agents) -> dict[str | None, tuple[gym.Space, gym.Spa
         policy, members = uneven[0]
         every = math.lcm(*(ranks // math.gcd(len(m), ranks) for m in mapping.agents))  # copies that split every policy
         raise EnvSpecError(
-            f"learner.num_learners={ranks}: policy {policy!r} has {copies * len(members)} slots a worker ({copies} copies "
+            f"learner.num_learners={ranks}: policy {policy!r} has {copies * len(members)} slots a worker ({copies} "
+            "copies "
             f"x {len(members)} agent{'' if len(members) == 1 else 's'}), which do not split into {ranks} equal learner "
-            f"shards; use env.num_envs_per_worker a multiple of {len(names) * every}")  # fmt: skip
-    spaces_of = {name: (observed, acting) for name, observed, acting in zip(names, agents.observation_spaces,
-                                                                           agents.action_spaces)}  # fmt: skip
+            f"shards; use env.num_envs_per_worker a multiple of {len(names) * every}"
+        )
+    spaces_of = {
+        name: (observed, acting)
+        for name, observed, acting in zip(names, agents.observation_spaces, agents.action_spaces)
+    }
     policies: dict[str | None, tuple[gym.Space, gym.Space]] = {}
-    for policy, members in (zip(mapping.names, mapping.agents) if mapping else [(None, names)]):
+    for policy, members in zip(mapping.names, mapping.agents) if mapping else [(None, names)]:
         obs_space, action_space = spaces_of[members[0]]
         for name in members[1:]:
             if spaces_of[name] != (obs_space, action_space):
@@ -175,9 +194,12 @@ def _check(config, agents: _Agents) -> dict[str | None, tuple[gym.Space, gym.Spa
                 raise EnvSpecError(
                     f"env.id={cfg.id!r}: agent {name!r} has observation {spaces_of[name][0]} and actions "
                     f"{spaces_of[name][1]}, agent {members[0]!r} {obs_space} and {action_space}; {who} needs the same "
-                    "spaces for all its agents (map agents whose spaces differ to policies of their own)")  # fmt: skip
+                    "spaces for all its agents (map agents whose spaces differ to policies of their own)"
+                )
         if not _supported_observations(obs_space):
-            raise EnvSpecError(f"env.id={cfg.id!r}: observation space {obs_space} is not supported ({SUPPORTED_SPACES})")
+            raise EnvSpecError(
+                f"env.id={cfg.id!r}: observation space {obs_space} is not supported ({SUPPORTED_SPACES})"
+            )
         if not _supported_actions(action_space):
             raise EnvSpecError(f"env.id={cfg.id!r}: action space {action_space} is not supported ({SUPPORTED_SPACES})")
         policies[policy] = (obs_space, action_space)
@@ -187,20 +209,27 @@ def _check(config, agents: _Agents) -> dict[str | None, tuple[gym.Space, gym.Spa
         seen = [o for o, _ in policies.values()]
         flat = [gym.spaces.flatten_space(o) for o in seen]
         if any(not is_structured(o) and len(o.shape) != 1 for o in seen) or len({f.dtype for f in flat}) > 1:
-            raise EnvSpecError(f"env.id={cfg.id!r}: policies whose observation spaces differ need vector (or Dict/Tuple) "
-                               f"observations of one dtype; they are {', '.join(str(o) for o in seen)}")  # fmt: skip
+            raise EnvSpecError(
+                f"env.id={cfg.id!r}: policies whose observation spaces differ need vector (or Dict/Tuple) "
+                f"observations of one dtype; they are {', '.join(str(o) for o in seen)}"
+            )
         if critic != "local":
-            raise EnvSpecError(f"agents.critic={critic}: the agents' observation spaces differ; a central critic needs "
-                               "them alike; use local")  # fmt: skip
+            raise EnvSpecError(
+                f"agents.critic={critic}: the agents' observation spaces differ; a central critic needs "
+                "them alike; use local"
+            )
     if critic == "local":
         return policies
     obs_space = first
     if not isinstance(obs_space, gym.spaces.Box) or obs_space.dtype == np.uint8:
-        raise EnvSpecError(f"agents.critic={critic}: needs agents whose observations are vectors (a Box), not "
-                           f"{obs_space}; use local")  # fmt: skip
+        raise EnvSpecError(
+            f"agents.critic={critic}: needs agents whose observations are vectors (a Box), not {obs_space}; use local"
+        )
     if critic == "state" and not isinstance(agents.state_space, gym.spaces.Box):
-        raise EnvSpecError(f"agents.critic=state: {cfg.id!r} has no global state (a Box state_space and state()); use "
-                           "observations (every agent's observation) or local")  # fmt: skip
+        raise EnvSpecError(
+            f"agents.critic=state: {cfg.id!r} has no global state (a Box state_space and state()); use "
+            "observations (every agent's observation) or local"
+        )
     own = gym.spaces.flatten_space(obs_space)
     extra = central_part_space(agents.state_space, critic, own, len(names))
     central = gym.spaces.Dict({"actor": obs_space, "critic": extra})
@@ -215,8 +244,9 @@ def _built(config) -> _Agents:
     except EnvSpecError:
         raise
     except Exception as exc:
-        raise EnvSpecError(f"env.id={cfg.id!r} with env.kwargs={dict(cfg.kwargs)}: the env could not be built: "
-                           f"{describe_error(exc)}") from None  # fmt: skip
+        raise EnvSpecError(
+            f"env.id={cfg.id!r} with env.kwargs={dict(cfg.kwargs)}: the env could not be built: {describe_error(exc)}"
+        ) from None
     if agents is None:
         raise EnvSpecError(f"env.id={cfg.id!r}: the factory returned no PettingZoo ParallelEnv")
     return agents
@@ -240,10 +270,15 @@ def describe(config) -> str:
     shown = ", ".join(names) if len(names) <= 6 else ", ".join(names[:5]) + f", ... {names[-1]}"
     mapping = policy_map(config)
     policies = "one shared policy" if mapping is None else f"{len(mapping.names)} policies ({mapping.describe()})"
-    critic = {"local": "", "state": ", a central critic on the env's state",
-              "observations": ", a central critic on every agent's observation"}[config.agents.critic]  # fmt: skip
-    return (f"{config.env.num_envs_per_worker // len(names)} copies x {len(names)} agents ({shown}) as slots, "
-            f"{policies}{critic}; stepped in the worker's process")
+    critic = {
+        "local": "",
+        "state": ", a central critic on the env's state",
+        "observations": ", a central critic on every agent's observation",
+    }[config.agents.critic]
+    return (
+        f"{config.env.num_envs_per_worker // len(names)} copies x {len(names)} agents ({shown}) as slots, "
+        f"{policies}{critic}; stepped in the worker's process"
+    )
 
 
 def policy_spaces(config) -> dict[str | None, tuple[gym.Space, gym.Space]]:
@@ -269,8 +304,11 @@ def make_run_vec_env(config, num_threads: int | None = None) -> gym.vector.Vecto
     """The ``agents`` kind's vector env: ``env.num_envs_per_worker`` slots of copies x agents, behind the env guard
     (an env that raises is reset as a whole, its episodes in progress ending unscored)."""
     cfg = config.env
-    envs = AgentSlotsVectorEnv(partial(_make, cfg.id, dict(cfg.kwargs)), cfg.num_envs_per_worker // len(agent_names(config)),
-                               config.agents.critic)  # fmt: skip
+    envs = AgentSlotsVectorEnv(
+        partial(_make, cfg.id, dict(cfg.kwargs)),
+        cfg.num_envs_per_worker // len(agent_names(config)),
+        config.agents.critic,
+    )
     structured = envs.structured_observation_space
     envs = GuardedVectorEnv(envs, cfg.max_consecutive_errors)
     envs.structured_observation_space = structured

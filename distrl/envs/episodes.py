@@ -18,8 +18,9 @@ class EpisodeTracker:
         self.returns: list[float] = []  # of episodes finished since the last ``pop``
         self.lengths: list[int] = []
 
-    def step(self, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
-             error: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
+    def step(
+        self, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray, error: np.ndarray | None = None
+    ) -> np.ndarray:
         """Count one vector step; returns ``valid``: False where it was the env's reset step.
 
         ``error`` marks envs that raised and were reset: their episode ends uncounted.
@@ -37,8 +38,9 @@ class EpisodeTracker:
         self.prev_done = ended
         return valid
 
-    def step_copies(self, ids: np.ndarray, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
-                    error: np.ndarray) -> np.ndarray:  # fmt: skip
+    def step_copies(
+        self, ids: np.ndarray, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray, error: np.ndarray
+    ) -> np.ndarray:
         """``step`` for some copies only (``ids``, each once): an env that returns its copies as they become ready."""
         valid = ~self.prev_done[ids]
         ended = terminated | truncated

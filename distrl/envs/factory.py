@@ -57,8 +57,10 @@ def resolve_env_id(env_id: str) -> str | Callable[..., gym.Env]:
             return factory
         if attr in gym.registry:  # gymnasium.make("module:EnvName-v0"): the import registered the id
             return attr
-        raise EnvSpecError(f"env.id={env_id!r}: module {module_name!r} has no callable {attr!r}, and importing it "
-                           f"registered no gymnasium id {attr!r}")  # fmt: skip
+        raise EnvSpecError(
+            f"env.id={env_id!r}: module {module_name!r} has no callable {attr!r}, and importing it "
+            f"registered no gymnasium id {attr!r}"
+        )
     if is_atari(env_id):
         import ale_py  # noqa: PLC0415  (optional dependency, registers ALE/ ids)
 
@@ -111,7 +113,9 @@ def _single_env_thunk(target, kwargs: dict, action_repeat: int, atari: bool, max
     if action_repeat > 1:
         env = ActionRepeat(env, action_repeat)
     structured = env.observation_space if is_structured(env.observation_space) else None
-    if structured is not None:  # one flat vector through the pipeline; the model reads the parts back (common/spaces.py)
+    if (
+        structured is not None
+    ):  # one flat vector through the pipeline; the model reads the parts back (common/spaces.py)
         env = gym.wrappers.FlattenObservation(env)
     return GuardedEnv(env, max_errors, structured)
 
@@ -138,12 +142,15 @@ def make_vec_env(cfg: EnvConfig, num_threads: int | None = None, ready: int = 0)
     vectorization, _ = resolve_vectorization(cfg)
     if vectorization == "native":
         if callable(target):
-            raise EnvSpecError(f"env.vectorization=native: an env factory ('{cfg.id}') has no native vector env; use "
-                               "auto, sync or async")  # fmt: skip
+            raise EnvSpecError(
+                f"env.vectorization=native: an env factory ('{cfg.id}') has no native vector env; use "
+                "auto, sync or async"
+            )
         spec = gym.spec(target)
         if spec.vector_entry_point is None:
             raise EnvSpecError(
-                f"env.vectorization=native: {cfg.id} has no vector_entry_point; use env.vectorization auto, sync or async"
+                f"env.vectorization=native: {cfg.id} has no vector_entry_point; use env.vectorization auto, sync or "
+                "async"
             )
         kwargs = dict(cfg.kwargs)
         if is_atari(cfg.id):
@@ -157,8 +164,10 @@ def make_vec_env(cfg: EnvConfig, num_threads: int | None = None, ready: int = 0)
         envs = gym.make_vec(target, num_envs=n, vectorization_mode="vector_entry_point", **kwargs)
         if is_structured(envs.single_observation_space):
             envs.close()
-            raise EnvSpecError(f"env.vectorization=native: {cfg.id}'s {type(envs.single_observation_space).__name__} "
-                               "observations are flattened per env copy; use env.vectorization auto, sync or async")  # fmt: skip
+            raise EnvSpecError(
+                f"env.vectorization=native: {cfg.id}'s {type(envs.single_observation_space).__name__} "
+                "observations are flattened per env copy; use env.vectorization auto, sync or async"
+            )
         envs = GuardedVectorEnv(envs, cfg.max_consecutive_errors)
         envs.structured_observation_space = None
     else:
@@ -174,9 +183,11 @@ def make_vec_env(cfg: EnvConfig, num_threads: int | None = None, ready: int = 0)
     return envs
 
 
-SUPPORTED_SPACES = ("observations: a Box (vectors, or uint8 images [C, H, W]), or a Dict or Tuple of Box, Discrete, "
-                    "MultiBinary and MultiDiscrete parts (an encoder each); actions: Discrete, a 1-d MultiDiscrete or "
-                    "a 1-d Box")
+SUPPORTED_SPACES = (
+    "observations: a Box (vectors, or uint8 images [C, H, W]), or a Dict or Tuple of Box, Discrete, "
+    "MultiBinary and MultiDiscrete parts (an encoder each); actions: Discrete, a 1-d MultiDiscrete or "
+    "a 1-d Box"
+)
 
 
 def probe_spaces(cfg: EnvConfig) -> tuple[gym.Space, gym.Space]:
@@ -190,7 +201,9 @@ def probe_spaces(cfg: EnvConfig) -> tuple[gym.Space, gym.Space]:
     except EnvSpecError:
         raise
     except Exception as exc:  # the env's own constructor refused: its kwargs, a missing dependency, ...
-        problem = f"env.id={cfg.id!r} with env.kwargs={dict(cfg.kwargs)}: the env could not be built: {describe_error(exc)}"
+        problem = (
+            f"env.id={cfg.id!r} with env.kwargs={dict(cfg.kwargs)}: the env could not be built: {describe_error(exc)}"
+        )
     finally:
         gc.collect()
         sys.unraisablehook = hook

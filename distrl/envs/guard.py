@@ -19,6 +19,7 @@ from distrl.common.errors import EnvFailure, OwnCodeError
 
 __all__ = ["EnvFailure", "GuardedEnv", "GuardedVectorEnv", "nonfinite_parts"]
 
+
 def _describe(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}"[:300]
@@ -67,7 +68,9 @@ class _NonFinite(Exception):
 
 
 class GuardedEnv(gym.Wrapper):
-    def __init__(self, env: gym.Env, max_consecutive_errors: int, structured_observation_space: gym.Space | None = None):
+    def __init__(
+        self, env: gym.Env, max_consecutive_errors: int, structured_observation_space: gym.Space | None = None
+    ):
         super().__init__(env)
         self.errors = _ErrorBudget(max_consecutive_errors, "env step")
         # A Dict or Tuple space flattened below this guard (the model's encoders read it); None for any other. Always
@@ -87,7 +90,9 @@ class GuardedEnv(gym.Wrapper):
             try:
                 obs, info = self.env.reset()
             except Exception as reset_exc:
-                raise EnvFailure(f"env step raised {message}, and reset then raised {_describe(reset_exc)}", 1) from None
+                raise EnvFailure(
+                    f"env step raised {message}, and reset then raised {_describe(reset_exc)}", 1
+                ) from None
             key = "env_nonfinite" if isinstance(exc, _NonFinite) else "env_error"
             return obs, 0.0, False, True, {**info, key: str(exc) if key == "env_nonfinite" else message}
         self.errors.succeeded()
@@ -172,11 +177,20 @@ class GuardedVectorEnv(gym.vector.VectorWrapper):
             try:
                 obs, info = self.env.reset()
             except Exception as reset_exc:
-                raise EnvFailure(f"vector env step raised {message}, and reset then raised {_describe(reset_exc)}", 1) from None
+                raise EnvFailure(
+                    f"vector env step raised {message}, and reset then raised {_describe(reset_exc)}", 1
+                ) from None
             n = self.num_envs
-            if isinstance(exc, _NonFinite):  # the copies at fault are counted; the rest were reset with them (masked too)
+            if isinstance(
+                exc, _NonFinite
+            ):  # the copies at fault are counted; the rest were reset with them (masked too)
                 parts = np.array([nonfinite_parts(o, r) + " not finite" for o, r in zip(*exc.result[:2])], dtype=object)
-                info = {**info, "env_nonfinite": parts, "_env_nonfinite": exc.mask, "_env_reset": np.ones(n, dtype=bool)}
+                info = {
+                    **info,
+                    "env_nonfinite": parts,
+                    "_env_nonfinite": exc.mask,
+                    "_env_reset": np.ones(n, dtype=bool),
+                }
             else:
                 info = {**info, "env_error": np.full(n, message, dtype=object), "_env_error": np.ones(n, dtype=bool)}
             return obs, np.zeros(n), np.zeros(n, dtype=bool), np.ones(n, dtype=bool), info

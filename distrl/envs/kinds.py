@@ -49,12 +49,16 @@ def probe_run_spaces(config, policy: str | None = None) -> tuple[gym.Space, gym.
     their agents' spaces may differ; None: the first's)."""
     kind = env_kind(config)
     if config.agents.several and kind != "agents":
-        raise EnvSpecError(f"agents.policies={config.agents.policies}: several policies need a PettingZoo parallel env "
-                           f"(env.id={config.env.id!r} is a {kind} env); use shared")  # fmt: skip
+        raise EnvSpecError(
+            f"agents.policies={config.agents.policies}: several policies need a PettingZoo parallel env "
+            f"(env.id={config.env.id!r} is a {kind} env); use shared"
+        )
     if config.agents.critic != "local" and kind != "agents":
-        raise EnvSpecError(f"agents.critic={config.agents.critic}: a central critic needs a PettingZoo parallel env "
-                           f"(env.id={config.env.id!r} is a {kind} env); use local (a single-agent env gives its critic "
-                           "privileged observations as a Dict observation's 'critic' part: model.critic_parts)")  # fmt: skip
+        raise EnvSpecError(
+            f"agents.critic={config.agents.critic}: a central critic needs a PettingZoo parallel env "
+            f"(env.id={config.env.id!r} is a {kind} env); use local (a single-agent env gives its critic "
+            "privileged observations as a Dict observation's 'critic' part: model.critic_parts)"
+        )
     if policy is not None and config.agents.several:
         return agents.policy_spaces(config)[policy]
     return ENV_KINDS[kind].probe_run(config)

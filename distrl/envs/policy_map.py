@@ -41,23 +41,29 @@ def resolve(policies, agent_names: tuple[str, ...]) -> PolicyMap:
     if policies == "per_agent":
         for name in agent_names:
             if not POLICY_NAME.match(name):
-                raise EnvSpecError(f"agents.policies=per_agent: agent {name!r} cannot name a policy (letters, digits, "
-                                   "'_', '-' and '.' only); map it by pattern instead")  # fmt: skip
+                raise EnvSpecError(
+                    f"agents.policies=per_agent: agent {name!r} cannot name a policy (letters, digits, "
+                    "'_', '-' and '.' only); map it by pattern instead"
+                )
         return PolicyMap(tuple(agent_names), tuple((name,) for name in agent_names), tuple(agent_names))
     owners: dict[str, list[str]] = {name: [] for name in agent_names}
     for policy, patterns in policies.items():
         matched = [agent for agent in agent_names if any(fnmatchcase(agent, p) for p in patterns)]
         if not matched:
-            raise EnvSpecError(f"agents.policies.{policy}={patterns}: matches no agent; the env's agents are "
-                               f"{', '.join(agent_names)}")  # fmt: skip
+            raise EnvSpecError(
+                f"agents.policies.{policy}={patterns}: matches no agent; the env's agents are {', '.join(agent_names)}"
+            )
         for agent in matched:
             owners[agent].append(policy)
     for agent, owned in owners.items():
         if not owned:
-            raise EnvSpecError(f"agents.policies: agent {agent!r} matches no policy's patterns; every agent needs one "
-                               f"(policies: {', '.join(policies)})")  # fmt: skip
+            raise EnvSpecError(
+                f"agents.policies: agent {agent!r} matches no policy's patterns; every agent needs one "
+                f"(policies: {', '.join(policies)})"
+            )
         if len(owned) > 1:
-            raise EnvSpecError(f"agents.policies: agent {agent!r} matches {' and '.join(owned)}; every agent needs exactly "
-                               "one policy")  # fmt: skip
+            raise EnvSpecError(
+                f"agents.policies: agent {agent!r} matches {' and '.join(owned)}; every agent needs exactly one policy"
+            )
     agents = tuple(tuple(a for a in agent_names if owners[a][0] == policy) for policy in policies)
     return PolicyMap(tuple(policies), agents, tuple(agent_names))

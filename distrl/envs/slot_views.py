@@ -36,8 +36,10 @@ class _Joint:
         actions = np.asarray(actions)
         if self.actions is None:
             self.actions = np.empty((self.envs.num_envs, *actions.shape[1:]), dtype=actions.dtype)
-        if isinstance(self.actions, np.ndarray) and (actions.shape[1:], actions.dtype) != (self.actions.shape[1:],
-                                                                                          self.actions.dtype):  # fmt: skip
+        if isinstance(self.actions, np.ndarray) and (actions.shape[1:], actions.dtype) != (
+            self.actions.shape[1:],
+            self.actions.dtype,
+        ):
             self.actions = list(self.actions)  # policies whose action spaces differ: one action per slot
         if isinstance(self.actions, list):
             for column, action in zip(self.columns[view], actions):
@@ -91,8 +93,11 @@ class SlotView:
         obs, *arrays, info = result
         n = self.joint.envs.num_envs
         obs = np.asarray(obs)[self.columns]
-        return (obs if self.width is None else obs[:, : self.width], *(np.asarray(a)[self.columns] for a in arrays),
-                {k: _columns_of(v, self.columns, n) for k, v in info.items()})  # fmt: skip
+        return (
+            obs if self.width is None else obs[:, : self.width],
+            *(np.asarray(a)[self.columns] for a in arrays),
+            {k: _columns_of(v, self.columns, n) for k, v in info.items()},
+        )
 
     def reset(self, *, seed: int | None = None, options=None) -> tuple:
         return self._part(self.joint.reset(seed))

@@ -125,8 +125,10 @@ def env_groups(config) -> tuple[int, str]:
     if not ((mode == "native" and is_atari(config.env.id)) or mode == "async"):
         return 1, f"a {mode} vector env's step holds Python's lock, so it cannot overlap the policy"
     if config.rollout.pipeline != "sync":
-        return 1, (f"the learner updates while the workers sample ({config.rollout.pipeline}), so the overlap would "
-                   "need a core it uses; set 2 where the workers have cores to spare (a GPU learner, a node of its own)")
+        return 1, (
+            f"the learner updates while the workers sample ({config.rollout.pipeline}), so the overlap would "
+            "need a core it uses; set 2 where the workers have cores to spare (a GPU learner, a node of its own)"
+        )
     if mode == "async":
         return 2, "one group's copies step in their processes while the policy acts for the other"
     return 2, "ale-py steps one group (send/recv) while the policy acts for the other"

@@ -112,8 +112,9 @@ class _DictObservations(gym.ObservationWrapper):
     def __init__(self, env: gym.Env):
         super().__init__(env)
         low, high = env.observation_space.low, env.observation_space.high
-        self.observation_space = gym.spaces.Dict({"position": gym.spaces.Box(low[::2], high[::2]),
-                                                  "velocity": gym.spaces.Box(low[1::2], high[1::2])})  # fmt: skip
+        self.observation_space = gym.spaces.Dict(
+            {"position": gym.spaces.Box(low[::2], high[::2]), "velocity": gym.spaces.Box(low[1::2], high[1::2])}
+        )
 
     def observation(self, observation):
         return {"position": observation[::2], "velocity": observation[1::2]}
@@ -150,8 +151,9 @@ class SleepyStep(gym.Wrapper):
         return self.env.step(action)
 
 
-def sleepy_cartpole(step_s: float = 0.0005, slow_worker: int | None = None, slow_factor: float = 10.0,
-                    **kwargs) -> gym.Env:  # fmt: skip
+def sleepy_cartpole(
+    step_s: float = 0.0005, slow_worker: int | None = None, slow_factor: float = 10.0, **kwargs
+) -> gym.Env:
     """CartPole-v1 whose step sleeps ``step_s``; in rollout worker ``slow_worker`` (by its Ray actor's name,
     ``...-worker-N``) ``slow_factor`` times longer: one slow machine among fast ones (benchmarks/straggler.py)."""
     if slow_worker is not None and _worker_index() == slow_worker:
@@ -182,10 +184,12 @@ class _ImageAndVector(gym.ObservationWrapper):
     def __init__(self, env: gym.Env):
         super().__init__(env)
         high = env.observation_space.high
-        self.observation_space = gym.spaces.Dict({
-            "image": gym.spaces.Box(0, 255, (1, self.SIZE, self.SIZE), np.uint8),
-            "state": gym.spaces.Box(-high[[0, 1, 3]], high[[0, 1, 3]], dtype=np.float32),
-        })  # fmt: skip
+        self.observation_space = gym.spaces.Dict(
+            {
+                "image": gym.spaces.Box(0, 255, (1, self.SIZE, self.SIZE), np.uint8),
+                "state": gym.spaces.Box(-high[[0, 1, 3]], high[[0, 1, 3]], dtype=np.float32),
+            }
+        )
         self.limit = float(env.unwrapped.theta_threshold_radians)
 
     def observation(self, observation):
@@ -206,8 +210,9 @@ class _TupleObservations(gym.ObservationWrapper):
     def __init__(self, env: gym.Env):
         super().__init__(env)
         low, high = env.observation_space.low, env.observation_space.high
-        self.observation_space = gym.spaces.Tuple((gym.spaces.Box(low[:2], high[:2]), gym.spaces.Box(low[2:], high[2:]),
-                                                   gym.spaces.Discrete(2)))  # fmt: skip
+        self.observation_space = gym.spaces.Tuple(
+            (gym.spaces.Box(low[:2], high[:2]), gym.spaces.Box(low[2:], high[2:]), gym.spaces.Discrete(2))
+        )
 
     def observation(self, observation):
         return observation[:2], observation[2:], int(observation[2] > 0)
@@ -223,7 +228,9 @@ class _Float64Observations(gym.ObservationWrapper):
     def __init__(self, env: gym.Env):
         super().__init__(env)
         space = env.observation_space
-        self.observation_space = gym.spaces.Box(space.low.astype(np.float64), space.high.astype(np.float64), dtype=np.float64)
+        self.observation_space = gym.spaces.Box(
+            space.low.astype(np.float64), space.high.astype(np.float64), dtype=np.float64
+        )
 
     def observation(self, observation):
         return observation.astype(np.float64)
@@ -256,8 +263,9 @@ class _CartPoleTeam:
         self.dict_obs = dict_obs
         if dict_obs:
             low, high = self._obs_space.low, self._obs_space.high
-            self._obs_space = gym.spaces.Dict({"cart": gym.spaces.Box(low[:2], high[:2]),
-                                               "pole": gym.spaces.Box(low[2:], high[2:])})  # fmt: skip
+            self._obs_space = gym.spaces.Dict(
+                {"cart": gym.spaces.Box(low[:2], high[:2]), "pole": gym.spaces.Box(low[2:], high[2:])}
+            )
         self._action_space = self.poles[self.possible_agents[0]].action_space
         self.steps = 0
 
@@ -272,8 +280,10 @@ class _CartPoleTeam:
 
     def reset(self, seed=None, options=None):
         self.agents, self.steps = list(self.possible_agents), 0
-        obs = {name: self._seen(self.poles[name].reset(seed=None if seed is None else seed * 31 + i)[0])
-               for i, name in enumerate(self.agents)}  # fmt: skip
+        obs = {
+            name: self._seen(self.poles[name].reset(seed=None if seed is None else seed * 31 + i)[0])
+            for i, name in enumerate(self.agents)
+        }
         return obs, {name: {} for name in self.agents}
 
     def step(self, actions):
@@ -368,7 +378,8 @@ def mixed_space_agents(**kwargs):
 
 
 class _SpeakerListener:
-    """Two agents whose spaces differ, in MPE's ``simple_speaker_listener`` manner: each step a target of ``n`` is drawn;
+    """Two agents whose spaces differ, in MPE's ``simple_speaker_listener`` manner: each step a target of ``n`` is
+    drawn;
     the speaker sees it (one-hot, ``n``) and says one of ``n + 1`` words; the listener sees the word said the step
     before (one-hot, ``n + 1``) and the step's share of the episode, and names one of ``n`` targets. Both are rewarded
     1 when the listener names the previous step's target. ``max_steps`` steps, then truncated."""
@@ -411,8 +422,13 @@ class _SpeakerListener:
         obs = self._observations()
         self.agents = [] if done else self.agents
         flags = {name: False for name in self.possible_agents}
-        return obs, {name: hit for name in self.possible_agents}, flags, {name: done for name in self.possible_agents}, \
-            {name: {} for name in self.possible_agents}  # fmt: skip
+        return (
+            obs,
+            {name: hit for name in self.possible_agents},
+            flags,
+            {name: done for name in self.possible_agents},
+            {name: {} for name in self.possible_agents},
+        )
 
     def close(self):
         pass

@@ -15,23 +15,25 @@ from collections.abc import Collection
 
 from distrl.envs.factory import EnvSpecError
 
-SHIPPED_FACTORIES = frozenset({
-    "distrl.envs.wrappers:cartpole_no_velocity",
-    "distrl.envs.testing:flaky_cartpole",
-    "distrl.envs.testing:broken_cartpole",
-    "distrl.envs.testing:nan_reward_cartpole",
-    "distrl.envs.testing:dict_action_cartpole",
-    "distrl.envs.testing:sleepy_cartpole",
-    "distrl.envs.testing:dict_obs_cartpole",
-    "distrl.envs.testing:image_cartpole",
-    "distrl.envs.testing:tuple_obs_cartpole",
-    "distrl.envs.testing:multidiscrete_cartpole",
-    "distrl.envs.testing:float64_cartpole",
-    "distrl.envs.testing:cartpole_team",
-    "distrl.envs.testing:dying_agents",
-    "distrl.envs.testing:mixed_space_agents",
-    "distrl.envs.testing:speaker_listener",
-})  # fmt: skip
+SHIPPED_FACTORIES = frozenset(
+    {
+        "distrl.envs.wrappers:cartpole_no_velocity",
+        "distrl.envs.testing:flaky_cartpole",
+        "distrl.envs.testing:broken_cartpole",
+        "distrl.envs.testing:nan_reward_cartpole",
+        "distrl.envs.testing:dict_action_cartpole",
+        "distrl.envs.testing:sleepy_cartpole",
+        "distrl.envs.testing:dict_obs_cartpole",
+        "distrl.envs.testing:image_cartpole",
+        "distrl.envs.testing:tuple_obs_cartpole",
+        "distrl.envs.testing:multidiscrete_cartpole",
+        "distrl.envs.testing:float64_cartpole",
+        "distrl.envs.testing:cartpole_team",
+        "distrl.envs.testing:dying_agents",
+        "distrl.envs.testing:mixed_space_agents",
+        "distrl.envs.testing:speaker_listener",
+    }
+)
 
 
 def is_factory(env_id: str) -> bool:

@@ -27,8 +27,14 @@ def update(rating_a: float, rating_b: float, score_a: float, k: float) -> tuple[
     return rating_a + delta, rating_b - delta
 
 
-def fit(names: list[str], games: Iterable[tuple[str, str, float]], anchor: str, anchor_rating: float,
-        iterations: int = 2000, prior_games: float = 1.0) -> dict[str, float]:  # fmt: skip
+def fit(
+    names: list[str],
+    games: Iterable[tuple[str, str, float]],
+    anchor: str,
+    anchor_rating: float,
+    iterations: int = 2000,
+    prior_games: float = 1.0,
+) -> dict[str, float]:
     """Maximum-likelihood Elo ratings for ``games`` ``(a, b, score of a)``, ``anchor`` held at ``anchor_rating``.
 
     Each pair is given ``prior_games`` virtual draws, so a player who won or lost every game still gets a
@@ -56,4 +62,3 @@ def fit(names: list[str], games: Iterable[tuple[str, str, float]], anchor: str, 
         strength = new
     ratings = SCALE * np.log10(np.maximum(strength, 1e-300))
     return {name: float(anchor_rating + ratings[i]) for name, i in index.items()}
-

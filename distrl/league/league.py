@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from distrl.league import elo
 from distrl.config.league import BASELINES, LeagueConfig
 from distrl.envs.games.matchmaking import WinRates, opponent_shares
+from distrl.league import elo
 
 ANCHOR = "random"
 
@@ -93,8 +93,15 @@ class League:
         dropped = self.snapshots[: max(0, len(self.snapshots) - self.cfg.max_snapshots)]
         for old in dropped:
             del self.members[old.name]
-        self.events.append({"event": "snapshot", "iteration": iteration, "name": member.name, "elo": round(self.rating, 1),
-                            "dropped": [m.name for m in dropped]})  # fmt: skip
+        self.events.append(
+            {
+                "event": "snapshot",
+                "iteration": iteration,
+                "name": member.name,
+                "elo": round(self.rating, 1),
+                "dropped": [m.name for m in dropped],
+            }
+        )
         self.pool_rates, self.pool_games = WinRates(self.cfg.matchmaking.win_rate_decay), 0
         return member
 
@@ -121,7 +128,8 @@ class League:
     # --- games ---------------------------------------------------------------------------
     def record(self, results: list[dict]) -> None:
         """Fold in finished games: ``{"opponent", "score"`` (the learner's: 1, 0.5, 0), ``"seat"}``, and
-        ``"stage"`` (the curriculum stage the game was played in; only this stage's games count toward its promotion)."""
+        ``"stage"`` (the curriculum stage the game was played in; only this stage's games count toward its
+        promotion)."""
         k = self.cfg.elo.k
         allowed = self.current_stage.opponents
         for result in results:
@@ -169,17 +177,24 @@ class League:
         self.stage_rates = WinRates(self.cfg.matchmaking.win_rate_decay)
         self.stage_games = 0
         new = self.current_stage
-        message = (f"curriculum: stage {stage.name!r} -> {new.name!r} at iteration {iteration} (win rate {rate:.2f} >= "
-                   f"{rule.win_rate} against {', '.join(stage.opponents)})")  # fmt: skip
-        self.events.append({"event": "stage", "iteration": iteration, "from": stage.name, "to": new.name,
-                            "win_rate": round(rate, 3)})  # fmt: skip
+        message = (
+            f"curriculum: stage {stage.name!r} -> {new.name!r} at iteration {iteration} (win rate {rate:.2f} >= "
+            f"{rule.win_rate} against {', '.join(stage.opponents)})"
+        )
+        self.events.append(
+            {"event": "stage", "iteration": iteration, "from": stage.name, "to": new.name, "win_rate": round(rate, 3)}
+        )
         return message
 
     # --- reports -----------------------------------------------------------------------
     def metrics(self, results: list[dict]) -> dict:
         """The metrics row's league keys: Elo, size, stage, and win/draw/loss rates by group for these games."""
-        row = {"league_elo": self.rating, "league_size": len(self.snapshots), "league_stage": self.stage,
-               "league_games": len(results)}  # fmt: skip
+        row = {
+            "league_elo": self.rating,
+            "league_size": len(self.snapshots),
+            "league_stage": self.stage,
+            "league_games": len(results),
+        }
         sizes = {int(result.get("team_size", 1)) for result in results}
         if sizes:  # a curriculum over team sizes (Duel's 1v1 -> 3v3): which size these games were
             row["league_team_size"] = max(sizes)
@@ -200,10 +215,19 @@ class League:
             "elo": round(self.rating, 1),
             "stage": self.current_stage.name,
             "games": self.games,
-            "members": {m.name: {"kind": m.kind, "iteration": m.iteration, "elo": round(m.rating, 1)}
-                        for m in self.members.values()},  # fmt: skip
-            "record": {name: {"wins": r.wins, "draws": r.draws, "losses": r.losses,
-                              "by_seat": {str(s): v for s, v in r.by_seat.items()}} for name, r in self.totals.items()},
+            "members": {
+                m.name: {"kind": m.kind, "iteration": m.iteration, "elo": round(m.rating, 1)}
+                for m in self.members.values()
+            },
+            "record": {
+                name: {
+                    "wins": r.wins,
+                    "draws": r.draws,
+                    "losses": r.losses,
+                    "by_seat": {str(s): v for s, v in r.by_seat.items()},
+                }
+                for name, r in self.totals.items()
+            },
             "events": self.events,
         }
 
@@ -214,12 +238,28 @@ class League:
 
         return {
             "rating": self.rating,
-            "members": [{"name": m.name, "kind": m.kind, "iteration": m.iteration, "rating": m.rating,
-                         "weights": None if m.weights is None else {k: torch.from_numpy(np.array(v)) for k, v in m.weights.items()}}
-                        for m in self.members.values()],  # fmt: skip
+            "members": [
+                {
+                    "name": m.name,
+                    "kind": m.kind,
+                    "iteration": m.iteration,
+                    "rating": m.rating,
+                    "weights": None
+                    if m.weights is None
+                    else {k: torch.from_numpy(np.array(v)) for k, v in m.weights.items()},
+                }
+                for m in self.members.values()
+            ],
             "rates": self.rates.state(),
-            "totals": {name: {"wins": r.wins, "draws": r.draws, "losses": r.losses, "by_seat": {s: list(v) for s, v in r.by_seat.items()}}
-                       for name, r in self.totals.items()},  # fmt: skip
+            "totals": {
+                name: {
+                    "wins": r.wins,
+                    "draws": r.draws,
+                    "losses": r.losses,
+                    "by_seat": {s: list(v) for s, v in r.by_seat.items()},
+                }
+                for name, r in self.totals.items()
+            },
             "stage": self.stage,
             "stage_rates": self.stage_rates.state(),
             "stage_games": self.stage_games,
@@ -239,8 +279,10 @@ class League:
             league.members[m["name"]] = Member(m["name"], m["kind"], int(m["iteration"]), float(m["rating"]), weights)
         decay = cfg.matchmaking.win_rate_decay
         league.rates = WinRates.from_state(decay, state["rates"])
-        league.totals = {name: Record(r["wins"], r["draws"], r["losses"], {int(s): list(v) for s, v in r["by_seat"].items()})
-                         for name, r in state["totals"].items()}  # fmt: skip
+        league.totals = {
+            name: Record(r["wins"], r["draws"], r["losses"], {int(s): list(v) for s, v in r["by_seat"].items()})
+            for name, r in state["totals"].items()
+        }
         league.stage = min(int(state["stage"]), len(cfg.stages()) - 1)
         league.stage_rates = WinRates.from_state(decay, state["stage_rates"])
         league.stage_games = int(state["stage_games"])

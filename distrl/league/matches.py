@@ -45,7 +45,9 @@ def model_player(model, deterministic: bool) -> Player:
     return act
 
 
-def play(env_id: str, kwargs: dict, player_a: Player, player_b: Player, games: int, rng: np.random.Generator) -> list[Match]:
+def play(
+    env_id: str, kwargs: dict, player_a: Player, player_b: Player, games: int, rng: np.random.Generator
+) -> list[Match]:
     """``games`` games of A against B at once, A in seat 0 in the even ones and seat 1 in the odd ones."""
     game = make_game(env_id, games, kwargs)
     seat_a = np.arange(games) % 2
@@ -61,8 +63,9 @@ def play(env_id: str, kwargs: dict, player_a: Player, player_b: Player, games: i
                 copies = to_move[:, seat] & sits
                 if copies.any():  # every member of the seat's team acts with the player, one batch
                     obs, mask = game.observe(seat, copies)
-                    joint[copies, seat] = np.asarray(player(obs, mask, rng)).reshape(int(copies.sum()), game.team_size,
-                                                                                     *space.shape)  # fmt: skip
+                    joint[copies, seat] = np.asarray(player(obs, mask, rng)).reshape(
+                        int(copies.sum()), game.team_size, *space.shape
+                    )
         result = game.step(joint, to_move)
         for i in np.flatnonzero(result.done & live):
             score = result.score[i] if seat_a[i] == 0 else 1.0 - result.score[i]

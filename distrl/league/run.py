@@ -37,8 +37,15 @@ class LeagueRun:
         shares = self.league.shares()
         stage = self.league.current_stage
         weights = {m.name: self._ref(m) for m in self.league.snapshots if shares.get(m.name, 0) > 0}
-        return ray.put({"shares": shares, "weights": weights, "env_kwargs": dict(stage.env_kwargs),
-                        "heuristic": dict(stage.heuristic), "stage": self.league.stage})  # fmt: skip
+        return ray.put(
+            {
+                "shares": shares,
+                "weights": weights,
+                "env_kwargs": dict(stage.env_kwargs),
+                "heuristic": dict(stage.heuristic),
+                "stage": self.league.stage,
+            }
+        )
 
     def after_iteration(self, infos: list[dict], iteration: int, weights_ref) -> dict:
         """Fold the round's games in, take a snapshot or change stage when due; the metrics row's league keys."""
@@ -56,7 +63,10 @@ class LeagueRun:
         member = self.league.add_snapshot(iteration, ray.get(weights_ref).model)
         for name in [n for n in self._refs if n not in self.league.members]:
             del self._refs[name]
-        self.say(f"league: snapshot {member.name} ({reason}); Elo {member.rating:.0f}, {len(self.league.snapshots)} in the pool")
+        self.say(
+            f"league: snapshot {member.name} ({reason}); Elo {member.rating:.0f}, {len(self.league.snapshots)} in the "
+            "pool"
+        )
 
     def _ref(self, member: Member) -> ray.ObjectRef:
         if member.name not in self._refs:

@@ -38,7 +38,9 @@ def load_league(path: str | Path) -> tuple:
     return config, league, payload["learner"]["model"], int(payload["counters"]["iteration"]), file
 
 
-def build_players(config, league: League, learner_state: dict, iteration: int, greedy: Collection[str] = ()) -> dict[str, tuple]:
+def build_players(
+    config, league: League, learner_state: dict, iteration: int, greedy: Collection[str] = ()
+) -> dict[str, tuple]:
     """``name -> (player, kind, iteration)`` for the baselines, every snapshot and the final learner (``main``); the
     trained players named in ``greedy`` take their most likely legal move, the others sample."""
     from distrl.models import build_model
@@ -67,8 +69,9 @@ def game_kwargs(config) -> dict:
     return {**config.env.kwargs, **config.league.stages()[-1].env_kwargs}
 
 
-def run_tournament(run: str | Path, games: int = 20, out: str | Path | None = None, replays: str | Path | None = None,
-                   seed: int = 0) -> dict:  # fmt: skip
+def run_tournament(
+    run: str | Path, games: int = 20, out: str | Path | None = None, replays: str | Path | None = None, seed: int = 0
+) -> dict:
     """Play the round robin, write ``tournament.json``, ``tournament.md`` and ``elo.png`` in ``out`` (default
     ``RUN/league``); returns the table."""
     run = Path(run)
@@ -89,12 +92,27 @@ def run_tournament(run: str | Path, games: int = 20, out: str | Path | None = No
         wins = sum(s == 1.0 for a, b, s in results if a == name) + sum(s == 0.0 for a, b, s in results if b == name)
         draws = sum(s == 0.5 for a, b, s in results if name in (a, b))
         total = sum(1 for a, b, _ in results if name in (a, b))
-        rows.append({"player": name, "kind": players[name][1], "iteration": players[name][2], "elo": round(ratings[name], 1),
-                     "wins": wins, "draws": draws, "losses": total - wins - draws,
-                     "score": round((wins + 0.5 * draws) / max(1, total), 3)})  # fmt: skip
-    table = {"run": str(run), "checkpoint": str(checkpoint), "game": config.env.id, "games_per_pair": games,
-             "anchor": f"{ANCHOR} = {config.league.elo.initial:g}", "players": rows,
-             "learner_elo_in_training": round(league.rating, 1)}  # fmt: skip
+        rows.append(
+            {
+                "player": name,
+                "kind": players[name][1],
+                "iteration": players[name][2],
+                "elo": round(ratings[name], 1),
+                "wins": wins,
+                "draws": draws,
+                "losses": total - wins - draws,
+                "score": round((wins + 0.5 * draws) / max(1, total), 3),
+            }
+        )
+    table = {
+        "run": str(run),
+        "checkpoint": str(checkpoint),
+        "game": config.env.id,
+        "games_per_pair": games,
+        "anchor": f"{ANCHOR} = {config.league.elo.initial:g}",
+        "players": rows,
+        "learner_elo_in_training": round(league.rating, 1),
+    }
     out = Path(out) if out is not None else run / "league"
     out.mkdir(parents=True, exist_ok=True)
     _write(out / "tournament.json", json.dumps(table, indent=2) + "\n")
@@ -108,12 +126,18 @@ def run_tournament(run: str | Path, games: int = 20, out: str | Path | None = No
 
 
 def markdown(table: dict) -> str:
-    lines = [f"Round robin on {table['game']}: {table['games_per_pair']} games per pair, both seats; Elo fitted to every "
-             f"game, {table['anchor']}. Checkpoint `{table['checkpoint']}`.", "",
-             "| player | kind | iteration | Elo | W | D | L | score |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    lines = [
+        f"Round robin on {table['game']}: {table['games_per_pair']} games per pair, both seats; Elo fitted to every "
+        f"game, {table['anchor']}. Checkpoint `{table['checkpoint']}`.",
+        "",
+        "| player | kind | iteration | Elo | W | D | L | score |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for r in table["players"]:
-        lines.append(f"| {r['player']} | {r['kind']} | {r['iteration']} | {r['elo']:.0f} | {r['wins']} | {r['draws']} | "
-                     f"{r['losses']} | {r['score']:.3f} |")  # fmt: skip
+        lines.append(
+            f"| {r['player']} | {r['kind']} | {r['iteration']} | {r['elo']:.0f} | {r['wins']} | {r['draws']} | "
+            f"{r['losses']} | {r['score']:.3f} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -135,7 +159,9 @@ def _plot(rows: list[dict], metrics: Path, path: Path, game: str) -> str | None:
         return None
     fig, ax = plt.subplots(figsize=(7, 4))
     trained = sorted((r for r in rows if r["kind"] != "baseline"), key=lambda r: r["iteration"])
-    ax.plot([r["iteration"] for r in trained], [r["elo"] for r in trained], "o-", label="tournament Elo (snapshots, final)")
+    ax.plot(
+        [r["iteration"] for r in trained], [r["elo"] for r in trained], "o-", label="tournament Elo (snapshots, final)"
+    )
     if metrics.exists():
         points = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
         points = [(p["iteration"], p["league_elo"]) for p in points if "league_elo" in p]
@@ -165,8 +191,13 @@ def save_replays(config, pair: tuple[str, str], matches: list[Match], directory:
     written = []
     for i, match in enumerate(matches[:count]):
         first, second = (pair[0], pair[1]) if match.seat == 0 else (pair[1], pair[0])
-        body = {"game": config.env.id, "seat_0": first, "seat_1": second,
-                "result_for_seat_0": match.score if match.seat == 0 else 1.0 - match.score, **match.record}  # fmt: skip
+        body = {
+            "game": config.env.id,
+            "seat_0": first,
+            "seat_1": second,
+            "result_for_seat_0": match.score if match.seat == 0 else 1.0 - match.score,
+            **match.record,
+        }
         path = directory / f"replay_{i}.json"
         _write(path, json.dumps(body) + "\n")
         written.append(str(path))
@@ -189,8 +220,14 @@ def _video(frames: list[np.ndarray], path: Path) -> str | None:
     return str(path)
 
 
-def evaluate_against(path: str | Path, opponent: str, episodes: int, deterministic: bool, seed: int,
-                     say: Callable[[str], object] = lambda line: None) -> list[Match]:  # fmt: skip
+def evaluate_against(
+    path: str | Path,
+    opponent: str,
+    episodes: int,
+    deterministic: bool,
+    seed: int,
+    say: Callable[[str], object] = lambda line: None,
+) -> list[Match]:
     """``distrl eval`` of a league run: its learner against ``opponent`` (random, heuristic or a snapshot's
     name), ``episodes`` games, half in each seat; ``say`` is told which checkpoint plays."""
     config, league, learner_state, iteration, file = load_league(path)
@@ -200,5 +237,11 @@ def evaluate_against(path: str | Path, opponent: str, episodes: int, determinist
     if opponent not in players or opponent == "main":
         known = ", ".join(n for n in players if n != "main")
         raise CheckpointError(f"--opponent={opponent!r}: not in this run's league (known: {known})")
-    return play(config.env.id, game_kwargs(config), players["main"][0], players[opponent][0], episodes,
-                np.random.default_rng(seed))  # fmt: skip
+    return play(
+        config.env.id,
+        game_kwargs(config),
+        players["main"][0],
+        players[opponent][0],
+        episodes,
+        np.random.default_rng(seed),
+    )

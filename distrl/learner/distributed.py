@@ -27,8 +27,9 @@ def rendezvous_address() -> tuple[str, int]:
 def start_group(device: torch.device, address: str, port: int, rank: int, world_size: int) -> None:
     """Join the process group rank 0 hosts at ``address:port``."""
     backend = "nccl" if device.type == "cuda" else "gloo"
-    dist.init_process_group(backend, init_method=f"tcp://{address}:{port}", rank=rank, world_size=world_size,
-                            timeout=timedelta(seconds=120))  # fmt: skip
+    dist.init_process_group(
+        backend, init_method=f"tcp://{address}:{port}", rank=rank, world_size=world_size, timeout=timedelta(seconds=120)
+    )
 
 
 def wrap(forward: nn.Module) -> nn.Module:

@@ -40,8 +40,17 @@ def seconds_per_call(fn, repeats: int, device: torch.device) -> float:
 class LoopEpochs:
     kind = "loop"
 
-    def __init__(self, loss, loss_fn, model: nn.Module, optimizer: torch.optim.Optimizer, scaler, plan: EpochPlan,
-                 device: torch.device, world_size: int):  # fmt: skip
+    def __init__(
+        self,
+        loss,
+        loss_fn,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        scaler,
+        plan: EpochPlan,
+        device: torch.device,
+        world_size: int,
+    ):
         """``loss``: the ``MinibatchLoss`` (its precision; the targets' forward); ``loss_fn``: what a step calls, its
         ``terms`` or those compiled."""
         self.loss, self.loss_fn, self.model, self.optimizer, self.scaler = loss, loss_fn, model, optimizer, scaler
@@ -56,7 +65,8 @@ class LoopEpochs:
             p.grad = None
 
     def prepare(self, samples: TrainingSamples, num_mb: int) -> None:
-        """Compile now (a compiled loss compiles on its first call), leaving the weights and Adam's state as they are."""
+        """Compile now (a compiled loss compiles on its first call), leaving the weights and Adam's state as they
+        are."""
         if self.loss_fn != self.loss.terms:  # a bound method is a new object at each access: compared by ==
             self._forward_backward(first_minibatch(samples, num_mb))
 

@@ -1,7 +1,8 @@
 """Where a learner runs: its device, its CPU threads and cores, and its mixed precision.
 
 ``learner.device: auto`` is CUDA only when the learner was given a GPU; ``learner.reserve_cores`` claims cores of its
-machine for the learner while it updates (``distrl/common/affinity.py``); ``learner.amp``'s fp16 needs a gradient scaler against
+machine for the learner while it updates (``distrl/common/affinity.py``); ``learner.amp``'s fp16 needs a gradient scaler
+against
 underflow (bf16 and fp32 do not).
 """
 
@@ -47,8 +48,9 @@ def _ray_assigned_gpus() -> list | None:
     return list(ray.get_runtime_context().get_accelerator_ids().get("GPU", []))
 
 
-def choose_threads(config: Config, device_type: str, world_size: int, machine_cores: int,
-                   has_conv: bool) -> tuple[int, str]:  # fmt: skip
+def choose_threads(
+    config: Config, device_type: str, world_size: int, machine_cores: int, has_conv: bool
+) -> tuple[int, str]:
     """Torch's CPU threads for a learner (``learner.num_threads``), and why.
 
     ``auto`` adds the workers' CPUs to the learner's own where they would idle while it updates: in a sync run the
@@ -60,10 +62,13 @@ def choose_threads(config: Config, device_type: str, world_size: int, machine_co
     own = max(1, int(cfg.num_cpus_per_learner))
     if cfg.num_threads != "auto":
         return cfg.num_threads, f"learner.num_threads={cfg.num_threads}"
-    keeps = (("the GPU does the work", device_type != "cpu"), ("learners share their machines", world_size > 1),
-             ("learner.reserve_cores pins it", cfg.reserve_cores),
-             ("async workers sample through its updates", config.rollout.pipeline == "async"),
-             ("the model has no convolutions: its update is too short to share", not has_conv))  # fmt: skip
+    keeps = (
+        ("the GPU does the work", device_type != "cpu"),
+        ("learners share their machines", world_size > 1),
+        ("learner.reserve_cores pins it", cfg.reserve_cores),
+        ("async workers sample through its updates", config.rollout.pipeline == "async"),
+        ("the model has no convolutions: its update is too short to share", not has_conv),
+    )
     for why, applies in keeps:
         if applies:
             return own, f"auto: its {own} CPU(s); {why}"
@@ -71,29 +76,36 @@ def choose_threads(config: Config, device_type: str, world_size: int, machine_co
     threads = min(machine_cores, own + workers)
     if threads <= own:
         return own, f"auto: its {own} CPU(s); its machine has no more cores"
-    return threads, (f"auto: its {own} CPU(s) and the workers' {workers} (up to its machine's {machine_cores} cores), "
-                     f"idle while it updates ({config.rollout.pipeline})")  # fmt: skip
+    return threads, (
+        f"auto: its {own} CPU(s) and the workers' {workers} (up to its machine's {machine_cores} cores), "
+        f"idle while it updates ({config.rollout.pipeline})"
+    )
 
 
 class LearnerHardware:
     def __init__(self, config: Config, rank: int, world_size: int = 1):
         cfg = config.learner
-        self.device = resolve_device(cfg.device, _ray_assigned_gpus(), cfg.num_gpus_per_learner, torch.cuda.is_available())
+        self.device = resolve_device(
+            cfg.device, _ray_assigned_gpus(), cfg.num_gpus_per_learner, torch.cuda.is_available()
+        )
         self.config, self.world_size = config, world_size
         self.use_threads(has_conv=False)  # until the model is built (``Learner`` calls it again)
         # Under Ray, this process runs on cores of its machine that the workers leave to it while it updates.
         reserved = math.ceil(cfg.num_cpus_per_learner) if cfg.reserve_cores and in_ray_actor() else 0
         self.cores = affinity.LearnerCores(reserved)  # 0: claims nothing
         if reserved and not self.cores.cores:
-            log.warning(f"learner.reserve_cores: rank {rank} found fewer than {reserved + 1} unclaimed cores on its "
-                        "machine (one is left for the workers); it shares them with the workers")
+            log.warning(
+                f"learner.reserve_cores: rank {rank} found fewer than {reserved + 1} unclaimed cores on its "
+                "machine (one is left for the workers); it shares them with the workers"
+            )
         # fp16 needs loss scaling against gradient underflow; bf16 and fp32 do not.
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=cfg.amp == "fp16")
 
     def use_threads(self, has_conv: bool) -> None:
         """Set torch's CPU threads for this learner's model (``choose_threads``)."""
-        self.threads, self.threads_reason = choose_threads(self.config, self.device.type, self.world_size,
-                                                           len(os.sched_getaffinity(0)), has_conv)  # fmt: skip
+        self.threads, self.threads_reason = choose_threads(
+            self.config, self.device.type, self.world_size, len(os.sched_getaffinity(0)), has_conv
+        )
         torch.set_num_threads(self.threads)
 
     def to_tensors(self, batch: Batch) -> dict[str, torch.Tensor]:

@@ -23,13 +23,13 @@ import torch
 from torch import nn
 
 from distrl.algo import build_algorithm
+from distrl.common.hardware import cpu_bf16, has_convolutions
+from distrl.common.wire import from_wire, to_wire
 from distrl.config.schema import Config
 from distrl.data.batch import Batch
 from distrl.data.messages import SampleInfo, UpdateResult, Weights
 from distrl.learner import distributed
 from distrl.learner.epochs import LoopEpochs
-from distrl.common.wire import from_wire, to_wire
-from distrl.common.hardware import cpu_bf16, has_convolutions
 from distrl.learner.hardware import LearnerHardware, choose_memory_format, resolve_device
 from distrl.learner.optimizer import Adam
 from distrl.learner.refs import UpdatesByRef
@@ -57,8 +57,16 @@ class _TrainForward(nn.Module):
 
 
 class Learner(UpdatesByRef):
-    def __init__(self, config: Config, obs_space: gym.Space, action_space: gym.Space, rank: int = 0, world_size: int = 1,
-                 policy_index: int = 0, hardware: LearnerHardware | None = None):  # fmt: skip
+    def __init__(
+        self,
+        config: Config,
+        obs_space: gym.Space,
+        action_space: gym.Space,
+        rank: int = 0,
+        world_size: int = 1,
+        policy_index: int = 0,
+        hardware: LearnerHardware | None = None,
+    ):
         """``policy_index``: which of several trained policies this learner trains (``agents.policies``; its initial
         weights are seeded by it, as the workers' copy is); ``hardware``: the process's, where several learners share
         it (None: this learner's own)."""
@@ -71,8 +79,9 @@ class Learner(UpdatesByRef):
         # An onnxrt worker checks each sync against eager's answers sent with the weights: it needs no torch for it.
         self.check_answers = _check_answers(config, self.model) if rank == 0 else None
         # Before the optimiser: Adam's moments take each parameter's layout (a convolution's input follows its weight).
-        self.memory_format, self.memory_format_reason = choose_memory_format(config.learner.memory_format, self.model,
-                                                                             device)  # fmt: skip
+        self.memory_format, self.memory_format_reason = choose_memory_format(
+            config.learner.memory_format, self.model, device
+        )
         if self.memory_format == torch.channels_last:
             self.model.to(memory_format=torch.channels_last)
         self.algorithm = build_algorithm(config)
@@ -93,8 +102,9 @@ class Learner(UpdatesByRef):
         self.loss = MinibatchLoss(self.model, _TrainForward(self.model), self.algorithm, device.type)  # fp32
 
         def loop(loss, loss_fn) -> LoopEpochs:
-            return LoopEpochs(loss, loss_fn, self.model, self.optimizer, self.hardware.scaler, self.algorithm.plan,
-                              device, world_size)  # fmt: skip
+            return LoopEpochs(
+                loss, loss_fn, self.model, self.optimizer, self.hardware.scaler, self.algorithm.plan, device, world_size
+            )
 
         reference = loop(self.loss, self.loss.terms)  # the plain eager fp32 loop, which every other way is held to
         ways = []
@@ -103,12 +113,16 @@ class Learner(UpdatesByRef):
                 loss = self.loss if precision == "fp32" else self.loss.with_precision(precision)
                 loss_fn = loss.terms if kernel == "eager" else self._compile(loss.terms)
                 way_loop = reference if (kernel, precision) == ("eager", "fp32") else loop(loss, loss_fn)
-                runner = way_loop if step_kind == "loop" else DeviceStep(loss, loss_fn, self.model, self.optimizer,
-                                                                         self.algorithm.plan, device, captured)  # fmt: skip
+                runner = (
+                    way_loop
+                    if step_kind == "loop"
+                    else DeviceStep(loss, loss_fn, self.model, self.optimizer, self.algorithm.plan, device, captured)
+                )
                 ways.append(Way(kernel, precision, runner, way_loop))
         self.epochs = TrialEpochs(reference, ways, step_reason, config.learner.step_strict, try_first=world_size == 1)
-        self.updates = Update(config, self.model, self.algorithm, self.optimizer, self.epochs, self.hardware,
-                              world_size, self.normalisers)  # fmt: skip
+        self.updates = Update(
+            config, self.model, self.algorithm, self.optimizer, self.epochs, self.hardware, world_size, self.normalisers
+        )
 
     def _compile(self, loss_terms):
         """A way's minibatch loss compiled by inductor (forward + loss; AOTAutograd compiles its backward too)."""
@@ -162,20 +176,33 @@ class Learner(UpdatesByRef):
         how the device step's first update compared with the loop's (None before it, or without the device step)."""
         check = self.epochs.check
         layout = "channels_last" if self.memory_format == torch.channels_last else "contiguous"
-        return {"device": str(self.device), "step": self.epochs.kind, "step_reason": self.epochs.reason,
-                "step_check": check.as_dict() if check is not None else None, **self.epochs.describe(),
-                "kernels_reason": self.kernels_reason, "precision_reason": self.precision_reason,
-                "memory_format": layout, "memory_format_reason": self.memory_format_reason,
-                "threads": self.hardware.threads, "threads_reason": self.hardware.threads_reason}  # fmt: skip
+        return {
+            "device": str(self.device),
+            "step": self.epochs.kind,
+            "step_reason": self.epochs.reason,
+            "step_check": check.as_dict() if check is not None else None,
+            **self.epochs.describe(),
+            "kernels_reason": self.kernels_reason,
+            "precision_reason": self.precision_reason,
+            "memory_format": layout,
+            "memory_format_reason": self.memory_format_reason,
+            "threads": self.hardware.threads,
+            "threads_reason": self.hardware.threads_reason,
+        }
 
     def placement(self) -> dict:
         """Where this actor runs (only meaningful inside a Ray actor)."""
         import ray
 
         ctx = ray.get_runtime_context()
-        return {"node_id": ctx.get_node_id(), "node_ip": ray.util.get_node_ip_address(),
-                "gpu_ids": list(ctx.get_accelerator_ids().get("GPU", [])), "device": str(self.device),
-                "placement_group": ctx.get_placement_group_id(), "cores": self.hardware.cores.cores or None}  # fmt: skip
+        return {
+            "node_id": ctx.get_node_id(),
+            "node_ip": ray.util.get_node_ip_address(),
+            "gpu_ids": list(ctx.get_accelerator_ids().get("GPU", [])),
+            "device": str(self.device),
+            "placement_group": ctx.get_placement_group_id(),
+            "cores": self.hardware.cores.cores or None,
+        }
 
     # --- weights and state -------------------------------------------------------------
     def get_weights(self) -> Weights:
@@ -190,8 +217,9 @@ class Learner(UpdatesByRef):
 
     def state(self) -> dict:
         """Everything a checkpoint needs to resume learning exactly (tensors and plain types only)."""
-        return learner_state(self.model, self.optimizer, self.normalisers, self.generator, self.counters,
-                             self.algorithm.schedule)  # fmt: skip
+        return learner_state(
+            self.model, self.optimizer, self.normalisers, self.generator, self.counters, self.algorithm.schedule
+        )
 
     def snapshot(self) -> dict:
         """``state`` as it crosses to the driver after each update: its tensors as numpy arrays, which Ray stores out
@@ -200,15 +228,27 @@ class Learner(UpdatesByRef):
 
     def load_state(self, state: dict) -> None:
         """Take ``state`` (``state`` or ``snapshot``'s)."""
-        load_learner_state(from_wire(state), self.model, self.optimizer, self.normalisers, self.generator, self.counters,
-                           self.algorithm, self.config, self.device)  # fmt: skip
+        load_learner_state(
+            from_wire(state),
+            self.model,
+            self.optimizer,
+            self.normalisers,
+            self.generator,
+            self.counters,
+            self.algorithm,
+            self.config,
+            self.device,
+        )
 
     # --- the update ----------------------------------------------------------------------
     def update(self, *samples: tuple[SampleInfo, Batch], min_version: int | None = None) -> UpdateResult:
         """One update on this rank's shard of each worker's ``(info, batch)`` (``RolloutWorker.sample``); steps that
         acted with a policy version older than ``min_version`` are left out (None: every step trains)."""
-        return self._update([info for info, _ in samples], [batch.split(self.world_size)[self.rank] for _, batch in samples],
-                            min_version)  # fmt: skip
+        return self._update(
+            [info for info, _ in samples],
+            [batch.split(self.world_size)[self.rank] for _, batch in samples],
+            min_version,
+        )
 
     def _update(self, infos: list[SampleInfo], shards: list[Batch], min_version: int | None) -> UpdateResult:
         checking = self.epochs.checking  # the first update, where the learner's ways are tried and checked

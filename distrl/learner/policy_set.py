@@ -24,13 +24,17 @@ from distrl.learner.refs import UpdatesByRef
 
 
 class PolicySetLearner(UpdatesByRef):
-    def __init__(self, config: Config, obs_space: gym.Space, action_space: gym.Space, rank: int = 0, world_size: int = 1):
+    def __init__(
+        self, config: Config, obs_space: gym.Space, action_space: gym.Space, rank: int = 0, world_size: int = 1
+    ):
         self.config, self.rank, self.world_size = config, rank, world_size
         self.names = policy_map(config).names
         self.hardware = LearnerHardware(config, rank, world_size)
         spaces = policy_spaces(config)  # each policy's own (``obs_space``, ``action_space``: the first policy's)
-        self.learners = {name: Learner(config, *spaces[name], rank, world_size, policy_index=k, hardware=self.hardware)
-                         for k, name in enumerate(self.names)}  # fmt: skip
+        self.learners = {
+            name: Learner(config, *spaces[name], rank, world_size, policy_index=k, hardware=self.hardware)
+            for k, name in enumerate(self.names)
+        }
         self.first = self.learners[self.names[0]]
 
     # --- as a ``Learner`` reads ------------------------------------------------------------
@@ -70,8 +74,10 @@ class PolicySetLearner(UpdatesByRef):
 
     def state(self) -> dict:
         """Every policy's learner state by name; ``version`` at the top, as a single learner's state has it."""
-        return {"policies": {name: learner.state() for name, learner in self.learners.items()},
-                "version": self.first.version}  # fmt: skip
+        return {
+            "policies": {name: learner.state() for name, learner in self.learners.items()},
+            "version": self.first.version,
+        }
 
     def snapshot(self) -> dict:
         return to_wire(self.state())
@@ -80,8 +86,10 @@ class PolicySetLearner(UpdatesByRef):
         state = from_wire(state)
         missing = [name for name in self.names if name not in state.get("policies", {})]
         if missing:
-            raise ValueError(f"the learner state has no policy {', '.join(missing)} (it holds "
-                             f"{', '.join(state.get('policies', {})) or 'a single policy'})")  # fmt: skip
+            raise ValueError(
+                f"the learner state has no policy {', '.join(missing)} (it holds "
+                f"{', '.join(state.get('policies', {})) or 'a single policy'})"
+            )
         for name, learner in self.learners.items():
             learner.load_state(state["policies"][name])
 
@@ -89,22 +97,32 @@ class PolicySetLearner(UpdatesByRef):
     def update(self, *samples, min_version: int | None = None) -> UpdateResult:
         """One update of every policy on this rank's shard of ``(info, batches)`` pairs (``PolicySetWorker.sample``),
         in-process."""
-        return self._update([info for info, _ in samples],
-                            [batches.split(self.world_size)[self.rank] for _, batches in samples], min_version)  # fmt: skip
+        return self._update(
+            [info for info, _ in samples],
+            [batches.split(self.world_size)[self.rank] for _, batches in samples],
+            min_version,
+        )
 
     def _update(self, infos: list[SampleInfo], shards: list, min_version: int | None) -> UpdateResult:
-        results = {name: learner._update([info.for_policy(name) for info in infos], [s.batches[name] for s in shards],
-                                         min_version) for name, learner in self.learners.items()}  # fmt: skip
+        results = {
+            name: learner._update(
+                [info.for_policy(name) for info in infos], [s.batches[name] for s in shards], min_version
+            )
+            for name, learner in self.learners.items()
+        }
         first = results[self.names[0]]
         metrics = {f"{name}/{key}": value for name, result in results.items() for key, value in result.metrics.items()}
         for key in first.metrics:  # the plain keys: the mean over the policies
             metrics[key] = sum(result.metrics[key] for result in results.values()) / len(results)
-        return UpdateResult(version=first.version, metrics=metrics,
-                            learn_s=sum(r.learn_s for r in results.values()),
-                            env_steps=sum(r.env_steps for r in results.values()),
-                            stale_steps=sum(r.stale_steps for r in results.values()),
-                            learner_batch_bytes=sum(r.learner_batch_bytes for r in results.values()),
-                            learner_step=first.learner_step)  # fmt: skip
+        return UpdateResult(
+            version=first.version,
+            metrics=metrics,
+            learn_s=sum(r.learn_s for r in results.values()),
+            env_steps=sum(r.env_steps for r in results.values()),
+            stale_steps=sum(r.stale_steps for r in results.values()),
+            learner_batch_bytes=sum(r.learner_batch_bytes for r in results.values()),
+            learner_step=first.learner_step,
+        )
 
 
 def learner_class(config: Config) -> type:

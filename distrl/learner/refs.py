@@ -23,8 +23,9 @@ class UpdatesByRef:
         with self.hardware.cores.updating():
             return self._fetch_and_update(sample_report, shard_refs)
 
-    def update_refs_and_snapshot(self, sample_report: SampleReport, shard_refs: tuple,
-                                 snapshot: bool = True) -> tuple[UpdateResult, Weights, dict | None]:  # fmt: skip
+    def update_refs_and_snapshot(
+        self, sample_report: SampleReport, shard_refs: tuple, snapshot: bool = True
+    ) -> tuple[UpdateResult, Weights, dict | None]:
         """``update_refs``, then the new weights (for workers) and, when ``snapshot``, the full state (kept by the
         driver, for restarts; ``learner.snapshot_every_s`` decides which updates send it)."""
         with self.hardware.cores.updating():

@@ -9,8 +9,8 @@ import torch
 from distrl.algo.base import Algorithm
 from distrl.algo.schedule import LinearSchedule, continued
 from distrl.common.running_mean_std import RunningMeanStd
-from distrl.config.schema import Config
 from distrl.common.spaces import image_part_mask
+from distrl.config.schema import Config
 from distrl.data.messages import SampleInfo
 
 
@@ -48,8 +48,14 @@ def _rms_tensors(rms: RunningMeanStd | None) -> dict | None:
     return None if rms is None else {k: torch.as_tensor(v) for k, v in rms.state().items()}
 
 
-def learner_state(model, optimizer, normalisers: Normalisers, generator: torch.Generator, counters: LearnerCounters,
-                  schedule: LinearSchedule) -> dict:  # fmt: skip
+def learner_state(
+    model,
+    optimizer,
+    normalisers: Normalisers,
+    generator: torch.Generator,
+    counters: LearnerCounters,
+    schedule: LinearSchedule,
+) -> dict:
     """Everything a checkpoint needs to resume learning exactly (tests/test_checkpoint.py holds each field to an
     uninterrupted run's)."""
     return {
@@ -66,15 +72,27 @@ def learner_state(model, optimizer, normalisers: Normalisers, generator: torch.G
     }
 
 
-def load_learner_state(state: dict, model, optimizer, normalisers: Normalisers, generator: torch.Generator,
-                       counters: LearnerCounters, algorithm: Algorithm, config: Config, device: torch.device) -> None:  # fmt: skip
-    """Take ``state``; the learning rate's schedule goes on under this run's ``config`` (``distrl/algo/schedule.py``)."""
+def load_learner_state(
+    state: dict,
+    model,
+    optimizer,
+    normalisers: Normalisers,
+    generator: torch.Generator,
+    counters: LearnerCounters,
+    algorithm: Algorithm,
+    config: Config,
+    device: torch.device,
+) -> None:
+    """Take ``state``; the learning rate's schedule goes on under this run's ``config``
+    (``distrl/algo/schedule.py``)."""
     model.load_state_dict(state["model"])
     lr, capturable = optimizer.param_groups[0]["lr"], optimizer.param_groups[0]["capturable"]
     optimizer.load_state_dict(state["optimizer"])
     for group in optimizer.param_groups:  # this learner's step kind decides these, not the saver's
         group["capturable"] = capturable
-        group["lr"] = torch.tensor(float(group["lr"]), device=device) if isinstance(lr, torch.Tensor) else float(group["lr"])
+        group["lr"] = (
+            torch.tensor(float(group["lr"]), device=device) if isinstance(lr, torch.Tensor) else float(group["lr"])
+        )
     if normalisers.obs is not None and state.get("obs_norm") is not None:
         normalisers.obs = RunningMeanStd.from_state(state["obs_norm"])
     if normalisers.returns is not None and state.get("return_norm") is not None:
@@ -85,5 +103,6 @@ def load_learner_state(state: dict, model, optimizer, normalisers: Normalisers, 
     counters.trained_env_steps = int(state["trained_env_steps"])
     counters.skipped_updates = int(state["skipped_updates"])
     last_lr = float(optimizer.param_groups[0]["lr"])
-    algorithm.schedule = continued(config.ppo, config.stop.env_steps, state.get("lr_schedule"), counters.trained_env_steps,
-                                   last_lr)[0]  # fmt: skip
+    algorithm.schedule = continued(
+        config.ppo, config.stop.env_steps, state.get("lr_schedule"), counters.trained_env_steps, last_lr
+    )[0]

@@ -18,7 +18,8 @@ host taken on the device:
 On CUDA the function is captured once as a CUDA graph (after a warm-up on a side stream, with
 the optimizer's update masked) and replayed per minibatch, the minibatch gathered into the
 static buffers on the device. On CPU the same function runs uncaptured (``learner.step: device``;
-``auto`` keeps the loop there, measured as fast), and the tests hold it to the plain loop. What it cannot take (recurrent models, DDP ranks, fp16's gradient
+``auto`` keeps the loop there, measured as fast), and the tests hold it to the plain loop. What it cannot take
+(recurrent models, DDP ranks, fp16's gradient
 scaler, a compile mode that captures its own CUDA graphs) is refused by the config and left to the loop by ``auto``.
 A loss compiled by inductor runs inside it like the eager one: fused kernels, captured all the same.
 """
@@ -43,9 +44,18 @@ class DeviceStep:
 
     kind = "device"
 
-    def __init__(self, loss, loss_fn, model: nn.Module, optimizer: torch.optim.Optimizer, plan: EpochPlan,
-                 device: torch.device, capture: bool):  # fmt: skip
-        """``loss``: the ``MinibatchLoss``; ``loss_fn``: what the step calls, its ``terms`` or those compiled by inductor
+    def __init__(
+        self,
+        loss,
+        loss_fn,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        plan: EpochPlan,
+        device: torch.device,
+        capture: bool,
+    ):
+        """``loss``: the ``MinibatchLoss``; ``loss_fn``: what the step calls, its ``terms`` or those compiled by
+        inductor
         (a mode without CUDA graphs of its own: the capture here takes inductor's kernels like any others)."""
         self.loss, self.loss_fn = loss, loss_fn
         self.optimizer = optimizer
@@ -119,8 +129,11 @@ class DeviceStep:
         self._reset()
 
     def _needs_build(self, tensors: dict[str, torch.Tensor], size: int) -> bool:
-        return self.capture and (self.static is None or next(iter(self.static.values())).shape[0] != size
-                                 or any(self.static[k].shape[1:] != v.shape[1:] for k, v in tensors.items()))
+        return self.capture and (
+            self.static is None
+            or next(iter(self.static.values())).shape[0] != size
+            or any(self.static[k].shape[1:] != v.shape[1:] for k, v in tensors.items())
+        )
 
     def prepare(self, samples, num_mb: int) -> None:
         """Compile and capture now, on the samples' shapes, leaving the weights and Adam's state as they are (every
@@ -160,7 +173,9 @@ class DeviceStep:
         epochs = self.plan.epochs
         self._own_found_inf()
         grads = [p.grad for p in self.params if p.grad is not None]
-        if grads and not self.capture:  # a loop run in between leaves its gradients: the first backward must not add to them
+        if (
+            grads and not self.capture
+        ):  # a loop run in between leaves its gradients: the first backward must not add to them
             torch._foreach_zero_(grads)
         tensors = samples.tensors
         units = len(samples)

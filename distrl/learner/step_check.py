@@ -43,8 +43,12 @@ class UpdateState:
     @classmethod
     def capture(cls, model: nn.Module, optimizer: torch.optim.Optimizer, generator: torch.Generator) -> UpdateState:
         params = list(model.parameters())
-        state = [{k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in optimizer.state[p].items()}
-                 if p in optimizer.state else None for p in params]  # fmt: skip
+        state = [
+            {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in optimizer.state[p].items()}
+            if p in optimizer.state
+            else None
+            for p in params
+        ]
         return cls([p.detach().clone() for p in params], state, generator.get_state())
 
     def restore(self, model: nn.Module, optimizer: torch.optim.Optimizer, generator: torch.Generator) -> None:
@@ -58,8 +62,11 @@ class UpdateState:
                     continue
                 current = optimizer.state[p]
                 for key, value in state.items():
-                    if isinstance(value, torch.Tensor) and isinstance(current.get(key), torch.Tensor) \
-                            and current[key].shape == value.shape:  # fmt: skip
+                    if (
+                        isinstance(value, torch.Tensor)
+                        and isinstance(current.get(key), torch.Tensor)
+                        and current[key].shape == value.shape
+                    ):
                         current[key].copy_(value)
                     else:
                         current[key] = value.clone() if isinstance(value, torch.Tensor) else value
@@ -93,9 +100,15 @@ class StepCheck:
         return {"ok": self.ok, "reason": self.reason}
 
 
-def compare_updates(loop: tuple[dict, UpdateState], nudged: tuple[dict, UpdateState], device: tuple[dict, UpdateState],
-                    model: nn.Module, eps: float = EPS32, origins: tuple[UpdateState, UpdateState] | None = None,
-                    multiple: float = ERROR_MULTIPLE) -> StepCheck:  # fmt: skip
+def compare_updates(
+    loop: tuple[dict, UpdateState],
+    nudged: tuple[dict, UpdateState],
+    device: tuple[dict, UpdateState],
+    model: nn.Module,
+    eps: float = EPS32,
+    origins: tuple[UpdateState, UpdateState] | None = None,
+    multiple: float = ERROR_MULTIPLE,
+) -> StepCheck:
     """Is another way's update the loop's, within the loop's own rounding? Each of ``loop``, ``nudged`` (the loop
     from weights one ulp of ``eps`` away) and ``device`` (the way checked): (stats, state after).
 
@@ -109,11 +122,15 @@ def compare_updates(loop: tuple[dict, UpdateState], nudged: tuple[dict, UpdateSt
     floor = FLOOR_ULPS * math.sqrt(reduction_length(model)) * EPS32  # float32's arithmetic, whatever the nudge
     worst = (0.0, "")  # the largest share of its tolerance any value used
 
-    def within(name: str, got: torch.Tensor, want: torch.Tensor, spread_of: torch.Tensor, least: float = 1e-30) -> str | None:
+    def within(
+        name: str, got: torch.Tensor, want: torch.Tensor, spread_of: torch.Tensor, least: float = 1e-30
+    ) -> str | None:
         """``least``: the smallest magnitude the floor scales with (1 for the statistics: means of O(1) terms, like
         the policy loss of normalised advantages, that cancel to near 0 and keep their terms' rounding)."""
         nonlocal worst
-        got, want, spread_of = (torch.as_tensor(x, dtype=torch.float64).cpu().reshape(-1) for x in (got, want, spread_of))
+        got, want, spread_of = (
+            torch.as_tensor(x, dtype=torch.float64).cpu().reshape(-1) for x in (got, want, spread_of)
+        )
         finite = torch.isfinite(want)  # a step skipped as non-finite is NaN on both paths: that is a match
         if not torch.equal(finite, torch.isfinite(got)):
             return f"{name} is not finite where the loop's is, or the other way round"
@@ -122,7 +139,10 @@ def compare_updates(loop: tuple[dict, UpdateState], nudged: tuple[dict, UpdateSt
         spread = float((spread_of - want).abs().max()) if got.numel() else 0.0
         tolerance = multiple * spread + floor * max(float(want.abs().max()) if want.numel() else 0.0, least)
         if not math.isfinite(difference) or difference > tolerance:
-            return f"{name} differs by {difference:.3g} (tolerance {tolerance:.3g}: {multiple:g}x the {spread:.3g} one ulp moves it)"
+            return (
+                f"{name} differs by {difference:.3g} "
+                f"(tolerance {tolerance:.3g}: {multiple:g}x the {spread:.3g} one ulp moves it)"
+            )
         share = difference / tolerance
         if share >= worst[0]:
             worst = (share, f"{name} {difference:.3g} of {tolerance:.3g}")
@@ -137,8 +157,9 @@ def compare_updates(loop: tuple[dict, UpdateState], nudged: tuple[dict, UpdateSt
     names = [name for name, _ in model.named_parameters()]
     start, nudged_start = (origins[0].params, origins[1].params) if origins else ([0.0] * len(names),) * 2
     what = "the change of weight" if origins else "weight"
-    for name, want, got, nudged_value, s0, s1 in zip(names, loop_state.params, device_state.params, nudged_state.params,
-                                                     start, nudged_start):  # fmt: skip
+    for name, want, got, nudged_value, s0, s1 in zip(
+        names, loop_state.params, device_state.params, nudged_state.params, start, nudged_start
+    ):
         problem = within(f"{what} {name}", got - s0, want - s0, nudged_value - s1)
         if problem:
             return StepCheck(False, problem)

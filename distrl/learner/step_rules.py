@@ -25,19 +25,26 @@ def choose_step(config: Config, device_type: str, world_size: int) -> tuple[str,
     if setting == "loop":
         return "loop", "learner.step=loop"
     if setting == "device":
-        return "device", "learner.step=device" + (" (a CUDA graph)" if device_type == "cuda" else " (uncaptured on CPU)")
+        return "device", "learner.step=device" + (
+            " (a CUDA graph)" if device_type == "cuda" else " (uncaptured on CPU)"
+        )
     blockers = step_blockers(config, world_size)
     if device_type != "cuda":
         # benchmarks/learner_step.py and an interleaved A/B on a 2-core AMD EPYC: MLP mb 1024 loop 4.03-4.13 ms vs
         # device 3.69-4.27 ms a step, Nature-CNN mb 256 265 vs 287 ms: no difference beyond the machine's noise.
-        blockers.insert(0, "the learner is on CPU, where op by op is as fast as a captured graph (each op's own work is "
-                           "the time, not its launch)")
+        blockers.insert(
+            0,
+            "the learner is on CPU, where op by op is as fast as a captured graph (each op's own work is "
+            "the time, not its launch)",
+        )
     if blockers:
         return "loop", "; ".join(blockers)
     return "device", "on CUDA: the whole minibatch step as one CUDA graph"
 
 
-def choose_kernels(config: Config, step: str, device_type: str, world_size: int, has_conv: bool) -> tuple[list[str], str]:
+def choose_kernels(
+    config: Config, step: str, device_type: str, world_size: int, has_conv: bool
+) -> tuple[list[str], str]:
     """The kernels to try (``KERNELS``; more than one: timed on the first update) for ``learner.compile.backend``."""
     cfg = config.learner.compile
     if cfg.backend != "auto":
@@ -47,22 +54,31 @@ def choose_kernels(config: Config, step: str, device_type: str, world_size: int,
     if world_size > 1:
         return ["eager"], "auto: DDP ranks would each time their own and could choose differently"
     if step == "device" and device_type == "cuda":
-        return ["eager", "inductor"], "auto: the step's eager kernels and inductor's fused ones, each captured as a CUDA " \
-                                      "graph, timed on the first update"
+        return (
+            ["eager", "inductor"],
+            "auto: the step's eager kernels and inductor's fused ones, each captured as a CUDA "
+            "graph, timed on the first update",
+        )
     if device_type == "cpu" and has_conv:
         # benchmarks/results/learner_inductor.md: a Breakout update 1.28x faster compiled, after ~12 s of compiling
         # on a 2-core AMD EPYC: won back within ten updates.
-        return ["eager", "inductor"], "auto: a convolutional model's loop on CPU, eager and inductor timed on the first update"
+        return [
+            "eager",
+            "inductor",
+        ], "auto: a convolutional model's loop on CPU, eager and inductor timed on the first update"
     # The MLP's update was 1.43x faster compiled there, but compiling took 15 s: over a hundred CartPole updates to
     # win back, most of such a run.
     if device_type == "cuda":
         return ["eager"], "auto: eager in the loop on CUDA (the device step is where inductor is timed)"
-    return ["eager"], ("auto: eager on CPU for a model without convolutions (compiling it costs more start-up than its "
-                       "steps win back in a short run; learner.compile=inductor asks for it)")
+    return ["eager"], (
+        "auto: eager on CPU for a model without convolutions (compiling it costs more start-up than its "
+        "steps win back in a short run; learner.compile=inductor asks for it)"
+    )
 
 
-def choose_precision(config: Config, device_type: str, world_size: int, has_conv: bool,
-                     cpu_bf16: str | None) -> tuple[list[str], str]:  # fmt: skip
+def choose_precision(
+    config: Config, device_type: str, world_size: int, has_conv: bool, cpu_bf16: str | None
+) -> tuple[list[str], str]:
     """The precisions to try (``PRECISIONS``) for ``learner.amp``; ``cpu_bf16``: the CPU's bf16 instructions by
     name (``distrl.common.hardware.cpu_bf16``), None without."""
     amp = config.learner.amp
@@ -73,7 +89,9 @@ def choose_precision(config: Config, device_type: str, world_size: int, has_conv
     if world_size > 1:
         return ["fp32"], "auto: DDP ranks would each time their own and could choose differently"
     if cpu_bf16 is None:
-        return ["fp32"], "auto: this CPU has no bf16 instructions (AMX, AVX512-BF16), so bf16 would be emulated (10x slower)"
+        return [
+            "fp32"
+        ], "auto: this CPU has no bf16 instructions (AMX, AVX512-BF16), so bf16 would be emulated (10x slower)"
     if not has_conv:
         # benchmarks/results/learner.md (AVX512-BF16 EPYC): the MLP's update 1.03x in bf16, the LSTM's 0.90x.
         return ["fp32"], "auto: fp32 for a model without convolutions (its products are too small for bf16 to pay)"

@@ -28,11 +28,19 @@ from dataclasses import dataclass
 import torch
 
 from distrl.common.errors import describe_error
+from distrl.compile.tolerance import ERROR_MULTIPLE
 from distrl.data.samples import TrainingSamples
 from distrl.learner.epochs import LoopEpochs
 from distrl.learner.step import DeviceStep
-from distrl.compile.tolerance import ERROR_MULTIPLE
-from distrl.learner.step_check import BF16_MULTIPLE, EPS, StepCheck, StepCheckFailed, UpdateState, compare_updates, nudge_one_ulp
+from distrl.learner.step_check import (
+    BF16_MULTIPLE,
+    EPS,
+    StepCheck,
+    StepCheckFailed,
+    UpdateState,
+    compare_updates,
+    nudge_one_ulp,
+)
 
 log = logging.getLogger("distrl.learner")
 
@@ -59,9 +67,13 @@ class Way:
         return f"{step}, {self.kernels} kernels, {self.precision}"
 
     def report(self) -> dict:
-        return {"way": self.name, "step_ms": None if self.step_s is None else round(self.step_s * 1e3, 3),
-                "prepare_s": None if self.prepare_s is None else round(self.prepare_s, 2), "problem": self.problem,
-                **({"passed_over": self.passed_over} if self.passed_over else {})}  # fmt: skip
+        return {
+            "way": self.name,
+            "step_ms": None if self.step_s is None else round(self.step_s * 1e3, 3),
+            "prepare_s": None if self.prepare_s is None else round(self.prepare_s, 2),
+            "problem": self.problem,
+            **({"passed_over": self.passed_over} if self.passed_over else {}),
+        }
 
 
 class TrialEpochs:
@@ -90,8 +102,11 @@ class TrialEpochs:
             precision = " or ".join(dict.fromkeys(w.precision for w in self.ways))
         else:
             kernels, precision = self.way.kernels, self.way.precision
-        tried = [w.report() for w in self.ways if w.step_s is not None or w.problem or w.prepare_s is not None
-                 or w.passed_over]  # fmt: skip
+        tried = [
+            w.report()
+            for w in self.ways
+            if w.step_s is not None or w.problem or w.prepare_s is not None or w.passed_over
+        ]
         return {"kernels": kernels, "precision": precision, "trial": tried or None}
 
     def run(self, samples: TrainingSamples, num_mb: int, generator: torch.Generator) -> dict:
@@ -102,8 +117,10 @@ class TrialEpochs:
         if not runner.fits(len(samples), num_mb):
             if not self.warned_uneven:  # a batch short of a timed-out worker's part: minibatches of two sizes
                 self.warned_uneven = True
-                log.warning(f"{len(samples)} samples do not split into {num_mb} equal minibatches: this update runs "
-                            "the plain loop (said once)")  # fmt: skip
+                log.warning(
+                    f"{len(samples)} samples do not split into {num_mb} equal minibatches: this update runs "
+                    "the plain loop (said once)"
+                )
             return self.way.loop.run(samples, num_mb, generator)
         return runner.run(samples, num_mb, generator)
 
@@ -128,16 +145,26 @@ class TrialEpochs:
                 start.restore(model, optimizer, generator)
                 nudge_one_ulp(model, eps=eps)
                 origin = UpdateState.capture(model, optimizer, generator)
-                nudged[way.precision] = (self.reference.run(samples, num_mb, generator),
-                                         UpdateState.capture(model, optimizer, generator), origin)  # fmt: skip
+                nudged[way.precision] = (
+                    self.reference.run(samples, num_mb, generator),
+                    UpdateState.capture(model, optimizer, generator),
+                    origin,
+                )
             stats, state, origin = nudged[way.precision]
             start.restore(model, optimizer, generator)
             try:
                 got = way.runner.run(samples, num_mb, generator)
                 after = (got, UpdateState.capture(model, optimizer, generator))
                 narrow = way.precision != "fp32"
-                check = compare_updates(loop, (stats, state), after, model, eps, (start, origin) if narrow else None,
-                                        BF16_MULTIPLE if narrow else ERROR_MULTIPLE)  # fmt: skip
+                check = compare_updates(
+                    loop,
+                    (stats, state),
+                    after,
+                    model,
+                    eps,
+                    (start, origin) if narrow else None,
+                    BF16_MULTIPLE if narrow else ERROR_MULTIPLE,
+                )
             except Exception as exc:  # a capture that fails, an op the graph cannot hold, a compile error
                 check = StepCheck(False, f"it raised {describe_error(exc)}")
             if check.ok:
@@ -169,8 +196,10 @@ class TrialEpochs:
             best = min(timed.values(), key=self._ranked_time)
             for way in self.ways:
                 if way.kernels != "eager" and way.precision != best.precision and way.precision in timed:
-                    way.passed_over = (f"not prepared: {best.precision}'s eager step ({best.step_s * 1e3:.3g} ms) beat "
-                                       f"{way.precision}'s ({timed[way.precision].step_s * 1e3:.3g} ms)")  # fmt: skip
+                    way.passed_over = (
+                        f"not prepared: {best.precision}'s eager step ({best.step_s * 1e3:.3g} ms) beat "
+                        f"{way.precision}'s ({timed[way.precision].step_s * 1e3:.3g} ms)"
+                    )
         else:
             best = eager[0]
         rest = [w for w in self.ways if w.kernels != "eager" and w.passed_over is None]
@@ -203,8 +232,16 @@ class TrialEpochs:
                 seconds = way.runner.step_seconds(samples, num_mb, 1)
                 way.step_s = seconds if way.step_s is None else min(way.step_s, seconds)
 
-    def _keep(self, way: Way, result: tuple[dict, UpdateState], check: StepCheck | None, model, optimizer, generator,
-              why: str = "") -> dict:  # fmt: skip
+    def _keep(
+        self,
+        way: Way,
+        result: tuple[dict, UpdateState],
+        check: StepCheck | None,
+        model,
+        optimizer,
+        generator,
+        why: str = "",
+    ) -> dict:
         """``way`` runs from now on; ``result``: its first update (stats, state after), which stands."""
         result[1].restore(model, optimizer, generator)
         self.way, self.check = way, check or StepCheck(True, why)

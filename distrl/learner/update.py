@@ -27,7 +27,8 @@ _NOT_PER_STEP = ("obs", "starts", "h0", "c0")  # what the forward reads, not the
 
 
 class MinibatchLoss:
-    """The model's forward and the algorithm's loss on one minibatch: what the epochs run (compiled, or inside the device
+    """The model's forward and the algorithm's loss on one minibatch: what the epochs run (compiled, or inside the
+    device
     step) and what the algorithm's targets read the current policy from."""
 
     def __init__(self, model, train_forward, algorithm: Algorithm, device_type: str, precision: str = "fp32"):
@@ -62,22 +63,32 @@ class MinibatchLoss:
         new_values = new_values.float().reshape(-1)
 
         # The per-step tensors, flat [B, ...] (a recurrent minibatch's are [S, L, ...]).
-        steps = {k: v.reshape(-1, *v.shape[2:]) if self.model.is_recurrent else v
-                 for k, v in mb.items() if k not in _NOT_PER_STEP}  # fmt: skip
+        steps = {
+            k: v.reshape(-1, *v.shape[2:]) if self.model.is_recurrent else v
+            for k, v in mb.items()
+            if k not in _NOT_PER_STEP
+        }
         return pd_params, new_values, steps
 
 
 class Update:
     def __init__(self, config, model, algorithm: Algorithm, optimizer, epochs, hardware, world_size: int, normalisers):
-        """``epochs``: how the epochs run (``trial.py``), with the minibatch loss they use (``epochs.loss``: the targets'
+        """``epochs``: how the epochs run (``trial.py``), with the minibatch loss they use (``epochs.loss``: the
+        targets'
         forward takes its precision); ``normalisers``: the learner's ``Normalisers`` (observations, returns)."""
         self.config, self.model = config, model
         self.algorithm, self.optimizer, self.epochs, self.hardware = algorithm, optimizer, epochs, hardware
         self.world_size, self.normalisers = world_size, normalisers
         self._compiled_after_warmup: int | None = None  # graphs compiled by the end of the first update
 
-    def __call__(self, infos: list[SampleInfo], shards: list[Batch], min_version: int | None,
-                 counters: LearnerCounters, generator: torch.Generator) -> UpdateResult:  # fmt: skip
+    def __call__(
+        self,
+        infos: list[SampleInfo],
+        shards: list[Batch],
+        min_version: int | None,
+        counters: LearnerCounters,
+        generator: torch.Generator,
+    ) -> UpdateResult:
         start = time.perf_counter()
         self.normalisers.merge_obs(infos)  # every rank merges every worker's stats, so all ranks agree
         data = self.hardware.to_tensors(Batch.concat(shards))
@@ -89,8 +100,13 @@ class Update:
             data["rewards"] = data["rewards"] / float(np.sqrt(self.normalisers.returns.var + 1e-8))
         seq_len = self.config.ppo.seq_len if self.model.is_recurrent else None
         zeros = torch.zeros_like(data["rewards"])
-        current = functools.cache(lambda: self._current_outputs(  # one forward, made only when the algorithm asks
-            TrainingSamples.from_rollout(data, zeros, zeros, seq_len, self.model.window), tuple(zeros.shape), seq_len))
+        current = functools.cache(
+            lambda: self._current_outputs(  # one forward, made only when the algorithm asks
+                TrainingSamples.from_rollout(data, zeros, zeros, seq_len, self.model.window),
+                tuple(zeros.shape),
+                seq_len,
+            )
+        )
         targets = self.algorithm.targets(data, current)
         if targets.weights is not None:
             data = {**data, "weights": targets.weights}
@@ -112,7 +128,9 @@ class Update:
 
         env_steps = sum(info.env_steps for info in infos)
         counters.trained_env_steps += env_steps
-        lags = counters.version - versions[data["valid"].cpu()]  # of the steps trained on: left-out ones are no part of it
+        lags = (
+            counters.version - versions[data["valid"].cpu()]
+        )  # of the steps trained on: left-out ones are no part of it
         values, valid = data["values"][:-1][data["valid"]], returns[data["valid"]]
         explained_var = float(1 - (valid - values).var() / valid.var().clamp(min=1e-8))
         compiled = dynamo_counts()["compiled_graphs"]
@@ -122,14 +140,21 @@ class Update:
             "explained_variance": explained_var,
             "skipped_updates": counters.skipped_updates,
             "policy_lag_mean": float(lags.double().mean()) if lags.numel() else 0.0,
-            "learner_recompiles": compiled - self._compiled_after_warmup if self._compiled_after_warmup is not None else 0,
+            "learner_recompiles": compiled - self._compiled_after_warmup
+            if self._compiled_after_warmup is not None
+            else 0,
         }
         if self._compiled_after_warmup is None:
             self._compiled_after_warmup = compiled
         counters.version += 1
-        return UpdateResult(version=counters.version, metrics=metrics, learn_s=time.perf_counter() - start,
-                            env_steps=env_steps, stale_steps=stale_steps,
-                            learner_batch_bytes=sum(shard.nbytes for shard in shards))  # fmt: skip
+        return UpdateResult(
+            version=counters.version,
+            metrics=metrics,
+            learn_s=time.perf_counter() - start,
+            env_steps=env_steps,
+            stale_steps=stale_steps,
+            learner_batch_bytes=sum(shard.nbytes for shard in shards),
+        )
 
     def _num_minibatches(self, samples_per_rank: int) -> int:
         """Equal on every rank (shards are equal), so DDP ranks take the same number of steps."""
@@ -162,8 +187,10 @@ class Update:
 def step_versions(infos: list[SampleInfo], shards: list[Batch]) -> torch.Tensor:
     """``[T, N]`` on the CPU: the policy version that acted at each step of the update's batch (``data``'s layout: each
     shard's envs side by side)."""
-    columns = [np.repeat(info.step_versions(shard.rewards.shape[0])[:, None], shard.num_envs, axis=1)
-               for info, shard in zip(infos, shards, strict=True)]  # fmt: skip
+    columns = [
+        np.repeat(info.step_versions(shard.rewards.shape[0])[:, None], shard.num_envs, axis=1)
+        for info, shard in zip(infos, shards, strict=True)
+    ]
     return torch.from_numpy(np.concatenate(columns, axis=1))
 
 

@@ -53,11 +53,14 @@ class NatureCNNEncoder(nn.Module):
         super().__init__()
         act = _ACTIVATIONS[activation]
         self.conv = nn.Sequential(
-            _init(nn.Conv2d(obs_shape[0], 32, 8, stride=4), math.sqrt(2)), nn.ReLU(),
-            _init(nn.Conv2d(32, 64, 4, stride=2), math.sqrt(2)), nn.ReLU(),
-            _init(nn.Conv2d(64, 64, 3, stride=1), math.sqrt(2)), nn.ReLU(),
+            _init(nn.Conv2d(obs_shape[0], 32, 8, stride=4), math.sqrt(2)),
+            nn.ReLU(),
+            _init(nn.Conv2d(32, 64, 4, stride=2), math.sqrt(2)),
+            nn.ReLU(),
+            _init(nn.Conv2d(64, 64, 3, stride=1), math.sqrt(2)),
+            nn.ReLU(),
             nn.Flatten(),
-        )  # fmt: skip
+        )
         with torch.no_grad():
             flat = self.conv(torch.zeros(1, *obs_shape)).shape[1]
         self.fc = nn.Sequential(_init(nn.Linear(flat, hidden[-1]), math.sqrt(2)), act())
@@ -73,10 +76,12 @@ class SmallCNNEncoder(nn.Module):
     def __init__(self, obs_shape: tuple[int, ...], hidden: list[int], activation: str):
         super().__init__()
         self.conv = nn.Sequential(
-            _init(nn.Conv2d(obs_shape[0], 16, 3, stride=2), math.sqrt(2)), nn.ReLU(),
-            _init(nn.Conv2d(16, 32, 3, stride=1), math.sqrt(2)), nn.ReLU(),
+            _init(nn.Conv2d(obs_shape[0], 16, 3, stride=2), math.sqrt(2)),
+            nn.ReLU(),
+            _init(nn.Conv2d(16, 32, 3, stride=1), math.sqrt(2)),
+            nn.ReLU(),
             nn.Flatten(),
-        )  # fmt: skip
+        )
         with torch.no_grad():
             flat = self.conv(torch.zeros(1, *obs_shape)).shape[1]
         self.fc = nn.Sequential(_init(nn.Linear(flat, hidden[-1]), math.sqrt(2)), _ACTIVATIONS[activation]())
@@ -131,10 +136,12 @@ def _encoder(obs_space: gym.Space, cfg: ModelConfig, leave_out: tuple[str, ...] 
         from distrl.models.attention import AttentionEncoder
 
         if cfg.window:  # a window of the last vector observations
-            return AttentionEncoder(cfg.window, int(np.prod(obs_space.shape)), cfg.d_model, cfg.heads, cfg.layers,
-                                    cfg.causal, cfg.pool)  # fmt: skip
-        return AttentionEncoder(obs_space.shape[0], obs_space.shape[1], cfg.d_model, cfg.heads, cfg.layers, cfg.causal,
-                                cfg.pool)  # fmt: skip
+            return AttentionEncoder(
+                cfg.window, int(np.prod(obs_space.shape)), cfg.d_model, cfg.heads, cfg.layers, cfg.causal, cfg.pool
+            )
+        return AttentionEncoder(
+            obs_space.shape[0], obs_space.shape[1], cfg.d_model, cfg.heads, cfg.layers, cfg.causal, cfg.pool
+        )
     if cfg.type == "cnn":
         if len(obs_space.shape) != 3:
             raise ValueError(f"model.type=cnn: needs image observations [C, H, W], got shape {obs_space.shape}")
@@ -171,7 +178,8 @@ class ActorCritic(nn.Module):
             feat = self.lstm_size
         out = self.dist.action_dim
         self.policy_head = _init(nn.Linear(feat, out), 0.01)
-        # The critic's own encoder may read more parts than the actor's (model.critic_parts): its width, not the actor's.
+        # The critic's own encoder may read more parts than the actor's (model.critic_parts): its width, not the
+        # actor's.
         self.value_head = _init(nn.Linear(feat if self.critic_encoder is None else self.critic_encoder.out_dim, 1), 1.0)
         if self.dist.kind == "gaussian":
             self.log_std = nn.Parameter(torch.full((out,), cfg.init_log_std))

@@ -2,7 +2,8 @@
 
 The model emits ``pd_params``: logits ``[B, n]`` for Discrete spaces, the logits of every component
 concatenated ``[B, sum(nvec)]`` for MultiDiscrete spaces (independent categoricals: log-probabilities
-and entropies add up), or the mean and log standard deviation concatenated ``[B, 2A]`` for Box spaces. Workers sample in numpy (one
+and entropies add up), or the mean and log standard deviation concatenated ``[B, 2A]`` for Box spaces. Workers sample in
+numpy (one
 code path for every backend); the learner scores actions in torch.
 
 Action masks (``[B, n]`` bool, True = legal; the ``action_mask`` of board games) apply to
@@ -26,16 +27,18 @@ __all__ = ["MASKED_LOGIT", "ActionDist", "masked_logits_numpy"]
 class ActionDist(ActionSampling):
     """``ActionSampling`` (the workers' numpy half) with the learner's log-probabilities and entropies in torch."""
 
-    def log_prob_entropy(self, pd_params: torch.Tensor, actions: torch.Tensor,
-                         mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    def log_prob_entropy(
+        self, pd_params: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Log-probability of ``actions`` and entropy, both ``[B]``; ``mask [B, n]`` (categorical): legal actions
         (multi_categorical: every component's, concatenated as sb3-contrib's MaskablePPO takes them)."""
         if self.kind == "multi_categorical":
             logps, entropies = [], []
             masks = [None] * len(self.nvec) if mask is None else mask.split(self.nvec, dim=-1)
             for i, (logits, part_mask) in enumerate(zip(pd_params.split(self.nvec, dim=-1), masks)):
-                logp, entropy = ActionDist("categorical", logits.shape[-1]).log_prob_entropy(logits, actions[..., i],
-                                                                                             part_mask)  # fmt: skip
+                logp, entropy = ActionDist("categorical", logits.shape[-1]).log_prob_entropy(
+                    logits, actions[..., i], part_mask
+                )
                 logps.append(logp)
                 entropies.append(entropy)
             return torch.stack(logps, -1).sum(-1), torch.stack(entropies, -1).sum(-1)

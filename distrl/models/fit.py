@@ -28,12 +28,16 @@ def critic_parts_problem(obs_space: gym.Space, cfg: ModelConfig) -> str | None:
     if not only:
         return None
     if cfg.shared_trunk:
-        return (f"model.shared_trunk=true: the observation has parts only the critic reads ({', '.join(only)}: "
-                "model.critic_parts), so the actor needs its own encoder; use shared_trunk: false")  # fmt: skip
+        return (
+            f"model.shared_trunk=true: the observation has parts only the critic reads ({', '.join(only)}: "
+            "model.critic_parts), so the actor needs its own encoder; use shared_trunk: false"
+        )
     names = [part.name for part in obs_layout(obs_space)]
     if len(only) == len(names):
-        return (f"model.critic_parts={list(cfg.critic_parts)}: leaves the actor no part of the observation to read "
-                f"(its parts: {', '.join(names)})")  # fmt: skip
+        return (
+            f"model.critic_parts={list(cfg.critic_parts)}: leaves the actor no part of the observation to read "
+            f"(its parts: {', '.join(names)})"
+        )
     return None
 
 
@@ -43,14 +47,18 @@ def _structured_problem(obs_space: gym.Space, cfg: ModelConfig) -> str | None:
     if problem:
         return problem
     if cfg.type != "mlp":
-        return (f"model.type={cfg.type}: not with {type(obs_space).__name__} observations; use mlp (each part gets its "
-                "own encoder: a CNN for uint8 image parts, an MLP for the others)")  # fmt: skip
+        return (
+            f"model.type={cfg.type}: not with {type(obs_space).__name__} observations; use mlp (each part gets its "
+            "own encoder: a CNN for uint8 image parts, an MLP for the others)"
+        )
     for part in obs_layout(obs_space):
         if part.image:
             height, width = (part.shape[0], part.shape[1]) if part.channels_last else part.shape[1:]
             if min(height, width) < SMALL_CNN_MIN:
-                return (f"observation part {part.name!r}: image of shape {part.shape} is smaller than the "
-                        f"{SMALL_CNN_MIN} x {SMALL_CNN_MIN} pixels the CNN takes")  # fmt: skip
+                return (
+                    f"observation part {part.name!r}: image of shape {part.shape} is smaller than the "
+                    f"{SMALL_CNN_MIN} x {SMALL_CNN_MIN} pixels the CNN takes"
+                )
     return None
 
 
@@ -66,11 +74,15 @@ def check_model_fits(obs_space: gym.Space, action_space: gym.Space, cfg: ModelCo
         return
     if cfg.type == "attention":
         if cfg.window == 0 and len(obs_space.shape) != 2:
-            raise ValueError(f"model.window=0: needs observations that are a sequence [tokens, features], got shape "
-                             f"{obs_space.shape}; set model.window to attend over the last observations")  # fmt: skip
+            raise ValueError(
+                f"model.window=0: needs observations that are a sequence [tokens, features], got shape "
+                f"{obs_space.shape}; set model.window to attend over the last observations"
+            )
         if cfg.window > 0 and len(obs_space.shape) != 1:
-            raise ValueError(f"model.type=attention with model.window={cfg.window}: needs vector observations, got "
-                             f"shape {obs_space.shape}")  # fmt: skip
+            raise ValueError(
+                f"model.type=attention with model.window={cfg.window}: needs vector observations, got "
+                f"shape {obs_space.shape}"
+            )
         return
     if cfg.type != "cnn":
         return
@@ -80,5 +92,7 @@ def check_model_fits(obs_space: gym.Space, action_space: gym.Space, cfg: ModelCo
     for kernel, stride in NATURE_CNN_CONVS:
         height, width = (height - kernel) // stride + 1, (width - kernel) // stride + 1
         if height < 1 or width < 1:
-            raise ValueError(f"model.type=cnn: observations of shape {obs_space.shape} are too small for the "
-                             "Nature-CNN (it needs at least 36 x 36 pixels)")  # fmt: skip
+            raise ValueError(
+                f"model.type=cnn: observations of shape {obs_space.shape} are too small for the "
+                "Nature-CNN (it needs at least 36 x 36 pixels)"
+            )

@@ -60,8 +60,9 @@ class ActionSampling:
         return np.float32 if self.kind == "gaussian" else np.int64
 
     # --- numpy, for rollout workers ----------------------------------------------------
-    def sample_numpy(self, pd_params: np.ndarray, rng: np.random.Generator,
-                     mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    def sample_numpy(
+        self, pd_params: np.ndarray, rng: np.random.Generator, mask: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Sample actions and their log-probabilities from ``pd_params [B, P]``; ``mask [B, n]``: legal actions."""
         if self.kind == "categorical":
             actions, logp = _sample_categorical(masked_logits_numpy(pd_params, mask), rng)

@@ -27,5 +27,10 @@ def spec_of(model) -> ModelSpec:
     """``model``'s spec (an ``ActorCritic``); its action distribution as the numpy half alone, so the spec unpickles
     without torch."""
     dist = model.dist
-    return ModelSpec(model.memory, model.input_space, ActionSampling(dist.kind, dist.action_dim, dist.nvec),
-                     model.lstm_size, model.window)  # fmt: skip
+    return ModelSpec(
+        model.memory,
+        model.input_space,
+        ActionSampling(dist.kind, dist.action_dim, dist.nvec),
+        model.lstm_size,
+        model.window,
+    )

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 from distrl.common.lazy import lazy_exports
 
-_EXPORTS = {"RolloutWorker": "distrl.rollout.worker", "remote_worker_class": "distrl.rollout.worker_actor",
-            "make_worker": "distrl.rollout.worker_class", "SampleCoordinator": "distrl.rollout.coordinator"}  # fmt: skip
+_EXPORTS = {
+    "RolloutWorker": "distrl.rollout.worker",
+    "remote_worker_class": "distrl.rollout.worker_actor",
+    "make_worker": "distrl.rollout.worker_class",
+    "SampleCoordinator": "distrl.rollout.coordinator",
+}
 
 __all__ = sorted(_EXPORTS)
 

@@ -45,7 +45,8 @@ class SampleCoordinator:
         return True
 
     def artifacts(self) -> list | None:
-        """``[ObjectRef]`` to the shared compile artifacts (a worker's constructor fetches them, after a restart too)."""
+        """``[ObjectRef]`` to the shared compile artifacts (a worker's constructor fetches them, after a restart
+        too)."""
         return self._artifacts
 
     @property
@@ -65,19 +66,25 @@ class SampleCoordinator:
         return self.rounds.collect(round_, timeout_s)
 
     # --- the asynchronous pipeline: a stream of samples (stream.py) ----------------------------------
-    def start_stream(self, weights: list, plan: list | None, timeout_s: float, max_queued: int,
-                     started: list[int] | None = None) -> bool:  # fmt: skip
+    def start_stream(
+        self, weights: list, plan: list | None, timeout_s: float, max_queued: int, started: list[int] | None = None
+    ) -> bool:
         """Every worker samples continuously from now on, with ``weights`` (``[ObjectRef]``, or ``[None]``: what the
         workers hold) until a ``gather`` names newer ones."""
+
         def submit(index, weights_ref, plan_ref):
-            return self.workers[index].sample_shards.options(num_returns=1 + self.num_shards, max_task_retries=0).remote(
-                weights_ref, self.num_shards, plan_ref)
+            return (
+                self.workers[index]
+                .sample_shards.options(num_returns=1 + self.num_shards, max_task_retries=0)
+                .remote(weights_ref, self.num_shards, plan_ref)
+            )
 
         def stage(index, weights_ref):
             return self.workers[index].stage_weights.options(concurrency_group=WEIGHTS_GROUP).remote(weights_ref)
 
-        self.stream = SampleStream(self.members, self.num_shards, submit, stage, timeout_s, weights, plan, max_queued,
-                                   started)  # fmt: skip
+        self.stream = SampleStream(
+            self.members, self.num_shards, submit, stage, timeout_s, weights, plan, max_queued, started
+        )
         return True
 
     def gather(self, count: int, min_version: int, timeout_s: float, hold_until: int | None = None) -> tuple:

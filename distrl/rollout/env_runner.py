@@ -55,8 +55,17 @@ class _Progress:
 
 
 class EnvRunner:
-    def __init__(self, envs, memory, observe: Callable[[np.ndarray], np.ndarray], dist, config, seed: int,
-                 rng: np.random.Generator, stepper: SerialStepper | None = None):  # fmt: skip
+    def __init__(
+        self,
+        envs,
+        memory,
+        observe: Callable[[np.ndarray], np.ndarray],
+        dist,
+        config,
+        seed: int,
+        rng: np.random.Generator,
+        stepper: SerialStepper | None = None,
+    ):
         """``envs``: the group's vector env (not reset yet); ``memory``: the model's ``Memory``; ``observe(raw)``: the
         observation as the policy takes it (normalised, cast); ``dist``: the model's ``ActionDist``; ``rng``: the
         worker's random stream for actions; ``stepper``: how the group's steps run (``distrl/envs/stepping.py``; serial
@@ -74,7 +83,8 @@ class EnvRunner:
         self.state = memory.initial(self.num_envs)
         self.next_is_start = np.ones(self.num_envs, dtype=bool)
         self.episodes = EpisodeTracker(self.num_envs, config.env.action_repeat)
-        # env.normalize_reward: each env's discounted return so far (SB3's VecNormalize.returns), carried across batches.
+        # env.normalize_reward: each env's discounted return so far (SB3's VecNormalize.returns), carried across
+        # batches.
         self.discounted_returns = np.zeros(self.num_envs, np.float64) if config.env.normalize_reward else None
 
     def policy_inputs(self) -> tuple[np.ndarray, ...]:
@@ -84,9 +94,15 @@ class EnvRunner:
     def new_batch(self, num_envs: int | None = None) -> Batch:
         """An empty batch of this group's copies, or ``num_envs`` (a worker's, across its groups)."""
         steps = self.config.rollout.rollout_length
-        return Batch.empty(steps, num_envs or self.num_envs, self.envs.single_observation_space, self.dist.action_shape,
-                           self.dist.action_dtype, num_actions=0 if self.action_mask is None else self.action_mask.shape[1],
-                           **self.memory.batch_layout(self.config.ppo.seq_len))  # fmt: skip
+        return Batch.empty(
+            steps,
+            num_envs or self.num_envs,
+            self.envs.single_observation_space,
+            self.dist.action_shape,
+            self.dist.action_dtype,
+            num_actions=0 if self.action_mask is None else self.action_mask.shape[1],
+            **self.memory.batch_layout(self.config.ppo.seq_len),
+        )
 
     def run(self, batch: Batch, policy, before_step: Callable[[], int]) -> RunStats:
         """Fill ``batch`` with ``rollout_length`` steps of every env copy and the bootstrap observation after them.
@@ -148,8 +164,9 @@ class EnvRunner:
             stats.error_messages.extend(str(m) for m in env_info["env_error"][error][:3])
         if nonfinite.any():
             stats.env_nonfinite += int(nonfinite.sum())
-            stats.nonfinite_messages.extend(f"env {i}: {env_info['env_nonfinite'][i]}"
-                                            for i in np.flatnonzero(nonfinite)[:3])  # fmt: skip
+            stats.nonfinite_messages.extend(
+                f"env {i}: {env_info['env_nonfinite'][i]}" for i in np.flatnonzero(nonfinite)[:3]
+            )
         batch.rewards[t], batch.terminated[t], batch.truncated[t] = reward, terminated, truncated
         batch.valid[t] = valid & ~reset
         self.next_is_start = ~valid  # the observation after a reset step starts an episode
@@ -164,10 +181,14 @@ class EnvRunner:
         stats.episode_lengths.extend(lengths)
         raw = progress.raw_obs_seen
         discounted = progress.returns_seen
-        return (None if raw is None else raw[: self.config.rollout.rollout_length],
-                None if discounted is None else discounted[progress.batch.valid])  # fmt: skip
+        return (
+            None if raw is None else raw[: self.config.rollout.rollout_length],
+            None if discounted is None else discounted[progress.batch.valid],
+        )
 
-    def _track_returns(self, t: int, reward: np.ndarray, valid: np.ndarray, ended: np.ndarray, seen: np.ndarray) -> None:
+    def _track_returns(
+        self, t: int, reward: np.ndarray, valid: np.ndarray, ended: np.ndarray, seen: np.ndarray
+    ) -> None:
         """env.normalize_reward: add step ``t``'s reward to each env's discounted return (valid steps only: a reset
         step's reward is no reward), record it for the statistics, and start again where an episode ended
         (SB3's VecNormalize: ``returns = returns * gamma + reward``, zeroed at done)."""
@@ -197,15 +218,17 @@ def run_groups(runners: list[EnvRunner], batch: Batch, policy, before_step: Call
     ends = _take_turns(runners, parts, [policy] * len(runners), [stats] * len(runners), stats, before_step)
     raw_obs, discounted = zip(*ends)
     if raw_obs[0] is not None:  # the groups' columns side by side, as one vector env's
-        stats.obs_stats = RunningMeanStd.batch_stats(np.concatenate(raw_obs, axis=1),
-                                                     len(runners[0].envs.single_observation_space.shape))  # fmt: skip
+        stats.obs_stats = RunningMeanStd.batch_stats(
+            np.concatenate(raw_obs, axis=1), len(runners[0].envs.single_observation_space.shape)
+        )
     if discounted[0] is not None:
         stats.return_stats = RunningMeanStd.batch_stats(np.concatenate(discounted), 0)
     return stats
 
 
-def run_policies(runners: list[EnvRunner], batches: list[Batch], policies: list,
-                 before_step: Callable[[], int]) -> tuple[RunStats, list[RunStats]]:  # fmt: skip
+def run_policies(
+    runners: list[EnvRunner], batches: list[Batch], policies: list, before_step: Callable[[], int]
+) -> tuple[RunStats, list[RunStats]]:
     """``run_groups`` for runners that each act with a policy of their own into a batch of their own (several trained
     policies, each over its slots of one env: ``distrl/envs/slot_views.py``). Returns the whole sample's statistics
     (timings, versions, every episode) and each runner's own (its episodes, observation and return statistics)."""
@@ -227,8 +250,14 @@ def run_policies(runners: list[EnvRunner], batches: list[Batch], policies: list,
     return total, each
 
 
-def _take_turns(runners: list[EnvRunner], parts: list[Batch], policies: list, stats_of: list[RunStats],
-                versions: RunStats, before_step: Callable[[], int]) -> list[tuple]:  # fmt: skip
+def _take_turns(
+    runners: list[EnvRunner],
+    parts: list[Batch],
+    policies: list,
+    stats_of: list[RunStats],
+    versions: RunStats,
+    before_step: Callable[[], int],
+) -> list[tuple]:
     """The step loop: runner ``g`` fills ``parts[g]`` acting with ``policies[g]``, its timings and episodes into
     ``stats_of[g]``, the acting versions into ``versions``; returns each runner's ``end``."""
     steps = runners[0].config.rollout.rollout_length

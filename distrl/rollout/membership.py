@@ -57,7 +57,8 @@ class Membership:
         return len(self.lost) == len(self.workers)
 
     def node_gone(self, index: int) -> bool:
-        """Worker ``index``'s node is gone or draining (Ray restarts its actors elsewhere, once it calls the node dead)."""
+        """Worker ``index``'s node is gone or draining (Ray restarts its actors elsewhere, once it calls the node
+        dead)."""
         node = self.node_of.get(index)
         return bool(node) and not node_usable(node)
 
@@ -137,8 +138,12 @@ class Membership:
     def events(self) -> dict[str, list[int]]:
         """What changed since the last call, as ``SampleReport`` fields: ``workers_down`` (evicted ones included),
         ``workers_evicted``, ``workers_back``, ``workers_lost``."""
-        events = {"workers_down": self._down, "workers_evicted": self._evicted, "workers_back": self._back,
-                  "workers_lost": self._lost}  # fmt: skip
+        events = {
+            "workers_down": self._down,
+            "workers_evicted": self._evicted,
+            "workers_back": self._back,
+            "workers_lost": self._lost,
+        }
         self._down, self._evicted, self._back, self._lost = [], [], [], []
         return events
 
@@ -146,7 +151,8 @@ class Membership:
         self.abandoned.extend(refs)
 
     def read_abandoned(self) -> None:
-        """Read the abandoned refs that have failed by now. Taken under the lock and read outside it: ``ray.wait`` over a
+        """Read the abandoned refs that have failed by now. Taken under the lock and read outside it: ``ray.wait`` over
+        a
         list another thread grows raises a bare AssertionError."""
         with self.lock:
             refs, self.abandoned = self.abandoned, []

@@ -44,7 +44,9 @@ class PolicySet:
 
 
 class PolicySetWorker(RolloutWorker):
-    def __init__(self, config: Config, worker_index: int = 0, seed_offset: int = 0, artifacts: dict | str | None = None):
+    def __init__(
+        self, config: Config, worker_index: int = 0, seed_offset: int = 0, artifacts: dict | str | None = None
+    ):
         """As ``RolloutWorker``; ``artifacts`` are not used (each policy's batch is its slots', not the worker's)."""
         self._settle_process(config, worker_index, seed_offset)
         self.policy_map = mapping = policy_map(config)
@@ -62,15 +64,33 @@ class PolicySetWorker(RolloutWorker):
         self.model_obs_space = views[0].structured_observation_space or views[0].single_observation_space
         self.obs_rms_of: list[RunningMeanStd | None] = [None] * len(self.models)
         # The first view's reset resets the env with the worker's seed; the others read their slots of it.
-        self.runners = [EnvRunner(view, memory_for(model), partial(self._observe_as, k), model.dist, config, self.seed,
-                                  self.rng, view) for k, (view, model) in enumerate(zip(views, self.models))]  # fmt: skip
+        self.runners = [
+            EnvRunner(
+                view, memory_for(model), partial(self._observe_as, k), model.dist, config, self.seed, self.rng, view
+            )
+            for k, (view, model) in enumerate(zip(views, self.models))
+        ]
         self.runner = self.runners[0]
         self.memory = self.runner.memory
         start = time.perf_counter()
         cfg = config.rollout.compile
-        self.policy = PolicySet(mapping.names, [
-            CheckedPolicy(model, cfg.backend, runner.policy_inputs(), cfg.mode, cfg.options, cfg.strict, None,
-                          cfg.precision, cfg.memory_format) for model, runner in zip(self.models, self.runners)])  # fmt: skip
+        self.policy = PolicySet(
+            mapping.names,
+            [
+                CheckedPolicy(
+                    model,
+                    cfg.backend,
+                    runner.policy_inputs(),
+                    cfg.mode,
+                    cfg.options,
+                    cfg.strict,
+                    None,
+                    cfg.precision,
+                    cfg.memory_format,
+                )
+                for model, runner in zip(self.models, self.runners)
+            ],
+        )
         self.startup_s = time.perf_counter() - start
         self.shared_artifacts, self.artifacts, self.without_torch = False, None, False
         self.env_side = WorkerSide()
@@ -109,10 +129,16 @@ class PolicySetWorker(RolloutWorker):
         batches: list[Batch] = [runner.new_batch() for runner in self.runners]
         run, each = run_policies(self.runners, batches, self.policy.policies, self._before_step)
         steps = self.config.rollout.rollout_length
-        parts = {name: PolicySample(env_steps=steps * runner.num_envs, episode_returns=stats.episode_returns,
-                                    episode_lengths=stats.episode_lengths, obs_stats=stats.obs_stats,
-                                    return_stats=stats.return_stats)
-                 for name, runner, stats in zip(self.policy.names, self.runners, each)}  # fmt: skip
+        parts = {
+            name: PolicySample(
+                env_steps=steps * runner.num_envs,
+                episode_returns=stats.episode_returns,
+                episode_lengths=stats.episode_lengths,
+                obs_stats=stats.obs_stats,
+                return_stats=stats.return_stats,
+            )
+            for name, runner, stats in zip(self.policy.names, self.runners, each)
+        }
         batch = PolicyBatches(dict(zip(self.policy.names, batches)))
         info = self._report(run, batch, start, policies=parts)
         return info, batch

@@ -57,8 +57,17 @@ class ReadyStepping:
 
 
 class ReadyEnvRunner:
-    def __init__(self, envs, make_envs: Callable, memory, observe: Callable[[np.ndarray], np.ndarray], dist, config,
-                 seed: int, rng: np.random.Generator):  # fmt: skip
+    def __init__(
+        self,
+        envs,
+        make_envs: Callable,
+        memory,
+        observe: Callable[[np.ndarray], np.ndarray],
+        dist,
+        config,
+        seed: int,
+        rng: np.random.Generator,
+    ):
         """``envs``: the worker's vector env with ``batch_size`` (not reset); ``make_envs()``: another like it, to
         replace one that failed; ``memory``: the model's ``Memory``; ``observe(raw)``: the observation as the policy
         takes it; ``dist``: the model's ``ActionDist``; ``rng``: the worker's random stream for actions."""
@@ -135,15 +144,24 @@ class ReadyEnvRunner:
         while len(self.fills) <= k:
             cfg, n, steps = self.config, self.num_envs, self.steps
             space = self.envs.single_observation_space
-            batch = Batch.empty(steps, n, space, self.dist.action_shape, self.dist.action_dtype,
-                                **self.memory.batch_layout(cfg.ppo.seq_len))  # fmt: skip
-            self.fills.append(_Fill(
-                batch=batch,
-                versions=np.zeros((steps, n), np.int64),
-                raw_obs_seen=(np.empty((steps + 1, n, *space.shape), dtype=batch.obs.dtype)
-                              if cfg.env.normalize_obs else None),
-                returns_seen=np.zeros((steps, n), np.float64) if self.discounted_returns is not None else None,
-            ))  # fmt: skip
+            batch = Batch.empty(
+                steps,
+                n,
+                space,
+                self.dist.action_shape,
+                self.dist.action_dtype,
+                **self.memory.batch_layout(cfg.ppo.seq_len),
+            )
+            self.fills.append(
+                _Fill(
+                    batch=batch,
+                    versions=np.zeros((steps, n), np.int64),
+                    raw_obs_seen=(
+                        np.empty((steps + 1, n, *space.shape), dtype=batch.obs.dtype) if cfg.env.normalize_obs else None
+                    ),
+                    returns_seen=np.zeros((steps, n), np.float64) if self.discounted_returns is not None else None,
+                )
+            )
         return self.fills[k]
 
     def _act(self, ids: np.ndarray, policy, version: int, stats: RunStats) -> np.ndarray:
@@ -185,11 +203,24 @@ class ReadyEnvRunner:
         for cursor in np.unique(cursors):
             sel = cursors == cursor
             k, t = divmod(int(cursor), self.steps)
-            self.memory.record_step(self._fill(k).batch, t, _rows(state, np.flatnonzero(sel)), starts[sel],
-                                    self.config.ppo.seq_len, cols=ids[sel])  # fmt: skip
+            self.memory.record_step(
+                self._fill(k).batch,
+                t,
+                _rows(state, np.flatnonzero(sel)),
+                starts[sel],
+                self.config.ppo.seq_len,
+                cols=ids[sel],
+            )
 
-    def _record(self, ids: np.ndarray, raw: np.ndarray, reward: np.ndarray, terminated: np.ndarray,
-                truncated: np.ndarray, error: np.ndarray | None = None) -> None:  # fmt: skip
+    def _record(
+        self,
+        ids: np.ndarray,
+        raw: np.ndarray,
+        reward: np.ndarray,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+        error: np.ndarray | None = None,
+    ) -> None:
         """The steps of copies ``ids`` into their columns at their cursors; ``error``: steps that failed (kept out of
         the loss and the statistics)."""
         reset = np.zeros(len(ids), dtype=bool) if error is None else error
@@ -225,8 +256,9 @@ class ReadyEnvRunner:
         if nonfinite is not None:  # named as the guard names them in a vector env's step
             stats.env_nonfinite += int(nonfinite.sum())
             ids, obs, reward = np.asarray(result[4]["env_id"]), result[0], result[1]
-            stats.nonfinite_messages.extend(f"env {ids[j]}: {nonfinite_parts(obs[j], reward[j])} not finite"
-                                            for j in np.flatnonzero(nonfinite)[:3])  # fmt: skip
+            stats.nonfinite_messages.extend(
+                f"env {ids[j]}: {nonfinite_parts(obs[j], reward[j])} not finite" for j in np.flatnonzero(nonfinite)[:3]
+            )
         else:
             stats.env_errors += n
             stats.error_messages.append(problem)
@@ -245,13 +277,15 @@ class ReadyEnvRunner:
         versions = fill.versions.min(axis=1)  # each row's oldest acting version (never older going down the rows)
         stats.acted_versions = float(fill.versions.mean(axis=1).sum())
         stats.version_changes = [(0, int(versions[0]))] + [
-            (t, int(versions[t])) for t in range(1, self.steps) if versions[t] != versions[t - 1]]  # fmt: skip
+            (t, int(versions[t])) for t in range(1, self.steps) if versions[t] != versions[t - 1]
+        ]
         returns, lengths = self.episodes.pop()
         stats.episode_returns.extend(returns)
         stats.episode_lengths.extend(lengths)
         if fill.raw_obs_seen is not None:
-            stats.obs_stats = RunningMeanStd.batch_stats(fill.raw_obs_seen[: self.steps],
-                                                         len(self.envs.single_observation_space.shape))  # fmt: skip
+            stats.obs_stats = RunningMeanStd.batch_stats(
+                fill.raw_obs_seen[: self.steps], len(self.envs.single_observation_space.shape)
+            )
         if fill.returns_seen is not None:
             stats.return_stats = RunningMeanStd.batch_stats(fill.returns_seen[fill.batch.valid], 0)
         return fill.batch, stats

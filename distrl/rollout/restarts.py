@@ -56,7 +56,8 @@ class RestartBudget:
         return "crash" if self._within(index) else "spent"
 
     def timed_out(self, index: int) -> bool:
-        """Worker ``index``'s sample passed its bound: killed for a restart while the budget lasts (True), else for good."""
+        """Worker ``index``'s sample passed its bound: killed for a restart while the budget lasts (True), else for
+        good."""
         self.timeouts[index] += 1
         if not self._within(index):
             return False

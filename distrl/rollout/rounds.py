@@ -52,8 +52,11 @@ class LockstepRounds:
     def _submit(self, index: int, round_: dict) -> tuple:
         world = self.num_shards
         league = round_["league"][0] if round_["league"] else None
-        return self.workers[index].sample_shards.options(num_returns=1 + world, max_task_retries=0).remote(
-            round_["weights"][0], world, league)
+        return (
+            self.workers[index]
+            .sample_shards.options(num_returns=1 + world, max_task_retries=0)
+            .remote(round_["weights"][0], world, league)
+        )
 
     def sample(self, weights: list, league: list | None = None) -> dict:
         """Start every worker's next sample; returns the round at once (its refs, owned here).
@@ -64,8 +67,9 @@ class LockstepRounds:
         with self.lock:
             self._read_probes()
             round_ = {"weights": weights, "league": league}
-            round_["refs"] = [self._submit(i, round_) if self.members.samples(i) else None
-                              for i in range(len(self.workers))]  # fmt: skip
+            round_["refs"] = [
+                self._submit(i, round_) if self.members.samples(i) else None for i in range(len(self.workers))
+            ]
         return round_
 
     def collect(self, round_: dict, timeout_s: float) -> tuple:
@@ -99,7 +103,9 @@ class LockstepRounds:
                         self.members.sampled_on(index, info.node_id)
                 except ray.exceptions.ActorUnavailableError:  # it died, or was being restarted when the task came
                     try:
-                        answer = None if self.members.node_gone(index) else self._wait_until_alive(index, deadline[index])
+                        answer = (
+                            None if self.members.node_gone(index) else self._wait_until_alive(index, deadline[index])
+                        )
                     except ray.exceptions.ActorDiedError as exc:
                         with self.lock:
                             self._died(index, exc)
@@ -109,7 +115,7 @@ class LockstepRounds:
                             self._went_down(index)
                             continue
                         if answer and not self.members.seen(index, answer):
-                            raise self._lost(index, None)
+                            raise self._lost(index, None) from None
                         resubmitted.append(index)
                         refs[index] = self._submit(index, round_)
                     pending[refs[index][0]] = index
@@ -124,7 +130,9 @@ class LockstepRounds:
                         del pending[ref]
                         timeouts.append({"worker": index, "waited_s": round(now - (deadline[index] - timeout_s), 1)})
                         self.members.abandon(refs[index])
-                        self.members.budget.timed_out(index)  # killed for a restart, or for good once its budget is spent
+                        self.members.budget.timed_out(
+                            index
+                        )  # killed for a restart, or for good once its budget is spent
         done = sorted(infos)
         with self.lock:
             report = SampleReport([infos[i] for i in done], timeouts, resubmitted, **self.members.events())
@@ -133,7 +141,8 @@ class LockstepRounds:
     def _wait_until_alive(self, index: int, deadline: float) -> str | None:
         """Until worker ``index`` answers again (a task sent while Ray restarts an actor fails at once): its
         incarnation; "" once the deadline passes (its next sample then times out as usual); None as soon as its node
-        is found gone (Ray calls a node dead after its health checks fail, and only then restarts its actors elsewhere)."""
+        is found gone (Ray calls a node dead after its health checks fail, and only then restarts its actors
+        elsewhere)."""
         ref = self.workers[index].ready.remote()
         while time.monotonic() < deadline:
             try:
@@ -154,7 +163,8 @@ class LockstepRounds:
             self.probes.pop(index, None)
 
     def replace(self, index: int, worker) -> None:
-        """``worker``: a new actor in evicted worker ``index``'s place: probed at each round's start until it answers."""
+        """``worker``: a new actor in evicted worker ``index``'s place: probed at each round's start until it
+        answers."""
         with self.lock:
             self.members.replace(index, worker)
             self.probes[index] = worker.ready.remote()
@@ -202,5 +212,7 @@ class LockstepRounds:
     def _lost(self, index: int, exc: BaseException | None) -> WorkerFailure:
         spent = self.members.budget.describe(index)
         last = f"; last: {str(exc).strip().splitlines()[0][:120]}" if exc is not None else ""
-        return WorkerFailure(f"worker-{index} ({self.env_id}) cannot go on: it is not restarted again (rollout.max_restarts="
-                             f"{self.members.budget.limit}){'; ' + spent if spent else ''}{last}")  # fmt: skip
+        return WorkerFailure(
+            f"worker-{index} ({self.env_id}) cannot go on: it is not restarted again (rollout.max_restarts="
+            f"{self.members.budget.limit}){'; ' + spent if spent else ''}{last}"
+        )

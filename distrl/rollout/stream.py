@@ -65,8 +65,18 @@ WEIGHTS_GROUP = "weights"  # the workers' Ray concurrency group (a thread of its
 
 
 class SampleStream:
-    def __init__(self, membership: Membership, num_shards: int, submit, stage, timeout_s: float, weights: list,
-                 plan: list | None, max_queued: int, started: list[int] | None = None):  # fmt: skip
+    def __init__(
+        self,
+        membership: Membership,
+        num_shards: int,
+        submit,
+        stage,
+        timeout_s: float,
+        weights: list,
+        plan: list | None,
+        max_queued: int,
+        started: list[int] | None = None,
+    ):
         """``membership``: who samples (``membership.py``; its lock is this stream's);
         ``submit(index, weights_ref, plan) -> refs``: a worker's sample task (``(info, shard_0, ...)`` refs);
         ``stage(index, weights_ref) -> ref``: newer weights for the sample worker ``index`` is running;
@@ -91,9 +101,9 @@ class SampleStream:
         self.parked: list[int] = []  # workers waiting for room in the queue
         self.needed = 0  # batches a waiting gather still needs: as many more may be sampling beside the bound
         self.in_hand = 0  # batches a waiting gather has taken so far (counted against the bound)
-        # A gather sent while the update before its own runs (the async loop queues the next update on the learner) takes
-        # its batches then; they count against the bound until the driver says that update is over (``release``), so the
-        # workers wait for its weights as if the batches were still queued. update number -> batches held
+        # A gather sent while the update before its own runs (the async loop queues the next update on the learner)
+        # takes its batches then; they count against the bound until the driver says that update is over (``release``),
+        # so the workers wait for its weights as if the batches were still queued. update number -> batches held
         self.released = -1  # the newest update the driver has said is over
         self.held: dict[int, int] = {}
         self.recent_s: collections.deque[float] = collections.deque(maxlen=32)  # the last samples' times, sent to in
@@ -140,7 +150,8 @@ class SampleStream:
         stale), waiting at most ``timeout_s``; returns ``(SampleReport, shards of rank 0, ...)`` like
         ``SampleCoordinator.collect``.
         ``hold_until``: the number of the update that runs while this gather waits (None: none runs); until ``release``
-        says it is over, no more is sampled for this gather than the bound allows, and what it took counts against it."""
+        says it is over, no more is sampled for this gather than the bound allows, and what it took counts against
+        it."""
         taken: list[tuple[SampleInfo, tuple]] = []
         deadline = time.monotonic() + timeout_s
         with self.cond:
@@ -165,8 +176,14 @@ class SampleStream:
                 if taken and self._holding(hold_until):
                     self.held[hold_until] = self.held.get(hold_until, 0) + len(taken)
                 self.needed = self.in_hand = 0
-            report = SampleReport([info for info, _ in taken], self.timeouts, self.resubmitted, self.stale,
-                                  min_version=min_version, **self.members.events())  # fmt: skip
+            report = SampleReport(
+                [info for info, _ in taken],
+                self.timeouts,
+                self.resubmitted,
+                self.stale,
+                min_version=min_version,
+                **self.members.events(),
+            )
             self.timeouts, self.resubmitted, self.stale = [], [], 0
         return (report, *(tuple(shards[rank] for _, shards in taken) for rank in range(self.num_shards)))
 
@@ -193,8 +210,11 @@ class SampleStream:
 
     # --- the pump -------------------------------------------------------------------------
     def _send(self, index: int) -> None:
-        self.inflight[index] = ("sample", self.submit(index, self.weights[0], self.plan[0] if self.plan else None),
-                                time.monotonic())  # fmt: skip
+        self.inflight[index] = (
+            "sample",
+            self.submit(index, self.weights[0], self.plan[0] if self.plan else None),
+            time.monotonic(),
+        )
         self.cond.notify_all()  # a pump waiting with nothing in flight waits for this
 
     def _probe(self, index: int) -> None:

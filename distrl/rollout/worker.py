@@ -35,8 +35,8 @@ from distrl.data.batch import Batch, policy_observation
 from distrl.data.memory import memory_for
 from distrl.data.messages import SampleInfo, Weights
 from distrl.envs import make_run_vec_env
-from distrl.envs.kinds import worker_side
 from distrl.envs.factory import make_vec_env
+from distrl.envs.kinds import worker_side
 from distrl.envs.stepping import SerialStepper, background_stepper, env_groups
 from distrl.rollout.env_runner import EnvRunner, run_groups
 from distrl.rollout.ready_runner import ReadyEnvRunner
@@ -47,13 +47,17 @@ class PolicyTools:
     """What an env kind's worker side may use of the worker's policy (``distrl.envs.kinds.worker_side``)."""
 
     policy: CheckedPolicyBase  # the worker's own, acting with the newest weights
-    new_policy: Callable[[], CheckedPolicyBase]  # another policy of the same model on the same backend, checked likewise
+    new_policy: Callable[
+        [], CheckedPolicyBase
+    ]  # another policy of the same model on the same backend, checked likewise
     inputs: Callable[[], tuple]  # the inputs the worker acts on next (for the checks)
     dist: object  # the model's ActionDist
 
 
 class RolloutWorker:
-    def __init__(self, config: Config, worker_index: int = 0, seed_offset: int = 0, artifacts: dict | str | None = None):
+    def __init__(
+        self, config: Config, worker_index: int = 0, seed_offset: int = 0, artifacts: dict | str | None = None
+    ):
         """``artifacts``: the backend's shared export or compile (``prepare_artifacts``), or the name of the Ray
         actor that holds them (the run's coordinator)."""
         self._settle_process(config, worker_index, seed_offset)
@@ -61,15 +65,23 @@ class RolloutWorker:
         # rollout.env_groups: the env copies in groups of their own vector env each, stepped in turns (env_runner.py)
         groups, self.groups_reason = env_groups(config)
         self.groups = groups
-        group_config = config if groups == 1 else config.model_copy(
-            update={"env": config.env.model_copy(update={"num_envs_per_worker": self.num_envs // groups})})
+        group_config = (
+            config
+            if groups == 1
+            else config.model_copy(
+                update={"env": config.env.model_copy(update={"num_envs_per_worker": self.num_envs // groups})}
+            )
+        )
         ready = config.rollout.ready_envs  # acting on the copies as they become ready (ready_runner.py)
         make_ready_envs = lambda: make_vec_env(config.env, threads, ready)  # noqa: E731
-        self.env_groups = [make_ready_envs() if ready else make_run_vec_env(group_config, num_threads=threads)
-                           for _ in range(groups)]  # fmt: skip
+        self.env_groups = [
+            make_ready_envs() if ready else make_run_vec_env(group_config, num_threads=threads) for _ in range(groups)
+        ]
         self.envs = self.env_groups[0]
         # The model reads a Dict or Tuple observation's parts from its flattening (distrl/common/spaces.py).
-        self.model_obs_space = getattr(self.envs, "structured_observation_space", None) or self.envs.single_observation_space
+        self.model_obs_space = (
+            getattr(self.envs, "structured_observation_space", None) or self.envs.single_observation_space
+        )
         self._model = None
         start = time.perf_counter()
         cfg = config.rollout.compile
@@ -87,12 +99,25 @@ class RolloutWorker:
         # Group g's copies take the seeds a single vector env would give them (seed + their index among all copies).
         per_group = self.num_envs // groups
         if ready:
-            self.runners = [ReadyEnvRunner(self.envs, make_ready_envs, self.memory, self._observe, self.dist, config,
-                                           seed, self.rng)]  # fmt: skip
+            self.runners = [
+                ReadyEnvRunner(
+                    self.envs, make_ready_envs, self.memory, self._observe, self.dist, config, seed, self.rng
+                )
+            ]
         else:
-            self.runners = [EnvRunner(envs, self.memory, self._observe, self.dist, config, seed + g * per_group,
-                                      self.rng, SerialStepper(envs) if groups == 1 else background_stepper(envs))
-                            for g, envs in enumerate(self.env_groups)]  # fmt: skip
+            self.runners = [
+                EnvRunner(
+                    envs,
+                    self.memory,
+                    self._observe,
+                    self.dist,
+                    config,
+                    seed + g * per_group,
+                    self.rng,
+                    SerialStepper(envs) if groups == 1 else background_stepper(envs),
+                )
+                for g, envs in enumerate(self.env_groups)
+            ]
         self.runner = self.runners[0]
         start = time.perf_counter()
         if shipped:
@@ -100,15 +125,25 @@ class RolloutWorker:
         else:
             from distrl.compile.build import CheckedPolicy
 
-            self.policy = CheckedPolicy(self.model, cfg.backend, self._policy_inputs(), cfg.mode, cfg.options,
-                                        cfg.strict, artifacts, cfg.precision, cfg.memory_format)  # fmt: skip
+            self.policy = CheckedPolicy(
+                self.model,
+                cfg.backend,
+                self._policy_inputs(),
+                cfg.mode,
+                cfg.options,
+                cfg.strict,
+                artifacts,
+                cfg.precision,
+                cfg.memory_format,
+            )
         self.startup_s = fetch_s + time.perf_counter() - start
         self.without_torch = sys.modules.get("torch") is None  # built without loading it (a shipped policy's worker)
         self.shared_artifacts = bool(artifacts)
         self.artifacts = artifacts
         # What the env kind adds to the worker (a league game: opponents that act with this worker's policies).
-        self.env_side = worker_side(config, self.envs, PolicyTools(self.policy, self._new_policy, self._policy_inputs,
-                                                                   self.dist))  # fmt: skip
+        self.env_side = worker_side(
+            config, self.envs, PolicyTools(self.policy, self._new_policy, self._policy_inputs, self.dist)
+        )
         self.compile_counts = dynamo_counts()
 
     def _settle_process(self, config: Config, worker_index: int, seed_offset: int) -> None:
@@ -121,9 +156,11 @@ class RolloutWorker:
         # Under Ray (not a test's own process): nicer than the learner, before the env and policy start their threads.
         in_actor = in_ray_actor()
         self.niceness = priority.raise_niceness(config.rollout.worker_niceness) if in_actor else None
-        # learner.reserve_cores: a learner on this machine has its cores to itself while it updates (common/affinity.py).
+        # learner.reserve_cores: a learner on this machine has its cores to itself while it updates
+        # (common/affinity.py).
         self.cores = affinity.WorkerCores() if in_actor and config.learner.reserve_cores else None
-        # Torch, ONNX Runtime (it follows torch's count) and the env's own threads all use the CPUs Ray gave this worker.
+        # Torch, ONNX Runtime (it follows torch's count) and the env's own threads all use the CPUs Ray gave this
+        # worker.
         self.threads = max(1, int(config.rollout.num_cpus_per_worker))
         use_torch_threads(self.threads)
         self.num_envs = config.env.num_envs_per_worker
@@ -133,7 +170,9 @@ class RolloutWorker:
         self.seed = seed
         self.rng = np.random.default_rng(seed)
         self.policy_version = 0
-        self.staged: Weights | None = None  # newer weights sent while a sample runs (stage_weights), taken at its next step
+        self.staged: Weights | None = (
+            None  # newer weights sent while a sample runs (stage_weights), taken at its next step
+        )
         self.staged_lock = threading.Lock()
 
     # --- the policy --------------------------------------------------------------------
@@ -168,8 +207,17 @@ class RolloutWorker:
         cfg = self.config.rollout.compile
         use_torch_threads(self.threads)  # torch may have loaded just now
         module = build_model(self.model_obs_space, self.envs.single_action_space, self.config.model)
-        return CheckedPolicy(module, cfg.backend, self._policy_inputs(), cfg.mode, cfg.options, cfg.strict, self.artifacts,
-                             cfg.precision, cfg.memory_format)  # fmt: skip
+        return CheckedPolicy(
+            module,
+            cfg.backend,
+            self._policy_inputs(),
+            cfg.mode,
+            cfg.options,
+            cfg.strict,
+            self.artifacts,
+            cfg.precision,
+            cfg.memory_format,
+        )
 
     def ready(self) -> str:
         """Constructed and answering (the coordinator asks after a restart): this process's incarnation."""
@@ -177,22 +225,33 @@ class RolloutWorker:
 
     def backend_info(self) -> dict:
         report = self.policy.report
-        return {"requested": report.requested, "backend": report.backend, "reason": report.reason,
-                "startup_s": self.startup_s, "shared_artifacts": self.shared_artifacts,
-                "without_torch": self.without_torch,
-                "timings_us": report.timings_us, "form": str(report.form), "form_reason": report.form_reason,
-                "env_groups": self.groups,
-                "env_stepping": self.runner.stepper.kind, "env_groups_reason": self.groups_reason}  # fmt: skip
+        return {
+            "requested": report.requested,
+            "backend": report.backend,
+            "reason": report.reason,
+            "startup_s": self.startup_s,
+            "shared_artifacts": self.shared_artifacts,
+            "without_torch": self.without_torch,
+            "timings_us": report.timings_us,
+            "form": str(report.form),
+            "form_reason": report.form_reason,
+            "env_groups": self.groups,
+            "env_stepping": self.runner.stepper.kind,
+            "env_groups_reason": self.groups_reason,
+        }
 
     def placement(self) -> dict:
         """Where this actor runs (only meaningful inside a Ray actor)."""
         import ray
 
         ctx = ray.get_runtime_context()
-        return {"node_id": ctx.get_node_id(), "node_ip": ray.util.get_node_ip_address(),
-                "placement_group": ctx.get_placement_group_id(),
-                "gpu_ids": list(ctx.get_accelerator_ids().get("GPU", [])),
-                "cores": sorted(self.cores.refresh()) if self.cores is not None else None}  # fmt: skip
+        return {
+            "node_id": ctx.get_node_id(),
+            "node_ip": ray.util.get_node_ip_address(),
+            "placement_group": ctx.get_placement_group_id(),
+            "gpu_ids": list(ctx.get_accelerator_ids().get("GPU", [])),
+            "cores": sorted(self.cores.refresh()) if self.cores is not None else None,
+        }
 
     def _settle_thread(self) -> None:
         """The worker's per-thread settings on the thread Ray runs this call on, which may not be the constructor's:
@@ -264,7 +323,8 @@ class RolloutWorker:
         return info, batch
 
     def _report(self, run, batch, start: float, **more) -> SampleInfo:
-        """The ``SampleInfo`` of a sample that began at ``start``: ``run``'s statistics (``RunStats``), ``batch``'s bytes,
+        """The ``SampleInfo`` of a sample that began at ``start``: ``run``'s statistics (``RunStats``), ``batch``'s
+        bytes,
         this worker's identity, backend and compile counts; ``more``: further fields (``policies``)."""
         steps = self.config.rollout.rollout_length
         return SampleInfo(

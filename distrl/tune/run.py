@@ -80,13 +80,24 @@ def tune(
                     raise PlacementError("one trial needs more than this machine has: " + "; ".join(problems))
         base_tree = base.model_dump(mode="json")
         trainable = ray_tune.with_parameters(run_trial, base=base_tree, checkpoint_every=spec.checkpoint_every)
-        tune_config = ray_tune.TuneConfig(metric=spec.metric, mode=spec.mode, scheduler=scheduler(spec),
-                                          num_samples=spec.num_samples, max_concurrent_trials=spec.max_concurrent_trials,
-                                          time_budget_s=spec.time_budget_s)  # fmt: skip
-        run_config = ray_tune.RunConfig(name=name, storage_path=str(storage_path), verbose=1, checkpoint_config=_checkpoints(spec))
+        tune_config = ray_tune.TuneConfig(
+            metric=spec.metric,
+            mode=spec.mode,
+            scheduler=scheduler(spec),
+            num_samples=spec.num_samples,
+            max_concurrent_trials=spec.max_concurrent_trials,
+            time_budget_s=spec.time_budget_s,
+        )
+        run_config = ray_tune.RunConfig(
+            name=name, storage_path=str(storage_path), verbose=1, checkpoint_config=_checkpoints(spec)
+        )
         # Initial values come from the space; PBT perturbs the same domains (its hyperparam_mutations).
-        tuner = ray_tune.Tuner(ray_tune.with_resources(trainable, functools.partial(resources_for, base_tree)),
-                               param_space=param_space(spec), tune_config=tune_config, run_config=run_config)  # fmt: skip
+        tuner = ray_tune.Tuner(
+            ray_tune.with_resources(trainable, functools.partial(resources_for, base_tree)),
+            param_space=param_space(spec),
+            tune_config=tune_config,
+            run_config=run_config,
+        )
         grid = tuner.fit()
         return _result(grid, spec, storage_path / name, time.perf_counter() - launch)
     finally:
@@ -116,17 +127,31 @@ def _result(grid, spec: SearchSpec, experiment_dir: Path, wall_s: float) -> Tune
                 index = series.idxmax() if spec.mode == "max" else series.idxmin()
                 value = float(series[index])
                 time_s = float(history.loc[index, "time_total_s"]) if "time_total_s" in history else None
-        trial = {"trial": Path(result.path).name, "params": params, "best_value": value, "best_time_s": time_s,
-                 "iterations": int(history["training_iteration"].max()) if history is not None and len(history) else 0,
-                 "path": result.path, "checkpoint": result.checkpoint.path if result.checkpoint else None}  # fmt: skip
+        trial = {
+            "trial": Path(result.path).name,
+            "params": params,
+            "best_value": value,
+            "best_time_s": time_s,
+            "iterations": int(history["training_iteration"].max()) if history is not None and len(history) else 0,
+            "path": result.path,
+            "checkpoint": result.checkpoint.path if result.checkpoint else None,
+        }
         trials.append(trial)
-        better = value is not None and (best is None or (value > best["best_value"] if spec.mode == "max" else value < best["best_value"]))
+        better = value is not None and (
+            best is None or (value > best["best_value"] if spec.mode == "max" else value < best["best_value"])
+        )
         if better:
             best = trial
     return TuneResult(
-        experiment_dir=experiment_dir, metric=spec.metric, mode=spec.mode,
-        best_params=best["params"] if best else {}, best_value=best["best_value"] if best else None,
+        experiment_dir=experiment_dir,
+        metric=spec.metric,
+        mode=spec.mode,
+        best_params=best["params"] if best else {},
+        best_value=best["best_value"] if best else None,
         best_trial_dir=Path(best["path"]) if best else None,
         best_checkpoint=Path(best["checkpoint"]) if best and best["checkpoint"] else None,
-        best_time_s=best["best_time_s"] if best else None, wall_s=wall_s, trials=trials, errors=errors,
-    )  # fmt: skip
+        best_time_s=best["best_time_s"] if best else None,
+        wall_s=wall_s,
+        trials=trials,
+        errors=errors,
+    )

@@ -31,8 +31,11 @@ class _Strict(BaseModel):
 
 
 class SchedulerSpec(_Strict):
-    type: Literal["asha", "pbt", "fifo"] = Field("asha", description="ASHA stops weak trials early; PBT copies strong "
-                                                 "trials' checkpoints into weak ones and perturbs their settings")  # fmt: skip
+    type: Literal["asha", "pbt", "fifo"] = Field(
+        "asha",
+        description="ASHA stops weak trials early; PBT copies strong "
+        "trials' checkpoints into weak ones and perturbs their settings",
+    )
     max_t: int = Field(100, gt=0, description="asha: iterations a trial may run at most")
     grace_period: int = Field(4, gt=0, description="asha: iterations before a trial can be stopped")
     reduction_factor: float = Field(2, gt=1, description="asha: 1/reduction_factor of trials go on at each rung")
@@ -46,7 +49,9 @@ class SearchSpec(_Strict):
     num_samples: int = Field(4, gt=0, description="trials (times each grid point)")
     max_concurrent_trials: int | None = Field(None, gt=0, description="None: as many as the cluster holds")
     time_budget_s: float | None = Field(None, gt=0)
-    checkpoint_every: int = Field(5, gt=0, description="iterations between checkpoints handed to Tune (PBT exploits them)")
+    checkpoint_every: int = Field(
+        5, gt=0, description="iterations between checkpoints handed to Tune (PBT exploits them)"
+    )
     scheduler: SchedulerSpec = SchedulerSpec()
     search_space: dict[str, dict[str, list]] = Field(default_factory=dict)
     overrides: dict[str, Any] = Field(default_factory=dict, description="config keys set in every trial")
@@ -55,11 +60,17 @@ class SearchSpec(_Strict):
     def _domains(self):
         for key, domain in self.search_space.items():
             if len(domain) != 1 or next(iter(domain)) not in DOMAINS:
-                raise ValueError(f"search_space.{key}={domain}: give one domain, one of {', '.join(DOMAINS)}, "
-                                 f"e.g. {{loguniform: [1.0e-4, 1.0e-3]}}")  # fmt: skip
+                raise ValueError(
+                    f"search_space.{key}={domain}: give one domain, one of {', '.join(DOMAINS)}, "
+                    f"e.g. {{loguniform: [1.0e-4, 1.0e-3]}}"
+                )
             kind, values = next(iter(domain.items()))
             if kind in ("uniform", "loguniform", "randint"):
-                if len(values) != 2 or not all(isinstance(v, (int, float)) for v in values) or not values[0] < values[1]:
+                if (
+                    len(values) != 2
+                    or not all(isinstance(v, (int, float)) for v in values)
+                    or not values[0] < values[1]
+                ):
                     raise ValueError(f"search_space.{key}.{kind}={values}: give [low, high] numbers with low < high")
                 if kind == "loguniform" and values[0] <= 0:
                     raise ValueError(f"search_space.{key}.loguniform={values}: bounds must be > 0")
@@ -105,7 +116,9 @@ def load_search(path: str | Path | dict) -> SearchSpec:
             if err["type"] == "value_error":
                 lines.append(err["msg"].removeprefix("Value error, "))
             elif err["type"] == "extra_forbidden":
-                allowed = ", ".join(SchedulerSpec.model_fields if key.startswith("scheduler.") else SearchSpec.model_fields)
+                allowed = ", ".join(
+                    SchedulerSpec.model_fields if key.startswith("scheduler.") else SearchSpec.model_fields
+                )
                 lines.append(f"search {key}={err['input']!r}: unknown key (allowed: {allowed})")
             else:
                 lines.append(f"search {key}={err['input']!r}: {err['msg']}")
@@ -126,8 +139,13 @@ def param_space(search: SearchSpec) -> dict[str, Any]:
     """Ray Tune's search space (imports ray.tune)."""
     from ray import tune
 
-    make = {"uniform": lambda v: tune.uniform(*v), "loguniform": lambda v: tune.loguniform(*v),
-            "randint": lambda v: tune.randint(*v), "choice": tune.choice, "grid": tune.grid_search}  # fmt: skip
+    make = {
+        "uniform": lambda v: tune.uniform(*v),
+        "loguniform": lambda v: tune.loguniform(*v),
+        "randint": lambda v: tune.randint(*v),
+        "choice": tune.choice,
+        "grid": tune.grid_search,
+    }
     return {key: make[kind](values) for key, domain in search.search_space.items() for kind, values in domain.items()}
 
 
@@ -136,9 +154,17 @@ def scheduler(search: SearchSpec):
 
     s = search.scheduler
     if s.type == "asha":
-        return ASHAScheduler(time_attr="training_iteration", max_t=s.max_t, grace_period=s.grace_period,
-                             reduction_factor=s.reduction_factor)  # fmt: skip
+        return ASHAScheduler(
+            time_attr="training_iteration",
+            max_t=s.max_t,
+            grace_period=s.grace_period,
+            reduction_factor=s.reduction_factor,
+        )
     if s.type == "pbt":
-        return PopulationBasedTraining(time_attr="training_iteration", perturbation_interval=s.perturbation_interval,
-                                       quantile_fraction=s.quantile_fraction, hyperparam_mutations=param_space(search))  # fmt: skip
+        return PopulationBasedTraining(
+            time_attr="training_iteration",
+            perturbation_interval=s.perturbation_interval,
+            quantile_fraction=s.quantile_fraction,
+            hyperparam_mutations=param_space(search),
+        )
     return FIFOScheduler()

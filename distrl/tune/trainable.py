@@ -22,7 +22,11 @@ def trial_resources(config: Config):
 
     from distrl.driver.placement import learner_bundle, worker_bundle  # (imports ray: only once a trial is set up)
 
-    bundles = [{}] + [learner_bundle(config)] * config.learner.num_learners + [worker_bundle(config)] * config.rollout.max_workers
+    bundles = (
+        [{}]
+        + [learner_bundle(config)] * config.learner.num_learners
+        + [worker_bundle(config)] * config.rollout.max_workers
+    )
     return PlacementGroupFactory(bundles, strategy="PACK")
 
 
@@ -37,7 +41,9 @@ def resources_for(base: dict, params: dict):
 
 def _reportable(row: dict) -> dict:
     """Numbers Tune can compare; a metric with no value yet (no episode finished) is left out, not faked."""
-    return {k: v for k, v in row.items() if isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v))}
+    return {
+        k: v for k, v in row.items() if isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v))
+    }
 
 
 def run_trial(params: dict, base: dict, checkpoint_every: int) -> None:
@@ -68,6 +74,11 @@ def run_trial(params: dict, base: dict, checkpoint_every: int) -> None:
             save_checkpoint(Path(tmp), driver.counters.iteration, driver.checkpoint_payload(), keep=1)
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(tmp))
 
-    driver = Driver(config, run_dir, resume_payload=resume_payload, on_iteration=report,
-                    placement_group=ray.util.get_current_placement_group())  # fmt: skip
+    driver = Driver(
+        config,
+        run_dir,
+        resume_payload=resume_payload,
+        on_iteration=report,
+        placement_group=ray.util.get_current_placement_group(),
+    )
     driver.run()

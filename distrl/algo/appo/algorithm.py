@@ -32,9 +32,18 @@ class APPO(PPO):
         rewards = self.scaled_rewards(data)
         with torch.no_grad():
             logp, values = current().logp, self.proximal_values(data, current)
-            advantages, returns = vtrace(rewards, data["values"] if values is None else values, data["terminated"],
-                                         data["truncated"], data["valid"], logp - data["logp"], cfg.gamma, cfg.gae_lambda,
-                                         self.appo.rho_bar, self.appo.c_bar)  # fmt: skip
+            advantages, returns = vtrace(
+                rewards,
+                data["values"] if values is None else values,
+                data["terminated"],
+                data["truncated"],
+                data["valid"],
+                logp - data["logp"],
+                cfg.gamma,
+                cfg.gae_lambda,
+                self.appo.rho_bar,
+                self.appo.c_bar,
+            )
             return Targets(advantages, returns, logp if self.proximal == "learner" else None, values)
 
 

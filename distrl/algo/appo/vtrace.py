@@ -33,12 +33,18 @@ def vtrace(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Advantages and value targets ``[T, N]``; both are zero on invalid steps."""
     steps = rewards.shape[0]
-    for name, tensor, shape in (("values", values, (steps + 1, *rewards.shape[1:])), ("terminated", terminated, rewards.shape),
-                                ("truncated", truncated, rewards.shape), ("valid", valid, rewards.shape),
-                                ("log_rhos", log_rhos, rewards.shape)):  # fmt: skip
+    for name, tensor, shape in (
+        ("values", values, (steps + 1, *rewards.shape[1:])),
+        ("terminated", terminated, rewards.shape),
+        ("truncated", truncated, rewards.shape),
+        ("valid", valid, rewards.shape),
+        ("log_rhos", log_rhos, rewards.shape),
+    ):
         if tuple(tensor.shape) != tuple(shape):
-            raise ValueError(f"vtrace: {name} has shape {tuple(tensor.shape)}, expected {tuple(shape)} "
-                             f"(rewards {tuple(rewards.shape)})")  # fmt: skip
+            raise ValueError(
+                f"vtrace: {name} has shape {tuple(tensor.shape)}, expected {tuple(shape)} "
+                f"(rewards {tuple(rewards.shape)})"
+            )
     valid_f = valid.float()
     ratios = torch.where(valid, log_rhos, 0.0).exp()  # a reset step's action was ignored: no ratio there
     rhos = ratios.clamp(max=rho_bar)

@@ -2,7 +2,8 @@
 minibatch, CleanRL's epoch plan (``ppo.epochs`` passes, KL early stop) and a linearly annealed learning rate.
 
 ``ppo.proximal: learner`` (``auto``'s choice under pipeline async) measures the clipped ratio from the learner's
-policy at the update's start instead of the behaviour policy (the decoupled objective of Hilton et al. 2022, "Batch size-invariance for policy
+policy at the update's start instead of the behaviour policy (the decoupled objective of Hilton et al. 2022, "Batch
+size-invariance for policy
 optimization"; RLlib's APPO does the same with its target network): a batch sampled a few versions back
 (``pipeline: overlap``, ``async``) then starts its update unclipped, where measured from the lagged behaviour
 policy many of its samples start outside the clip range and teach nothing. The learner's critic gives the values
@@ -36,8 +37,13 @@ class PPO(Algorithm):
         self.proximal = proximal
         self.schedule = new_schedule(cfg, total_env_steps)  # stop.env_steps: where an annealed rate reaches 0
         self.plan = EpochPlan(cfg.epochs, cfg.minibatch_size, cfg.target_kl, cfg.max_grad_norm)
-        self.coefs = PPOLossCoefs(clip_coef=cfg.clip_coef, vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef,
-                                  clip_vloss=cfg.clip_vloss, norm_adv=cfg.norm_adv)  # fmt: skip
+        self.coefs = PPOLossCoefs(
+            clip_coef=cfg.clip_coef,
+            vf_coef=cfg.vf_coef,
+            ent_coef=cfg.ent_coef,
+            clip_vloss=cfg.clip_vloss,
+            norm_adv=cfg.norm_adv,
+        )
 
     def scaled_rewards(self, data: dict[str, torch.Tensor]) -> torch.Tensor:
         """The batch's rewards scaled by ``ppo.reward_scale`` and clipped at ``ppo.reward_clip``."""
@@ -51,8 +57,15 @@ class PPO(Algorithm):
         rewards = self.scaled_rewards(data)
         with torch.no_grad():
             values = self.proximal_values(data, current)
-            advantages, returns = gae(rewards, data["values"] if values is None else values, data["terminated"],
-                                      data["truncated"], data["valid"], cfg.gamma, cfg.gae_lambda)  # fmt: skip
+            advantages, returns = gae(
+                rewards,
+                data["values"] if values is None else values,
+                data["terminated"],
+                data["truncated"],
+                data["valid"],
+                cfg.gamma,
+                cfg.gae_lambda,
+            )
             proximal_logp = self.proximal_logp(current)
             weights = None
             if proximal_logp is not None and cfg.behaviour_weight_clip is not None:
@@ -74,14 +87,29 @@ class PPO(Algorithm):
         recorded = data["values"]
         return torch.cat([torch.where(data["valid"], current().values, recorded[:-1]), recorded[-1:]])
 
-    def loss(self, dist, pd_params: torch.Tensor, values: torch.Tensor, mb: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        new_logp, entropy = dist.log_prob_entropy(pd_params, mb["actions"], mb["action_mask"] if "action_mask" in mb else None)
-        return ppo_loss(new_logp, mb["logp"], mb["advantages"], values, mb["values"], mb["returns"], entropy, mb["mask"],
-                        self.coefs, mb.get("weights"))  # fmt: skip
+    def loss(
+        self, dist, pd_params: torch.Tensor, values: torch.Tensor, mb: dict[str, torch.Tensor]
+    ) -> dict[str, torch.Tensor]:
+        new_logp, entropy = dist.log_prob_entropy(
+            pd_params, mb["actions"], mb["action_mask"] if "action_mask" in mb else None
+        )
+        return ppo_loss(
+            new_logp,
+            mb["logp"],
+            mb["advantages"],
+            values,
+            mb["values"],
+            mb["returns"],
+            entropy,
+            mb["mask"],
+            self.coefs,
+            mb.get("weights"),
+        )
 
 
-def behaviour_weights(proximal_logp: torch.Tensor, behaviour_logp: torch.Tensor, valid: torch.Tensor,
-                      cap: float) -> torch.Tensor:  # fmt: skip
+def behaviour_weights(
+    proximal_logp: torch.Tensor, behaviour_logp: torch.Tensor, valid: torch.Tensor, cap: float
+) -> torch.Tensor:
     """Each sample's pi_learner / pi_behaviour, capped at ``cap``, over their mean on the batch's valid steps (a batch's
     weights average 1; a fresh batch's are all 1)."""
     weights = (proximal_logp - behaviour_logp).exp().clamp(max=cap)

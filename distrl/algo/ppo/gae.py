@@ -25,12 +25,18 @@ def gae(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Advantages and value targets ``[T, N]``; both are zero on invalid steps."""
     steps = rewards.shape[0]
-    expected = {"values": (steps + 1, *rewards.shape[1:]), "terminated": rewards.shape, "truncated": rewards.shape,
-                "valid": rewards.shape}  # fmt: skip
+    expected = {
+        "values": (steps + 1, *rewards.shape[1:]),
+        "terminated": rewards.shape,
+        "truncated": rewards.shape,
+        "valid": rewards.shape,
+    }
     for name, tensor in (("values", values), ("terminated", terminated), ("truncated", truncated), ("valid", valid)):
         if tuple(tensor.shape) != tuple(expected[name]):
-            raise ValueError(f"gae: {name} has shape {tuple(tensor.shape)}, expected {tuple(expected[name])} "
-                             f"(rewards {tuple(rewards.shape)})")  # fmt: skip
+            raise ValueError(
+                f"gae: {name} has shape {tuple(tensor.shape)}, expected {tuple(expected[name])} "
+                f"(rewards {tuple(rewards.shape)})"
+            )
     not_terminated = 1.0 - terminated.float()
     not_done = 1.0 - (terminated | truncated).float()
     valid_f = valid.float()
@@ -43,4 +49,3 @@ def gae(
         advantages[t] = running
     returns = (advantages + values[:-1]) * valid_f
     return advantages, returns
-

@@ -31,15 +31,28 @@ BACKENDS: dict[str, BackendSpec] = {
     spec.name: spec
     for spec in (
         BackendSpec("eager", "the torch module as it is", runs_torch=True),
-        BackendSpec("inductor", "torch.compile with inductor", takes_mode=True,
-                    options="torch.compile inductor options", options_exclude_mode=True, runs_torch=True),  # fmt: skip
-        BackendSpec("onnxrt", "ONNX Runtime on the exported policy",
-                    options="{intra_op_num_threads, graph_optimization_level}"),  # fmt: skip
+        BackendSpec(
+            "inductor",
+            "torch.compile with inductor",
+            takes_mode=True,
+            options="torch.compile inductor options",
+            options_exclude_mode=True,
+            runs_torch=True,
+        ),
+        BackendSpec(
+            "onnxrt", "ONNX Runtime on the exported policy", options="{intra_op_num_threads, graph_optimization_level}"
+        ),
         BackendSpec("ipex", "torch.compile with intel-extension-for-pytorch", runs_torch=True),
-        BackendSpec("cuda", "the policy on the worker's GPU share (rollout.num_gpus_per_worker), replayed as a CUDA "
-                    "graph"),  # fmt: skip
-        BackendSpec("auto", "times every available backend here and keeps the fastest", takes_mode=True,
-                    options="{BACKEND: that backend's options}", chooses=True),  # fmt: skip
+        BackendSpec(
+            "cuda", "the policy on the worker's GPU share (rollout.num_gpus_per_worker), replayed as a CUDA graph"
+        ),
+        BackendSpec(
+            "auto",
+            "times every available backend here and keeps the fastest",
+            takes_mode=True,
+            options="{BACKEND: that backend's options}",
+            chooses=True,
+        ),
     )
 }
 

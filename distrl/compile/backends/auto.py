@@ -29,17 +29,22 @@ class AutoBackend:
         for name in _candidates():
             if load_backend(name).available()[0]:
                 try:
-                    artifacts.update(prepare_forms(name, forms_for(precision, memory_format, name, module)[0],
-                                                   module, example, mode))  # fmt: skip
+                    artifacts.update(
+                        prepare_forms(name, forms_for(precision, memory_format, name, module)[0], module, example, mode)
+                    )
                 except Exception as exc:  # that candidate compiles in each worker instead
                     log.warning("auto: %s could not prepare shared artifacts (%s)", name, describe_error(exc, 200))
         return artifacts
 
-    def build(self, module, example, mode, options, artifacts, precision: str = "fp32",
-              memory_format: str = "contiguous") -> Built:  # fmt: skip
+    def build(
+        self, module, example, mode, options, artifacts, precision: str = "fp32", memory_format: str = "contiguous"
+    ) -> Built:
         candidates = [build_candidate("eager", Form(), module, example, mode, {}, artifacts)]
-        candidates += [build_candidate("eager", form, module, example, mode, {}, artifacts)
-                       for form in forms_for(precision, memory_format, "eager", module)[0] if form != Form()]  # fmt: skip
+        candidates += [
+            build_candidate("eager", form, module, example, mode, {}, artifacts)
+            for form in forms_for(precision, memory_format, "eager", module)[0]
+            if form != Form()
+        ]
         notes = []
         for name in _candidates():
             ok, reason = load_backend(name).available()

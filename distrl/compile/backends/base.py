@@ -33,6 +33,7 @@ class Backend(Protocol):
     def prepare(self, module: nn.Module, example: tuple[np.ndarray, ...], mode: str) -> dict:
         """Artifacts built once (on the driver) that every worker can reuse; ``{}`` when there is nothing to share."""
 
-    def build(self, module: nn.Module, example: tuple[np.ndarray, ...], mode: str, options: dict,
-              artifacts: dict) -> Built:  # fmt: skip
+    def build(
+        self, module: nn.Module, example: tuple[np.ndarray, ...], mode: str, options: dict, artifacts: dict
+    ) -> Built:
         """The policy a worker acts with; ``example`` is a real batch. Its ``update_weights`` swaps weights in."""

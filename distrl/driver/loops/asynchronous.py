@@ -36,14 +36,18 @@ class AsyncLoop(TrainingLoop):
     def _start_stream(self, weights: list) -> None:
         # Batches sampled while the learner updates, whole ones (the epsilon: 0.3 x 10 is 2.9999999999999996)
         ahead = math.floor(self.config.batches_per_update * self.config.rollout.updates_ahead + 1e-9)
-        ray.get(self.actors.coordinator.start_stream.remote(weights, self.worker_plans(), self.bounds.sample_s(), ahead,
-                                                            self.actors.started))  # fmt: skip
+        ray.get(
+            self.actors.coordinator.start_stream.remote(
+                weights, self.worker_plans(), self.bounds.sample_s(), ahead, self.actors.started
+            )
+        )
 
     def _gather(self, min_version: int, hold_until: int | None = None):
         """The next update's batches (refs); ``hold_until``: the number of the update running meanwhile."""
         world = self.actors.world_size
         return self.actors.coordinator.gather.options(num_returns=1 + world).remote(
-            self.config.batches_per_update, min_version, self.bounds.sample_s(), hold_until=hold_until)
+            self.config.batches_per_update, min_version, self.bounds.sample_s(), hold_until=hold_until
+        )
 
     def iterate(self) -> str:
         cfg = self.config
@@ -66,8 +70,9 @@ class AsyncLoop(TrainingLoop):
                 return stop
             # The next update's batches are taken as they come in while this update runs, and the next update is queued
             # on the learner behind it: it starts the moment this one ends, with no round trip through the driver
-            # (measured: 14 ms of a 140 ms update on Pendulum). Their versions are checked against the version this update
-            # makes; a batch that is lost with its node instead only makes the check one version stricter this once.
+            # (measured: 14 ms of a 140 ms update on Pendulum). Their versions are checked against the version this
+            # update makes; a batch that is lost with its node instead only makes the check one version stricter this
+            # once.
             made = version + (1 if report.infos else 0)  # the version this update makes
             following = self._gather(staleness.min_version(made, lag), hold_until=number)
             queued = self.launch_update(following, ahead=2)
@@ -76,8 +81,9 @@ class AsyncLoop(TrainingLoop):
                 queued = self.launch_update(following, ahead=2)
             version = result.version  # unchanged when every batch was lost with its node
             # The new weights for the samples sent from now on; the workers parked behind the next update's batches go.
-            self.actors.coordinator.release.remote(number, [update[1]] if report.infos else None, self.worker_plans(),
-                                                   self.bounds.sample_s())  # fmt: skip
+            self.actors.coordinator.release.remote(
+                number, [update[1]] if report.infos else None, self.worker_plans(), self.bounds.sample_s()
+            )
             if report.infos:
                 weights_ref = update[1]
                 self.driver.snapshots.offer(update[2], result.version)

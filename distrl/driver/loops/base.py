@@ -172,7 +172,10 @@ class TrainingLoop(ABC):
         learners = self.actors.learners
         snapshot = self._snapshot_due(ahead)
         lead = learners[0].update_refs_and_snapshot.options(num_returns=3).remote(samples[0], samples[1], snapshot)
-        others = [learner.update_refs.remote(samples[0], samples[1 + rank]) for rank, learner in enumerate(learners[1:], start=1)]
+        others = [
+            learner.update_refs.remote(samples[0], samples[1 + rank])
+            for rank, learner in enumerate(learners[1:], start=1)
+        ]
         return (*lead[:2], lead[2] if snapshot else None, others)
 
     def _snapshot_due(self, ahead: int) -> bool:
@@ -193,7 +196,8 @@ class TrainingLoop(ABC):
         return False
 
     def await_update(self, update: tuple, samples: list) -> tuple[UpdateResult, tuple, bool]:
-        """Rank 0's update result; a learner that dies or passes the update bound is rebuilt and the update run again."""
+        """Rank 0's update result; a learner that dies or passes the update bound is rebuilt and the update run
+        again."""
         restarted = False
         while True:
             bound = self.bounds.update_s()
@@ -201,15 +205,20 @@ class TrainingLoop(ABC):
                 result: UpdateResult = ray.get(update[0], timeout=bound)
                 if update[3]:  # the bytes each rank fetched: its shards only
                     others = ray.get(update[3], timeout=bound)
-                    result.learner_batch_bytes = max([result.learner_batch_bytes] + [o.learner_batch_bytes for o in others])
+                    result.learner_batch_bytes = max(
+                        [result.learner_batch_bytes] + [o.learner_batch_bytes for o in others]
+                    )
                 if result.updated:
                     self.bounds.saw_update(result.learn_s)
                 return result, update, restarted
             except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
                 limit = self.config.learner.max_restarts
                 timed_out = isinstance(exc, ray.exceptions.GetTimeoutError)
-                cause = (f"no update within {bound:.0f} s (learner.update_timeout_s)" if timed_out
-                         else str(exc).strip().splitlines()[0][:200])  # fmt: skip
+                cause = (
+                    f"no update within {bound:.0f} s (learner.update_timeout_s)"
+                    if timed_out
+                    else str(exc).strip().splitlines()[0][:200]
+                )
                 if self.counters.learner_restarts >= limit:
                     if timed_out:
                         raise RunStalled(f"learner: {cause}, and learner.max_restarts={limit} is spent") from None
@@ -217,11 +226,17 @@ class TrainingLoop(ABC):
                 self.counters.learner_restarts += 1
                 snapshots = self.driver.snapshots
                 behind = snapshots.behind()
-                since = (f", {behind} update{'s' if behind > 1 else ''} older than the learner's last: their learning is "
-                         f"lost (learner.snapshot_every_s={self.config.learner.snapshot_every_s:g})" if behind else "")
-                log.warning(f"a learner {'stalled' if timed_out else 'died'} ({cause}); restarting the learners from the "
-                            f"newest state the driver holds{since} (restart {self.counters.learner_restarts} of "
-                            f"{limit})")  # fmt: skip
+                since = (
+                    f", {behind} update{'s' if behind > 1 else ''} older than the learner's last: their learning is "
+                    f"lost (learner.snapshot_every_s={self.config.learner.snapshot_every_s:g})"
+                    if behind
+                    else ""
+                )
+                log.warning(
+                    f"a learner {'stalled' if timed_out else 'died'} ({cause}); restarting the learners from the "
+                    f"newest state the driver holds{since} (restart {self.counters.learner_restarts} of "
+                    f"{limit})"
+                )
                 self.actors.restart_learners(snapshots.newest_ref(), self.counters.iteration)
                 update = self.launch_update(samples)
                 restarted = True
@@ -235,16 +250,19 @@ class TrainingLoop(ABC):
             raise RunStalled(f"the sample coordinator did not answer within {bound:.0f} s") from None
         for timeout in sample_report.timeouts:
             self.counters.worker_timeouts += 1
-            log.warning(f"worker-{timeout['worker']} ({self.config.env.id}) returned no sample within "
-                        f"{timeout['waited_s']:g} s (rollout.sample_timeout_s): killed for a restart, and this "
-                        f"iteration goes on without its batch (worker_timeouts {self.counters.worker_timeouts})")  # fmt: skip
+            log.warning(
+                f"worker-{timeout['worker']} ({self.config.env.id}) returned no sample within "
+                f"{timeout['waited_s']:g} s (rollout.sample_timeout_s): killed for a restart, and this "
+                f"iteration goes on without its batch (worker_timeouts {self.counters.worker_timeouts})"
+            )
         for info in sample_report.infos:
             self.bounds.saw_sample(info.sample_s)
         return sample_report
 
     # --- one iteration's record -------------------------------------------------------------
-    def record(self, infos: list[SampleInfo], update: UpdateResult, weights_ref, iter_start: float,
-               cpu_start: float) -> str | None:  # fmt: skip
+    def record(
+        self, infos: list[SampleInfo], update: UpdateResult, weights_ref, iter_start: float, cpu_start: float
+    ) -> str | None:
         """Count an update and the batches it trained on, write its metrics row, tell the observers, record a video
         and checkpoint when due; returns the stop reason once a stop rule fires (else None).
 
@@ -255,8 +273,10 @@ class TrainingLoop(ABC):
         lost = set(update.lost_batches)
         if lost:
             self.counters.batches_lost += len(lost)
-            log.warning(f"{len(lost)} of this update's batches were lost with their node before the learner fetched "
-                        f"them: not trained on, not counted (batches_lost {self.counters.batches_lost})")  # fmt: skip
+            log.warning(
+                f"{len(lost)} of this update's batches were lost with their node before the learner fetched "
+                f"them: not trained on, not counted (batches_lost {self.counters.batches_lost})"
+            )
             infos = [info for i, info in enumerate(infos) if i not in lost]
         if not infos:
             return "interrupted" if driver.stop_requested else None
@@ -300,18 +320,22 @@ class TrainingLoop(ABC):
             if known != info.incarnation:
                 self.counters.worker_restarts += 1
                 self.incarnations[info.worker_index] = (info.incarnation, info.seed)
-                log.warning(f"worker-{info.worker_index} was restarted (restart {self.counters.worker_restarts}); "
-                            f"it resumed with the current weights and a new random stream (seed {info.seed}, "
-                            f"was {seed})")  # fmt: skip
+                log.warning(
+                    f"worker-{info.worker_index} was restarted (restart {self.counters.worker_restarts}); "
+                    f"it resumed with the current weights and a new random stream (seed {info.seed}, "
+                    f"was {seed})"
+                )
             if info.env_errors:
                 self.counters.env_errors += info.env_errors
                 for message in info.env_error_messages[:1]:
                     log.warning(f"env error (reset and masked): {message}")
             if info.env_nonfinite:
                 if self.counters.env_nonfinite == 0:  # the first time in the run; the count goes on in the metrics
-                    log.warning(f"worker-{info.worker_index} ({self.config.env.id}), {info.env_nonfinite_messages[0]}: "
-                                "the step was reset and masked, and is counted as env_nonfinite (further ones "
-                                "are counted without a warning)")  # fmt: skip
+                    log.warning(
+                        f"worker-{info.worker_index} ({self.config.env.id}), {info.env_nonfinite_messages[0]}: "
+                        "the step was reset and masked, and is counted as env_nonfinite (further ones "
+                        "are counted without a warning)"
+                    )
                 self.counters.env_nonfinite += info.env_nonfinite
         self.driver.workers_act_with([info.policy_backend for info in sorted(infos, key=lambda i: i.worker_index)])
         self.counters.add_iteration(
@@ -330,12 +354,16 @@ class TrainingLoop(ABC):
         self.counters.gradient_steps += steps
         self.counters.skipped_steps += skipped
         if skipped and first:
-            log.warning(f"iteration {self.counters.iteration}: {skipped} of {steps} gradient steps skipped (non-finite "
-                        "loss or gradients; the weights are kept): counted as skipped_steps")  # fmt: skip
+            log.warning(
+                f"iteration {self.counters.iteration}: {skipped} of {steps} gradient steps skipped (non-finite "
+                "loss or gradients; the weights are kept): counted as skipped_steps"
+            )
         if steps and skipped == steps and not self._warned_all_skipped:
             self._warned_all_skipped = True
-            log.warning(f"iteration {self.counters.iteration}: every gradient step was skipped; the policy did not change "
-                        "(said once; summary.json has skipped_steps)")  # fmt: skip
+            log.warning(
+                f"iteration {self.counters.iteration}: every gradient step was skipped; the policy did not change "
+                "(said once; summary.json has skipped_steps)"
+            )
 
 
 def _returns_by_policy(infos: list[SampleInfo]) -> dict[str, list[float]]:

@@ -36,14 +36,16 @@ def make_game(env_id: str, num_envs: int, kwargs: dict | None = None) -> Game:
             import pettingzoo  # noqa: F401
         except ImportError:
             raise GameError(f"env.id={env_id!r}: needs PettingZoo; pip install 'distrl[league]'") from None
-        return PettingZooGame(env_id[len(PETTINGZOO):], num_envs, kwargs)
+        return PettingZooGame(env_id[len(PETTINGZOO) :], num_envs, kwargs)
     if env_id in OWN_GAMES:
         try:
             return OWN_GAMES[env_id](num_envs, **kwargs)
         except (TypeError, ValueError) as exc:  # an unknown or out-of-range argument
             raise GameError(f"env.id={env_id!r} with env.kwargs={kwargs}: {exc}") from None
-    raise GameError(f"env.id={env_id!r}: not a league game (use pettingzoo/REGISTRY_ID, e.g. "
-                    f"pettingzoo/classic/connect_four-v3, or one of {', '.join(OWN_GAMES)})")  # fmt: skip
+    raise GameError(
+        f"env.id={env_id!r}: not a league game (use pettingzoo/REGISTRY_ID, e.g. "
+        f"pettingzoo/classic/connect_four-v3, or one of {', '.join(OWN_GAMES)})"
+    )
 
 
 def team_size_of(env_id: str, kwargs: dict | None = None) -> int:
@@ -67,38 +69,59 @@ def probe_game(config) -> tuple:
         except GameError:
             raise
         except Exception as exc:  # the game's own constructor refused its kwargs
-            raise GameError(f"env.id={config.env.id!r} with kwargs {kwargs}: the game could not be built: "
-                            f"{describe_error(exc)}") from None  # fmt: skip
+            raise GameError(
+                f"env.id={config.env.id!r} with kwargs {kwargs}: the game could not be built: {describe_error(exc)}"
+            ) from None
         if slots % game.team_size:
-            raise GameError(f"env.num_envs_per_worker={slots}: stage {stage.name!r} plays teams of {game.team_size}, and "
-                            "each member is a slot of the batch: use a multiple of every stage's team size")  # fmt: skip
+            raise GameError(
+                f"env.num_envs_per_worker={slots}: stage {stage.name!r} plays teams of {game.team_size}, and "
+                "each member is a slot of the batch: use a multiple of every stage's team size"
+            )
         first = first or (stage, game)
         if (game.observation_space, game.action_space) != (first[1].observation_space, first[1].action_space):
-            raise GameError(f"league.curriculum: stage {stage.name!r} plays with observations {game.observation_space} "
-                            f"and actions {game.action_space}, stage {first[0].name!r} with "
-                            f"{first[1].observation_space} and {first[1].action_space}: one policy plays every stage "
-                            "(Duel: set env.kwargs.max_team_size to the largest team)")  # fmt: skip
+            raise GameError(
+                f"league.curriculum: stage {stage.name!r} plays with observations {game.observation_space} "
+                f"and actions {game.action_space}, stage {first[0].name!r} with "
+                f"{first[1].observation_space} and {first[1].action_space}: one policy plays every stage "
+                "(Duel: set env.kwargs.max_team_size to the largest team)"
+            )
         if not game.has_heuristic and "heuristic" in stage.opponents and len(stage.opponents) == 1:
-            raise GameError(f"league.curriculum: stage {stage.name!r} plays only the heuristic, and distrl has no "
-                            f"scripted player for {config.env.id}")  # fmt: skip
+            raise GameError(
+                f"league.curriculum: stage {stage.name!r} plays only the heuristic, and distrl has no "
+                f"scripted player for {config.env.id}"
+            )
         if game.has_heuristic and stage.heuristic:  # its settings, tried once on a real observation
             game.reset(np.ones(1, dtype=bool), 0)
             obs, mask = game.observe(0, np.ones(1, dtype=bool))
             try:
                 game.heuristic(obs, mask, np.random.default_rng(0), **stage.heuristic)
             except TypeError as exc:
-                raise GameError(f"league.curriculum: stage {stage.name!r} heuristic={dict(stage.heuristic)}: {exc} "
-                                "(the scripted player takes: noise)") from None  # fmt: skip
+                raise GameError(
+                    f"league.curriculum: stage {stage.name!r} heuristic={dict(stage.heuristic)}: {exc} "
+                    "(the scripted player takes: noise)"
+                ) from None
     unknown = sorted(set(league.reward.shaping) - set(game.shaping_terms))
     if unknown:
         offered = ", ".join(game.shaping_terms) or "none"
-        raise GameError(f"league.reward.shaping={dict(league.reward.shaping)}: {config.env.id} offers no term "
-                        f"{', '.join(unknown)} (it offers: {offered})")  # fmt: skip
+        raise GameError(
+            f"league.reward.shaping={dict(league.reward.shaping)}: {config.env.id} offers no term "
+            f"{', '.join(unknown)} (it offers: {offered})"
+        )
     problem = action_space_problem(game.action_space)
     if problem:
         raise GameError(f"env.id={config.env.id!r}: {problem}")
     return game.observation_space, game.action_space
 
 
-__all__ = ["Game", "GameError", "OWN_GAMES", "StepResult", "baseline_actions", "is_game_id", "make_game", "probe_game",
-           "random_actions", "team_size_of"]
+__all__ = [
+    "Game",
+    "GameError",
+    "OWN_GAMES",
+    "StepResult",
+    "baseline_actions",
+    "is_game_id",
+    "make_game",
+    "probe_game",
+    "random_actions",
+    "team_size_of",
+]

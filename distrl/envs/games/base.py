@@ -53,7 +53,9 @@ class Game(Protocol):
     def step(self, actions: np.ndarray, acting: np.ndarray) -> StepResult:
         """Apply ``actions [N, 2, team_size, ...]`` of the seats in ``acting [N, 2]``."""
 
-    def heuristic(self, obs: np.ndarray, mask: np.ndarray | None, rng: np.random.Generator, noise: float = 0.0) -> np.ndarray:
+    def heuristic(
+        self, obs: np.ndarray, mask: np.ndarray | None, rng: np.random.Generator, noise: float = 0.0
+    ) -> np.ndarray:
         """The game's scripted player on one seat's members' observations: ``noise`` of its moves are uniformly
         random."""
 
@@ -73,8 +75,14 @@ def random_actions(space: gym.Space, mask: np.ndarray | None, rng: np.random.Gen
     return rng.uniform(space.low, space.high, size=(count, *space.shape)).astype(np.float32)
 
 
-def baseline_actions(game: Game, name: str, obs: np.ndarray, mask: np.ndarray | None, rng: np.random.Generator,
-                     heuristic: dict | None = None) -> np.ndarray:  # fmt: skip
+def baseline_actions(
+    game: Game,
+    name: str,
+    obs: np.ndarray,
+    mask: np.ndarray | None,
+    rng: np.random.Generator,
+    heuristic: dict | None = None,
+) -> np.ndarray:
     """The ``random`` or ``heuristic`` baseline's moves on one seat's observations (``heuristic``: its settings)."""
     if name == "random":
         return random_actions(game.action_space, mask, rng, len(obs))

@@ -42,17 +42,35 @@ class DuelGame:
         """Discs a side with these constructor ``kwargs``, without building a game."""
         return int(kwargs.get("team_size", 1))
 
-    def __init__(self, num_envs: int, arena_radius: float = 1.0, disc_radius: float = 0.1, accel: float = 0.01,
-                 friction: float = 0.9, max_steps: int = 200, continuous: bool = False, team_size: int = 1,
-                 max_team_size: int | None = None, tiebreak: str = "none"):  # fmt: skip
+    def __init__(
+        self,
+        num_envs: int,
+        arena_radius: float = 1.0,
+        disc_radius: float = 0.1,
+        accel: float = 0.01,
+        friction: float = 0.9,
+        max_steps: int = 200,
+        continuous: bool = False,
+        team_size: int = 1,
+        max_team_size: int | None = None,
+        tiebreak: str = "none",
+    ):
         max_team_size = team_size if max_team_size is None else max_team_size
         if tiebreak not in ("none", "centre"):
             raise ValueError(f"tiebreak={tiebreak!r}: none or centre")
         self.tiebreak = tiebreak
         if not 1 <= int(team_size) <= int(max_team_size):
-            raise ValueError(f"team_size={team_size}, max_team_size={max_team_size}: need 1 <= team_size <= max_team_size")
+            raise ValueError(
+                f"team_size={team_size}, max_team_size={max_team_size}: need 1 <= team_size <= max_team_size"
+            )
         self.num_envs = num_envs
-        self.arena, self.disc, self.accel, self.friction, self.max_steps = arena_radius, disc_radius, accel, friction, max_steps
+        self.arena, self.disc, self.accel, self.friction, self.max_steps = (
+            arena_radius,
+            disc_radius,
+            accel,
+            friction,
+            max_steps,
+        )
         self.continuous = continuous
         self.team_size, self.max_team_size = int(team_size), int(max_team_size)
         self.flags = self.max_team_size > 1  # a flag per other disc: in play or not
@@ -106,7 +124,9 @@ class DuelGame:
         rivals = np.zeros((k, t, m, f))
         rivals[:, :, :t] = disc[:, 1 - seat][:, None]
         own = np.concatenate([pos[:, seat], vel[:, seat]], axis=2)  # [k, t, 4]
-        obs = np.concatenate([own.reshape(k * t, 4), mates.reshape(k * t, -1), rivals.reshape(k * t, -1), time_left], axis=1)
+        obs = np.concatenate(
+            [own.reshape(k * t, 4), mates.reshape(k * t, -1), rivals.reshape(k * t, -1), time_left], axis=1
+        )
         return obs.astype(np.float32), None
 
     def _force(self, actions: np.ndarray) -> np.ndarray:
@@ -177,9 +197,9 @@ class DuelGame:
         own = obs[:, 0:2]
         f, m = 4 + self.flags, self.max_team_size
         start = 4 + (m - 1) * f
-        rivals = obs[:, start: start + m * f].reshape(len(obs), m, f)
+        rivals = obs[:, start : start + m * f].reshape(len(obs), m, f)
         on = rivals[:, :, 0] > 0.5 if self.flags else np.ones((len(obs), m), dtype=bool)
-        where = rivals[:, :, self.flags: self.flags + 2]
+        where = rivals[:, :, self.flags : self.flags + 2]
         distance = np.where(on, np.linalg.norm(where - own[:, None], axis=2), np.inf)
         other = where[np.arange(len(obs)), distance.argmin(axis=1)]
         outward = other / np.maximum(np.linalg.norm(other, axis=1, keepdims=True), 1e-6)
@@ -202,12 +222,21 @@ class DuelGame:
 
     def _frame(self, copy: int) -> list:
         """One step of a replay: each side's discs' positions, None for a disc out of play."""
-        return [[self.pos[copy, s, i].round(4).tolist() if self.in_play[copy, s, i] else None for i in range(self.team_size)]
-                for s in (0, 1)]  # fmt: skip
+        return [
+            [
+                self.pos[copy, s, i].round(4).tolist() if self.in_play[copy, s, i] else None
+                for i in range(self.team_size)
+            ]
+            for s in (0, 1)
+        ]
 
     def record(self, copy: int) -> dict:
-        return {"positions": [list(p) for p in self.trace[copy]], "arena_radius": self.arena, "disc_radius": self.disc,
-                "team_size": self.team_size}  # fmt: skip
+        return {
+            "positions": [list(p) for p in self.trace[copy]],
+            "arena_radius": self.arena,
+            "disc_radius": self.disc,
+            "team_size": self.team_size,
+        }
 
     def render(self, positions: list, size: int = 160) -> list[np.ndarray]:
         """RGB frames ``[size, size, 3]`` of a recorded game (seat 0's side red, seat 1's blue)."""

@@ -51,7 +51,9 @@ class WinRates:
         return cls(decay, dict(state["weight"]), dict(state["points"]))
 
 
-def opponent_shares(snapshots: list[str], allowed: list[str], rates: WinRates, cfg: MatchmakingConfig) -> dict[str, float]:
+def opponent_shares(
+    snapshots: list[str], allowed: list[str], rates: WinRates, cfg: MatchmakingConfig
+) -> dict[str, float]:
     """Probability of each opponent for the next game: ``latest``, snapshot names, ``random``, ``heuristic``.
 
     ``allowed``: the groups the current curriculum stage draws from (``latest``, ``snapshots``, ``random``,

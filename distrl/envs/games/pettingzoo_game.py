@@ -14,8 +14,8 @@ import warnings
 import gymnasium as gym
 import numpy as np
 
-from distrl.envs.games.connect_four import heuristic as connect_four_heuristic
 from distrl.envs.games.base import GameError, StepResult
+from distrl.envs.games.connect_four import heuristic as connect_four_heuristic
 
 PREFIX = "pettingzoo/"
 HEURISTICS = {"classic/connect_four-v3": connect_four_heuristic}  # scripted players, by registry id
@@ -36,7 +36,9 @@ def _make(name: str, kwargs: dict):
         try:
             aec = pettingzoo.make("aec", name, **kwargs)
         except pettingzoo.env_registry.exceptions.PettingZooRegistryError as exc:
-            raise GameError(f"env.id='{PREFIX}{name}': not a PettingZoo registry id ({str(exc).splitlines()[0][:160]})") from None
+            raise GameError(
+                f"env.id='{PREFIX}{name}': not a PettingZoo registry id ({str(exc).splitlines()[0][:160]})"
+            ) from None
         return turn_based_aec_to_parallel(aec), True
 
 
@@ -62,22 +64,29 @@ class PettingZooGame:
         first = self.envs[0]
         self.agents = list(first.possible_agents)
         if len(self.agents) != 2:
-            raise GameError(f"env.id='{PREFIX}{name}': has {len(self.agents)} agents ({', '.join(self.agents)}); a league "
-                            "game has exactly two")  # fmt: skip
+            raise GameError(
+                f"env.id='{PREFIX}{name}': has {len(self.agents)} agents ({', '.join(self.agents)}); a league "
+                "game has exactly two"
+            )
         space = first.observation_space(self.agents[0])
         self.masked = isinstance(space, gym.spaces.Dict) and "action_mask" in space.spaces
         if self.masked:
             space = space["observation"]
         elif isinstance(space, gym.spaces.Dict):
-            raise GameError(f"env.id='{PREFIX}{name}': observations are a Dict {list(space.spaces)} without the "
-                            "'observation' and 'action_mask' keys distrl reads")  # fmt: skip
+            raise GameError(
+                f"env.id='{PREFIX}{name}': observations are a Dict {list(space.spaces)} without the "
+                "'observation' and 'action_mask' keys distrl reads"
+            )
         if _terminates_illegal(first) and not self.masked:
-            raise GameError(f"env.id='{PREFIX}{name}': an illegal move ends this game, but its observations carry no "
-                            "action_mask to avoid one")  # fmt: skip
+            raise GameError(
+                f"env.id='{PREFIX}{name}': an illegal move ends this game, but its observations carry no "
+                "action_mask to avoid one"
+            )
         if not isinstance(space, gym.spaces.Box):
             raise GameError(f"env.id='{PREFIX}{name}': observation space {space} is not a Box")
-        self.observation_space = gym.spaces.Box(space.low.astype(np.float32), space.high.astype(np.float32),
-                                                space.shape, np.float32)  # fmt: skip
+        self.observation_space = gym.spaces.Box(
+            space.low.astype(np.float32), space.high.astype(np.float32), space.shape, np.float32
+        )
         self.action_space = first.action_space(self.agents[0])
         self.shaping_terms: tuple[str, ...] = ()
         self.team_size = 1  # two players: a member a side
@@ -112,8 +121,16 @@ class PettingZooGame:
         index = np.flatnonzero(copies)
         raw = [self.obs[i][agent] for i in index]
         if self.masked:
-            obs = np.stack([r["observation"] for r in raw]).astype(np.float32) if raw else np.zeros((0, *self.observation_space.shape), np.float32)
-            mask = np.stack([r["action_mask"] for r in raw]).astype(bool) if raw else np.zeros((0, self.action_space.n), bool)
+            obs = (
+                np.stack([r["observation"] for r in raw]).astype(np.float32)
+                if raw
+                else np.zeros((0, *self.observation_space.shape), np.float32)
+            )
+            mask = (
+                np.stack([r["action_mask"] for r in raw]).astype(bool)
+                if raw
+                else np.zeros((0, self.action_space.n), bool)
+            )
             return obs, mask
         obs = np.stack(raw).astype(np.float32) if raw else np.zeros((0, *self.observation_space.shape), np.float32)
         return obs, None
@@ -127,7 +144,10 @@ class PettingZooGame:
             env = self.envs[i]
             # Every agent submits an action; a turn-based conversion applies only the mover's.
             step_actions = {agent: _plain(actions[i, seat, 0]) for seat, agent in enumerate(self.agents)}
-            self.moves[i].append([int(s) for s in np.flatnonzero(acting[i])] + [_plain(actions[i, s, 0]) for s in np.flatnonzero(acting[i])])
+            self.moves[i].append(
+                [int(s) for s in np.flatnonzero(acting[i])]
+                + [_plain(actions[i, s, 0]) for s in np.flatnonzero(acting[i])]
+            )
             obs, reward, terminated, truncated, infos = env.step(step_actions)
             self.obs[i].update(obs)
             rewards[i, :, 0] = [float(reward.get(agent, 0.0)) for agent in self.agents]

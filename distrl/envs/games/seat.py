@@ -78,8 +78,10 @@ class LeagueVecEnv(gym.vector.VectorEnv):
         learner's seat (alternating), opponent and end."""
         team_size = team_size_of(self.config.env.id, self.game_kwargs)
         if self.num_envs % team_size:
-            raise GameError(f"env.num_envs_per_worker={self.num_envs}: not a multiple of the team size {team_size} "
-                            f"({self.config.env.id} with {self.game_kwargs})")  # fmt: skip
+            raise GameError(
+                f"env.num_envs_per_worker={self.num_envs}: not a multiple of the team size {team_size} "
+                f"({self.config.env.id} with {self.game_kwargs})"
+            )
         self.team_size = team_size
         self.games = self.num_envs // team_size
         self.game = make_game(self.config.env.id, self.games, self.game_kwargs)
@@ -189,10 +191,13 @@ class LeagueVecEnv(gym.vector.VectorEnv):
     def _draw_opponents(self, copies: np.ndarray) -> None:
         names = list(self.shares)
         probs = np.array([self.shares[n] for n in names])
-        self.opponent[copies] = np.asarray(names, dtype=object)[self.rng.choice(len(names), int(copies.sum()), p=probs / probs.sum())]
+        self.opponent[copies] = np.asarray(names, dtype=object)[
+            self.rng.choice(len(names), int(copies.sum()), p=probs / probs.sum())
+        ]
 
-    def _fold(self, result: StepResult, live: np.ndarray, rewards: np.ndarray, ended: np.ndarray,
-              terminated: np.ndarray) -> None:  # fmt: skip
+    def _fold(
+        self, result: StepResult, live: np.ndarray, rewards: np.ndarray, ended: np.ndarray, terminated: np.ndarray
+    ) -> None:
         """Add one game step to the learner's members' rewards and ends, and to the reported results."""
         rows = np.arange(self.games)
         reward = result.rewards[rows, self.seat]  # [games, team]
@@ -211,8 +216,15 @@ class LeagueVecEnv(gym.vector.VectorEnv):
             self.dead |= out
         for i in np.flatnonzero(now):
             score = result.score[i] if self.seat[i] == 0 else 1.0 - result.score[i]
-            self.results.append({"opponent": str(self.opponent[i]), "score": float(score), "seat": int(self.seat[i]),
-                                 "team_size": self.team_size, "stage": self.stage})  # fmt: skip
+            self.results.append(
+                {
+                    "opponent": str(self.opponent[i]),
+                    "score": float(score),
+                    "seat": int(self.seat[i]),
+                    "team_size": self.team_size,
+                    "stage": self.stage,
+                }
+            )
 
     def _opponents_act(self, copies: np.ndarray, joint: np.ndarray, acting: np.ndarray) -> None:
         """Fill the opponents' actions in ``copies``, one batched call per opponent and seat (every member of the
