@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from distrl.algo.schedule import continued
 from distrl.config import Config
 from distrl.data.messages import SampleInfo, UpdateResult
 from distrl.driver.connection import RayTarget
@@ -209,6 +208,8 @@ def this_command(run: RunState, resumed_at: RunState | None, wall_s: float) -> d
 
 def resumed_rate_line(config: Config, learner_state: dict) -> str:
     """The learning rate a resumed run continues with, and what its schedule does now (``distrl/algo/schedule.py``)."""
+    from distrl.algo.schedule import continued  # here: the driver's way to Ray imports no torch (algo/ does)
+
     state = next(iter(learner_state["policies"].values())) if "policies" in learner_state else learner_state
     steps = int(state["trained_env_steps"])
     last_lr = state["optimizer"]["param_groups"][0]["lr"]
