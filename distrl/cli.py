@@ -188,11 +188,10 @@ def _cmd_export(args) -> int:
     )
     if created:  # as train does for a --run-dir that is not there yet: made, and said
         print(f"created the directory {out.parent}")
-    print(f"checkpoint {written[0]['checkpoint']} ({written[0]['chosen']})")
     for info in written:
         print(
-            f"wrote {info['path']} ({info['exporter']} exporter): inputs {info['inputs']}, outputs {info['outputs']}; "
-            f"max |onnx - torch| = {info['max_abs_diff']:.2e}"
+            f"wrote {info['path']} from {info['checkpoint']} ({info['chosen']}; {info['exporter']} exporter): inputs "
+            f"{info['inputs']}, outputs {info['outputs']}; max |onnx - torch| = {info['max_abs_diff']:.2e}"
         )
     return 0
 

@@ -1,6 +1,6 @@
 """A worker evicted to make room for a rebuilt learner (``SampleCoordinator.evict``, called by ``RunActors`` when the
-learners' new placement group finds no room): left out of lockstep rounds and of the stream, no error raised, until
-``replace`` hands over a new actor that answers. On real actors; the whole path through a run on a multi-node cluster
+learners' new placement group finds no room): left out of the rounds (sync, overlap) and of the stream (async), no
+error raised, until ``replace`` hands over a new actor that answers. On real actors; the whole path through a run on a multi-node cluster
 is in tests/test_nodes.py."""
 
 import time
@@ -31,6 +31,25 @@ def actors(ray, pipeline: str):
     return coordinator, workers, worker
 
 
+def rounds(ray, coordinator, pipeline: str):
+    """Round after round of a sync or overlap sampler: each call releases the update on the round before (weights
+    unchanged) and gathers the next round; ``evict``: a worker evicted while that round's samples are in flight."""
+    ray.get(coordinator.start_stream.remote([None], None, 60.0, 0, None, pipeline))
+    number = -1
+
+    def next_round(evict: int | None = None):
+        nonlocal number
+        if number >= 0:
+            coordinator.release.remote(number, None, None, 60.0)
+        number += 1
+        if evict is not None:
+            ray.get(coordinator.evict.remote(evict))
+        report, _ = ray.get(coordinator.gather.options(num_returns=2).remote(0, 0, 60.0))
+        return report
+
+    return next_round
+
+
 def kill_all(ray, handles):
     for actor in handles:
         try:
@@ -39,18 +58,11 @@ def kill_all(ray, handles):
             pass
 
 
-def test_lockstep_rounds_leave_out_an_evicted_worker_until_its_replacement_answers(ray_local):
+def test_rounds_leave_out_an_evicted_worker_until_its_replacement_answers(ray_local):
     ray = ray_local
     coordinator, workers, worker = actors(ray, "sync")
     replacement = None
-
-    def round_(evict: int | None = None):
-        round_ref = coordinator.sample.remote([None])
-        if evict is not None:  # while its sample is in flight
-            ray.get(coordinator.evict.remote(evict))
-        report, _ = ray.get(coordinator.collect.options(num_returns=2).remote(round_ref, 60.0))
-        return report
-
+    round_ = rounds(ray, coordinator, "sync")
     try:
         first = round_()
         assert [info.worker_index for info in first.infos] == [0, 1]
@@ -64,7 +76,7 @@ def test_lockstep_rounds_leave_out_an_evicted_worker_until_its_replacement_answe
         replacement = worker(1, seed_offset=7)
         ray.get(coordinator.replace.remote(1, replacement))
         ray.get(replacement.ready.remote(), timeout=120)
-        for _ in range(20):  # its probe is read at the start of a round
+        for _ in range(20):  # it joins the round after it answers
             report = round_()
             if report.workers_back:
                 break
@@ -113,13 +125,14 @@ def test_the_stream_leaves_out_an_evicted_worker_until_its_replacement_answers(r
         kill_all(ray, [coordinator, *workers, *([replacement] if replacement else [])])
 
 
-def test_rounds_sampled_at_once_read_a_returning_workers_probe_once(ray_local):
-    """Overlap sends the next round's ``sample`` beside this round's ``collect``, and a round with no batch is followed
-    by another at once: the coordinator runs those calls in threads of its own. A worker that answers again is read
-    by one round only (reported back once), and no round fails on the membership another changed meanwhile."""
+def test_rounds_beside_evictions_read_a_returning_workers_probe_once(ray_local):
+    """Overlap starts the next round as this one is in, while the driver's evictions and replacements come from
+    threads of their own in the coordinator: a worker that answers again is reported back once, joins a round, and no
+    round fails on the membership another call changed meanwhile."""
     ray = ray_local
     coordinator, workers, worker = actors(ray, "overlap")
     replacements = []
+    round_ = rounds(ray, coordinator, "overlap")
     try:
         for cycle in range(6):  # without the lock a cycle in five or so failed
             ray.get(coordinator.evict.remote(1))
@@ -128,10 +141,7 @@ def test_rounds_sampled_at_once_read_a_returning_workers_probe_once(ray_local):
             ray.get(coordinator.replace.remote(1, replacement))
             ray.get(replacement.ready.remote(), timeout=120)
             time.sleep(0.5)  # its probe has answered: the next rounds' samples all find it ready
-            rounds = [
-                coordinator.sample.remote([None]) for _ in range(8)
-            ]  # run side by side in the actor (four at a time)
-            reports = [ray.get(coordinator.collect.options(num_returns=2).remote(r, 60.0))[0] for r in rounds]
+            reports = [round_() for _ in range(8)]
             backs = [report.workers_back for report in reports if report.workers_back]
             assert backs == [[1]], (cycle, [(r.workers_back, r.workers_down) for r in reports])
             assert any(1 in [info.worker_index for info in report.infos] for report in reports)

@@ -71,15 +71,17 @@ def test_killed_worker_is_restarted_with_current_weights_and_batch_is_full(tmp_p
 
 
 @pytest.mark.slow
-def test_a_worker_process_that_keeps_dying_spends_its_restarts_then_ends_the_run(tmp_path):
+@pytest.mark.parametrize("pipeline", ["sync", "overlap", "async"])
+def test_a_worker_process_that_keeps_dying_spends_its_restarts_then_ends_the_run(tmp_path, pipeline):
     """Crashes spend rollout.max_restarts (kept by distrl: Ray restarts workers without limit, so that a lost node
-    spends nothing, tests/test_nodes.py): the first kill is restarted, the second ends the run with one line."""
+    spends nothing, tests/test_nodes.py): the first kill is restarted, the second gives the worker up, and with no
+    worker left the run ends with one line, the same in every pipeline."""
     run_dir = tmp_path / "run"
     proc = start_train(
         run_dir,
         "stop.episode_return_mean=null",
         "stop.env_steps=2000000",
-        "rollout.pipeline=sync",
+        f"rollout.pipeline={pipeline}",
         "rollout.max_restarts=1",
     )
     for kill in (1, 2):
@@ -286,13 +288,16 @@ def test_stuck_env_worker_is_killed_restarted_and_the_run_finishes(tmp_path):
 
 
 @pytest.mark.slow
-def test_env_stuck_again_and_again_ends_the_run_with_one_line(tmp_path):
+@pytest.mark.parametrize("pipeline", ["overlap", "async"])
+def test_env_stuck_again_and_again_ends_the_run_with_one_line(tmp_path, pipeline):
     run_dir = tmp_path / "run"
     result = run_cli(
         "train",
         "configs/cartpole.yaml",
         "--run-dir",
         str(run_dir),
+        "--set",
+        f"rollout.pipeline={pipeline}",
         "--set",
         "env.id=distrl.envs.testing:stuck_cartpole",
         "--set",

@@ -125,7 +125,7 @@ class Driver:
             self.resumed_learner_state = payload["learner"]
             self.best = resumed_best(payload, self.run_dir)
             league_state = payload.get("league")
-        # What the loop tells about the run as it goes (driver/loops/base.py: LoopObserver): a self-play run's league.
+        # What the loop tells about the run as it goes (driver/loops/host.py: LoopObserver): a self-play run's league.
         self.observers: list = []
         if config.league is not None:
             from distrl.league.run import LeagueRun
@@ -316,7 +316,7 @@ class Driver:
             self.storage.put(self.run_dir / "summary.json", "summary.json")
         return summary
 
-    # --- what a loop tells the run (driver/loops/base.py: RunHost) ------------------------------------
+    # --- what a loop tells the run (driver/loops/host.py: RunHost) ------------------------------------
     @property
     def stop_requested(self) -> bool:
         """A stop signal came (its KeyboardInterrupt may have been swallowed where it landed: driver/signals.py)."""

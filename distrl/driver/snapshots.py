@@ -8,7 +8,7 @@ exists (in a thread, off the loop's path: a Nature-CNN's state with Adam's is te
 and checkpoints from that copy. If a snapshot's object is lost before its copy arrives, the one before
 it is used, and the driver says so.
 
-With ``learner.snapshot_every_s`` the updates send one on a budget (``loops/base.py`` decides which), and the state
+With ``learner.snapshot_every_s`` the updates send one on a budget (``loops/updates.py`` decides which), and the state
 held may be some updates behind the learner's: a rebuilt learner then loses their learning, and starts from the held
 state with the learner's newest version number (``newest_ref``), so versions never go backwards (workers, staleness
 and V-trace read them). A checkpoint takes the learner's current state instead (``Driver.checkpoint_payload``).

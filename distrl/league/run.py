@@ -17,7 +17,7 @@ from distrl.league.league import League, Member
 
 
 class LeagueRun:
-    """A loop observer (``distrl/driver/loops/base.py: LoopObserver``): the driver's loop calls it, by these names."""
+    """A loop observer (``distrl/driver/loops/host.py: LoopObserver``): the driver's loop calls it, by these names."""
 
     name = "league"  # its state's key in checkpoints, its summary's in summary.json
 

@@ -8,10 +8,9 @@ that work: the driver makes a constant number of calls per iteration (one ``samp
 never the refs one by one. Learner r fetches the shards its object names.
 
 It holds the run's membership (``membership.py``: who answers, is down, lost or evicted; the restart
-budget) and one sampler over it: the lockstep rounds of ``sync`` and ``overlap`` (``rounds.py``:
-``sample``, ``collect``) or the stream of ``async`` (``stream.py``: ``start_stream``, ``gather``,
-``release``). Both take ``evict`` and ``replace`` from the driver, and report what changed in the
-membership in each ``SampleReport``. A sampler is a file of its own beside these two.
+budget) and the one sampler over it (``stream.py``: ``start_stream``, ``gather``, ``release``), in rounds for
+``sync`` and ``overlap`` or continuous for ``async``. It takes ``evict`` and ``replace`` from the driver, and reports
+what changed in the membership in each ``SampleReport``.
 """
 
 from __future__ import annotations
@@ -19,8 +18,7 @@ from __future__ import annotations
 import ray
 
 from distrl.rollout.membership import Membership
-from distrl.rollout.rounds import LockstepRounds, WorkerFailure
-from distrl.rollout.stream import WEIGHTS_GROUP, SampleStream
+from distrl.rollout.stream import WEIGHTS_GROUP, SampleStream, WorkerFailure
 
 __all__ = ["SampleCoordinator", "WorkerFailure"]
 
@@ -34,14 +32,12 @@ class SampleCoordinator:
         self.max_restarts = max_restarts
         self._artifacts = artifacts
         self.members = Membership([], max_restarts)
-        self.rounds = LockstepRounds(self.members, num_shards, env_id)
         self.stream: SampleStream | None = None
 
     def attach(self, workers: list) -> bool:
         """The workers to drive (created after the coordinator, which their constructors may ask for artifacts)."""
         self.workers = workers
         self.members = Membership(workers, self.max_restarts)
-        self.rounds = LockstepRounds(self.members, self.num_shards, self.env_id)
         return True
 
     def artifacts(self) -> list | None:
@@ -49,28 +45,18 @@ class SampleCoordinator:
         too)."""
         return self._artifacts
 
-    @property
-    def sampler(self) -> LockstepRounds | SampleStream:
-        """The one sampling now: the stream once started, else the rounds."""
-        return self.stream if self.stream is not None else self.rounds
-
-    # --- the lockstep pipelines: rounds (rounds.py) ------------------------------------------------
-    def sample(self, weights: list, league: list | None = None) -> dict:
-        """Start every answering worker's next sample; returns the round at once (its refs, owned here).
-        ``weights``: ``[ObjectRef]`` (wrapped, so it reaches the workers as a ref, not as a copy made here); ``league``,
-        likewise, the league's matchmaking plan in a league run."""
-        return self.rounds.sample(weights, league)
-
-    def collect(self, round_: dict, timeout_s: float) -> tuple:
-        """Wait for a round's samples, each for at most ``timeout_s``: ``(SampleReport, shards of rank 0, ...)``."""
-        return self.rounds.collect(round_, timeout_s)
-
-    # --- the asynchronous pipeline: a stream of samples (stream.py) ----------------------------------
+    # --- sampling (stream.py) ------------------------------------------------------------------
     def start_stream(
-        self, weights: list, plan: list | None, timeout_s: float, max_queued: int, started: list[int] | None = None
+        self,
+        weights: list,
+        plan: list | None,
+        timeout_s: float,
+        max_queued: int,
+        started: list[int] | None = None,
+        pipeline: str = "async",
     ) -> bool:
-        """Every worker samples continuously from now on, with ``weights`` (``[ObjectRef]``, or ``[None]``: what the
-        workers hold) until a ``gather`` names newer ones."""
+        """The workers sample from now on, in rounds or continuously (``pipeline``), with ``weights`` (``[ObjectRef]``,
+        or ``[None]``: what the workers hold) until a ``release`` names newer ones."""
 
         def submit(index, weights_ref, plan_ref):
             return (
@@ -83,15 +69,27 @@ class SampleCoordinator:
             return self.workers[index].stage_weights.options(concurrency_group=WEIGHTS_GROUP).remote(weights_ref)
 
         self.stream = SampleStream(
-            self.members, self.num_shards, submit, stage, timeout_s, weights, plan, max_queued, started
+            self.members,
+            self.num_shards,
+            submit,
+            stage,
+            timeout_s,
+            weights,
+            plan,
+            max_queued,
+            started,
+            pipeline=pipeline,
+            env_id=self.env_id,
         )
         return True
 
-    def gather(self, count: int, min_version: int, timeout_s: float, hold_until: int | None = None) -> tuple:
-        """The next ``count`` batches of policy version >= ``min_version``: ``(SampleReport, shards of rank 0, ...)``.
-        ``hold_until``: the number of the update running while this gather waits (``SampleStream.gather``), told over by
-        ``release``."""
-        return self.stream.gather(count, min_version, timeout_s, hold_until)
+    def gather(
+        self, count: int, min_version: int, timeout_s: float, hold_until: int | None = None, plan: list | None = None
+    ) -> tuple:
+        """The next update's batches (``SampleStream.gather``: a round, or ``count`` batches of policy version >=
+        ``min_version``): ``(SampleReport, shards of rank 0, ...)``. ``hold_until``: the number of the update running
+        while this gather waits, told over by ``release``; ``plan``: the league's plan now."""
+        return self.stream.gather(count, min_version, timeout_s, hold_until, plan)
 
     def release(self, update: int, weights: list | None, plan: list | None, timeout_s: float) -> None:
         """Update number ``update`` is over. Its ``weights`` (``[ObjectRef]``, one object per update; None when it made
@@ -112,10 +110,18 @@ class SampleCoordinator:
     def evict(self, index: int) -> None:
         """Stop worker ``index`` for good (Ray does not restart it): its resources go to a learner that could not be
         placed. Left out until ``replace`` hands over its successor; spends no restart."""
-        self.sampler.evict(index)
+        if self.stream is not None:
+            self.stream.evict(index)
+        else:  # before sampling starts: the stream leaves it out when it starts
+            with self.members.lock:
+                self.members.evict(index)
         ray.kill(self.workers[index], no_restart=True)
 
     def replace(self, index: int, worker) -> None:
         """``worker``: a new actor in evicted worker ``index``'s place; it rejoins once it answers (placed when a node
         has room, as a worker range's are)."""
-        self.sampler.replace(index, worker)
+        if self.stream is not None:
+            self.stream.replace(index, worker)
+        else:  # before sampling starts: the stream probes it when it starts
+            with self.members.lock:
+                self.members.replace(index, worker)

@@ -1,4 +1,12 @@
-"""SampleStream: every worker samples continuously, the learner takes whichever batches are in (``pipeline: async``).
+"""SampleStream: the one sampler of every pipeline; it hands the loop the batches of its next update.
+
+``pipeline: sync`` and ``overlap`` take their batches in rounds: every answering worker samples once with the same
+weights, and ``gather`` hands the loop the whole round in worker order (a seed repeats its rows). A round starts
+once the one before it is in and the weights it takes have been released: ``sync``'s the update on the round before
+it made (policy lag 0), ``overlap``'s the update before that one (lag 1: the workers sample while the learner
+updates). ``pipeline: async`` is continuous: every worker samples on as soon as its batch is in, and the learner
+takes whichever batches are in (below). The faults below are met the same way in every pipeline; a round waits
+for a worker that Ray restarts on a live node (its sample is sent again), not for one whose node is gone.
 
 The coordinator holds the stream (``coordinator.py``), so it still submits and owns every sample and
 the driver's work per update stays constant in the worker count. A pump thread waits on the samples
@@ -37,7 +45,8 @@ Faults, each bounded without stopping the others:
 - a worker whose sample passes the sample bound (a stuck env): killed for a restart, counted as a
   timeout, then as above;
 - a worker given up (its restarts spent by crashes and timeouts, ``restarts.py``; a lost node spends
-  none): left out and counted in ``workers_lost``; the run goes on with the others.
+  none): left out and counted in ``workers_lost``; the run goes on with the others, and ends with
+  ``WorkerFailure`` when none is left.
 """
 
 from __future__ import annotations
@@ -49,6 +58,7 @@ import time
 
 import ray
 
+from distrl.common.errors import EnvFailure
 from distrl.data.messages import SampleInfo, SampleReport
 from distrl.data.staleness import batch_too_old
 from distrl.rollout.membership import Membership
@@ -62,6 +72,27 @@ RETRY_S = 0.2  # how soon a worker Ray is restarting is asked again whether it a
 # hiccup of a few milliseconds is not a slow worker (counting it out let a 9th batch past a bound of 8 on a loaded CI).
 SLOW_FLOOR_S = 0.5
 WEIGHTS_GROUP = "weights"  # the workers' Ray concurrency group (a thread of its own) that stage_weights runs in
+EMPTY_ROUND_S = 1.0  # how long a round no worker could join waits for one to answer before it is handed over empty
+ROUND_LAG = {"sync": 0, "overlap": 1}  # the pipelines that sample in rounds: how many updates a round's weights lag
+
+
+class WorkerFailure(EnvFailure):
+    """No rollout worker can go on: the last one died or timed out more often than ``rollout.max_restarts``
+    allows."""
+
+
+class Round:
+    """The round sampling now (``pipeline: sync``, ``overlap``): who is in it, who is done, the batches in."""
+
+    def __init__(self, number: int, members: set[int], weights: list, plan: list | None):
+        self.number = number
+        self.members = members  # the workers answering when it started: a worker back later joins the next round
+        self.sampled: set[int] = set()  # members whose sample returned (its batch may still be on its way here)
+        self.done: set[int] = set()  # members whose batch is in, or that it went on without (timed out, lost)
+        self.batches: dict[int, tuple[SampleInfo, tuple]] = {}
+        self.weights, self.plan = weights, plan  # what its samples act with, a resubmitted one's too
+        self.started_at = time.monotonic()
+        self.complete = False
 
 
 class SampleStream:
@@ -76,6 +107,8 @@ class SampleStream:
         plan: list | None,
         max_queued: int,
         started: list[int] | None = None,
+        pipeline: str = "async",
+        env_id: str = "",
     ):
         """``membership``: who samples (``membership.py``; its lock is this stream's);
         ``submit(index, weights_ref, plan) -> refs``: a worker's sample task (``(info, shard_0, ...)`` refs);
@@ -84,7 +117,9 @@ class SampleStream:
         ``max_queued``: what the queue, the batches in copy and the samples in flight hold before a worker whose batch
         is in waits, while the learner updates (an update's batches x ``rollout.updates_ahead``); ``started``: the
         workers constructed already (default all): the others (a worker range's, waiting for a node with room) are
-        probed first, so that no sample times out while its worker does not exist yet."""
+        probed first, so that no sample times out while its worker does not exist yet; ``pipeline``: ``async``
+        (continuous), or ``sync`` or ``overlap`` (rounds, ``ROUND_LAG``); ``env_id``: for the line that gives up the
+        last worker."""
         self.members = membership
         self.workers = membership.workers
         self.num_shards = num_shards
@@ -104,7 +139,9 @@ class SampleStream:
         # A gather sent while the update before its own runs (the async loop queues the next update on the learner)
         # takes its batches then; they count against the bound until the driver says that update is over (``release``),
         # so the workers wait for its weights as if the batches were still queued. update number -> batches held
-        self.released = -1  # the newest update the driver has said is over
+        # the newest update the driver has said is over; -1: the learner's initial weights are given (rounds wait for
+        # them after a new run's first round, which the workers sample with their own while the learners start)
+        self.released = -1 if weights[0] is not None else -2
         self.held: dict[int, int] = {}
         self.recent_s: collections.deque[float] = collections.deque(maxlen=32)  # the last samples' times, sent to in
         self.timeouts: list[dict] = []
@@ -112,11 +149,22 @@ class SampleStream:
         self.retry_at: dict[int, float] = {}  # workers to probe again (Ray is restarting them), and when
         self.stale = 0
         self.error: BaseException | None = None
+        self.env_id = env_id
+        self.gave_up: tuple[int, BaseException | None] | None = None  # the last worker lost for good, and why
+        self.lag = ROUND_LAG.get(pipeline)  # None: continuous
+        self.round: Round | None = None
+        self.asked = 0  # rounds the loop has asked for (the first is sampled at once: the workers start with it)
+        self.rounds_in: collections.deque[Round] = collections.deque()  # complete rounds, oldest first, not gathered
         started = range(len(self.workers)) if started is None else started
         with self.cond:
             self.members.not_started([index for index in range(len(self.workers)) if index not in started])
+            if self.lag is not None:
+                first = {i for i in started if i not in self.members.evicted and i not in self.members.down}
+                self.round = Round(0, first, weights, plan)
             for index in range(len(self.workers)):
-                if index in started:
+                if index in self.members.evicted:  # stopped before sampling started: probed once replaced
+                    continue
+                if index in started and index not in self.members.down:
                     self._send(index)
                 else:
                     self._probe(index)
@@ -129,7 +177,7 @@ class SampleStream:
         up on after ``timeout_s`` (the sample bound follows the run's pace)."""
         with self.cond:
             self.weights, self.plan, self.timeout_s = weights, plan, timeout_s
-            if weights[0] is None:
+            if weights[0] is None or self.lag is not None:  # a round's samples act with its own weights throughout
                 return
             for index, (kind, _, _) in self.inflight.items():
                 if kind == "sample":  # one call per running sample: the work per sample stays constant
@@ -142,16 +190,27 @@ class SampleStream:
             self.released = max(self.released, update)
             for number in [n for n in self.held if n <= self.released]:
                 del self.held[number]
-            self._unpark()
+            if self.lag is not None:
+                self._next_round()
+            else:
+                self._unpark()
             self.cond.notify_all()
 
-    def gather(self, count: int, min_version: int, timeout_s: float, hold_until: int | None = None) -> tuple:
+    def gather(
+        self, count: int, min_version: int, timeout_s: float, hold_until: int | None = None, plan: list | None = None
+    ) -> tuple:
         """The next ``count`` batches whose newest steps acted with version >= ``min_version`` (older ones dropped as
         stale), waiting at most ``timeout_s``; returns ``(SampleReport, shards of rank 0, ...)`` like
         ``SampleCoordinator.collect``.
         ``hold_until``: the number of the update that runs while this gather waits (None: none runs); until ``release``
         says it is over, no more is sampled for this gather than the bound allows, and what it took counts against
-        it."""
+        it. ``plan``: the league's plan as the loop has it now, for the samples sent from now on. In rounds the gather
+        asks for its round: a round starts once it is asked for and its weights are released."""
+        if plan is not None:
+            with self.cond:
+                self.plan = plan
+        if self.lag is not None:
+            return self._gather_round()
         taken: list[tuple[SampleInfo, tuple]] = []
         deadline = time.monotonic() + timeout_s
         with self.cond:
@@ -169,7 +228,8 @@ class SampleStream:
                     self.needed = 0 if self._holding(hold_until) else count
                     self._unpark()
                     if len(taken) < count:
-                        if self.members.all_lost() or time.monotonic() >= deadline:
+                        self._check_workers_left()
+                        if time.monotonic() >= deadline:
                             break
                         self.cond.wait(timeout=min(PUMP_WAIT_S, max(0.0, deadline - time.monotonic())))
             finally:
@@ -186,6 +246,34 @@ class SampleStream:
             )
             self.timeouts, self.resubmitted, self.stale = [], [], 0
         return (report, *(tuple(shards[rank] for _, shards in taken) for rank in range(self.num_shards)))
+
+    def _gather_round(self) -> tuple:
+        """The oldest complete round, in worker order: ``(SampleReport, shards of rank 0, ...)`` as ``gather``."""
+        with self.cond:
+            self.asked += 1
+            self._next_round()
+            while not self.rounds_in:
+                if self.error is not None:
+                    raise self.error
+                self._check_workers_left()
+                self.cond.wait(timeout=PUMP_WAIT_S)
+            done = self.rounds_in.popleft()
+            taken = [done.batches[index] for index in sorted(done.batches)]
+            report = SampleReport([info for info, _ in taken], self.timeouts, self.resubmitted, **self.members.events())
+            self.timeouts, self.resubmitted = [], []
+        return (report, *(tuple(shards[rank] for _, shards in taken) for rank in range(self.num_shards)))
+
+    def _check_workers_left(self) -> None:
+        """``WorkerFailure`` once no worker is left: the last one given up (its restarts spent, or its node gone)."""
+        if not self.members.all_lost():
+            return
+        index, exc = self.gave_up if self.gave_up is not None else (len(self.workers) - 1, None)
+        spent = self.members.budget.describe(index)
+        last = f"; last: {str(exc).strip().splitlines()[0][:120]}" if exc is not None else ""
+        raise WorkerFailure(
+            f"worker-{index} ({self.env_id}) cannot go on: it is not restarted again (rollout.max_restarts="
+            f"{self.members.budget.limit}){'; ' + spent if spent else ''}{last}"
+        )
 
     def evict(self, index: int) -> None:
         """Worker ``index`` is being stopped for good (``SampleCoordinator.evict``): left out until ``replace``."""
@@ -210,9 +298,10 @@ class SampleStream:
 
     # --- the pump -------------------------------------------------------------------------
     def _send(self, index: int) -> None:
+        weights, plan = (self.weights, self.plan) if self.round is None else (self.round.weights, self.round.plan)
         self.inflight[index] = (
             "sample",
-            self.submit(index, self.weights[0], self.plan[0] if self.plan else None),
+            self.submit(index, weights[0], plan[0] if plan else None),
             time.monotonic(),
         )
         self.cond.notify_all()  # a pump waiting with nothing in flight waits for this
@@ -232,6 +321,7 @@ class SampleStream:
                     heads = {refs[0]: index for index, (_, refs, _) in self.inflight.items()}
                     waiting = [*heads, *self.pulling]
                     if not waiting:  # until a request is sent (a gather unparking the workers) or a retry is due
+                        self._check_round()
                         self.cond.wait(timeout=RETRY_S if self.retry_at else PUMP_WAIT_S)
                         continue
                     wait_s = PARKED_WAIT_S if self.parked else PUMP_WAIT_S
@@ -248,6 +338,7 @@ class SampleStream:
                         elif ref in self.pulling:
                             self._pulled(ref)
                     self._time_out()
+                    self._check_round()
                     self.cond.notify_all()
                 self.members.read_abandoned()
         except BaseException as exc:  # ours: the driver's next gather raises it
@@ -265,6 +356,7 @@ class SampleStream:
                 return
             if isinstance(exc, ray.exceptions.ActorDiedError) and index not in members.budget.killed:
                 members.lose(index)  # Ray will not restart it: given up (its restarts spent), or created never
+                self.gave_up = (index, exc)
                 return
             # It died and Ray is restarting it (a task that ran as distrl killed it for a restart fails as died)
             if kind == "sample":
@@ -275,9 +367,12 @@ class SampleStream:
         incarnation = result.incarnation if kind == "sample" else result
         if not members.seen(index, incarnation):
             members.lose(index)  # its restarts are spent: killed for good
+            self.gave_up = (index, None)
             return
         members.back(index)
         if kind == "sample":
+            if self.round is not None:
+                self.round.sampled.add(index)
             self.recent_s.append(time.monotonic() - since)
             members.sampled_on(index, result.node_id)
             batch = (result, refs[1:])
@@ -293,12 +388,29 @@ class SampleStream:
         entry[0] -= 1
         if entry[0] == 0:
             del self.copying[id(entry[1])]
-            self.queue.append(entry[1])
+            if self.round is None:
+                self.queue.append(entry[1])
+            else:  # only the round sampling now has samples out: a round goes on without one only once it is dropped
+                index = entry[1][0].worker_index
+                self.round.batches[index] = entry[1]
+                self.round.done.add(index)
 
     def _unpark(self) -> None:
         """Send waiting workers their next request while the queue with the batches in copy and the samples in flight
         holds less than the bound (``max_queued``) plus what a waiting gather still needs: a gather never waits on a
-        slow worker's sample while a fast one is parked, and no more is sampled ahead than the bound allows."""
+        slow worker's sample while a fast one is parked, and no more is sampled ahead than the bound allows. In rounds:
+        a member of the round sampling now whose batch is not in (Ray restarted it: its sample is sent again), or any
+        worker that answers while no worker could join the round."""
+        if self.round is not None:
+            current = self.round
+            if current.complete:
+                return
+            if not current.members:
+                current.members.update(self.parked)
+            for index in [i for i in self.parked if i in current.members and i not in current.sampled | current.done]:
+                self.parked.remove(index)
+                self._send(index)
+            return
         room = self.max_queued + self.needed - self._outstanding()  # each request sent adds a sample on pace
         while self.parked and room > 0:
             self._send(self.parked.pop(0))
@@ -320,3 +432,40 @@ class SampleStream:
                 self.members.abandon(refs)
                 self.members.budget.timed_out(index)  # killed for a restart, or for good once its restarts are spent
                 self._probe(index)
+                if self.round is not None:  # the round goes on without its batch
+                    self.round.done.add(index)
+
+    # --- rounds (pipeline sync, overlap) ------------------------------------------------------
+    def _check_round(self) -> None:
+        """The round sampling now is complete once each member's batch is in or the round went on without it: timed
+        out, lost, evicted, or down (Ray restarting it) with its node gone or past the sample bound since the round
+        started. A complete round waits to be gathered; the next one starts once its weights are released."""
+        current = self.round
+        if current is None or current.complete:
+            return
+        members, now = self.members, time.monotonic()
+        for index in current.members - current.done:
+            if index in members.lost or index in members.evicted:
+                current.done.add(index)
+            elif index in members.down and (now > current.started_at + self.timeout_s or members.node_gone(index)):
+                current.done.add(index)
+        if not current.members and now < current.started_at + EMPTY_ROUND_S:
+            return
+        if current.done >= current.members:
+            current.complete = True
+            self.rounds_in.append(current)
+            self.cond.notify_all()
+            self._next_round()
+
+    def _next_round(self) -> None:
+        """Start the next round once the one sampling now is complete, the loop has asked for it, and the weights it
+        takes are released: the update on the round before it (sync), or on the one before that (overlap). Every
+        worker answering joins it."""
+        current = self.round
+        asked = self.asked > current.number + 1
+        if not current.complete or not asked or self.released < current.number - self.lag:
+            return
+        self.round = Round(current.number + 1, set(self.parked), self.weights, self.plan)
+        for index in list(self.parked):
+            self.parked.remove(index)
+            self._send(index)

@@ -1,9 +1,10 @@
 """Training loops, one file each, chosen by ``rollout.pipeline`` from the table below.
 
-A loop moves samples from the workers to the learners and weights back; everything every loop
-shares (the metrics row, counting, observers such as a league, checkpoints, learner restarts) is in
-``base.py``. Adding a loop: a file here with a ``TrainingLoop`` subclass, a row in ``LOOPS`` and the
-pipeline's name in the config (``rollout.pipeline``).
+A loop moves samples from the workers to the learners and weights back (``loop.py``: every pipeline's);
+its parts are files of their own: the learners' update with restarts (``updates.py``), one iteration's record
+(``record.py``: counters, metrics row, stop rules, checkpoints) and what it meets around it (``host.py``: the run,
+observers such as a league). Adding a loop: a file here with a class taking the ``RunHost`` (``begin``, ``train``),
+a row in ``LOOPS`` and the pipeline's name in the config (``rollout.pipeline``).
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from __future__ import annotations
 import importlib
 
 LOOPS = {
-    "sync": "distrl.driver.loops.sync:LockstepLoop",  # every worker's batch, then an update (on-policy)
-    "overlap": "distrl.driver.loops.sync:LockstepLoop",  # the same rounds, the next sampled during the update (lag 1)
-    "async": "distrl.driver.loops.asynchronous:AsyncLoop",  # every worker samples continuously; updates take what is in
+    # one loop for every pipeline: the sampler's setting decides rounds (sync: lag 0; overlap: lag 1) or a stream
+    "sync": "distrl.driver.loops.loop:TrainingLoop",
+    "overlap": "distrl.driver.loops.loop:TrainingLoop",
+    "async": "distrl.driver.loops.loop:TrainingLoop",
 }
 
 
