@@ -44,6 +44,7 @@ from distrl.config import load_config
 from distrl.envs import make_run_vec_env
 from distrl.envs.factory import is_atari
 from distrl.rollout import make_worker
+from distrl.rollout.env_runner import EnvGroups
 
 CASES = {
     # name: (config overrides, rollout length)
@@ -160,12 +161,14 @@ def bare_loop_rate(config, min_seconds: float) -> float | None:
     observations (its memory carried), the greedy action, the env's step, and nothing else: no sampling, no batch, no
     episode statistics, no timers. What no bookkeeping can beat on this core with this policy; episode starts are not
     tracked (the memory's state is never reset), which changes what an LSTM computes, not what it costs. None for a
-    worker of several runners (several policies over one env's slots): its loop is theirs in turn."""
+    worker whose copies are not one group stepped in turn (several groups, copies acted on as they become ready,
+    several policies over one env's slots)."""
     worker = make_worker(config)
-    if len(worker.runners) != 1:
+    if not isinstance(worker.runner, EnvGroups) or len(worker.runner.runners) != 1:
         worker.close()
         return None
-    runner, policy, dist = worker.runner, worker.policy, worker.runner.dist
+    runner, policy = worker.runner.runners[0], worker.policy
+    dist = runner.dist
     envs, space = runner.envs, runner.envs.single_action_space
     raw, state, mask = runner.raw_obs, runner.state, runner.action_mask
     starts = np.zeros(runner.num_envs, dtype=bool)

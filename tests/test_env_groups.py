@@ -91,7 +91,7 @@ def test_groups_fill_the_batch_one_vector_env_fills(case):
     order, so the actions are the same too."""
     serial, grouped = _worker(1, CASES[case]), _worker(2, CASES[case])
     try:
-        assert serial.runner.stepper.kind == "serial" and len(grouped.runners) == 2
+        assert serial.runner.stepper.kind == "serial" and len(grouped.runner.runners) == 2
         infos = _same_batches(serial, grouped)
         if case == "env errors":
             assert sum(info.env_errors for info in infos) > 0
@@ -108,8 +108,8 @@ def test_four_groups_and_a_version_taken_mid_sample():
     overrides = ["env.vectorization=sync"]
     serial, grouped = _worker(1, overrides), _worker(4, overrides)
     try:
-        assert [r.num_envs for r in grouped.runners] == [2, 2, 2, 2]
-        assert {r.stepper.kind for r in grouped.runners} == {"thread"}
+        assert [r.num_envs for r in grouped.runner.runners] == [2, 2, 2, 2]
+        assert {r.stepper.kind for r in grouped.runner.runners} == {"thread"}
         _same_batches(serial, grouped, samples=1)
         for worker in (serial, grouped):
             steps, original = [], worker._before_step
@@ -145,7 +145,7 @@ def test_ale_groups_step_through_send_and_recv():
     ]
     serial, grouped = _worker(1, overrides), _worker(2, overrides)
     try:
-        assert [r.stepper.kind for r in grouped.runners] == ["send/recv", "send/recv"]
+        assert [r.stepper.kind for r in grouped.runner.runners] == ["send/recv", "send/recv"]
         _same_batches(serial, grouped, samples=2)
     finally:
         serial.close()

@@ -1,7 +1,7 @@
 """A worker evicted to make room for a rebuilt learner (``SampleCoordinator.evict``, called by ``RunActors`` when the
 learners' new placement group finds no room): left out of the rounds (sync, overlap) and of the stream (async), no
-error raised, until ``replace`` hands over a new actor that answers. On real actors; the whole path through a run on a multi-node cluster
-is in tests/test_nodes.py."""
+error raised, until ``replace`` hands over a new actor that answers. On real actors; the whole path through a run on
+a multi-node cluster is in tests/test_nodes.py."""
 
 import time
 

@@ -86,7 +86,7 @@ def test_worker_tracks_discounted_returns_per_env():
         assert count == batch.valid.sum()
         np.testing.assert_allclose(mean, np.mean(seen[-int(count) :]))
         np.testing.assert_allclose(var, np.var(seen[-int(count) :]))
-    np.testing.assert_allclose(worker.runner.discounted_returns, expected)
+    np.testing.assert_allclose(worker.runner.runners[0].discounted_returns, expected)
 
 
 def test_learner_merges_return_statistics_and_restores_them():

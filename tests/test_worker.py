@@ -45,7 +45,7 @@ def test_batch_shapes_and_reset_step_masking():
 def test_masking_carries_across_batches():
     _, worker = make_worker()
     for _ in range(5):
-        previous_last_done = worker.runner.episodes.prev_done.copy()
+        previous_last_done = worker.runner.runners[0].episodes.prev_done.copy()
         info, batch = worker.sample()
         np.testing.assert_array_equal(batch.valid[0], ~previous_last_done)
 

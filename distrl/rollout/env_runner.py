@@ -42,6 +42,21 @@ class RunStats:
     return_stats: tuple | None = None
     episode_returns: list[float] = field(default_factory=list)
     episode_lengths: list[int] = field(default_factory=list)
+    policies: dict | None = None  # several trained policies: each one's part (``PolicySample``), by name
+
+    def add_episodes(self, episodes: EpisodeTracker) -> None:
+        """The episodes ``episodes`` saw end since it was last asked."""
+        returns, lengths = episodes.pop()
+        self.episode_returns.extend(returns)
+        self.episode_lengths.extend(lengths)
+
+    def add_statistics(self, raw_obs: np.ndarray | None, discounted: np.ndarray | None, obs_ndim: int) -> None:
+        """The batch's observation statistics (its raw observations ``[T, n, *obs]``, where env.normalize_obs asks)
+        and return statistics (the discounted returns of its valid steps, where env.normalize_reward asks)."""
+        if raw_obs is not None:
+            self.obs_stats = RunningMeanStd.batch_stats(raw_obs, obs_ndim)
+        if discounted is not None:
+            self.return_stats = RunningMeanStd.batch_stats(discounted, 0)
 
 
 @dataclass
@@ -104,12 +119,6 @@ class EnvRunner:
             **self.memory.batch_layout(self.config.ppo.seq_len),
         )
 
-    def run(self, batch: Batch, policy, before_step: Callable[[], int]) -> RunStats:
-        """Fill ``batch`` with ``rollout_length`` steps of every env copy and the bootstrap observation after them.
-        ``before_step()`` runs before each step and returns the policy version that acts at it (newer weights staged
-        meanwhile are taken there)."""
-        return run_groups([self], batch, policy, before_step)
-
     # --- one batch, step by step (``run_groups`` interleaves several runners' steps) -----------------------------
     def begin(self, batch: Batch) -> _Progress:
         """Start filling ``batch`` (this runner's columns of the worker's batch)."""
@@ -171,14 +180,15 @@ class EnvRunner:
         batch.valid[t] = valid & ~reset
         self.next_is_start = ~valid  # the observation after a reset step starts an episode
         if progress.returns_seen is not None:
-            self._track_returns(t, reward, batch.valid[t], terminated | truncated | reset, progress.returns_seen)
+            ended = terminated | truncated | reset
+            progress.returns_seen[t] = track_returns(
+                self.discounted_returns, np.arange(self.num_envs), reward, batch.valid[t], ended, self.config.ppo.gamma
+            )
 
     def end(self, progress: _Progress, stats: RunStats) -> tuple[np.ndarray | None, np.ndarray | None]:
         """The batch is full: its episodes into ``stats``; returns the raw observations it acted on ``[T, n, *obs]``
         and the discounted returns of its valid steps (each None where nothing normalises them)."""
-        returns, lengths = self.episodes.pop()
-        stats.episode_returns.extend(returns)
-        stats.episode_lengths.extend(lengths)
+        stats.add_episodes(self.episodes)
         raw = progress.raw_obs_seen
         discounted = progress.returns_seen
         return (
@@ -186,22 +196,48 @@ class EnvRunner:
             None if discounted is None else discounted[progress.batch.valid],
         )
 
-    def _track_returns(
-        self, t: int, reward: np.ndarray, valid: np.ndarray, ended: np.ndarray, seen: np.ndarray
-    ) -> None:
-        """env.normalize_reward: add step ``t``'s reward to each env's discounted return (valid steps only: a reset
-        step's reward is no reward), record it for the statistics, and start again where an episode ended
-        (SB3's VecNormalize: ``returns = returns * gamma + reward``, zeroed at done)."""
-        self.discounted_returns = discounted_step(self.discounted_returns, reward, valid, self.config.ppo.gamma)
-        seen[t] = self.discounted_returns
-        self.discounted_returns[ended] = 0.0
-
 
 def discounted_step(returns: np.ndarray, reward: np.ndarray, valid: np.ndarray, gamma: float) -> np.ndarray:
     """Discounted returns after one step: ``returns * gamma + reward`` where the step is valid (a reset step's reward
     is no reward; NaN or inf counts as 0), unchanged elsewhere."""
     reward = np.where(valid, np.nan_to_num(np.asarray(reward, np.float64), nan=0.0, posinf=0.0, neginf=0.0), 0.0)
     return np.where(valid, returns * gamma + reward, returns)
+
+
+def track_returns(
+    returns: np.ndarray, copies: np.ndarray, reward: np.ndarray, valid: np.ndarray, ended: np.ndarray, gamma: float
+) -> np.ndarray:
+    """env.normalize_reward: add a step's reward to the discounted return of ``copies`` (valid steps only: a reset
+    step's reward is no reward), in place, and start again where an episode ended (SB3's VecNormalize: ``returns =
+    returns * gamma + reward``, zeroed at done); returns their discounted returns after the step, for the
+    statistics."""
+    returns[copies] = discounted_step(returns[copies], reward, valid, gamma)
+    after = returns[copies]
+    returns[copies[ended]] = 0.0
+    return after
+
+
+class EnvGroups:
+    """A worker's env copies in groups (``rollout.env_groups``), an ``EnvRunner`` each, stepped in turns into one
+    batch (``run_groups``): the worker's runner, as a ``ReadyEnvRunner`` or a ``PolicySetRunner`` is."""
+
+    def __init__(self, runners: list[EnvRunner]):
+        self.runners = runners
+        self.stepper = runners[0].stepper  # how its steps run, for the start-up report
+        self.num_envs = sum(runner.num_envs for runner in runners)
+
+    def policy_inputs(self) -> tuple[np.ndarray, ...]:
+        return self.runners[0].policy_inputs()
+
+    def next_batch(self, policy, before_step: Callable[[], int]) -> tuple[Batch, RunStats]:
+        """The next batch of ``rollout_length`` steps of every copy (``run_groups``)."""
+        batch = self.runners[0].new_batch(self.num_envs)
+        return batch, run_groups(self.runners, batch, policy, before_step)
+
+    def close(self) -> None:
+        for runner in self.runners:
+            runner.stepper.close()
+            runner.envs.close()
 
 
 def run_groups(runners: list[EnvRunner], batch: Batch, policy, before_step: Callable[[], int]) -> RunStats:
@@ -217,12 +253,11 @@ def run_groups(runners: list[EnvRunner], batch: Batch, policy, before_step: Call
     stats = RunStats()
     ends = _take_turns(runners, parts, [policy] * len(runners), [stats] * len(runners), stats, before_step)
     raw_obs, discounted = zip(*ends)
-    if raw_obs[0] is not None:  # the groups' columns side by side, as one vector env's
-        stats.obs_stats = RunningMeanStd.batch_stats(
-            np.concatenate(raw_obs, axis=1), len(runners[0].envs.single_observation_space.shape)
-        )
-    if discounted[0] is not None:
-        stats.return_stats = RunningMeanStd.batch_stats(np.concatenate(discounted), 0)
+    stats.add_statistics(  # the groups' columns side by side, as one vector env's
+        None if raw_obs[0] is None else np.concatenate(raw_obs, axis=1),
+        None if discounted[0] is None else np.concatenate(discounted),
+        len(runners[0].envs.single_observation_space.shape),
+    )
     return stats
 
 
@@ -235,10 +270,7 @@ def run_policies(
     total, each = RunStats(), [RunStats() for _ in runners]
     ends = _take_turns(runners, batches, policies, each, total, before_step)
     for runner, stats, (raw_obs, discounted) in zip(runners, each, ends):
-        if raw_obs is not None:
-            stats.obs_stats = RunningMeanStd.batch_stats(raw_obs, len(runner.envs.single_observation_space.shape))
-        if discounted is not None:
-            stats.return_stats = RunningMeanStd.batch_stats(discounted, 0)
+        stats.add_statistics(raw_obs, discounted, len(runner.envs.single_observation_space.shape))
         total.policy_s += stats.policy_s
         total.env_s += stats.env_s
         total.env_errors += stats.env_errors

@@ -18,17 +18,16 @@ import torch
 
 from distrl.common.running_mean_std import RunningMeanStd
 from distrl.compile.build import CheckedPolicy
-from distrl.compile.dynamo_stats import dynamo_counts
 from distrl.config.schema import Config
 from distrl.data.batch import Batch, PolicyBatches, policy_observation
 from distrl.data.memory import memory_for
-from distrl.data.messages import PolicySample, SampleInfo, Weights
+from distrl.data.messages import PolicySample, Weights
 from distrl.envs import make_run_vec_env
 from distrl.envs.agents import policy_map, view_spaces
 from distrl.envs.kinds import WorkerSide
 from distrl.envs.slot_views import slot_views
 from distrl.models import build_model
-from distrl.rollout.env_runner import EnvRunner, run_policies
+from distrl.rollout.env_runner import EnvRunner, RunStats, run_policies
 from distrl.rollout.worker import RolloutWorker
 
 
@@ -43,12 +42,42 @@ class PolicySet:
     sync_checks = property(lambda self: sum(policy.sync_checks for policy in self.policies))
 
 
+class PolicySetRunner:
+    """The worker's runner (as ``EnvGroups`` is a one-policy worker's): an ``EnvRunner`` per policy over its view of
+    the worker's one env, taking turns (``run_policies``) into a batch of each policy's own."""
+
+    def __init__(self, names: tuple[str, ...], runners: list[EnvRunner], envs):
+        self.names, self.runners, self.envs = names, runners, envs
+        self.stepper = runners[0].stepper
+
+    def policy_inputs(self) -> tuple[np.ndarray, ...]:
+        return self.runners[0].policy_inputs()
+
+    def next_batch(self, policy: PolicySet, before_step) -> tuple[PolicyBatches, RunStats]:
+        """Every policy's ``rollout_length`` steps of its slots; the statistics of all of them, with each one's env
+        steps, episodes and statistics as its part (``policies``)."""
+        batches: list[Batch] = [runner.new_batch() for runner in self.runners]
+        run, each = run_policies(self.runners, batches, policy.policies, before_step)
+        steps = self.runners[0].config.rollout.rollout_length
+        run.policies = {
+            name: PolicySample(
+                env_steps=steps * runner.num_envs,
+                episode_returns=stats.episode_returns,
+                episode_lengths=stats.episode_lengths,
+                obs_stats=stats.obs_stats,
+                return_stats=stats.return_stats,
+            )
+            for name, runner, stats in zip(self.names, self.runners, each)
+        }
+        return PolicyBatches(dict(zip(self.names, batches))), run
+
+    def close(self) -> None:
+        self.envs.close()  # the views' one env
+
+
 class PolicySetWorker(RolloutWorker):
-    def __init__(
-        self, config: Config, worker_index: int = 0, seed_offset: int = 0, artifacts: dict | str | None = None
-    ):
-        """As ``RolloutWorker``; ``artifacts`` are not used (each policy's batch is its slots', not the worker's)."""
-        self._settle_process(config, worker_index, seed_offset)
+    def _build(self, config: Config, artifacts: dict | str | None) -> None:
+        """``artifacts`` are not used: each policy's batch is its slots', not the worker's."""
         self.policy_map = mapping = policy_map(config)
         self.groups, self.groups_reason = 1, f"{len(mapping.names)} policies take turns over the worker's one env"
         self.envs = make_run_vec_env(config, num_threads=self.threads)
@@ -64,14 +93,14 @@ class PolicySetWorker(RolloutWorker):
         self.model_obs_space = views[0].structured_observation_space or views[0].single_observation_space
         self.obs_rms_of: list[RunningMeanStd | None] = [None] * len(self.models)
         # The first view's reset resets the env with the worker's seed; the others read their slots of it.
-        self.runners = [
+        runners = [
             EnvRunner(
                 view, memory_for(model), partial(self._observe_as, k), model.dist, config, self.seed, self.rng, view
             )
             for k, (view, model) in enumerate(zip(views, self.models))
         ]
-        self.runner = self.runners[0]
-        self.memory = self.runner.memory
+        self.runner = PolicySetRunner(mapping.names, runners, self.envs)
+        self.memory = runners[0].memory
         start = time.perf_counter()
         cfg = config.rollout.compile
         self.policy = PolicySet(
@@ -88,13 +117,12 @@ class PolicySetWorker(RolloutWorker):
                     cfg.precision,
                     cfg.memory_format,
                 )
-                for model, runner in zip(self.models, self.runners)
+                for model, runner in zip(self.models, runners)
             ],
         )
         self.startup_s = time.perf_counter() - start
         self.shared_artifacts, self.artifacts, self.without_torch = False, None, False
         self.env_side = WorkerSide()
-        self.compile_counts = dynamo_counts()
 
     def _observe_as(self, k: int, raw: np.ndarray) -> np.ndarray:
         """Policy ``k``'s observation: normalised by its own statistics."""
@@ -115,33 +143,5 @@ class PolicySetWorker(RolloutWorker):
                 self.obs_rms_of[k] = RunningMeanStd.from_state(own.obs_norm)
         self.policy_version = weights.version
         if self.config.rollout.compile.verify_every_sync:
-            for policy, runner in zip(self.policy.policies, self.runners):
+            for policy, runner in zip(self.policy.policies, self.runner.runners):
                 policy.verify(runner.policy_inputs(), f"after weight sync {self.policy_version}")
-
-    def sample(self, weights: Weights | None = None, league: dict | None = None) -> tuple[SampleInfo, PolicyBatches]:
-        """Every policy's ``rollout_length`` steps of its slots: ``(info, batches)``; ``info.policies`` has each one's
-        env steps, episodes and statistics, the rest of ``info`` all of them together."""
-        self._settle_thread()
-        if weights is not None:
-            self.set_weights(weights)
-        self._take_staged()
-        start = time.perf_counter()
-        batches: list[Batch] = [runner.new_batch() for runner in self.runners]
-        run, each = run_policies(self.runners, batches, self.policy.policies, self._before_step)
-        steps = self.config.rollout.rollout_length
-        parts = {
-            name: PolicySample(
-                env_steps=steps * runner.num_envs,
-                episode_returns=stats.episode_returns,
-                episode_lengths=stats.episode_lengths,
-                obs_stats=stats.obs_stats,
-                return_stats=stats.return_stats,
-            )
-            for name, runner, stats in zip(self.policy.names, self.runners, each)
-        }
-        batch = PolicyBatches(dict(zip(self.policy.names, batches)))
-        info = self._report(run, batch, start, policies=parts)
-        return info, batch
-
-    def close(self) -> None:
-        self.envs.close()

@@ -29,11 +29,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from distrl.common.running_mean_std import RunningMeanStd
 from distrl.data.batch import Batch
 from distrl.envs.episodes import EpisodeTracker
 from distrl.envs.guard import nonfinite_parts
-from distrl.rollout.env_runner import RunStats, discounted_step
+from distrl.rollout.env_runner import RunStats, track_returns
 
 
 @dataclass
@@ -235,16 +234,12 @@ class ReadyEnvRunner:
             batch.truncated[r, c] = truncated[sel]
             batch.valid[r, c] = valid[sel] & ~reset[sel]
             if fill.returns_seen is not None:
-                self._track_returns(c, r, reward[sel], batch.valid[r, c], (terminated | truncated | reset)[sel], fill)
+                ended = (terminated | truncated | reset)[sel]
+                fill.returns_seen[r, c] = track_returns(
+                    self.discounted_returns, c, reward[sel], batch.valid[r, c], ended, self.config.ppo.gamma
+                )
         self.cursor[ids] += 1
         self.raw_obs[ids] = raw
-
-    def _track_returns(self, ids, rows, reward, valid, ended, fill: _Fill) -> None:
-        """env.normalize_reward: each copy's discounted return, as ``EnvRunner._track_returns`` keeps it."""
-        returns = self.discounted_returns
-        returns[ids] = discounted_step(returns[ids], reward, valid, self.config.ppo.gamma)
-        fill.returns_seen[rows, ids] = returns[ids]
-        returns[ids[ended]] = 0.0
 
     def _replace_envs(self, result, problem: str, nonfinite: np.ndarray | None, stats: RunStats) -> None:
         """The env raised (or returned non-finite numbers): every copy's step in flight ends there, truncated and
@@ -279,15 +274,12 @@ class ReadyEnvRunner:
         stats.version_changes = [(0, int(versions[0]))] + [
             (t, int(versions[t])) for t in range(1, self.steps) if versions[t] != versions[t - 1]
         ]
-        returns, lengths = self.episodes.pop()
-        stats.episode_returns.extend(returns)
-        stats.episode_lengths.extend(lengths)
-        if fill.raw_obs_seen is not None:
-            stats.obs_stats = RunningMeanStd.batch_stats(
-                fill.raw_obs_seen[: self.steps], len(self.envs.single_observation_space.shape)
-            )
-        if fill.returns_seen is not None:
-            stats.return_stats = RunningMeanStd.batch_stats(fill.returns_seen[fill.batch.valid], 0)
+        stats.add_episodes(self.episodes)
+        stats.add_statistics(
+            None if fill.raw_obs_seen is None else fill.raw_obs_seen[: self.steps],
+            None if fill.returns_seen is None else fill.returns_seen[fill.batch.valid],
+            len(self.envs.single_observation_space.shape),
+        )
         return fill.batch, stats
 
 

@@ -257,6 +257,7 @@ class SampleStream:
                     raise self.error
                 self._check_workers_left()
                 self.cond.wait(timeout=PUMP_WAIT_S)
+            self._check_workers_left()  # a round the last worker was lost in ends the run, as a gather does
             done = self.rounds_in.popleft()
             taken = [done.batches[index] for index in sorted(done.batches)]
             report = SampleReport([info for info, _ in taken], self.timeouts, self.resubmitted, **self.members.events())

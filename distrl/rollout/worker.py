@@ -38,7 +38,7 @@ from distrl.envs import make_run_vec_env
 from distrl.envs.factory import make_vec_env
 from distrl.envs.kinds import worker_side
 from distrl.envs.stepping import SerialStepper, background_stepper, env_groups
-from distrl.rollout.env_runner import EnvRunner, run_groups
+from distrl.rollout.env_runner import EnvGroups, EnvRunner
 from distrl.rollout.ready_runner import ReadyEnvRunner
 
 
@@ -61,6 +61,12 @@ class RolloutWorker:
         """``artifacts``: the backend's shared export or compile (``prepare_artifacts``), or the name of the Ray
         actor that holds them (the run's coordinator)."""
         self._settle_process(config, worker_index, seed_offset)
+        self._build(config, artifacts)
+        self.compile_counts = dynamo_counts()
+
+    def _build(self, config: Config, artifacts: dict | str | None) -> None:
+        """The envs, the runner that steps them (``runner``: ``next_batch``, ``policy_inputs``, ``close``) and the
+        policy; a worker of another kind builds its own (``policy_set_worker.py``)."""
         seed, threads = self.seed, self.threads
         # rollout.env_groups: the env copies in groups of their own vector env each, stepped in turns (env_runner.py)
         groups, self.groups_reason = env_groups(config)
@@ -99,26 +105,25 @@ class RolloutWorker:
         # Group g's copies take the seeds a single vector env would give them (seed + their index among all copies).
         per_group = self.num_envs // groups
         if ready:
-            self.runners = [
-                ReadyEnvRunner(
-                    self.envs, make_ready_envs, self.memory, self._observe, self.dist, config, seed, self.rng
-                )
-            ]
+            self.runner = ReadyEnvRunner(
+                self.envs, make_ready_envs, self.memory, self._observe, self.dist, config, seed, self.rng
+            )
         else:
-            self.runners = [
-                EnvRunner(
-                    envs,
-                    self.memory,
-                    self._observe,
-                    self.dist,
-                    config,
-                    seed + g * per_group,
-                    self.rng,
-                    SerialStepper(envs) if groups == 1 else background_stepper(envs),
-                )
-                for g, envs in enumerate(self.env_groups)
-            ]
-        self.runner = self.runners[0]
+            self.runner = EnvGroups(
+                [
+                    EnvRunner(
+                        envs,
+                        self.memory,
+                        self._observe,
+                        self.dist,
+                        config,
+                        seed + g * per_group,
+                        self.rng,
+                        SerialStepper(envs) if groups == 1 else background_stepper(envs),
+                    )
+                    for g, envs in enumerate(self.env_groups)
+                ]
+            )
         start = time.perf_counter()
         if shipped:
             self.policy = ShippedPolicy(artifacts, cfg.options, cfg.strict, threads, self._build_model)
@@ -144,7 +149,6 @@ class RolloutWorker:
         self.env_side = worker_side(
             config, self.envs, PolicyTools(self.policy, self._new_policy, self._policy_inputs, self.dist)
         )
-        self.compile_counts = dynamo_counts()
 
     def _settle_process(self, config: Config, worker_index: int, seed_offset: int) -> None:
         """What every worker sets up before its envs and policies: its niceness, cores and threads, its random stream,
@@ -313,19 +317,14 @@ class RolloutWorker:
         self._take_staged()
         self.env_side.before_sample(league)
         start = time.perf_counter()
-        if isinstance(self.runner, ReadyEnvRunner):
-            batch, run = self.runner.next_batch(self.policy, self._before_step)
-        else:
-            batch = self.runner.new_batch(self.num_envs)
-            run = run_groups(self.runners, batch, self.policy, self._before_step)
+        batch, run = self.runner.next_batch(self.policy, self._before_step)
         info = self._report(run, batch, start)
         self.env_side.after_sample(info)
         return info, batch
 
-    def _report(self, run, batch, start: float, **more) -> SampleInfo:
-        """The ``SampleInfo`` of a sample that began at ``start``: ``run``'s statistics (``RunStats``), ``batch``'s
-        bytes,
-        this worker's identity, backend and compile counts; ``more``: further fields (``policies``)."""
+    def _report(self, run, batch, start: float) -> SampleInfo:
+        """The ``SampleInfo`` of a sample that began at ``start``: ``run``'s statistics (``RunStats``, each trained
+        policy's part among them), ``batch``'s bytes, this worker's identity, backend and compile counts."""
         steps = self.config.rollout.rollout_length
         return SampleInfo(
             worker_index=self.worker_index,
@@ -353,7 +352,7 @@ class RolloutWorker:
             env_error_messages=run.error_messages[:3],
             env_nonfinite=run.env_nonfinite,
             env_nonfinite_messages=run.nonfinite_messages[:3],
-            **more,
+            policies=run.policies,
         )
 
     def _before_step(self) -> int:
@@ -366,10 +365,8 @@ class RolloutWorker:
         return self.policy_version
 
     def close(self) -> None:
-        """Stop the env groups' steppers and close their envs."""
-        for runner in self.runners:
-            runner.stepper.close()
-            runner.envs.close()
+        """Stop the runner's steppers and close its envs."""
+        self.runner.close()
 
     def sample_shards(self, weights: Weights | None = None, num_shards: int = 1, league: dict | None = None) -> tuple:
         """``sample``, returned as ``(info, shard_0, ..., shard_{n-1})`` for ``num_shards`` learners.

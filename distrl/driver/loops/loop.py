@@ -3,10 +3,10 @@
 The coordinator's sampler (``distrl/rollout/stream.py``) hands the loop the batches of its next update: a whole
 round of every answering worker's batch under ``sync`` (sampled with the update's weights: policy lag 0) and
 ``overlap`` (sampled while the learner updates: lag 1), or whichever batches are in under ``async`` (within
-``rollout.max_policy_lag``). The loop asks for the next update's batches while the update before it runs and queues
-that update on the learner behind it, so the learner goes from one update to the next with no round trip through
-the driver; once an update is over the loop releases its weights to the sampler (the next round, or the samples
-sent from now on, act with them) and records the iteration. Sample Factory keeps sync and async on one path the
+``rollout.max_policy_lag``). The loop asks for the next update's batches while the update before it runs (async
+queues that update on the learner behind it, so the learner goes from one update to the next with no round trip
+through the driver); once an update is over the loop releases its weights to the sampler (the next round, or the
+samples sent from now on, act with them) and records the iteration. Sample Factory keeps sync and async on one path the
 same way, its pipelines' differences inside the batcher.
 """
 
@@ -25,6 +25,7 @@ from distrl.data.messages import SampleReport
 from distrl.driver.loops.record import IterationRecord
 from distrl.driver.loops.updates import LearnerUpdates, PendingSamples
 from distrl.driver.roster import Roster
+from distrl.rollout.stream import ROUND_LAG
 
 if TYPE_CHECKING:
     from distrl.driver.loops.host import LoopObserver, RunHost
@@ -71,6 +72,10 @@ class TrainingLoop:
         samples = self._gather(version)
         update = self.updates.launch(samples)  # a gather that gets none makes no update (the learner returns at once)
         number = 0  # the update running: each one's batches are gathered while the one before it runs
+        # async queues the next update on the learner behind the one running, so it starts the moment that one ends;
+        # a round's update waits for its round anyway, and is sent once the update before it is recorded (so the
+        # learner's state at a stop is the state the run's counters describe)
+        queue_ahead = self.config.rollout.pipeline not in ROUND_LAG
         while True:
             iter_start, cpu_start = time.perf_counter(), time.process_time()
             report = self._await_report(samples.report)
@@ -78,9 +83,9 @@ class TrainingLoop:
             if stop is not None:
                 return stop
             following = self._gather(version + (1 if report.infos else 0), hold_until=number)
-            queued = self.updates.launch(following, ahead=2)
+            queued = self.updates.launch(following, ahead=2) if queue_ahead else None
             result, update, restarted = self.updates.wait(update, samples)  # the workers sample on meanwhile
-            if restarted:  # the queued update went to the learners that died
+            if restarted and queued is not None:  # the queued update went to the learners that died
                 queued = self.updates.launch(following, ahead=2)
             version = result.version  # unchanged when every batch was lost with its node
             self._release(number, update.weights if report.infos else None)
@@ -89,7 +94,8 @@ class TrainingLoop:
                 reason = record(report.infos, result, update.weights, iter_start, cpu_start)
                 if reason is not None:
                     return reason
-            samples, update, number = following, queued, number + 1
+            samples, number = following, number + 1
+            update = queued if queued is not None else self.updates.launch(following)
 
     # --- the sampler, through the coordinator ---------------------------------------------------
     def _start(self, weights: list) -> None:
