@@ -40,8 +40,21 @@ def _name(proc: psutil.Process) -> str:
         return ""
 
 
-def actor_processes(root_pid, title):
-    return [p for p in psutil.Process(root_pid).children(recursive=True) if title in " ".join(p.cmdline())]
+def actor_processes(root_pid, title, timeout: float = 30.0):
+    """The processes under ``root_pid`` whose title has ``title``, waited for (a restarted actor takes a moment)."""
+    deadline = time.time() + timeout
+    while True:
+        found = [p for p in psutil.Process(root_pid).children(recursive=True) if title in " ".join(_cmdline(p))]
+        if found or time.time() > deadline:
+            return found
+        time.sleep(0.2)
+
+
+def _cmdline(proc: psutil.Process) -> list[str]:
+    try:
+        return proc.cmdline()
+    except psutil.Error:  # gone already
+        return []
 
 
 def kill_actor_mid_run(run_dir, title, *overrides):

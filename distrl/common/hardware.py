@@ -6,9 +6,8 @@ import torch
 
 
 def cpu_bf16() -> str | None:
-    """This CPU's bf16 matrix instructions by name ("AMX", "AVX512-BF16"), or None: without them oneDNN emulates bf16
-    (a Nature-CNN update 10x slower than fp32 on an AVX2-only EPYC,
-    ``benchmarks/results/learner_cnn_memory_format.md``)."""
+    """This CPU's bf16 matrix instructions by name ("AMX", "AVX512-BF16"), or None: without them oneDNN emulates bf16,
+    many times slower than fp32 (docs/performance.md, the learner)."""
     probes = (("AMX", "_is_amx_tile_supported"), ("AVX512-BF16", "_is_avx512_bf16_supported"))
     for name, probe in probes:
         check = getattr(torch.cpu, probe, None)  # private, but what ATen's own dispatch reads

@@ -3,9 +3,8 @@
 ``torch.set_num_threads`` sets OpenMP's count and MKL's (``mkl_set_num_threads_local``) for the calling
 thread only. A Ray actor with concurrency groups (a rollout worker) runs its calls on threads Ray starts
 after the constructor, which keep the process's default (``OMP_NUM_THREADS`` at start-up, else a thread
-per core): four workers with a quarter of a CPU each on two cores then spun MKL's OpenMP threads against
-each other around every small matrix product, and an eager CartPole policy step (8 envs) took 22 ms
-instead of 0.5 ms (docs/performance.md, "One slow worker among four"). ``use_torch_threads`` sets the
+per core): workers sharing a few cores then spin MKL's OpenMP threads against each other around every small
+matrix product, many times slower (docs/performance.md, "One slow worker among four"). ``use_torch_threads`` sets the
 count on the calling thread, once per thread. A process that has not loaded torch (a rollout worker acting through
 ONNX Runtime alone) has nothing to set: the first call after torch loads sets it.
 """

@@ -1,7 +1,7 @@
 """A tree of tensors as it travels between distrl's processes: every tensor as a numpy array.
 
-Ray pickles a torch tensor's bytes into the message (a Nature CNN's state with Adam's moments: 20 MB, 74 ms to
-pickle and 32 ms to unpickle on a 2-core EPYC), where a numpy array goes out of band: copied once into the object
+Ray pickles a torch tensor's bytes into the message (a cost that grows with the state: a CNN's with Adam's moments
+is tens of MB, docs/faults.md), where a numpy array goes out of band: copied once into the object
 store and read there without a copy. So the learner's snapshot after each update (``Learner.snapshot``) crosses as
 arrays, and the tensors are rebuilt where they are needed (a checkpoint, a rebuilt learner). The arrays are wrapped,
 so the tree comes back exactly as it was (a numpy array of the original stays one)."""

@@ -60,10 +60,8 @@ def in_form(module: nn.Module, form: Form) -> nn.Module:
 def memory_format_for(setting: str, backend: str, module: nn.Module, precision: str) -> tuple[str, str]:
     """The layout for ``rollout.compile.memory_format`` on ``backend`` in ``precision``, and why.
 
-    ``auto``: channels-last for a convolutional model in bf16, contiguous in fp32. Measured on Breakout's Nature-CNN,
-    one thread, batches 8 and 32 (``benchmarks/results/inference_forms_*.md``): on an AMX Xeon channels-last made
-    bf16 1.07-1.32x faster on eager and inductor (oneDNN's bf16 convolutions work in NHWC), while in fp32 it was as
-    often slower as faster on both that Xeon and an AVX2 EPYC (inductor 0.82x-1.42x, eager 0.95x-1.0x)."""
+    ``auto``: channels-last for a convolutional model in bf16 (oneDNN's bf16 convolutions work in NHWC), contiguous
+    in fp32, where channels-last is as often slower as faster (docs/performance.md: benchmarks/inference_forms.py)."""
     spec = BACKENDS[backend]
     if not spec.runs_torch:
         return "contiguous", f"{backend} lays out its own kernels"

@@ -96,7 +96,7 @@ class ModelConfig(Section):
 WORKER_BACKENDS = tuple(BACKENDS)  # the worker backends' table (distrl/compile/backends/__init__.py)
 WorkerBackend = Literal[WORKER_BACKENDS]  # type: ignore[valid-type]
 # rollout.samples_per_update auto never trains an update on fewer minibatches than this (CleanRL's num_minibatches):
-# Pendulum's benchmark task, 512 samples a worker at a 512 minibatch, took 1.58x sync's env steps updating on one.
+# an update of one minibatch learns less per env step (docs/performance.md, the async section).
 MIN_MINIBATCHES = 4
 LEARNER_BACKENDS = ("auto", "eager", "inductor")  # the learner's loss: eager kernels, inductor's, or the faster
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -365,11 +365,10 @@ class LearnerConfig(Section):
     )
     snapshot_every_s: NonNegativeFloat = Field(
         0.0,
-        description="how often learner-0 sends its full state (weights and the optimizer's moments: 20 MB for "
-        "the Nature CNN) to the driver, which rebuilds a dead learner from the newest it holds; 0: after every update, "
-        "so a rebuilt learner loses nothing; N: at most every N seconds (and with each checkpoint), so a rebuilt "
-        "learner "
-        "loses the updates since, at most N seconds of them",
+        description="how often learner-0 sends its full state (weights and the optimizer's moments) to the driver, "
+        "which rebuilds a dead learner from the newest it holds; 0: after every update, so a rebuilt learner loses "
+        "nothing; N: at most every N seconds (and with each checkpoint), so a rebuilt learner loses the updates "
+        "since, at most N seconds of them",
     )
     update_timeout_s: PositiveFloat | Literal["auto"] = Field(
         "auto",

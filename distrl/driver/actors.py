@@ -106,7 +106,7 @@ class RunActors:
         # first) and the actor created after those waits for a new one (0.8 s on 2 cores). A learner is the start-up's
         # longest path (torch, its model, its first update); an onnxrt worker built from shipped artifacts imports no
         # torch and samples in about a second. A new run's workers hold the learners' initial weights, so the first
-        # batch needs no learner (benchmarks/startup.py on 2 cores: first update 0.26-1.0 s sooner, five runs in turns).
+        # batch needs no learner (docs/performance.md, start-up, has what this order saves).
         self.learners = self._create_learners()
         self.workers = [self._new_worker(i, first_iteration) for i in range(cfg.rollout.max_workers)]
         ready = {f"worker-{i}": worker.backend_info.remote() for i, worker in enumerate(self.workers)}

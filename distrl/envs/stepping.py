@@ -102,11 +102,9 @@ def env_groups(config) -> tuple[int, str]:
 
     ``auto`` splits a worker's copies in two where their step runs outside Python's lock (ale-py's native vector
     env, its thread pool through send/recv; ``env.vectorization: async``, a process per copy) and the pipeline is
-    ``sync``, whose learner leaves its cores to the workers while they sample. Measured on 2 cores
-    (``benchmarks/results/env_groups_breakout.md``): Breakout sampled 1.31x faster in sync, 0.85x under overlap,
-    where the CPU learner's update took the core the overlap needs. Elsewhere the step holds the lock while it
-    runs, and a stepping thread measured slower than stepping in turn (CartPole's numpy vector env: 0.3x,
-    ``benchmarks/results/sampling.md``)."""
+    ``sync``, whose learner leaves its cores to the workers while they sample: under overlap the CPU learner's
+    update takes the core the second group needs. Elsewhere the step holds the lock while it runs, and a stepping
+    thread only adds its switches (docs/performance.md has both figures)."""
     chosen = config.rollout.env_groups
     if chosen != "auto":
         return chosen, ""

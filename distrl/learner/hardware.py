@@ -130,9 +130,8 @@ def choose_memory_format(setting: str, model: torch.nn.Module, device: torch.dev
     """The learner model's memory format for ``learner.memory_format``, and why.
 
     ``auto`` lays a model with convolutions out channels-last on a CPU learner: oneDNN's convolutions work in NHWC,
-    so in NCHW each one converts its input, output and gradients. A Nature-CNN minibatch step (256 frames, Adam, one
-    thread) took half the time (``benchmarks/results/learner.md``). On CUDA it stays contiguous until
-    measured there."""
+    so in NCHW each one converts its input, output and gradients (docs/performance.md, the learner, has the step's
+    time both ways). On CUDA it stays contiguous until measured there."""
     if setting == "channels_last":
         return torch.channels_last, "learner.memory_format=channels_last"
     if setting == "contiguous":

@@ -266,9 +266,8 @@ def _check_answers(config: Config, model: nn.Module):
     (``distrl/compile/check_answers.py``), on the inputs the driver's build check used; None where no worker needs them.
     Built from the model before anything compiles it.
 
-    Not for a convolutional model: its float64 forward is slow on a CPU (eager fp32 and float64 on 8 Breakout frames
-    took 45 ms in a one-thread worker, 80-300 ms in a 2-core learner process), which the learner's every update would
-    wait for. Such a worker checks against its own eager model, loading torch at its first sync."""
+    Not for a convolutional model: its float64 forward is slow on a CPU, and the learner's every update would wait
+    for it. Such a worker checks against its own eager model, loading torch at its first sync."""
     cfg = config.rollout.compile
     if cfg.backend != "onnxrt" or not cfg.verify_every_sync or config.agents.several or has_convolutions(model):
         return None

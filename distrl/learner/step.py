@@ -1,10 +1,9 @@
 """The PPO update's minibatch steps without the host in the loop: the device step.
 
 The plain loop (``epochs.LoopEpochs``) launches every kernel of a step from Python and, with
-the plan's ``target_kl``, reads the KL on the host after each minibatch. On a GPU that is bound by
-launches: an eager Nature-CNN step at minibatch 256 took 3.7 ms on an H100 where the same step
-captured as one CUDA graph took 0.78 ms (a bare PyTorch step on a 16-core Xeon + H100; docs/performance.md has
-``benchmarks/learner_step.py``'s figures). The device step is one function over static buffers: forward, loss,
+the plan's ``target_kl``, reads the KL on the host after each minibatch. On a GPU such a step is bound by its
+launches, which one captured CUDA graph removes (docs/performance.md has ``benchmarks/learner_step.py``'s
+figures). The device step is one function over static buffers: forward, loss,
 backward, global-norm clipping, the non-finite guard and fused Adam, with every decision that the loop takes on the
 host taken on the device:
 

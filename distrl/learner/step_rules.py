@@ -30,8 +30,8 @@ def choose_step(config: Config, device_type: str, world_size: int) -> tuple[str,
         )
     blockers = step_blockers(config, world_size)
     if device_type != "cuda":
-        # benchmarks/learner_step.py and an interleaved A/B on a 2-core AMD EPYC: MLP mb 1024 loop 4.03-4.13 ms vs
-        # device 3.69-4.27 ms a step, Nature-CNN mb 256 265 vs 287 ms: no difference beyond the machine's noise.
+        # On a CPU the uncaptured device step and the loop take the same time (benchmarks/learner_step.py's figures
+        # in docs/performance.md): the loop, which every other way is checked against, stays.
         blockers.insert(
             0,
             "the learner is on CPU, where op by op is as fast as a captured graph (each op's own work is "
@@ -60,14 +60,12 @@ def choose_kernels(
             "graph, timed on the first update",
         )
     if device_type == "cpu" and has_conv:
-        # benchmarks/results/learner_inductor.md: a Breakout update 1.28x faster compiled, after ~12 s of compiling
-        # on a 2-core AMD EPYC: won back within ten updates.
+        # A convolutional update compiled wins its compile time back within a few updates (docs/performance.md).
         return [
             "eager",
             "inductor",
         ], "auto: a convolutional model's loop on CPU, eager and inductor timed on the first update"
-    # The MLP's update was 1.43x faster compiled there, but compiling took 15 s: over a hundred CartPole updates to
-    # win back, most of such a run.
+    # An MLP's update is faster compiled too, but its compile takes most of a short run to win back.
     if device_type == "cuda":
         return ["eager"], "auto: eager in the loop on CUDA (the device step is where inductor is timed)"
     return ["eager"], (
@@ -93,6 +91,6 @@ def choose_precision(
             "fp32"
         ], "auto: this CPU has no bf16 instructions (AMX, AVX512-BF16), so bf16 would be emulated (10x slower)"
     if not has_conv:
-        # benchmarks/results/learner.md (AVX512-BF16 EPYC): the MLP's update 1.03x in bf16, the LSTM's 0.90x.
+        # bf16 gains nothing on small products and loses on an LSTM's (docs/performance.md, the learner).
         return ["fp32"], "auto: fp32 for a model without convolutions (its products are too small for bf16 to pay)"
     return ["fp32", "bf16"], f"auto: this CPU has {cpu_bf16}; fp32 and bf16 timed on the first update"

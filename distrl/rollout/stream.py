@@ -22,9 +22,8 @@ version old. While the learner updates, the workers sample the next update's bat
 (``rollout.updates_ahead`` updates', 1 by default; 0.5: half of them, the rest after the update): once the queue
 with the samples in flight holds that many, a worker whose batch is in waits (parked) until the learner asks for
 batches again, since what it sampled meanwhile would act with weights one more version old by the time it was
-trained on (measured: counting only the queue let a second update's batches pile up behind it, a lag of ~2
-versions where ~1 is the floor). While the learner waits for batches, as many more may be sampling as it still
-needs (more would finish during its update, a version old: measured, a lag of 0.87 where 0.5 was asked for). A sample
+trained on (counting only the queue lets a second update's batches pile up behind it). While the learner waits for
+batches, as many more may be sampling as it still needs (more would finish during its update, a version old). A sample
 running past twice the median of the last ones' times and past half a second (a slow worker's) does not count, so a
 gather never waits on a slow worker while a fast one is parked.
 ``gather`` hands the learner the next ``count`` batches from the queue, oldest first, dropping those whose
@@ -82,7 +81,9 @@ class WorkerFailure(EnvFailure):
 
 
 class Round:
-    """The round sampling now (``pipeline: sync``, ``overlap``): who is in it, who is done, the batches in."""
+    """The round sampling now (``pipeline: sync``, ``overlap``): who is in it, who is done, the batches in. A round
+    waits for each member's batch up to the sample bound: a member Ray restarts (it died, or distrl killed it for a
+    timeout) is sent its sample again once it answers, unless its node is gone."""
 
     def __init__(self, number: int, members: set[int], weights: list, plan: list | None):
         self.number = number
@@ -445,11 +446,13 @@ class SampleStream:
         if current is None or current.complete:
             return
         members, now = self.members, time.monotonic()
+        late = now > current.started_at + self.timeout_s
         for index in current.members - current.done:
+            sampling = self.inflight.get(index, ("",))[0] == "sample" or index in current.sampled
             if index in members.lost or index in members.evicted:
                 current.done.add(index)
-            elif index in members.down and (now > current.started_at + self.timeout_s or members.node_gone(index)):
-                current.done.add(index)
+            elif not sampling and (late or (index in members.down and members.node_gone(index))):
+                current.done.add(index)  # not answering (Ray restarting it) past the bound, or its node is gone
         if not current.members and now < current.started_at + EMPTY_ROUND_S:
             return
         if current.done >= current.members:
@@ -466,7 +469,13 @@ class SampleStream:
         asked = self.asked > current.number + 1
         if not current.complete or not asked or self.released < current.number - self.lag:
             return
-        self.round = Round(current.number + 1, set(self.parked), self.weights, self.plan)
+        members = self.members
+        restarting = {  # killed by distrl for a restart (a timeout): waited for, sent its sample once it answers
+            index
+            for index, (kind, _, _) in self.inflight.items()
+            if kind == "probe" and index in members.answered and index not in members.down | members.lost
+        }
+        self.round = Round(current.number + 1, set(self.parked) | restarting, self.weights, self.plan)
         for index in list(self.parked):
             self.parked.remove(index)
             self._send(index)

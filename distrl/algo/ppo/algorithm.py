@@ -14,9 +14,8 @@ update behind, and its values are what the advantages measure each action agains
 pi_learner / pi_behaviour, capped and divided by the batch's mean weight (a constant advantage offset cancels, and a
 lagged batch's step stays as large as a fresh one's). Off by default. Unweighted, the objective is not
 baseline-invariant: an offset in the advantages moves the policy away from the behaviour policy, an update back, so
-a change carries on into the next update. Measured (docs/performance.md): that makes async CartPole faster than the
-weighted objective (0.88x sync's env steps against 1.33x), and it let async Acrobot's exploration collapse before any
-reward (3 runs of 15 never solved it; weighted, every run solved, those three seeds included).
+a change carries on into the next update: faster on some tasks, and on others an exploration that collapses before
+any reward (docs/performance.md has both).
 """
 
 from __future__ import annotations

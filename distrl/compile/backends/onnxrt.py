@@ -69,10 +69,8 @@ def export_policy_onnx(module: nn.Module, example_inputs: tuple[torch.Tensor, ..
             dynamic_axes={name: {0: "batch"} for name in input_names + output_names},
             do_constant_folding=False,  # ONNX Runtime folds at session build, with the real weights
             export_params=True,
-            # The TorchScript exporter, measured against dynamo=True (optimize=False keeps the state-dict names a
-            # sync rewrites) in one ORT session each, one thread: MLP batch 64 35 vs 35 us, LSTM batch 16 42 vs
-            # 76 us (it emits one fused LSTM node, dynamo a decomposed cell), CNN batch 32 7.2 vs 7.9 ms; export
-            # 0.1 s vs 1.4-3.5 s. `distrl export` uses dynamo (distrl/deploy/export.py).
+            # The TorchScript exporter: it emits one fused LSTM node where dynamo=True decomposes the cell, and
+            # exports in a fraction of the time (docs/usage.md, export). `distrl export` uses dynamo.
             dynamo=False,
             opset_version=17,
         )
