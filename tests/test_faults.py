@@ -22,12 +22,18 @@ def start_train(run_dir, *overrides):
     return subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def wait_for_rows(run_dir, count, proc, timeout=180):
+def wait_for_rows(run_dir, count, proc, timeout=180, restarts=0):
+    """Until the run has ``count`` metrics rows, the newest counting ``restarts`` worker restarts or more (a restarted
+    worker has sampled again: its process is the one running now)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         path = run_dir / "metrics.jsonl"
-        if path.exists() and len(path.read_text().splitlines()) >= count:
-            return
+        lines = path.read_text().splitlines() if path.exists() else []
+        try:
+            if len(lines) >= count and json.loads(lines[-1])["worker_restarts"] >= restarts:
+                return
+        except json.JSONDecodeError:  # a row being written
+            pass
         assert proc.poll() is None, proc.communicate()[1][-3000:]
         time.sleep(0.2)
     raise AssertionError(f"no {count} metrics rows within {timeout} s")
@@ -98,7 +104,7 @@ def test_a_worker_process_that_keeps_dying_spends_its_restarts_then_ends_the_run
         "rollout.max_restarts=1",
     )
     for kill in (1, 2):
-        wait_for_rows(run_dir, 3 * kill, proc)
+        wait_for_rows(run_dir, 3 * kill, proc, restarts=kill - 1)
         (actor,) = actor_processes(proc.pid, "ray::RolloutWorker")
         actor.send_signal(signal.SIGKILL)
         psutil.wait_procs([actor], timeout=30)

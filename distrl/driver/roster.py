@@ -75,7 +75,8 @@ class Roster:
             return None
         now = time.monotonic()
         self.below_min_since = self.below_min_since or now
-        if len(self.lost_for_good) == rollout.max_workers or now - self.below_min_since > rollout.min_workers_wait_s:
+        # (every worker lost for good: the sampler ends the run with WorkerFailure, naming the last one)
+        if now - self.below_min_since > rollout.min_workers_wait_s:
             log.error(
                 f"only {len(self.answering)} of the {rollout.min_workers} rollout workers the run needs answer, "
                 f"for {now - self.below_min_since:.0f} s (rollout.min_workers_wait_s={rollout.min_workers_wait_s:g}); "

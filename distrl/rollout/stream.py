@@ -229,6 +229,8 @@ class SampleStream:
                     self.needed = 0 if self._holding(hold_until) else count
                     self._unpark()
                     if len(taken) < count:
+                        if self.members.all_lost() and (taken or self.timeouts):
+                            break  # what came in first (its timeouts counted); the next gather ends the run
                         self._check_workers_left()
                         if time.monotonic() >= deadline:
                             break
@@ -258,8 +260,9 @@ class SampleStream:
                     raise self.error
                 self._check_workers_left()
                 self.cond.wait(timeout=PUMP_WAIT_S)
-            self._check_workers_left()  # a round the last worker was lost in ends the run, as a gather does
             done = self.rounds_in.popleft()
+            if not done.batches and not self.timeouts:  # nothing to hand over: with no worker left the run ends
+                self._check_workers_left()
             taken = [done.batches[index] for index in sorted(done.batches)]
             report = SampleReport([info for info, _ in taken], self.timeouts, self.resubmitted, **self.members.events())
             self.timeouts, self.resubmitted = [], []
