@@ -44,7 +44,8 @@ def rounds(ray, coordinator, pipeline: str):
         number += 1
         if evict is not None:
             ray.get(coordinator.evict.remote(evict))
-        report, _ = ray.get(coordinator.gather.options(num_returns=2).remote(0, 0, 60.0))
+        running = number - 1 if number > 0 else None  # the update whose round this gather follows
+        report, _ = ray.get(coordinator.gather.options(num_returns=2).remote(0, 0, 60.0, running))
         return report
 
     return next_round

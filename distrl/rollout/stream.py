@@ -155,7 +155,7 @@ class SampleStream:
         self.lag = ROUND_LAG.get(pipeline)  # None: continuous
         self.round: Round | None = None
         self.asked = 0  # rounds the loop has asked for (the first is sampled at once: the workers start with it)
-        self.rounds_in: collections.deque[Round] = collections.deque()  # complete rounds, oldest first, not gathered
+        self.rounds_in: dict[int, Round] = {}  # complete rounds not gathered yet, by number
         started = range(len(self.workers)) if started is None else started
         with self.cond:
             self.members.not_started([index for index in range(len(self.workers)) if index not in started])
@@ -210,8 +210,8 @@ class SampleStream:
         if plan is not None:
             with self.cond:
                 self.plan = plan
-        if self.lag is not None:
-            return self._gather_round()
+        if self.lag is not None:  # the first gather takes round 0; the one sent while update n runs, round n + 1
+            return self._gather_round(0 if hold_until is None else hold_until + 1)
         taken: list[tuple[SampleInfo, tuple]] = []
         deadline = time.monotonic() + timeout_s
         with self.cond:
@@ -250,17 +250,19 @@ class SampleStream:
             self.timeouts, self.resubmitted, self.stale = [], [], 0
         return (report, *(tuple(shards[rank] for _, shards in taken) for rank in range(self.num_shards)))
 
-    def _gather_round(self) -> tuple:
-        """The oldest complete round, in worker order: ``(SampleReport, shards of rank 0, ...)`` as ``gather``."""
+    def _gather_round(self, number: int) -> tuple:
+        """Round ``number`` once it is complete, in worker order: ``(SampleReport, shards of rank 0, ...)`` as
+        ``gather``. Gathers may run side by side (the next round's is sent before this one's is in): each takes its
+        own."""
         with self.cond:
-            self.asked += 1
+            self.asked = max(self.asked, number + 1)
             self._next_round()
-            while not self.rounds_in:
+            while number not in self.rounds_in:
                 if self.error is not None:
                     raise self.error
                 self._check_workers_left()
                 self.cond.wait(timeout=PUMP_WAIT_S)
-            done = self.rounds_in.popleft()
+            done = self.rounds_in.pop(number)
             if not done.batches and not self.timeouts:  # nothing to hand over: with no worker left the run ends
                 self._check_workers_left()
             taken = [done.batches[index] for index in sorted(done.batches)]
@@ -460,7 +462,7 @@ class SampleStream:
             return
         if current.done >= current.members:
             current.complete = True
-            self.rounds_in.append(current)
+            self.rounds_in[current.number] = current
             self.cond.notify_all()
             self._next_round()
 

@@ -78,11 +78,14 @@ class TrainingLoop:
         queue_ahead = self.config.rollout.pipeline not in ROUND_LAG
         while True:
             iter_start, cpu_start = time.perf_counter(), time.process_time()
+            # rounds: the next round is asked for at once, so it starts the moment this one is in
+            following = None if queue_ahead else self._gather(version, hold_until=number)
             report = self._await_report(samples.report)
             stop = self.roster.follow(report)
             if stop is not None:
                 return stop
-            following = self._gather(version + (1 if report.infos else 0), hold_until=number)
+            if following is None:  # async: the next batches are checked against the version this update makes
+                following = self._gather(version + (1 if report.infos else 0), hold_until=number)
             queued = self.updates.launch(following, ahead=2) if queue_ahead else None
             result, update, restarted = self.updates.wait(update, samples)  # the workers sample on meanwhile
             if restarted and queued is not None:  # the queued update went to the learners that died
