@@ -160,3 +160,10 @@ def test_an_async_update_is_whole_worker_batches_as_they_come():
         ["rollout.num_workers=4", "rollout.num_cpus_per_worker=0.25", "rollout.pipeline=async"],
     )
     assert pendulum.update_size == 2048 and pendulum.batch_size == 8192  # the shipped config takes auto
+
+
+def test_an_unknown_key_near_a_known_one_is_named():
+    (line,) = errors(["ppo.lrr=1e-3"])
+    assert line.startswith("ppo.lrr=0.001: unknown key; did you mean lr? (allowed: lr,"), line
+    (line,) = errors(["ppo.zzzz=1"])
+    assert "did you mean" not in line

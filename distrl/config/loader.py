@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 from pathlib import Path
 from typing import Any
@@ -94,6 +95,8 @@ def _with_allowed_keys(lines: list[str]) -> list[str]:
                 field = section.model_fields.get(part) if hasattr(section, "model_fields") else None
                 section = field.annotation if field is not None else None
             if section is not None and hasattr(section, "model_fields"):
+                near = difflib.get_close_matches(key.split(".")[-1], list(section.model_fields), n=1, cutoff=0.6)
+                line += f"; did you mean {near[0]}?" if near else ""
                 line += f" (allowed: {', '.join(section.model_fields)})"
         out.append(line)
     return out
