@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from distrl.algo.schedule import LinearSchedule, continued, new_schedule
-from distrl.common.checkpoint import load_checkpoint, save_checkpoint
+from distrl.common.checkpoint import BestCheckpoint, load_checkpoint, save_checkpoint
 from distrl.config import load_config
 from distrl.config.schema import LeagueConfig
-from distrl.driver.best import BestCheckpoint, better, resumed_best
+from distrl.driver.best import better, resumed_best
 from distrl.driver.run_state import RunState
 from distrl.envs import probe_spaces
 from distrl.league.league import League

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 CHECKPOINT_FORMAT = "distrl-checkpoint-v1"
@@ -81,6 +82,29 @@ def load_checkpoint(path: str | Path) -> dict:
 CHOICES = ("best", "latest")  # which of a run directory's checkpoints: `distrl eval RUN --checkpoint latest`
 
 
+@dataclass
+class BestCheckpoint:
+    """The run's best checkpoint, as every checkpoint names it (its ``best``: ``state``)."""
+
+    episode_return_mean: float  # the mean return of the last 100 episodes when it was written
+    iteration: int
+
+    def path(self, run_dir: Path) -> Path:
+        return checkpoint_path(run_dir, self.iteration)
+
+    def state(self) -> dict:
+        return {"episode_return_mean": self.episode_return_mean, "iteration": self.iteration}
+
+    @classmethod
+    def from_state(cls, state: dict) -> BestCheckpoint:
+        return cls(float(state["episode_return_mean"]), int(state["iteration"]))
+
+    @classmethod
+    def of(cls, payload: dict) -> BestCheckpoint | None:
+        """The best a checkpoint names (None: none, as in checkpoints written before they did)."""
+        return cls.from_state(payload["best"]) if payload.get("best") is not None else None
+
+
 def load_checkpoint_file(path: str | Path, which: str = "latest") -> tuple[dict, Path]:
     """``load_checkpoint``, and the file it read. In a run directory: its newest intact checkpoint (``latest``, what a
     resume continues), or the best one (``best``: the highest return the run checkpointed at, which every checkpoint
@@ -92,9 +116,9 @@ def load_checkpoint_file(path: str | Path, which: str = "latest") -> tuple[dict,
     if not path.is_dir():
         return _load_file(newest), newest
     payload, file = _newest_intact(path, newest)
-    best = payload.get("best")
-    if which == "best" and best is not None and checkpoint_path(path, int(best["iteration"])) != file:
-        chosen = checkpoint_path(path, int(best["iteration"]))
+    best = BestCheckpoint.of(payload)
+    if which == "best" and best is not None and best.path(path) != file:
+        chosen = best.path(path)
         try:
             if not chosen.is_file():
                 raise CheckpointError(f"{str(chosen)!r} is not in the run directory")

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from distrl.common.checkpoint import CheckpointError
-from distrl.deploy.policy import Policy, checkpoint_policy_names, chosen_checkpoint
+from distrl.deploy.policy import Policy, chosen_checkpoint
 from distrl.envs import make_run_vec_env
 from distrl.envs.agents import agent_names, policy_map, view_spaces
 from distrl.envs.episodes import EpisodeTracker
@@ -36,8 +36,7 @@ def evaluate(
     (``agents.policies``) plays each agent with its own policy; ``policy`` names the one whose agents' episodes count
     (None: every agent's).
     """
-    path, how = chosen_checkpoint(path, which)
-    names = checkpoint_policy_names(path)
+    path, how, names = chosen_checkpoint(path, which)
     if names and policy is not None and policy not in names:
         raise CheckpointError(f"policy={policy!r}: not in checkpoint {str(path)!r}; it holds {', '.join(names)}")
     players = (

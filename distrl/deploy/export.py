@@ -14,7 +14,7 @@ from torch import nn
 
 from distrl.common.spaces import obs_layout
 from distrl.data.memory import memory_for
-from distrl.deploy.policy import checkpoint_policy_names, chosen_checkpoint, policy_from_checkpoint
+from distrl.deploy.policy import chosen_checkpoint, policy_from_checkpoint
 
 
 class DeployedPolicy(nn.Module):
@@ -140,8 +140,7 @@ def export_policies(
     """``export_onnx`` for the checkpoint's policy, or the one named; a checkpoint of several trained policies
     (``agents.policies``) with none named: one file per policy, ``OUT_STEM.NAME.onnx`` beside ``out``. A run
     directory's best checkpoint, or its newest with ``which`` latest (``chosen_checkpoint``); each result names it."""
-    checkpoint, how = chosen_checkpoint(checkpoint, which)
-    names = checkpoint_policy_names(checkpoint)
+    checkpoint, how, names = chosen_checkpoint(checkpoint, which)
     if not names or policy is not None:
         done = [
             export_onnx(checkpoint, out, env_id=env_id, trusted_envs=trusted_envs, exporter=exporter, policy=policy)

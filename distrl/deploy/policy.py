@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from distrl.common.checkpoint import CheckpointError, list_checkpoints, load_checkpoint_file
+from distrl.common.checkpoint import BestCheckpoint, CheckpointError, list_checkpoints, load_checkpoint_file
 from distrl.common.running_mean_std import RunningMeanStd
 from distrl.common.spaces import flatten_batch, is_structured
 from distrl.config import Config, checkpoint_config
@@ -23,22 +23,19 @@ def policy_names(payload: dict) -> tuple[str, ...]:
     return tuple(payload["learner"].get("policies", {}))
 
 
-def chosen_checkpoint(path: str | Path, which: str = "best") -> tuple[Path, str]:
-    """The checkpoint file a policy is played or exported from, and how it was chosen: ``path`` itself, or a run
-    directory's best (``which`` best: the highest mean return it checkpointed at) or newest (``latest``)."""
+def chosen_checkpoint(path: str | Path, which: str = "best") -> tuple[Path, str, tuple[str, ...]]:
+    """The checkpoint file a policy is played or exported from, how it was chosen (``path`` itself, or a run
+    directory's best: ``which`` best, the highest mean return it checkpointed at; or its newest: ``latest``), and the
+    trained policies it holds by name (``policy_names``)."""
     payload, file = load_checkpoint_file(path, which)
+    names = policy_names(payload)
     if not Path(path).is_dir():
-        return file, "the file given"
-    best = payload.get("best")
-    if best is not None and int(best["iteration"]) == int(payload["counters"]["iteration"]):
-        how = f"the run's best, mean return {best['episode_return_mean']:.1f} when written"
-        return file, how + (", and its newest" if file == list_checkpoints(path)[-1] else "")
-    return file, "the run's newest" + (", as asked" if which == "latest" else ": none is named the best")
-
-
-def checkpoint_policy_names(path: str | Path) -> tuple[str, ...]:
-    """The trained policies the checkpoint at ``path`` holds by name; () for a run's one policy."""
-    return policy_names(load_checkpoint_file(path)[0])
+        return file, "the file given", names
+    best = BestCheckpoint.of(payload)
+    if best is not None and best.iteration == int(payload["counters"]["iteration"]):
+        how = f"the run's best, mean return {best.episode_return_mean:.1f} when written"
+        return file, how + (", and its newest" if file == list_checkpoints(path)[-1] else ""), names
+    return file, "the run's newest" + (", as asked" if which == "latest" else ": none is named the best"), names
 
 
 def policy_state(payload: dict, path, policy: str | None) -> dict:

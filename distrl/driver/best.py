@@ -7,26 +7,9 @@ travels with every checkpoint (``state``), so a resumed run knows it, however ma
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
-from distrl.common.checkpoint import CheckpointError, checkpoint_path, list_checkpoints, load_checkpoint
-
-
-@dataclass
-class BestCheckpoint:
-    episode_return_mean: float
-    iteration: int
-
-    def path(self, run_dir: Path) -> Path:
-        return checkpoint_path(run_dir, self.iteration)
-
-    def state(self) -> dict:
-        return {"episode_return_mean": self.episode_return_mean, "iteration": self.iteration}
-
-    @classmethod
-    def from_state(cls, state: dict) -> BestCheckpoint:
-        return cls(float(state["episode_return_mean"]), int(state["iteration"]))
+from distrl.common.checkpoint import BestCheckpoint, CheckpointError, list_checkpoints, load_checkpoint
 
 
 def better(best: BestCheckpoint | None, score: float | None, iteration: int) -> BestCheckpoint | None:
@@ -42,9 +25,8 @@ def resumed_best(payload: dict, run_dir: Path) -> BestCheckpoint | None:
     A checkpoint written before checkpoints named their best has none: the best of those still on disk is found from
     each one's counters (what they were written at). A best that is not in ``run_dir`` (a Tune trial started from
     another trial's checkpoint) is left behind: this run keeps its own."""
-    saved = payload.get("best")
-    if saved is not None:
-        best = BestCheckpoint.from_state(saved)
+    best = BestCheckpoint.of(payload)
+    if best is not None:
         return best if best.path(run_dir).is_file() else None
     if "best" in payload:  # saved, with no episode ended then
         return None

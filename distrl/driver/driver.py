@@ -27,14 +27,14 @@ from pathlib import Path
 
 import ray
 
-from distrl.common.checkpoint import load_checkpoint, save_checkpoint
+from distrl.common.checkpoint import BestCheckpoint, load_checkpoint, save_checkpoint
 from distrl.common.errors import RunStalled
 from distrl.common.log import get_logger
 from distrl.config import Config, config_to_yaml
 from distrl.driver import report
 from distrl.driver.actors import RunActors
 from distrl.driver.artifacts import worker_artifacts
-from distrl.driver.best import BestCheckpoint, better, resumed_best
+from distrl.driver.best import better, resumed_best
 from distrl.driver.connection import RayTarget, resolve_target
 from distrl.driver.drain import DrainWatcher
 from distrl.driver.loops import loop_class
@@ -298,7 +298,7 @@ class Driver:
         best = self.best is not None and self.best.path(self.run_dir)
         summary["best_checkpoint"] = str(best) if best and best.exists() else summary["checkpoint"]
         summary["best_checkpoint_return"] = self.best.episode_return_mean if best and best.exists() else None
-        summary["this_command"] = report.this_command(self.counters, self.resumed_at, time.perf_counter() - launch)
+        summary["this_command"] = report.this_command(self.counters, self.resumed_at)
         summary["storage"] = self.storage and self.storage.uri
         summary["startup"] = {k: round(v, 3) for k, v in self.timeline.items()}
         summary["learner_step"] = self.learner_step or self.actors.learner_info or None

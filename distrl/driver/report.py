@@ -194,9 +194,11 @@ def summary(
     }
 
 
-def this_command(run: RunState, resumed_at: RunState | None, wall_s: float) -> dict:
-    """What this command did of the run (a resumed run's ``summary.json`` totals count every command's)."""
+def this_command(run: RunState, resumed_at: RunState | None) -> dict:
+    """What this command did of the run, from the run's counters at its end and where it took the run up (a resumed
+    run's ``summary.json`` totals count every command's)."""
     start = resumed_at or RunState()
+    wall_s = run.time_s - start.time_s
     return {
         "wall_s": round(wall_s, 3),
         "env_steps": run.env_steps - start.env_steps,

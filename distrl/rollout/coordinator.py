@@ -93,9 +93,9 @@ class SampleCoordinator:
 
     def release(self, update: int, weights: list | None, plan: list | None, timeout_s: float) -> None:
         """Update number ``update`` is over. Its ``weights`` (``[ObjectRef]``, one object per update; None when it made
-        none) and the league ``plan`` are set first, for every sample sent from now on, and staged to the ones running
-        (``timeout_s`` bounds them); then the next update's batches, gathered while it ran, stop holding the workers
-        back, so the workers this unparks act with them, with no round trip between."""
+        none) and the league ``plan`` (None: the one the stream has) are set first, for every sample sent from now on,
+        and staged to the ones running (``timeout_s`` bounds them); then the next update's batches, gathered while it
+        ran, stop holding the workers back, so the workers this unparks act with them, with no round trip between."""
         if weights is not None:
             self.stream.set_weights(weights, plan, timeout_s)
         self.stream.release(update)

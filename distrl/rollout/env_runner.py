@@ -182,7 +182,7 @@ class EnvRunner:
         if progress.returns_seen is not None:
             ended = terminated | truncated | reset
             progress.returns_seen[t] = track_returns(
-                self.discounted_returns, np.arange(self.num_envs), reward, batch.valid[t], ended, self.config.ppo.gamma
+                self.discounted_returns, slice(None), reward, batch.valid[t], ended, self.config.ppo.gamma
             )
 
     def end(self, progress: _Progress, stats: RunStats) -> tuple[np.ndarray | None, np.ndarray | None]:
@@ -205,15 +205,14 @@ def discounted_step(returns: np.ndarray, reward: np.ndarray, valid: np.ndarray, 
 
 
 def track_returns(
-    returns: np.ndarray, copies: np.ndarray, reward: np.ndarray, valid: np.ndarray, ended: np.ndarray, gamma: float
+    returns: np.ndarray, copies, reward: np.ndarray, valid: np.ndarray, ended: np.ndarray, gamma: float
 ) -> np.ndarray:
-    """env.normalize_reward: add a step's reward to the discounted return of ``copies`` (valid steps only: a reset
-    step's reward is no reward), in place, and start again where an episode ended (SB3's VecNormalize: ``returns =
-    returns * gamma + reward``, zeroed at done); returns their discounted returns after the step, for the
-    statistics."""
-    returns[copies] = discounted_step(returns[copies], reward, valid, gamma)
-    after = returns[copies]
-    returns[copies[ended]] = 0.0
+    """env.normalize_reward: add a step's reward to the discounted return of ``copies`` (an index array, or a slice
+    for every copy; valid steps only: a reset step's reward is no reward), in place, and start again where an episode
+    ended (SB3's VecNormalize: ``returns = returns * gamma + reward``, zeroed at done); returns their discounted
+    returns after the step, for the statistics."""
+    after = discounted_step(returns[copies], reward, valid, gamma)
+    returns[copies] = np.where(ended, 0.0, after)
     return after
 
 

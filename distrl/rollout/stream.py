@@ -174,10 +174,12 @@ class SampleStream:
 
     # --- the driver's side ----------------------------------------------------------------
     def set_weights(self, weights: list, plan: list | None, timeout_s: float) -> None:
-        """Every sample sent from now on acts with ``weights`` (``[ObjectRef]``) and the league ``plan``, and is given
-        up on after ``timeout_s`` (the sample bound follows the run's pace)."""
+        """Every sample sent from now on acts with ``weights`` (``[ObjectRef]``) and the league ``plan`` (None: the one
+        it has), and is given up on after ``timeout_s`` (the sample bound follows the run's pace)."""
         with self.cond:
-            self.weights, self.plan, self.timeout_s = weights, plan, timeout_s
+            self.weights, self.timeout_s = weights, timeout_s
+            if plan is not None:
+                self.plan = plan
             if weights[0] is None or self.lag is not None:  # a round's samples act with its own weights throughout
                 return
             for index, (kind, _, _) in self.inflight.items():
@@ -239,16 +241,7 @@ class SampleStream:
                 if taken and self._holding(hold_until):
                     self.held[hold_until] = self.held.get(hold_until, 0) + len(taken)
                 self.needed = self.in_hand = 0
-            report = SampleReport(
-                [info for info, _ in taken],
-                self.timeouts,
-                self.resubmitted,
-                self.stale,
-                min_version=min_version,
-                **self.members.events(),
-            )
-            self.timeouts, self.resubmitted, self.stale = [], [], 0
-        return (report, *(tuple(shards[rank] for _, shards in taken) for rank in range(self.num_shards)))
+            return self._hand_over(taken, min_version)
 
     def _gather_round(self, number: int) -> tuple:
         """Round ``number`` once it is complete, in worker order: ``(SampleReport, shards of rank 0, ...)`` as
@@ -265,9 +258,20 @@ class SampleStream:
             done = self.rounds_in.pop(number)
             if not done.batches and not self.timeouts:  # nothing to hand over: with no worker left the run ends
                 self._check_workers_left()
-            taken = [done.batches[index] for index in sorted(done.batches)]
-            report = SampleReport([info for info, _ in taken], self.timeouts, self.resubmitted, **self.members.events())
-            self.timeouts, self.resubmitted = [], []
+            return self._hand_over([done.batches[index] for index in sorted(done.batches)])
+
+    def _hand_over(self, taken: list[tuple[SampleInfo, tuple]], min_version: int | None = None) -> tuple:
+        """Under the lock: ``(SampleReport, shards of rank 0, ...)`` for the batches ``taken``, the report with what
+        happened since the last (timeouts, resubmissions, stale batches, membership events)."""
+        report = SampleReport(
+            [info for info, _ in taken],
+            self.timeouts,
+            self.resubmitted,
+            self.stale,
+            min_version=min_version,
+            **self.members.events(),
+        )
+        self.timeouts, self.resubmitted, self.stale = [], [], 0
         return (report, *(tuple(shards[rank] for _, shards in taken) for rank in range(self.num_shards)))
 
     def _check_workers_left(self) -> None:

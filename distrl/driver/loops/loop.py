@@ -123,10 +123,10 @@ class TrainingLoop:
         return PendingSamples(refs[0], refs[1:])
 
     def _release(self, number: int, weights) -> None:
-        """Update ``number`` is over: the samples sent from now on act with its ``weights`` (None: it made none) and
-        the league's plan as it is now."""
+        """Update ``number`` is over: the samples sent from now on act with its ``weights`` (None: it made none). The
+        league's plan went with this iteration's gather: nothing has changed it since (the record comes after)."""
         self.actors.coordinator.release.remote(
-            number, [weights] if weights is not None else None, self._plans(), self.bounds.sample_s()
+            number, [weights] if weights is not None else None, None, self.bounds.sample_s()
         )
 
     def _plans(self) -> list | None:
