@@ -178,8 +178,8 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecNormalize
 
-env_id, seed, steps, settings, greedy_episodes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4],
-int(sys.argv[5])
+env_id, seed, steps, settings = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+greedy_episodes = int(sys.argv[5])
 env_kwargs = json.loads(sys.argv[6])  # the env as distrl's config makes it
 launch = time.perf_counter()
 settings = eval(settings, {"nn": nn})  # the RL Zoo entry, written by benchmarks/mujoco_scores.py itself
@@ -213,8 +213,8 @@ for episode in range(greedy_episodes):
         total += reward
         done = terminated or truncated
     greedy.append(total)
-print(json.dumps({"wall_s": wall, "train_return": float(np.mean(returns[-100:])), "greedy_return":
-float(np.mean(greedy)),
+train_return = float(np.mean(returns[-100:]))
+print(json.dumps({"wall_s": wall, "train_return": train_return, "greedy_return": float(np.mean(greedy)),
                   "curve": curve}))
 """
 

@@ -54,8 +54,8 @@ imported = time.perf_counter() - launch
 ray.init(address="local", include_dashboard=False, configure_logging=False, log_to_driver=False)
 started = time.perf_counter() - launch
 ray.get(ray.remote(lambda: 1).remote())
-print("RESULT " + json.dumps({"import_s": imported, "init_s": started - imported, "floor_s": time.perf_counter() -
-launch}))
+floor = time.perf_counter() - launch
+print("RESULT " + json.dumps({"import_s": imported, "init_s": started - imported, "floor_s": floor}))
 ray.shutdown()
 """
 
