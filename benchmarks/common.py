@@ -160,8 +160,21 @@ def stepping_label(way: str, copies: int) -> str:
     return f"the first {copies // 2} of {copies} ready" if ready else f"{groups} group" + "s" * (groups > 1)
 
 
+def fresh_results_dir() -> Path:
+    """A new directory for one invocation's results: ``runs/benchmarks/SCRIPT-TIMESTAMP`` (never the repository's
+    ``benchmarks/results``, which only an explicit ``--results-dir`` writes)."""
+    script = Path(sys.argv[0]).stem or "benchmark"
+    return RESULTS.parents[1] / "runs" / "benchmarks" / f"{script}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
 def add_results_dir_argument(parser) -> None:
-    parser.add_argument("--results-dir", type=Path, default=RESULTS, help=f"where to write results (default {RESULTS})")
+    parser.add_argument(
+        "--results-dir",
+        type=Path,
+        default=fresh_results_dir(),
+        help="where to write results (default: a new runs/benchmarks/SCRIPT-TIMESTAMP; the repository's tables are "
+        "--results-dir benchmarks/results)",
+    )
 
 
 def write_results(
@@ -171,7 +184,7 @@ def write_results(
     chart=None,
     failures: list[str] | None = None,
     quick: bool = False,
-    results_dir: Path = RESULTS,
+    results_dir: Path | None = None,
 ) -> bool:
     """Write NAME.json, .md and .png; refuse (and return False) when a correctness check failed."""
     if failures:
@@ -181,7 +194,7 @@ def write_results(
         return False
     if quick:
         name += "_quick"
-    results_dir = Path(results_dir)
+    results_dir = Path(results_dir) if results_dir is not None else fresh_results_dir()
     results_dir.mkdir(parents=True, exist_ok=True)
     machine = payload["machine"]
     header = (

@@ -129,11 +129,10 @@ def run(config_path: str, overrides: list[str], pipeline: str, way: str, iterati
             raise RuntimeError(f"{pipeline} {stepping_label(way, copies)} failed:\n{result.stderr[-3000:]}")
         rows = metrics_rows(run_dir)
         summary = json.loads((run_dir / "summary.json").read_text())
+        setup = (run_dir / "setup.txt").read_text().splitlines()  # the start-up summary in full
     steady = rows[WARMUP_ITERATIONS:] or rows[-1:]
     sample_s = statistics.median(r["sample_s"] for r in steady)
-    line = next(
-        (s.strip() for s in result.stdout.splitlines() if s.strip().startswith(("env groups", "env copies"))), ""
-    )
+    line = next((s.strip() for s in setup if s.strip().startswith(("env groups", "env copies"))), "")
     return {
         "pipeline": pipeline,
         "env_groups": STEPPING[way][0],

@@ -352,6 +352,8 @@ def main(argv=None) -> int:
     rows, failures = [], []
     for model, backend, mode, batch in plan(args):
         row = measure(model, backend, mode, batch, args.repeats, args.min_seconds)
+        # the row's backend as asked, with what auto chose (two rows of one backend would read as a repeat)
+        row["backend_shown"] = f"auto: {row['backend_used']}" if backend == "auto" else row["backend_used"]
         rows.append(row)
         print(
             f"{model:4s} {backend:8s} {mode:26s} bs {batch:5d}: {row['us_per_call']:9.1f} us/call "
@@ -376,7 +378,7 @@ def main(argv=None) -> int:
             failures.append(f"{model} {backend} {mode} bs {batch}: nothing was compiled (dynamo ran eager)")
     columns = [
         ("model", "model"),
-        ("backend_used", "backend"),
+        ("backend_shown", "backend"),
         ("mode", "mode"),
         ("batch", "batch"),
         ("us_per_call", "us/call"),

@@ -91,6 +91,12 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+def first_update(row: dict) -> str:
+    """When the run's first update was done, in s from launch (the start-up's end)."""
+    at = row["startup"].get("first_update")
+    return "-" if at is None else f"{at:.1f} s"
+
+
 def run_training(config: str, backend: str, mode: str, overrides: list[str], seed: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
@@ -206,9 +212,13 @@ def main(argv=None) -> int:
             print(
                 f"{backend:8s} seed {seed}: {row['steady_sps']:9,.0f} env steps/s steady, {row['train_sps']:9,.0f} in "
                 "the loop, "
-                f"{row['sps']:9,.0f} from launch (start-up {row['startup']}); "
-                f"solved at {row['solved_at_s']} s after {row['env_steps']:,} steps ({row['stop_reason']}); "
-                f"sample {row['sample_s'] * 1e3:.1f} ms (policy {row['policy_share_of_sampling']:.0%}), learn "
+                f"{row['sps']:9,.0f} from launch (first update at {first_update(row)}); "
+                + (
+                    f"solved at {row['solved_at_s']:.1f} s after {row['env_steps']:,} steps; "
+                    if row["solved_at_s"] is not None
+                    else f"not solved in {row['env_steps']:,} steps ({row['stop_reason']}); "
+                )
+                + f"sample {row['sample_s'] * 1e3:.1f} ms (policy {row['policy_share_of_sampling']:.0%}), learn "
                 f"{row['learn_s'] * 1e3:.1f} ms",
                 flush=True,
             )

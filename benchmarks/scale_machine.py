@@ -172,11 +172,12 @@ def run_distrl(config_path: str, overrides: list[str], workers: int, cpus_per_wo
             time.sleep(0.25)
             if (run_dir / "metrics.jsonl").exists() and not threads:
                 threads = worker_threads(proc.pid)
-        stdout, stderr = proc.communicate()
+        _, stderr = proc.communicate()
         if proc.returncode != 0:
             raise RuntimeError(f"distrl train with {workers} workers failed:\n{stderr[-3000:]}")
         rows = metrics_rows(run_dir)
         summary = json.loads((run_dir / "summary.json").read_text())
+        setup = (run_dir / "setup.txt").read_text().splitlines()  # the start-up summary in full
     steady = rows[WARMUP_ITERATIONS:] or rows[-1:]
     return {
         "sps": statistics.median(r["sps"] for r in steady),
@@ -186,10 +187,8 @@ def run_distrl(config_path: str, overrides: list[str], workers: int, cpus_per_wo
         "worker_threads": threads,
         "policy_backend": rows[-1]["policy_backend"],
         "startup": summary["startup"],
-        "learner_line": next((line.strip() for line in stdout.splitlines() if line.strip().startswith("learner ")), ""),
-        "step_line": next(
-            (line.strip() for line in stdout.splitlines() if line.strip().startswith("minibatch step")), ""
-        ),
+        "learner_line": next((line.strip() for line in setup if line.strip().startswith("learner ")), ""),
+        "step_line": next((line.strip() for line in setup if line.strip().startswith("minibatch step")), ""),
     }
 
 

@@ -334,6 +334,10 @@ def _wait_for_port(port: int, timeout_s: float) -> None:
     raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout_s:g} s")
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rollout-nodes", type=int, default=1)
@@ -344,6 +348,8 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--rollout-cores", help="the cores the rollout nodes' processes run on (e.g. 1-3); default all")
     args = parser.parse_args(argv)
+    # SIGTERM (`kill`, a process manager) stops the cluster as Ctrl-C does, during its start too.
+    signal.signal(signal.SIGTERM, _interrupt)
     dev = start(
         args.rollout_nodes,
         args.rollout_cpus,
@@ -354,7 +360,8 @@ def main(argv=None) -> int:
     print(f"GCS address:     {dev.gcs_address}")
     print(f"dashboard / job: {dev.dashboard_url}")
     print(f"export RAY_AUTH_MODE=token RAY_AUTH_TOKEN={dev.token}")
-    print("Ctrl-C stops the cluster.", flush=True)
+    print(f"temp dir:        {dev.temp_dir} (the nodes' logs; kept after the cluster stops)")
+    print("Ctrl-C or SIGTERM stops the cluster.", flush=True)
     try:
         signal.pause()
     except KeyboardInterrupt:

@@ -64,27 +64,72 @@ class TrainResult:
         )
 
 
-def final_line(result) -> str:
-    """The line a run ends with: why it stopped, this command's steps and time (the rate over the command, start-up
-    included, where the live bar shows the current one; a resumed run's totals beside them), its return, when it met its
-    return target (only where it did), and
-    where it is."""
-    ret = result.episode_return_mean
+def _shown(path: Path) -> str:
+    """A path as a command takes it here: relative to the working directory where it lies below it."""
+    path = Path(path).absolute()
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _stopped(result) -> str:
+    """Why the run ended, in words, with the stop rule's value."""
+    stop = result.config.stop
+    reason = result.stop_reason
+    if reason == "env_steps":
+        return f"the step budget ({stop.env_steps:,} env steps) reached"
+    if reason == "time_s":
+        return f"the time budget ({stop.time_s:g} s) reached"
+    if reason == "episode_return_mean":
+        at = f" at {result.solved_at_s:.1f} s" if result.solved_at_s is not None else ""
+        return f"the return target ({stop.episode_return_mean:g}) met{at}"
+    if reason == "interrupted":
+        return "interrupted; the final checkpoint is written" if result.checkpoint else "interrupted"
+    return str(reason)
+
+
+def _train_on(result) -> str:
+    """The override a resume needs to train past the stop that ended the run (none for an interrupted one)."""
+    stop = result.config.stop
+    if result.stop_reason == "episode_return_mean":
+        return " --set stop.episode_return_mean=null"
+    if result.stop_reason == "env_steps":
+        return f" --set stop.env_steps={2 * stop.env_steps}"
+    if result.stop_reason == "time_s":
+        return f" --set stop.time_s={2 * stop.time_s:g}"
+    return ""
+
+
+def final_report(result) -> str:
+    """What a run ends with, a line each: why it stopped; this command's steps, time and rate (start-up included,
+    where the live bar showed the current rate; a resumed run's totals beside them); the return; the best checkpoint;
+    where the run is; and the commands that come next, with the run's path."""
     command = result.summary.get("this_command") or {
         "env_steps": result.env_steps,
         "wall_s": result.wall_s,
         "sps": result.sps,
         "resumed_at_env_steps": None,
     }
-    done = (
-        f"{command['env_steps']:,} env steps in {command['wall_s']:.1f} s ({command['sps']:,.0f} steps/s from launch)"
-    )
+    steps = f"{command['env_steps']:,} env steps in {command['wall_s']:.1f} s ({command['sps']:,.0f} steps/s)"
     if command["resumed_at_env_steps"] is not None:  # a resumed run: this command's part, then the run's whole
-        done += f"; the run {result.env_steps:,} in {result.wall_s:.1f} s"
-    parts = [f"done: {result.stop_reason}", done, f"return {'-' if ret is None else f'{ret:.1f}'}"]
-    if result.solved_at_s is not None:
-        parts.append(f"return target met at {result.solved_at_s:.1f} s")
-    return " | ".join([*parts, str(result.run_dir)])
+        steps += f"; the run {result.env_steps:,} in {result.wall_s:.1f} s"
+    ret = result.episode_return_mean
+    lines = [
+        f"done: {_stopped(result)}",
+        f"  steps    {steps}",
+        f"  return   {'-' if ret is None else f'{ret:.1f}'} (mean of the last 100 episodes)",
+    ]
+    best_return = result.summary.get("best_checkpoint_return")
+    if result.best_checkpoint is not None:
+        of = f"{best_return:.1f}: " if best_return is not None else ""
+        lines.append(f"  best     {of}{result.best_checkpoint}")
+    lines.append(f"  run      {Path(result.run_dir).absolute()}")
+    if result.checkpoint is not None:
+        run = _shown(result.run_dir)
+        lines += ["next:", f"  distrl eval {run}", f"  distrl export {run} policy.onnx"]
+        lines.append(f"  distrl train --resume {run}" + _train_on(result))
+    return "\n".join(lines)
 
 
 def default_run_dir(env_id: str) -> Path:
@@ -104,6 +149,7 @@ def train(
     console=None,
     launch: float | None = None,
     progress: bool | None = None,
+    verbose: bool = False,
 ) -> TrainResult:
     """Train until the config's stop rule; returns the run's summary and its checkpoints' paths.
 
@@ -117,8 +163,9 @@ def train(
     must be named there; a dict or ``Config`` built by the caller is the caller's own.
     ``progress``: print the start-up summary and the live progress as ``distrl train`` does (a bar on a
     terminal or in a notebook, lines elsewhere); default: where a person watches (a terminal, a notebook).
-    False: print nothing. A caller whose logging already handles distrl's records (a handler on the ``distrl`` logger
-    or the root one) keeps it.
+    False: print nothing. ``verbose``: the start-up summary in full, every ``auto`` choice and why (the run's
+    ``setup.txt`` holds it either way). A caller whose logging already handles distrl's records (a handler on the
+    ``distrl`` logger or the root one) keeps it.
     Errors a user can fix raise ``ConfigError``, ``UsageError``, ``EnvSpecError`` or ``PlacementError``
     before Ray starts, with nothing written.
     """
@@ -176,7 +223,7 @@ def train(
         handler = log.install_cli_handler()  # the CLI's output, for this call
         console = log.cli_console()
     try:
-        driver = Driver(cfg, run_dir, console=console, resume=resume is not None, storage=run_storage)
+        driver = Driver(cfg, run_dir, console=console, resume=resume is not None, storage=run_storage, verbose=verbose)
         summary = driver.run(target, launch=launch)
     finally:
         if started_ray and ray.is_initialized():  # a Ray this call started goes with it; the caller's stays
@@ -185,7 +232,7 @@ def train(
             log.remove_cli_handler(handler)
     result = TrainResult.from_summary(run_dir, cfg, summary)
     if handler is not None:  # as distrl train ends
-        print(final_line(result))
+        print(final_report(result))
     return result
 
 

@@ -21,7 +21,7 @@ EXIT_INTERRUPTED = 130
 
 
 def _cmd_train(args) -> int:
-    from distrl.api import final_line, train
+    from distrl.api import final_report, train
     from distrl.common.log import cli_console
 
     # The live progress bar draws on the terminal, on the console the log lines go to (so they print above it).
@@ -36,8 +36,9 @@ def _cmd_train(args) -> int:
         trusted_envs=args.trust_env,
         console=console,
         launch=args.launch,
+        verbose=args.verbose,
     )
-    print(final_line(result))
+    print(final_report(result))
     return EXIT_INTERRUPTED if result.stop_reason == "interrupted" else 0
 
 
@@ -249,6 +250,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--address",
         help="Ray cluster to join; 'local' starts a private Ray (default: RAY_ADDRESS, "
         "else a live cluster started with `ray start` on this machine, else a private Ray)",
+    )
+    train.add_argument(
+        "--verbose",
+        action="store_true",
+        help="print the start-up summary in full: every auto choice and why (the run's setup.txt has it either way)",
     )
     train.set_defaults(func=_cmd_train)
 

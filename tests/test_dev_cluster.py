@@ -61,43 +61,56 @@ def test_any_other_failure_raises_at_once(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
-def test_nodes_given_cores_run_every_process_on_them_only():
-    """``learner_cores`` / ``rollout_cores``: each node's raylet and the Ray workers it starts (an actor's process)
-    run on that node's cores only, as on separate machines."""
-    from clusters import local_dev_cluster
+def test_nodes_given_cores_run_on_them_only_and_sigterm_stops_every_process():
+    """``--learner-cores`` / ``--rollout-cores``: each node's raylet and the Ray workers it starts (an actor's
+    process) run on that node's cores only, as on separate machines; SIGTERM to the command stops every process of
+    the cluster, as Ctrl-C does."""
+    import signal
 
-    base = tempfile.mkdtemp(prefix="rcc_", dir="/tmp")  # short: Ray's socket paths must fit 107 chars
-    dev = local_dev_cluster.start(
-        rollout_nodes=1,
-        rollout_cpus=1,
-        learner_cpus=1,
-        temp_dir=os.path.join(base, "ray"),
-        learner_cores="0",
-        rollout_cores="1",
+    from clusters.local_dev_cluster import DevCluster
+
+    command = [sys.executable, "clusters/local_dev_cluster.py", "--rollout-cpus", "1"]
+    proc = subprocess.Popen(
+        [*command, "--learner-cores", "0", "--rollout-cores", "1"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
+    printed = []
+    for line in proc.stdout:
+        printed.append(line.strip())
+        if line.startswith("Ctrl-C or SIGTERM stops the cluster") or len(printed) > 50:
+            break
+    said = {line.partition(":")[0]: line.partition(":")[2].strip() for line in printed}
+    assert "GCS address" in said, proc.stderr.read()[-3000:] if proc.poll() is not None else printed
+    address = said["GCS address"]
+    cluster = DevCluster(said["temp dir"].split(" ")[0], int(address.rsplit(":", 1)[1]), 0, "", {})
     try:
-        raylets = {("/n1" in " ".join(p.cmdline())): p.cpu_affinity() for p in dev.processes() if "raylet" in p.name()}
+        raylets = {
+            ("/n1" in " ".join(p.cmdline())): p.cpu_affinity() for p in cluster.processes() if "raylet" in p.name()
+        }
         assert raylets == {False: [0], True: [1]}
+        token = next(line for line in printed if line.startswith("export RAY_AUTH_MODE")).rpartition("=")[2]
         probe = (
             "import os, ray; ray.init(address=os.environ['ADDR'])\n"
             "where = ray.remote(lambda: sorted(os.sched_getaffinity(0)))\n"
             "print(ray.get(where.options(resources={'learner': 0.5}).remote()),"
             " ray.get(where.options(resources={'rollout': 0.5}).remote()))"
         )
-        result = subprocess.run(
-            [sys.executable, "-c", probe],
-            env={**dev.env, "ADDR": dev.gcs_address},
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+        env = {**os.environ, "ADDR": address, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
+        result = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300)
         assert result.returncode == 0, result.stderr[-3000:]
         assert result.stdout.strip().splitlines()[-1] == "[0] [1]"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=120) == 0
+        assert cluster.processes() == []
     finally:
-        dev.shutdown()
-        shutil.rmtree(base, ignore_errors=True)
-    assert dev.processes() == []
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=120)
+        cluster.shutdown()
+        shutil.rmtree(cluster.temp_dir, ignore_errors=True)
 
 
 def test_free_ports_are_outside_the_ephemeral_range_and_not_repeated():

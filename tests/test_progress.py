@@ -62,5 +62,32 @@ def test_a_resumed_runs_progress_gives_this_commands_time_and_the_runs_apart(cap
         ProgressReporter(config).update(row)
         ProgressReporter(config, resumed_s=35.0).update(row)  # the run's first 35 s came before this command
     fresh, resumed = caplog.messages[-2:]
-    assert "| 0:59 elapsed, ETA" in fresh
-    assert "| 0:24 elapsed (run 0:59), ETA" in resumed, resumed
+    assert "| 0:59 elapsed | ETA" in fresh
+    assert "| 0:24 elapsed (run 0:59) | ETA" in resumed, resumed
+
+
+def test_the_line_drops_its_least_useful_fields_before_it_cuts_a_word():
+    from distrl.driver.progress import fitted
+
+    fields = [(9, "180,224 steps"), (7, "return 476.3"), (4, "43,204 steps/s"), (5, "0:17 elapsed"), (6, "ETA 0:00")]
+    assert fitted(fields, 200) == "180,224 steps | return 476.3 | 43,204 steps/s | 0:17 elapsed | ETA 0:00"
+    assert fitted(fields, 60) == "180,224 steps | return 476.3 | 0:17 elapsed | ETA 0:00"  # steps/s went first
+    assert fitted(fields, 40) == "180,224 steps | return 476.3 | ETA 0:00"
+    assert fitted(fields, 13) == "180,224 steps"
+    assert fitted(fields, 8) == "180,224…"  # the first field alone too wide: the one cut, marked
+
+
+def test_the_bar_fills_toward_the_stop_its_eta_counts_down_to():
+    from distrl.driver.progress import stop_fractions
+
+    config = load_config(None, ["stop.env_steps=1000000", "stop.time_s=100", "stop.episode_return_mean=475"])
+    assert stop_fractions(config, 250_000, 10.0, 250.0, 25.0) == {"steps": 0.25, "time": 0.1, "return": 0.5}
+    assert stop_fractions(config, 250_000, 200.0, 500.0, 25.0) == {"steps": 0.25, "time": 1.0, "return": 1.0}
+    reporter = ProgressReporter(config)
+    trend = [(100_000 * i, 25.0 + 50.0 * i) for i in range(5)]  # +50 a row: the return target comes first
+    for steps, ret in trend:
+        reporter.update(
+            {"iteration": 1, "env_steps": steps, "sps": 1e5, "sps_avg": 1e5, "episode_return_mean": ret, "time_s": 1.0}
+        )
+    assert reporter.fraction == pytest.approx((225.0 - 25.0) / (475.0 - 25.0))  # toward the return, not the steps
+    reporter.close()

@@ -105,29 +105,46 @@ def test_rows_report_every_workers_backend_not_worker_zeros():
     )
 
 
-def test_the_final_line_names_its_rate_and_says_a_met_target_only_where_there_was_one():
+def test_the_final_report_says_why_where_and_what_next_and_a_met_target_only_where_there_was_one():
+    from pathlib import Path
     from types import SimpleNamespace
 
-    from distrl.api import final_line
+    from distrl.api import final_report
+    from distrl.config import load_config
 
+    config = load_config(None, ["stop.env_steps=253952", "stop.episode_return_mean=475"])
     run = dict(
         stop_reason="env_steps",
         env_steps=253952,
         wall_s=43.0,
         sps=5906.0,
         episode_return_mean=500.0,
-        run_dir="runs/x",
-        summary={},
+        run_dir=Path("runs/x"),
+        checkpoint=Path("runs/x/checkpoints/ckpt_0000031.pt"),
+        best_checkpoint=Path("runs/x/checkpoints/ckpt_0000030.pt"),
+        config=config,
+        summary={"best_checkpoint_return": 478.44},
     )
-    line = final_line(SimpleNamespace(**run, solved_at_s=None))
-    assert line == "done: env_steps | 253,952 env steps in 43.0 s (5,906 steps/s from launch) | return 500.0 | runs/x"
-    assert "None" not in final_line(SimpleNamespace(**{**run, "episode_return_mean": None}, solved_at_s=None))
-    met = final_line(SimpleNamespace(**{**run, "stop_reason": "episode_return_mean"}, solved_at_s=14.42))
-    assert met.endswith("| return 500.0 | return target met at 14.4 s | runs/x")
+    lines = final_report(SimpleNamespace(**run, solved_at_s=None)).splitlines()
+    assert lines == [
+        "done: the step budget (253,952 env steps) reached",
+        "  steps    253,952 env steps in 43.0 s (5,906 steps/s)",
+        "  return   500.0 (mean of the last 100 episodes)",
+        "  best     478.4: runs/x/checkpoints/ckpt_0000030.pt",
+        f"  run      {Path('runs/x').absolute()}",
+        "next:",
+        "  distrl eval runs/x",
+        "  distrl export runs/x policy.onnx",
+        "  distrl train --resume runs/x --set stop.env_steps=507904",
+    ]
+    assert "None" not in final_report(SimpleNamespace(**{**run, "episode_return_mean": None}, solved_at_s=None))
+    met = final_report(SimpleNamespace(**{**run, "stop_reason": "episode_return_mean"}, solved_at_s=14.42))
+    assert met.startswith("done: the return target (475) met at 14.4 s\n")
+    assert met.endswith("distrl train --resume runs/x --set stop.episode_return_mean=null")
     # A resumed run: this command's steps, time and rate first, the run's totals beside them.
     command = {"env_steps": 81920, "wall_s": 21.0, "sps": 3900.9, "resumed_at_env_steps": 172032}
-    resumed = final_line(SimpleNamespace(**{**run, "summary": {"this_command": command}}, solved_at_s=None))
-    assert resumed == (
-        "done: env_steps | 81,920 env steps in 21.0 s (3,901 steps/s from launch); the run 253,952 in "
-        "43.0 s | return 500.0 | runs/x"
-    )
+    resumed = final_report(SimpleNamespace(**{**run, "summary": {"this_command": command}}, solved_at_s=None))
+    assert "  steps    81,920 env steps in 21.0 s (3,901 steps/s); the run 253,952 in 43.0 s" in resumed
+    # Nothing trained: no checkpoint, so no next commands.
+    empty = final_report(SimpleNamespace(**{**run, "checkpoint": None, "best_checkpoint": None}, solved_at_s=None))
+    assert "next:" not in empty and "best" not in empty

@@ -117,6 +117,8 @@ def test_s3_round_trip_train_then_resume_on_another_machine(s3, tmp_path):
     summary = json.loads(s3.get_object(Bucket="distrl-runs", Key="team/cartpole/summary.json")["Body"].read())
     assert summary["storage"] == "s3://distrl-runs/team/cartpole" and summary["iterations"] == 5
     assert [k for k in stored if "/checkpoints/" in k][-1] == "team/cartpole/checkpoints/ckpt_0000005.pt"
+    assert summary["checkpoint"] == "s3://distrl-runs/team/cartpole/checkpoints/ckpt_0000005.pt"
+    assert summary["best_checkpoint"].startswith("s3://distrl-runs/team/cartpole/checkpoints/ckpt_")
     # Machine A is gone; machine B continues the run from the bucket alone.
     resumed = run_cli(
         "train", "--resume", "s3://distrl-runs/team/cartpole", "--set", "stop.env_steps=60000", cwd=second

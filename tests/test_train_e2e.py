@@ -1,10 +1,12 @@
 """End-to-end runs through the CLI, as a user types them: train, resume, interrupt, eval, export."""
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -57,8 +59,11 @@ def test_cartpole_solves_then_eval_and_export(tmp_path):
     run_dir = tmp_path / "cartpole"
     result = run_cli("train", "configs/cartpole.yaml", "--run-dir", str(run_dir))
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "env      CartPole-v1: 1 workers x 64 envs" in result.stdout  # the start-up summary
-    assert "start-up (s from launch): imports" in result.stdout and "first batch" in result.stdout
+    assert "env      CartPole-v1: 1 worker x 64 envs" in result.stdout  # the start-up summary
+    assert "started: first update at" in result.stdout
+    setup = (run_dir / "setup.txt").read_text()  # the summary in full, with where the start-up went
+    assert "start-up (s from launch): imports" in setup and "first batch" in setup and "kernels: eager" in setup
+    assert f"  distrl eval {run_dir}" in result.stdout and f"  distrl train --resume {run_dir}" in result.stdout
     rows, summary = check_run_dir(run_dir)
     assert summary["stop_reason"] == "episode_return_mean", summary
     assert summary["episode_return_mean"] >= 475
@@ -249,9 +254,10 @@ def test_training_with_compiled_workers_and_learner(tmp_path, backend):
         "stop.episode_return_mean=null",
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert f"policy backend {backend} (ready in" in result.stdout
-    assert "learner  1 x cpu, 0 GPU/learner" in result.stdout
-    assert "kernels: inductor, mode default (learner.compile=inductor)" in result.stdout
+    setup = (run_dir / "setup.txt").read_text()
+    assert f"policy backend {backend} (ready in" in setup and f"{backend} policy" in result.stdout
+    assert "learner  1 x cpu, 0 GPU/learner" in setup
+    assert "kernels: inductor, mode default (learner.compile=inductor)" in setup
     rows, summary = check_run_dir(run_dir)
     assert summary["policy_backend"] == backend
     assert all(r["policy_backend"] == backend for r in rows)
@@ -303,27 +309,28 @@ def test_the_device_steps_first_update_is_checked_and_reported(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert (
         "minibatch step: the whole step at once (learner.step device): learner.step=device (uncaptured on CPU)"
-        in result.stdout
-    )  # the start-up summary
+        in (run_dir / "setup.txt").read_text()
+    )  # the start-up summary in full
     assert "learner step device, eager kernels, fp32: its first update matched the loop's" in result.stdout
     step = json.loads((run_dir / "summary.json").read_text())["learner_step"]
     assert step["step"] == "device" and step["step_check"]["ok"] is True
 
 
-def _under_a_terminal(args: list[str]) -> str:
-    """Run ``args`` with a pseudo-terminal as its stdin and stdout; what it wrote there, ANSI codes out."""
+def _under_a_terminal(args: list[str], columns: int = 160) -> str:
+    """Run ``args`` with a pseudo-terminal of ``columns`` x 40 as its stdin and stdout; what it wrote there, ANSI
+    codes out."""
+    import fcntl
     import os
     import pty
     import re
+    import struct
+    import termios
 
     main, child = pty.openpty()
+    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    env = {key: value for key, value in os.environ.items() if key not in ("COLUMNS", "LINES")}
     proc = subprocess.Popen(
-        args,
-        cwd=ROOT,
-        stdin=child,
-        stdout=child,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "COLUMNS": "160", "TERM": "xterm"},
+        args, cwd=ROOT, stdin=child, stdout=child, stderr=subprocess.PIPE, env={**env, "TERM": "xterm"}
     )
     os.close(child)
     chunks = []
@@ -355,36 +362,39 @@ SHORT_RUN = [
 ]
 
 
-@pytest.mark.slow
-def test_on_a_terminal_log_lines_print_above_the_live_bar_and_the_final_line_has_no_none(tmp_path):
-    """``distrl train`` under a pseudo-terminal: the rich bar is live from the start and names each start-up phase;
-    the banner's last lines and the start-up line are logged while it runs, each on a line of its own (once drawn,
-    not glued onto the bar's text), and a run with no return target never says when it met one."""
-    import re
+BAR = ("━", "╺", "╸")  # how a frame of the live bar begins
 
+
+@pytest.mark.slow
+def test_in_an_80_column_terminal_the_screen_fits_and_the_bar_names_each_phase(tmp_path):
+    """``distrl train`` under an 80 x 40 pseudo-terminal: at most 12 lines before the first progress line, no line
+    wider than the terminal and no word cut; the bar is live from the start and names each start-up phase beside a
+    clock; the log lines print above it, each on a line of its own; the run ends with its block (why it stopped,
+    steps, return, best checkpoint, where the run is, the next commands)."""
+    import re
+    import tempfile
+
+    run_dir = Path(tempfile.mkdtemp(prefix="t80_", dir="/tmp")) / "run"  # a short path, as a user's would be
     text = _under_a_terminal(
-        [
-            sys.executable,
-            "-m",
-            "distrl",
-            "train",
-            "configs/cartpole.yaml",
-            "--run-dir",
-            str(tmp_path / "run"),
-            *SHORT_RUN,
-        ]
+        [sys.executable, "-m", "distrl", "train", "configs/cartpole.yaml", "--run-dir", str(run_dir), *SHORT_RUN],
+        columns=80,
     )
-    lines = re.split(r"[\r\n]+", text)
-    assert any(line.startswith("start-up (s from launch): ") for line in lines), text[-3000:]
-    assert not re.search(r"\S(start-up \(s from launch\)|done: )", text), text[-3000:]  # nothing glued before them
-    (final,) = [line for line in lines if line.startswith("done: ")]
-    assert "None" not in final and "target met" not in final and "steps/s from launch" in final, final
-    for phase in (
-        "starting Ray; building the workers' eager policy meanwhile",
-        "starting 1 worker and the learner",
-        "the first batch and update",
-    ):
-        assert any(line.startswith("train ") and phase in line for line in lines), (phase, text[-3000:])
+    lines = [line.rstrip() for line in re.split(r"[\r\n]+", text)]
+    assert all(len(line) <= 80 for line in lines), max(lines, key=len)
+    assert "…" not in text, text[-3000:]
+    first_progress = next(i for i, line in enumerate(lines) if line.startswith(BAR) and " steps | " in line)
+    printed = [line for line in lines[:first_progress] if line.strip() and not line.startswith(BAR)]
+    assert printed[0].startswith("distrl run ") and len(printed) <= 12, printed
+    assert printed[-1].startswith("started: first update at "), printed
+    for phase in ("starting Ray, building the eager policy | 0:0", "starting 1 worker | 0:", "the first batch"):
+        assert any(line.startswith(BAR) and phase in line for line in lines), (phase, text[-3000:])
+    end = lines.index("done: the step budget (40,000 env steps) reached")
+    block = [line for line in lines[end:] if line.strip()]
+    assert block[1].startswith("  steps    40,960 env steps in ") and "None" not in text, block
+    assert block[3].startswith("  best     ") and block[3].endswith(f": {run_dir}/checkpoints/ckpt_0000005.pt")
+    assert block[4] == f"  run      {run_dir}" and block[5] == "next:", block
+    assert block[-1] == f"  distrl train --resume {run_dir} --set stop.env_steps=80000", block
+    shutil.rmtree(run_dir.parent)
 
 
 @pytest.mark.slow
@@ -396,8 +406,8 @@ def test_the_python_api_shows_progress_where_a_person_watches_and_nothing_when_t
         f"overrides={SHORT_RUN[1::2]!r})"
     )
     shown = _under_a_terminal([sys.executable, "-c", code, str(tmp_path / "shown"), "None"])
-    assert "distrl run " in shown and "start-up (s from launch): " in shown, shown[-3000:]
-    assert "the first batch and update" in shown and "done: env_steps" in shown, shown[-3000:]
+    assert "distrl run " in shown and "started: first update at " in shown, shown[-3000:]
+    assert "the first batch and update" in shown and "done: the step budget" in shown, shown[-3000:]
     silent = _under_a_terminal([sys.executable, "-c", code, str(tmp_path / "silent"), "False"])
     assert "distrl" not in silent and "train " not in silent and "done:" not in silent, silent[-3000:]
     assert (tmp_path / "silent" / "summary.json").exists()

@@ -9,6 +9,26 @@ def describe_error(exc: BaseException, limit: int = 300) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0][:limit] if text else ''}"
 
 
+# The optional packages a config can need, and the extra of distrl's that installs each (pyproject.toml).
+EXTRAS = {
+    "pettingzoo": "multiagent",
+    "mpe2": "multiagent",
+    "ale_py": "atari",
+    "cv2": "atari",
+    "mujoco": "mujoco",
+    "moviepy": "video",
+    "pygame": "video",
+    "wandb": "wandb",
+}
+
+
+def install_hint(module: str | None) -> str:
+    """What installs a missing ``module`` (as ``ModuleNotFoundError.name`` gives it): the distrl extra that brings
+    it; empty for a module no extra brings (the user's own, a typo)."""
+    top = (module or "").partition(".")[0]
+    return f"; pip install 'distrl[{EXTRAS[top]}]'" if top in EXTRAS else ""
+
+
 class PlacementError(Exception):
     """The cluster cannot give the actors the resources the config asks for (here, not in driver/placement.py,
     so that the command line can catch it without importing ray)."""

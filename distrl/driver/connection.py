@@ -45,6 +45,11 @@ class RayTarget:
             )
         return f"the cluster at {self.address} ({self.source}; requests wait for its autoscaler)"
 
+    def describe_short(self) -> str:
+        if self.private:
+            return "a private Ray on this machine, stopped with the run"
+        return f"the cluster at {self.address} ({self.source})"
+
 
 def ray_address_file() -> Path:
     """Ray's ``ray_current_cluster`` file, found as Ray finds it (``ray._common.utils.get_ray_address_file``)."""

@@ -51,6 +51,8 @@ from distrl.rollout.coordinator import WorkerFailure
 
 log = get_logger("driver")
 
+SETUP_FILE = "setup.txt"  # the start-up summary in full, in the run directory
+
 
 def connect_ray(target: RayTarget) -> RayTarget:
     """Join ``target``'s cluster, or start a private Ray in this process; returns what was joined.
@@ -89,18 +91,20 @@ class Driver:
         resume_payload: dict | None = None,
         on_iteration=None,
         placement_group=None,
+        verbose: bool = False,
     ):
         """``resume_payload``: a loaded checkpoint to continue from (instead of ``run_dir``'s newest, ``resume``).
         ``on_iteration(row, driver)``: called after every iteration's metrics row (Ray Tune reports from it).
         ``placement_group``: place every actor in this group (a Tune trial's, laid out by
         ``distrl.tune.trainable.trial_resources``) instead of creating the learners' own."""
         self.config = config
-        self.run_dir = Path(run_dir)
+        self.run_dir = Path(run_dir).absolute()  # what the run says of itself names it from anywhere (a job's cwd)
         self.storage = storage  # the run's mirror under a storage URI, if any
         self.console = console  # a rich Console for the live progress bar (the CLI on a terminal), else None
         self.progress: ProgressReporter | None = None  # started by run, after the checks before Ray
         self.resume = resume or resume_payload is not None
         self.on_iteration = on_iteration
+        self.verbose = verbose  # the start-up summary in full on the screen, as setup.txt has it
         self.placement_group = placement_group
         self.best: BestCheckpoint | None = None  # the best checkpoint so far (driver/best.py)
         self.run_id = uuid.uuid4().hex[:8]
@@ -180,7 +184,7 @@ class Driver:
         # The policy's export or compile overlaps Ray's start-up (ray.init waits on its processes).
         self.progress.phase(
             ("starting Ray" if target.private and not ray.is_initialized() else "joining Ray")
-            + f"; building the workers' {self.config.rollout.compile.backend} policy meanwhile"
+            + f", building the {self.config.rollout.compile.backend} policy"
         )
         with ThreadPoolExecutor(1, thread_name_prefix="distrl-artifacts") as pool:
             export_start = time.perf_counter()
@@ -210,12 +214,12 @@ class Driver:
         loop_start, loop_steps_start = time.perf_counter(), self.counters.env_steps
         try:
             workers = self.config.rollout.describe_workers()
-            self.progress.phase(f"starting {workers} worker{'' if workers == '1' else 's'} and the learner")
+            self.progress.phase(f"starting {workers} worker{'' if workers == '1' else 's'}")
             self.actors.start(self.counters.iteration)
             self.mark("workers_ready")
             resumed = self.resumed_learner_state is not None
             loop.begin(new_run=not resumed)
-            self.progress.phase("workers sampling the first batch; the learner starting")
+            self.progress.phase("the first batch; the learner starting")
             self.actors.learners_ready(self.snapshots.newest_ref() if resumed else None)
             self.mark("actors_ready")
             self.progress.phase("the first batch and update")
@@ -259,20 +263,35 @@ class Driver:
         self.write_placement()
         if self.resume:
             self._truncate_metrics()
+        self.worker_backends = [info["backend"] for info in self.actors.backend_infos]
+        self._say_start(joined)
         if self.storage is not None:
             self.storage.mirror(self.run_dir)
-        self.worker_backends = [info["backend"] for info in self.actors.backend_infos]
-        report.print_start(
-            log.info,
-            self.config,
-            str(self.run_dir),
-            joined,
-            self.actors,
-            self.resumed_at,
-            self.storage and self.storage.uri,
-        )
+
+    def _say_start(self, joined: RayTarget) -> None:
+        """The start-up summary: short on the screen (in full with ``verbose``), in full in ``setup.txt``."""
+        described = (self.config, str(self.run_dir), joined, self.actors, self.resumed_at)
+        storage = self.storage and self.storage.uri
+        details = report.start_details(*described, storage)
         if self.resumed_at is not None:
-            log.info(report.resumed_rate_line(self.config, self.resumed_learner_state))
+            details.append(report.resumed_rate_line(self.config, self.resumed_learner_state))
+        self._write_setup(details)
+        if self.verbose:
+            screen = details
+        else:
+            screen = report.start_screen(*described, storage)
+            if self.resumed_at is not None:
+                screen.append(report.resumed_rate_line(self.config, self.resumed_learner_state))
+            screen.append(f"  details  {self.run_dir / SETUP_FILE} (every auto choice and why)")
+        for line in screen:
+            log.info(line)
+
+    def _write_setup(self, lines: list[str]) -> None:
+        """``setup.txt``: the start-up summary in full, every auto choice with its reason (and, after the first
+        update, where the start-up's time went)."""
+        tmp = self.run_dir / f".{SETUP_FILE}.tmp"
+        tmp.write_text("\n".join(lines) + "\n")
+        os.replace(tmp, self.run_dir / SETUP_FILE)
 
     def write_placement(self) -> None:
         """``placement.json``: where each actor runs (rewritten when a worker joins or moves)."""
@@ -313,8 +332,17 @@ class Driver:
         tmp.write_text(json.dumps(summary, indent=2) + "\n")
         os.replace(tmp, self.run_dir / "summary.json")
         if self.storage is not None:  # summary.json last: its presence there means the rest is there too
-            self.storage.put(self.run_dir / "summary.json", "summary.json")
+            self.storage.put_bytes(json.dumps(self._stored(summary), indent=2).encode() + b"\n", "summary.json")
         return summary
+
+    def _stored(self, summary: dict) -> dict:
+        """The storage copy of ``summary.json``: its checkpoints named by their URIs (the local paths belong to the
+        machine that ran it)."""
+        stored = dict(summary)
+        for key in ("checkpoint", "best_checkpoint"):
+            if stored.get(key):
+                stored[key] = f"{self.storage.uri}/{Path(stored[key]).relative_to(self.run_dir).as_posix()}"
+        return stored
 
     # --- what a loop tells the run (driver/loops/host.py: RunHost) ------------------------------------
     @property
@@ -332,7 +360,11 @@ class Driver:
         if "first_update" in self.timeline:
             return None
         self.mark("first_update")
-        return report.startup_line(self.timeline)
+        full = report.startup_line(self.timeline)
+        setup = self.run_dir / SETUP_FILE
+        if setup.exists():
+            self._write_setup([*setup.read_text().splitlines(), full])
+        return full if self.verbose else report.started_line(self.timeline)
 
     def iteration_done(self, row: dict) -> None:
         """An iteration's metrics row is written: the caller's hook sees it (Ray Tune reports from it)."""

@@ -62,12 +62,64 @@ def iteration_row(
     return row
 
 
-def print_start(
-    say, config: Config, run_dir: str, joined: RayTarget, actors, resumed: RunState | None, storage: str | None = None
-) -> None:
-    """The start-up summary, line by line through ``say`` (the driver's log)."""
+def _count(n: int | str, thing: str) -> str:
+    return f"{n} {thing}" + ("" if str(n) == "1" else "s")
+
+
+def _placed(placement: dict[str, dict]) -> str:
+    """Where the actors run, node by node: ``learner-0, 2 workers on 10.0.0.1; 4 workers on 10.0.0.2``."""
+    nodes: dict[str, list[str]] = {}
+    for name, spot in placement.items():
+        nodes.setdefault(spot["node_ip"], []).append(name)
+    parts = []
+    for ip, names in nodes.items():
+        learners = [n for n in names if not n.startswith("worker")]
+        workers = len(names) - len(learners)
+        shown = learners + ([names[-1] if workers == 1 else _count(workers, "worker")] if workers else [])
+        parts.append(f"{', '.join(shown)} on {ip}")
+    return "; ".join(parts)
+
+
+def start_screen(
+    config: Config, run_dir: str, joined: RayTarget, actors, resumed: RunState | None, storage: str | None = None
+) -> list[str]:
+    """The start-up summary a person reads at a glance: what runs where, one short line each (the reasons for each
+    ``auto`` choice are in ``start_details``)."""
     cfg = config
-    say(f"distrl run {run_dir}" + (f", mirrored to {storage}" if storage else ""))
+    lines = [f"distrl run {run_dir}" + (f", mirrored to {storage}" if storage else "")]
+    lines.append(f"  ray      {joined.describe_short()}")
+    workers = _count(cfg.rollout.describe_workers(), "worker")
+    lines.append(f"  env      {cfg.env.id}: {workers} x {cfg.env.num_envs_per_worker} envs")
+    lstm = f" + lstm {cfg.model.lstm_size}" if cfg.model.lstm_size else ""
+    lines.append(f"  model    {cfg.model.type} {cfg.model.hidden} {cfg.model.activation}{lstm}")
+    used = backends_in_use([i["backend"] for i in actors.backend_infos])
+    lines.append(f"  rollout  {cfg.rollout.pipeline}, {cfg.rollout.rollout_length} steps/env, {used} policy")
+    learners = f"{cfg.learner.num_learners} x {actors.learner_device}"
+    lines.append(
+        f"  learner  {learners}, batch {cfg.update_size:,} (minibatch {cfg.ppo.minibatch_size:,} x "
+        f"{_count(cfg.ppo.epochs, 'epoch')})"
+    )
+    stops = {
+        "env_steps": lambda v: f"{v:,} env steps",
+        "time_s": lambda v: f"{v:g} s",
+        "episode_return_mean": lambda v: f"return {v:g}",
+    }
+    chosen = [stops[k](v) for k, v in cfg.stop.model_dump().items() if v is not None]
+    lines.append(f"  stop     {' or '.join(chosen) or 'never (Ctrl-C)'}; seed {cfg.seed}")
+    lines.append(f"  placed   {_placed(actors.placement)}")
+    if resumed is not None:
+        lines.append(f"  resuming at iteration {resumed.iteration}, {resumed.env_steps:,} env steps")
+    return lines
+
+
+def start_details(
+    config: Config, run_dir: str, joined: RayTarget, actors, resumed: RunState | None, storage: str | None = None
+) -> list[str]:
+    """The start-up summary in full: every setting that decides the run's speed and what ``auto`` chose for it, and
+    why (``setup.txt`` in the run directory; on the screen with ``--verbose``)."""
+    cfg = config
+    lines = [f"distrl run {run_dir}" + (f", mirrored to {storage}" if storage else "")]
+    say = lines.append
     say(f"  ray      {joined.describe()}")
     # said once, here: what auto chose and why (a league's game table is its own vector env)
     vectorization = describe_run_env(cfg)
@@ -84,9 +136,7 @@ def print_start(
     used = backends_in_use([i["backend"] for i in actors.backend_infos])
     backend = used if used == info["requested"] else f"{used} (requested {info['requested']})"
     shared = ", artifacts shared" if info["shared_artifacts"] else ""
-    if all(
-        i.get("without_torch") for i in actors.backend_infos
-    ):  # the export and its check shipped (compile/shipped.py)
+    if all(i.get("without_torch") for i in actors.backend_infos):  # the export and its check shipped
         shared += ", built without torch"
     say(
         f"  rollout  {cfg.rollout.rollout_length} steps/env, pipeline {cfg.rollout.pipeline}, "
@@ -154,13 +204,14 @@ def print_start(
     stops = [f"{k}={v}" for k, v in cfg.stop.model_dump().items() if v is not None]
     say(f"  stop     {', '.join(stops)}; seed {cfg.seed}")
     where = "; ".join(
-        f"{name} on {spot['node_ip']} ({spot['node_id'][:8]})"
+        f"{name} on {spot['node_ip']} (node {spot['node_id'][:8]})"
         + (f" GPU {spot['gpu_ids']}" if spot.get("gpu_ids") else "")
         for name, spot in actors.placement.items()
     )
     say(f"  placed   {where}")
     if resumed is not None:
         say(f"  resuming at iteration {resumed.iteration}, {resumed.env_steps:,} env steps")
+    return lines
 
 
 def summary(
@@ -234,6 +285,12 @@ STARTUP_MILESTONES = {
     "first_batch": "first batch",
     "first_update": "first update",
 }
+
+
+def started_line(timeline: dict[str, float]) -> str:
+    """The start-up in one short line: when the first update was done, and how much of that was Ray's own start."""
+    ray_s = timeline.get("ray_start", 0.0) - timeline.get("env_probe", 0.0)
+    return f"started: first update at {timeline['first_update']:.1f} s from launch (Ray's own start {ray_s:.1f} s)"
 
 
 def startup_line(timeline: dict[str, float]) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from distrl.common.checkpoint import CheckpointError, checkpoint_dir, list_checkpoints
 
-RUN_FILES = ("config.yaml", "placement.json", "metrics.jsonl")
+RUN_FILES = ("config.yaml", "placement.json", "metrics.jsonl", "setup.txt")
 TENSORBOARD_GLOB = "events.out.tfevents.*"
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import gymnasium as gym
 from gymnasium.vector import AutoresetMode
 
-from distrl.common.errors import EnvSpecError, describe_error
+from distrl.common.errors import EnvSpecError, describe_error, install_hint
 from distrl.common.spaces import is_structured
 from distrl.config.schema import EnvConfig
 from distrl.envs.guard import GuardedEnv, GuardedVectorEnv
@@ -39,7 +39,8 @@ def _import_env_module(env_id: str, module_name: str):
         here = Path.cwd()
         in_cwd = (here / f"{top}.py").is_file() or (here / top / "__init__.py").is_file()
         if exc.name != top or not in_cwd or str(here) in sys.path:
-            raise EnvSpecError(f"env.id={env_id!r}: cannot import module {module_name!r} ({exc})") from None
+            hint = install_hint(exc.name)
+            raise EnvSpecError(f"env.id={env_id!r}: cannot import module {module_name!r} ({exc}){hint}") from None
         sys.path.append(str(here))
         return _import_env_module(env_id, module_name)
     except ImportError as exc:
@@ -62,7 +63,10 @@ def resolve_env_id(env_id: str) -> str | Callable[..., gym.Env]:
             f"registered no gymnasium id {attr!r}"
         )
     if is_atari(env_id):
-        import ale_py  # noqa: PLC0415  (optional dependency, registers ALE/ ids)
+        try:
+            import ale_py  # noqa: PLC0415  (optional dependency, registers ALE/ ids)
+        except ImportError:
+            raise EnvSpecError(f"env.id={env_id!r}: needs ale-py{install_hint('ale_py')}") from None
 
         gym.register_envs(ale_py)
     try:
