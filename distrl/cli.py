@@ -7,6 +7,7 @@ to stderr and exit with code 2; nothing is written for them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -91,6 +92,16 @@ def _named_envs(args) -> list[str]:
     return [a.partition("=")[2].strip() for a in args.set if a.partition("=")[0].strip() == "env.id"] + args.trust_env
 
 
+def _key_value(text: str) -> str:
+    """A ``--set`` argument: one ``key.path=value`` word (``--set ppo.lr 1e-3`` would leave the value behind)."""
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: --set takes KEY.PATH=VALUE as one argument, e.g. --set {text or 'ppo.lr'}=VALUE "
+            "(no spaces around '='; quote a value with spaces)"
+        )
+    return text
+
+
 def _positive_int(text: str) -> int:
     value = int(text)
     if value <= 0:
@@ -101,6 +112,7 @@ def _positive_int(text: str) -> int:
 def _cmd_league(args) -> int:
     from distrl.league.tournament import run_tournament
 
+    _refuse_a_config(args)
     if args.replays is not None:
         _check_writable(Path(args.replays), "--replays")
     table = run_tournament(args.run, games=args.games, out=args.out, replays=args.replays, seed=args.seed)
@@ -137,8 +149,34 @@ def _eval_league(args) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def _episodes_bar():
+    """On a terminal, a bar of the episodes played so far (gone when they are done); elsewhere nothing."""
+    if not sys.stdout.isatty():
+        yield lambda done, total: None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("playing"), BarColumn(), MofNCompleteColumn(), TextColumn("episodes"), TimeElapsedColumn())
+    with Progress(*columns, transient=True) as bar:
+        task = bar.add_task("eval", total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total)
+
+
+def _refuse_a_config(args) -> None:
+    """A YAML given where a trained run goes: say what the command takes, not that the file is no checkpoint."""
+    given = Path(getattr(args, "checkpoint", None) or getattr(args, "run", ""))
+    if given.suffix in (".yaml", ".yml"):
+        raise _UsageError(
+            f"{given}: a config file; {args.command} takes a trained run: its run directory or a checkpoint file "
+            f"(train one first: distrl train {given})"
+        )
+
+
 def _cmd_eval(args) -> int:
     from distrl.deploy import evaluate
+
+    _refuse_a_config(args)
 
     if args.opponent is not None:
         return _eval_league(args)
@@ -149,29 +187,34 @@ def _cmd_eval(args) -> int:
         if (missing := missing_video_package()) is not None:
             raise _UsageError(f"--video={args.video!r}: {missing}")
         _check_writable(Path(args.video), "--video")
-    returns = evaluate(
-        args.checkpoint,
-        episodes=args.episodes,
-        deterministic=not args.stochastic,
-        seed=args.seed,
-        env_id=args.env,
-        trusted_envs=args.trust_env,
-        video_dir=args.video,
-        say=print,
-        policy=args.policy,
-        which=args.which,
-    )
+    with _episodes_bar() as progress:
+        returns = evaluate(
+            args.checkpoint,
+            episodes=args.episodes,
+            deterministic=not args.stochastic,
+            seed=args.seed,
+            env_id=args.env,
+            trusted_envs=args.trust_env,
+            video_dir=args.video,
+            say=print,
+            policy=args.policy,
+            which=args.which,
+            progress=progress,
+        )
     if args.video is not None:
         print(f"videos: {', '.join(sorted(p.name for p in Path(args.video).glob('*.mp4')))} in {args.video}")
+    count = f"{len(returns)} episode" + ("" if len(returns) == 1 else "s")
     print(
-        f"{len(returns)} episodes: return mean {returns.mean():.2f} std {returns.std():.2f} (min {returns.min():.1f}, "
-        f"max {returns.max():.1f})"
+        f"{count}: return mean {returns.mean():.2f} std {returns.std():.2f} (min {returns.min():.2f}, "
+        f"max {returns.max():.2f})"
     )
     return 0
 
 
 def _cmd_export(args) -> int:
     from distrl.deploy import export_policies
+
+    _refuse_a_config(args)
 
     out = Path(args.out)
     if out.is_dir():
@@ -208,11 +251,14 @@ def _cmd_diagnose(args) -> int:
 
     config = load_config(args.config, args.set)
     check_env_trust(config.env.id, _named_envs(args), f"config {args.config!r}")
-    report = diagnose.run(config, quick=args.quick)
+    console = Console(soft_wrap=True)
+    # on a terminal a spinner names each measurement as it runs (gone when the report prints)
+    with console.status("diagnose: starting") as status:
+        report = diagnose.run(config, quick=args.quick, phase=lambda text: status.update(f"diagnose: {text}"))
     if args.json:
         print(json.dumps(report, indent=2, default=str))
     else:
-        diagnose.print_report(report, Console(soft_wrap=True))
+        diagnose.print_report(report, console)
     return 0
 
 
@@ -233,7 +279,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Every config key, its type, default and meaning: distrl config show CONFIG",
     )
     train.add_argument("config", nargs="?", help="YAML config (optional with --resume: the run's config.yaml)")
-    train.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a config value")
+    train.add_argument(
+        "--set", action="append", default=[], type=_key_value, metavar="KEY.PATH=VALUE", help="override a config value"
+    )
     train.add_argument("--run-dir", help="where to write the run (default runs/ENV-TIMESTAMP)")
     train.add_argument(
         "--resume",
@@ -266,7 +314,12 @@ def build_parser() -> argparse.ArgumentParser:
     tn.add_argument("config", help="YAML config of the runs")
     tn.add_argument("search", help="YAML search file: metric, mode, num_samples, scheduler, search_space, overrides")
     tn.add_argument(
-        "--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a config value in every trial"
+        "--set",
+        action="append",
+        default=[],
+        type=_key_value,
+        metavar="KEY.PATH=VALUE",
+        help="override a config value in every trial",
     )
     tn.add_argument("--storage-path", help="where Tune keeps the experiment (default runs/tune)")
     tn.add_argument("--name", help="the experiment's folder name (default ENV-TIMESTAMP)")
@@ -278,7 +331,9 @@ def build_parser() -> argparse.ArgumentParser:
     cf_sub = cf.add_subparsers(dest="config_command", required=True)
     show = cf_sub.add_parser("show", help="print the config after overrides, key by key, with descriptions")
     show.add_argument("config", nargs="?", help="YAML config (default: all defaults)")
-    show.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="override a config value")
+    show.add_argument(
+        "--set", action="append", default=[], type=_key_value, metavar="KEY.PATH=VALUE", help="override a config value"
+    )
     show.set_defaults(func=_cmd_config_show)
 
     ev = sub.add_parser("eval", help="play episodes with a trained policy")
@@ -351,7 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     dg = sub.add_parser("diagnose", help="versions, hardware, backends and measured rates for a config")
     dg.add_argument("config", nargs="?", help="YAML config whose env and model to measure (default: CartPole)")
-    dg.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE")
+    dg.add_argument("--set", action="append", default=[], type=_key_value, metavar="KEY.PATH=VALUE")
     dg.add_argument("--json", action="store_true", help="print the report as JSON")
     dg.add_argument("--quick", action="store_true", help="shorter measurements")
     dg.add_argument("--trust-env", action="append", default=[], metavar="ID", help=trust)

@@ -99,8 +99,9 @@ def _percentiles(samples_s: list[float]) -> dict:
     }
 
 
-def measure(config, seconds: float = 0.5) -> dict:
-    """Env rate, per-backend policy latency and one PPO update for ``config``'s env and model."""
+def measure(config, seconds: float = 0.5, phase=lambda text: None) -> dict:
+    """Env rate, per-backend policy latency and one PPO update for ``config``'s env and model; ``phase(text)`` is
+    told what is being measured."""
     import torch
 
     from distrl.compile import available_backends, build_inference_policy, checks_against_eager
@@ -110,6 +111,7 @@ def measure(config, seconds: float = 0.5) -> dict:
 
     torch.set_num_threads(1)
     rng = np.random.default_rng(0)
+    phase(f"stepping {config.env.id} with random actions")
     if config.league is not None:  # the learner's seat of a two-player game, against the random player
         from distrl.envs.games import random_actions
         from distrl.envs.games.seat import LeagueVecEnv
@@ -138,6 +140,7 @@ def measure(config, seconds: float = 0.5) -> dict:
         if not row["available"]:
             latency[row["name"]] = {"available": False, "reason": row["reason"]}
             continue
+        phase(f"building and timing the {row['name']} policy")
         policy, report = build_inference_policy(worker.model, row["name"], example)
         if report.backend != row["name"]:
             latency[row["name"]] = {"available": False, "reason": report.reason}
@@ -159,6 +162,7 @@ def measure(config, seconds: float = 0.5) -> dict:
         check = {"difference": worst.difference, "error": worst.error, "tolerance": worst.tolerance}
         latency[row["name"]] = {"available": True, "batch": len(example[0]), **_percentiles(times), "check": check}
 
+    phase("sampling a batch and timing one PPO update")
     sample = worker.sample()
     learner = learner_class(config)(config, worker.model_obs_space, worker.envs.single_action_space)
     learner.update(sample)
@@ -181,9 +185,11 @@ def _vectorization(config) -> str:
     return describe_run_env(config)
 
 
-def run(config, quick: bool = False) -> dict:
+def run(config, quick: bool = False, phase=lambda text: None) -> dict:
+    """The report: versions, CPU, memory, GPU, and what ``measure`` measures; ``phase(text)`` is told each step."""
+    phase("reading versions and hardware")
     report = {"versions": _versions(), "cpu": _cpu(), "memory": _memory(), "gpu": _gpu()}
-    report["measured"] = measure(config, seconds=0.1 if quick else 0.5)
+    report["measured"] = measure(config, seconds=0.1 if quick else 0.5, phase=phase)
     lc, rc = config.learner.compile, config.rollout.compile
     report["active"] = {
         "worker backend": rc.backend,

@@ -433,7 +433,7 @@ CASES = {
     "seed": Case(f"{TRAIN} --set seed=-1", 2, ("seed=-1", "greater than or equal to 0")),
     "unknown section": Case(f"{TRAIN} --set foo.bar=1", 2, ("foo={'bar': 1}: unknown key", "allowed: env, model")),
     "unknown key": Case(f"{TRAIN} --set ppo.learning_rate=1", 2, ("ppo.learning_rate=1: unknown key", "allowed: lr,")),
-    "--set without =": Case(f"{TRAIN} --set ppo.lr", 2, ("--set 'ppo.lr': expected key.path=value",)),
+    "--set without =": Case(f"{TRAIN} --set ppo.lr", 2, ("'ppo.lr': --set takes KEY.PATH=VALUE as one argument",)),
     # --- config files ----------------------------------------------------------------------------------------
     "empty config": Case("train {empty} --run-dir {tmp}/new", 2, ("the file is empty",), absent=("{tmp}/new",)),
     "config not a mapping": Case("train {listcfg} --run-dir {tmp}/new", 2, ("must be a mapping of sections",)),
@@ -515,6 +515,29 @@ CASES = {
         absent=("{tmp}/new",),
     ),
     "unknown argument": Case(f"{TRAIN} --workers 4", 2, ("unrecognized arguments: --workers 4",)),
+    "more workers than this machine's CPUs": Case(
+        f"{TRAIN} --set rollout.num_workers=64",
+        2,
+        ("rollout.num_workers=64 x rollout.num_cpus_per_worker=1", "needs 65 CPUs but this machine (a private Ray)"),
+        absent=("{tmp}/new",),
+    ),
+    "a custom resource on a private Ray": Case(
+        f"{TRAIN} --set 'rollout.resources={{{{rollout: 1}}}}'",
+        2,
+        ("rollout.resources={rollout: 1}: needs 1 'rollout' but this machine (a private Ray) has 0",),
+    ),
+    "--set key and value apart": Case(
+        f"{TRAIN} --set ppo.lr 1e-3",
+        2,
+        ("'ppo.lr': --set takes KEY.PATH=VALUE as one argument",),
+        absent=("{tmp}/new",),
+    ),
+    "eval a config file": Case(
+        f"eval {CARTPOLE}", 2, (f"{CARTPOLE}: a config file; eval takes a trained run", "distrl train")
+    ),
+    "export a config file": Case(
+        f"export {CARTPOLE} {{tmp}}/p.onnx", 2, ("a config file; export takes a trained run",), absent=("{tmp}/p.onnx",)
+    ),
 }
 
 
@@ -668,3 +691,17 @@ def test_native_vector_env_that_cannot_reset_is_one_line_not_a_traceback():
     with pytest.raises(EnvFailure, match=r"^vector env reset raised OSError: device not found$") as caught:
         GuardedVectorEnv(NoReset(), 3).reset(seed=0)
     assert caught.value.errors == 1
+
+
+def test_an_env_module_that_needs_a_missing_optional_package_names_the_extra(tmp_path, monkeypatch):
+    """A user's env module importing PettingZoo where it is not installed: the one line says which extra brings it."""
+    import sys
+
+    from distrl.common.errors import EnvSpecError
+    from distrl.envs.factory import resolve_env_id
+
+    (tmp_path / "my_team_env.py").write_text("import pettingzoo\n\ndef make():\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(sys.modules, "pettingzoo", None)  # as if not installed: its import fails by name
+    with pytest.raises(EnvSpecError, match=r"cannot import module 'my_team_env' .*pip install 'distrl\[multiagent\]'"):
+        resolve_env_id("my_team_env:make")

@@ -27,6 +27,7 @@ def evaluate(
     say: Callable[[str], object] = lambda line: None,
     policy: str | None = None,
     which: str = "best",
+    progress: Callable[[int, int], object] = lambda done, total: None,
 ) -> np.ndarray:
     """Returns of ``episodes`` complete episodes (raw env reward); env as in ``policy_from_checkpoint``.
 
@@ -34,7 +35,7 @@ def evaluate(
     told which checkpoint plays: a run directory's best, or its newest with ``which`` latest (``chosen_checkpoint``). A
     run of several trained policies
     (``agents.policies``) plays each agent with its own policy; ``policy`` names the one whose agents' episodes count
-    (None: every agent's).
+    (None: every agent's). ``progress(done, total)`` is told each time an episode ends.
     """
     path, how, names = chosen_checkpoint(path, which)
     if names and policy is not None and policy not in names:
@@ -81,7 +82,8 @@ def evaluate(
     trackers = [EpisodeTracker(view.num_envs) for view in views]
     states = [player.initial_state(view.num_envs) for player, view in zip(players, views)]
     starts = [np.ones(view.num_envs, dtype=bool) for view in views]
-    while sum(len(trackers[k].returns) for k in counted) < episodes:
+    done = 0
+    while done < episodes:
         for k, (player, view) in enumerate(zip(players, views)):
             own, states[k] = player.predict(seen[k], states[k], starts[k], deterministic)
             view.start(own)
@@ -90,5 +92,9 @@ def evaluate(
             # after a reset step an episode starts; an agent's steps after it finished (``_env_reset``) count for none
             seen[k] = obs
             starts[k] = ~trackers[k].step(reward, terminated, truncated, info.get("_env_reset"))
+        ended = sum(len(trackers[k].returns) for k in counted)
+        if ended != done:
+            done = ended
+            progress(min(done, episodes), episodes)
     envs.close()
     return np.asarray([r for k in counted for r in trackers[k].returns][:episodes])

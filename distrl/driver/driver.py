@@ -38,7 +38,7 @@ from distrl.driver.best import better, resumed_best
 from distrl.driver.connection import RayTarget, resolve_target
 from distrl.driver.drain import DrainWatcher
 from distrl.driver.loops import loop_class
-from distrl.driver.placement import PlacementError, impossible_requests
+from distrl.driver.placement import PlacementError, impossible_requests, shortfalls, this_machine
 from distrl.driver.preflight import check_before_ray, check_gpus_of_this_machine
 from distrl.driver.progress import ProgressReporter
 from distrl.driver.run_state import RunState
@@ -171,6 +171,10 @@ class Driver:
             target = RayTarget(None, "private") if ray.is_initialized() else resolve_target(target)
         if target.private and not ray.is_initialized():
             check_gpus_of_this_machine(self.config)
+            if self.placement_group is None:  # a private Ray cannot grow: what this machine cannot hold, said now
+                problems = shortfalls(self.config, this_machine(self.config), "this machine (a private Ray)")
+                if problems:
+                    raise PlacementError("; ".join(problems))
         # The bar names each start-up phase until the first update (after the checks: bad input is one line, no bar).
         self.progress = ProgressReporter(self.config, self.console, self.resumed_at and self.resumed_at.time_s)
         try:

@@ -82,13 +82,44 @@ def _fits_somewhere(request: dict[str, float], labels: dict[str, str], nodes: li
 def impossible_requests(config: Config) -> list[str]:
     """What the cluster as it is now can never hold, each naming the config key to change."""
     nodes = ray.nodes()
-    total = ray.cluster_resources()
+    problems = shortfalls(config, ray.cluster_resources())
+    r, ln = config.rollout, config.learner
+    worker_request = worker_bundle(config)
+    if r.node_labels and not _fits_somewhere(worker_request, r.node_labels, nodes):
+        problems.append(f"rollout.node_labels={r.node_labels}: no node with these labels can hold a worker")
+    if ln.node_labels and not _fits_somewhere(learner_bundle(config), ln.node_labels, nodes):
+        problems.append(f"learner.node_labels={ln.node_labels}: no node with these labels can hold a learner")
+    return problems
+
+
+def this_machine(config: Config) -> dict[str, float]:
+    """What a private Ray started here will have: Ray's own count of this machine's CPUs (a container's quota
+    included) and, where the config asks for GPUs, torch's count of CUDA devices."""
+    try:
+        from ray._private.utils import get_num_cpus
+
+        cpus = float(get_num_cpus())
+    except Exception:  # Ray moved its helper: the count Ray falls back to
+        import os
+
+        cpus = float(os.cpu_count() or 1)
+    machine = {"CPU": cpus, "GPU": 0.0}
+    if config.learner.num_gpus_per_learner or config.rollout.num_gpus_per_worker:
+        import torch
+
+        machine["GPU"] = float(torch.cuda.device_count())
+    return machine
+
+
+def shortfalls(config: Config, total: dict[str, float], where: str = "this Ray cluster") -> list[str]:
+    """What ``total`` resources can never hold of the config's CPUs, GPUs and custom resources, each naming the
+    config key to change."""
     problems = []
     ln, r = config.learner, config.rollout
     need_gpu = ln.num_learners * ln.num_gpus_per_learner
     if need_gpu > total.get("GPU", 0):
         problems.append(
-            f"learner.num_gpus_per_learner={ln.num_gpus_per_learner:g} needs {need_gpu:g} GPUs but this Ray cluster "
+            f"learner.num_gpus_per_learner={ln.num_gpus_per_learner:g} needs {need_gpu:g} GPUs but {where} "
             f"has {total.get('GPU', 0):g}; set it to 0 or connect to a cluster with GPUs"
         )
     elif r.num_gpus_per_worker and need_gpu + r.min_workers * r.num_gpus_per_worker > total.get("GPU", 0):
@@ -99,7 +130,7 @@ def impossible_requests(config: Config) -> list[str]:
                 if need_gpu
                 else ""
             )
-            + f" needs {need_gpu + r.min_workers * r.num_gpus_per_worker:g} GPUs but this Ray cluster has "
+            + f" needs {need_gpu + r.min_workers * r.num_gpus_per_worker:g} GPUs but {where} has "
             f"{total.get('GPU', 0):g}; lower the shares (a learner and its workers can share a GPU: e.g. 0.5 and 0.05)"
         )
     need_cpu = r.min_workers * r.num_cpus_per_worker + ln.num_learners * ln.num_cpus_per_learner  # a range: its min
@@ -107,7 +138,7 @@ def impossible_requests(config: Config) -> list[str]:
         problems.append(
             f"rollout.num_workers={r.describe_workers()} x rollout.num_cpus_per_worker={r.num_cpus_per_worker:g} + "
             f"learner.num_learners={ln.num_learners} x learner.num_cpus_per_learner={ln.num_cpus_per_learner:g} "
-            f"needs {need_cpu:g} CPUs but this Ray cluster has {total.get('CPU', 0):g}; lower them or use fractional "
+            f"needs {need_cpu:g} CPUs but {where} has {total.get('CPU', 0):g}; lower them or use fractional "
             "CPUs"
         )
     for key, resources, count in (
@@ -117,14 +148,9 @@ def impossible_requests(config: Config) -> list[str]:
         for name, amount in resources.items():
             if amount * count > total.get(name, 0):
                 problems.append(
-                    f"{key}={{{name}: {amount:g}}}: needs {amount * count:g} '{name}' but this Ray cluster has "
+                    f"{key}={{{name}: {amount:g}}}: needs {amount * count:g} '{name}' but {where} has "
                     f"{total.get(name, 0):g}"
                 )
-    worker_request = worker_bundle(config)
-    if r.node_labels and not _fits_somewhere(worker_request, r.node_labels, nodes):
-        problems.append(f"rollout.node_labels={r.node_labels}: no node with these labels can hold a worker")
-    if ln.node_labels and not _fits_somewhere(learner_bundle(config), ln.node_labels, nodes):
-        problems.append(f"learner.node_labels={ln.node_labels}: no node with these labels can hold a learner")
     return problems
 
 
