@@ -113,7 +113,7 @@ def test_a_team_of_cartpoles_learns_with_a_shared_policy_and_plays_back(pipeline
         "stop.env_steps=1500000",
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "16 copies x 3 agents (pole_0, pole_1, pole_2) as slots" in result.stdout + result.stderr
+    assert "16 copies x 3 agents (pole_0, pole_1, pole_2) as slots" in (run_dir / "setup.txt").read_text()
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["stop_reason"] == "episode_return_mean", summary
     played = run_cli("eval", str(run_dir), "--episodes", "6")

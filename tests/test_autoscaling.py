@@ -79,7 +79,10 @@ def test_autoscaler_launches_the_node_types_the_job_asks_for(tmp_path):
         )
         finished = time.monotonic() - start
         assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
-        assert "the cluster at" in result.stdout and "requests wait for its autoscaler" in result.stdout
+        assert (
+            "the cluster at" in result.stdout
+            and "requests wait for its autoscaler" in (run_dir / "setup.txt").read_text()
+        )
     finally:
         done.set()
         cluster.shutdown()

@@ -126,7 +126,7 @@ def test_train_joins_a_live_ray_start_head_waits_for_resources_there_and_survive
     )
     assert stale.returncode == 0, stale.stderr[-3000:]
     assert f"names {found}, where no Ray answers" in stale.stdout
-    assert "a new Ray on this machine, started for this run and stopped with it" in stale.stdout
+    assert "a private Ray on this machine, stopped with the run" in stale.stdout
     # The private run's own Ray is gone with it.
     assert not [
         p for p in local_dev_cluster.psutil.process_iter(["cmdline"]) if base in " ".join(p.info["cmdline"] or [])

@@ -23,7 +23,8 @@ def test_short_hopper_run_learns(tmp_path):
         "logging.tensorboard=false",
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "(sync, chosen by auto" not in result.stdout and "normalize obs + reward" in result.stdout
+    setup = (run_dir / "setup.txt").read_text()  # the start-up summary in full
+    assert "(sync, chosen by auto" not in setup and "normalize obs + reward" in setup
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["policy_backend"] == "onnxrt"  # float64 observations, no fallback to eager
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]

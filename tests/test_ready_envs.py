@@ -306,6 +306,9 @@ def test_a_training_run_acts_on_ready_copies(tmp_path):
         "learner.amp=off",
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "env copies: ale-py send/recv, acting on the first 4 of 8 copies whose step is done" in result.stdout
+    assert (
+        "env copies: ale-py send/recv, acting on the first 4 of 8 copies whose step is done"
+        in (run_dir / "setup.txt").read_text()
+    )
     rows, summary = check_run_dir(run_dir)
     assert [r["env_steps"] for r in rows] == [256 * (i + 1) for i in range(len(rows))] and summary["env_steps"] >= 2048

@@ -93,7 +93,9 @@ def start_screen(
     lstm = f" + lstm {cfg.model.lstm_size}" if cfg.model.lstm_size else ""
     lines.append(f"  model    {cfg.model.type} {cfg.model.hidden} {cfg.model.activation}{lstm}")
     used = backends_in_use([i["backend"] for i in actors.backend_infos])
-    lines.append(f"  rollout  {cfg.rollout.pipeline}, {cfg.rollout.rollout_length} steps/env, {used} policy")
+    lines.append(
+        f"  rollout  pipeline {cfg.rollout.pipeline}, {cfg.rollout.rollout_length} steps/env, policy backend {used}"
+    )
     learners = f"{cfg.learner.num_learners} x {actors.learner_device}"
     lines.append(
         f"  learner  {learners}, batch {cfg.update_size:,} (minibatch {cfg.ppo.minibatch_size:,} x "
