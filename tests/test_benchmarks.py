@@ -359,3 +359,15 @@ def test_spread_reference_scales_a_per_agent_return_to_mappos_and_checks_it_on_t
     assert random["largest_gap"] < 1e-6 and assignment["largest_gap"] < 1e-6
     assert random["mappo_return"] == pytest.approx(mappo_return(random["return"]))
     assert assignment["return"] > random["return"] + 10  # the scripted team covers the landmarks
+
+
+def test_a_benchmark_writes_a_fresh_directory_unless_told_to_write_the_repositorys_tables():
+    import argparse
+
+    from benchmarks.common import RESULTS, add_results_dir_argument
+
+    parser = argparse.ArgumentParser()
+    add_results_dir_argument(parser)
+    default = parser.parse_args([]).results_dir
+    assert default.parent == ROOT / "runs" / "benchmarks" and not default.exists() and default != RESULTS
+    assert parser.parse_args(["--results-dir", "benchmarks/results"]).results_dir == Path("benchmarks/results")
