@@ -148,3 +148,16 @@ def test_the_final_report_says_why_where_and_what_next_and_a_met_target_only_whe
     # Nothing trained: no checkpoint, so no next commands.
     empty = final_report(SimpleNamespace(**{**run, "checkpoint": None, "best_checkpoint": None}, solved_at_s=None))
     assert "next:" not in empty and "best" not in empty
+
+
+def test_the_short_screen_places_actors_node_by_node():
+    from distrl.driver.report import _placed
+
+    spots = {
+        "learner-0": {"node_ip": "10.0.0.1"},
+        "worker-0": {"node_ip": "10.0.0.1"},
+        "worker-1": {"node_ip": "10.0.0.2"},
+        "worker-2": {"node_ip": "10.0.0.2"},
+    }
+    assert _placed(spots) == "learner-0, worker-0 on 10.0.0.1; 2 workers on 10.0.0.2"
+    assert _placed({"learner-0": {"node_ip": "192.0.2.2"}}, private=True) == "learner-0 on this machine"

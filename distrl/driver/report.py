@@ -66,8 +66,9 @@ def _count(n: int | str, thing: str) -> str:
     return f"{n} {thing}" + ("" if str(n) == "1" else "s")
 
 
-def _placed(placement: dict[str, dict]) -> str:
-    """Where the actors run, node by node: ``learner-0, 2 workers on 10.0.0.1; 4 workers on 10.0.0.2``."""
+def _placed(placement: dict[str, dict], private: bool = False) -> str:
+    """Where the actors run, node by node: ``learner-0, 2 workers on 10.0.0.1; 4 workers on 10.0.0.2`` (a private
+    Ray's one node is this machine)."""
     nodes: dict[str, list[str]] = {}
     for name, spot in placement.items():
         nodes.setdefault(spot["node_ip"], []).append(name)
@@ -76,7 +77,7 @@ def _placed(placement: dict[str, dict]) -> str:
         learners = [n for n in names if not n.startswith("worker")]
         workers = len(names) - len(learners)
         shown = learners + ([names[-1] if workers == 1 else _count(workers, "worker")] if workers else [])
-        parts.append(f"{', '.join(shown)} on {ip}")
+        parts.append(f"{', '.join(shown)} on {'this machine' if private else ip}")
     return "; ".join(parts)
 
 
@@ -108,7 +109,7 @@ def start_screen(
     }
     chosen = [stops[k](v) for k, v in cfg.stop.model_dump().items() if v is not None]
     lines.append(f"  stop     {' or '.join(chosen) or 'never (Ctrl-C)'}; seed {cfg.seed}")
-    lines.append(f"  placed   {_placed(actors.placement)}")
+    lines.append(f"  placed   {_placed(actors.placement, joined.private)}")
     if resumed is not None:
         lines.append(f"  resuming at iteration {resumed.iteration}, {resumed.env_steps:,} env steps")
     return lines
