@@ -163,10 +163,20 @@ def _episodes_bar():
         yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
+def _is_a_config(path: Path) -> bool:
+    """Whether ``path`` reads as a config: YAML text whose top level is a mapping (read as data, nothing run)."""
+    import yaml
+
+    try:
+        return isinstance(yaml.safe_load(path.read_text()), dict)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return False
+
+
 def _refuse_a_config(args) -> None:
     """A YAML given where a trained run goes: say what the command takes, not that the file is no checkpoint."""
     given = Path(getattr(args, "checkpoint", None) or getattr(args, "run", ""))
-    if given.suffix in (".yaml", ".yml"):
+    if given.suffix in (".yaml", ".yml") and given.is_file() and _is_a_config(given):
         raise _UsageError(
             f"{given}: a config file; {args.command} takes a trained run: its run directory or a checkpoint file "
             f"(train one first: distrl train {given})"
