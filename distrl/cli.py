@@ -83,7 +83,18 @@ def _cmd_config_show(args) -> int:
     from distrl.config import load_config
     from distrl.config.describe import describe_config
 
-    print(describe_config(load_config(args.config, args.set)))
+    config = load_config(args.config, args.set)
+    if args.explain:  # building the env imports it: a factory named only by the file is refused first
+        from distrl.envs import check_env_trust
+
+        check_env_trust(config.env.id, _named_envs(args), f"config {args.config!r}")
+    print(describe_config(config))
+    if args.explain:
+        from distrl import diagnose
+
+        print("\n# what auto chooses for this config on this machine, and why (a worker and a learner built here)")
+        for line in diagnose.explain(config):
+            print(line)
     return 0
 
 
@@ -344,6 +355,10 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument(
         "--set", action="append", default=[], type=_key_value, metavar="KEY.PATH=VALUE", help="override a config value"
     )
+    show.add_argument(
+        "--explain", action="store_true", help="also what each auto setting chooses on this machine, and why"
+    )
+    show.add_argument("--trust-env", action="append", default=[], metavar="ID", help=trust)
     show.set_defaults(func=_cmd_config_show)
 
     ev = sub.add_parser("eval", help="play episodes with a trained policy")

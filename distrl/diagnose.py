@@ -253,3 +253,18 @@ def print_report(report: dict, console) -> None:
         f"({m['learner_samples_per_s']:,.0f} samples/s)"
     )
     console.print("[bold]active[/bold]    " + ", ".join(f"{k}: {val}" for k, val in report["active"].items()))
+
+
+def explain(config) -> list[str]:
+    """Every ``auto`` choice a run of ``config`` makes on this machine, with its reason, in the words of the run's
+    ``setup.txt``: a worker and a learner built here, without Ray (``distrl config show --explain``)."""
+    from distrl.driver.report import choice_lines
+    from distrl.learner.policy_set import learner_class
+    from distrl.rollout import make_worker
+
+    worker = make_worker(config)
+    learner = learner_class(config)(config, worker.model_obs_space, worker.envs.single_action_space)
+    described = learner.describe()
+    lines = choice_lines(config, [worker.backend_info()], described, described["device"])
+    worker.envs.close()
+    return lines

@@ -35,3 +35,22 @@ def test_config_show_describes_a_league_and_reads_back():
     assert Config.model_validate(yaml.safe_load(text)) == config  # the curriculum's stages included
     line = next(line for line in text.splitlines() if line.strip().startswith("pfsp:"))
     assert "'hard' | 'variance'" in line and "AlphaStar" in line
+
+
+def test_explain_names_each_auto_choice_with_its_reason_as_a_run_would(tmp_path):
+    shown = run_cli("config", "show", "configs/cartpole.yaml", "--explain")
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    explained = shown.stdout.split("# what auto chooses for this config on this machine")[1].splitlines()
+    for start in (
+        "  env      CartPole-v1: 1 workers x 64 envs (native, chosen by auto)",
+        "           env groups: 1 group",
+    ):
+        assert any(line.startswith(start) for line in explained), (start, explained)
+    for auto in ("kernels: eager (auto: ", "precision: fp32 (auto: ", "CPU threads: 1 (auto: "):
+        assert any(auto in line for line in explained), (auto, explained)
+    # building the env imports it: a factory named only by the file is refused, as for train, and never called
+    sent = tmp_path / "sent.yaml"
+    sent.write_text("env: {id: 'os:system'}\n")
+    refused = run_cli("config", "show", str(sent), "--explain")
+    assert refused.returncode == 2 and "--trust-env os:system" in refused.stderr, refused.stderr[-2000:]
+    assert refused.stdout == ""

@@ -115,15 +115,13 @@ def start_screen(
     return lines
 
 
-def start_details(
-    config: Config, run_dir: str, joined: RayTarget, actors, resumed: RunState | None, storage: str | None = None
-) -> list[str]:
-    """The start-up summary in full: every setting that decides the run's speed and what ``auto`` chose for it, and
-    why (``setup.txt`` in the run directory; on the screen with ``--verbose``)."""
+def choice_lines(config: Config, backend_infos: list[dict], learner_info: dict, learner_device: str) -> list[str]:
+    """What decides the run's speed, each ``auto`` choice with its reason: the env and its vector env, the workers'
+    policy (backend, form, env groups), the learner (step, kernels, precision, layout, threads). ``backend_infos``:
+    each worker's ``backend_info()``; ``learner_info``: rank 0's ``describe()``."""
     cfg = config
-    lines = [f"distrl run {run_dir}" + (f", mirrored to {storage}" if storage else "")]
+    lines: list[str] = []
     say = lines.append
-    say(f"  ray      {joined.describe()}")
     # said once, here: what auto chose and why (a league's game table is its own vector env)
     vectorization = describe_run_env(cfg)
     say(
@@ -135,11 +133,11 @@ def start_details(
         f"  model    {cfg.model.type} {cfg.model.hidden} {cfg.model.activation}, shared_trunk "
         f"{cfg.model.shared_trunk}{lstm}"
     )
-    info = actors.backend_infos[0]
-    used = backends_in_use([i["backend"] for i in actors.backend_infos])
+    info = backend_infos[0]
+    used = backends_in_use([i["backend"] for i in backend_infos])
     backend = used if used == info["requested"] else f"{used} (requested {info['requested']})"
     shared = ", artifacts shared" if info["shared_artifacts"] else ""
-    if all(i.get("without_torch") for i in actors.backend_infos):  # the export and its check shipped
+    if all(i.get("without_torch") for i in backend_infos):  # the export and its check shipped
         shared += ", built without torch"
     say(
         f"  rollout  {cfg.rollout.rollout_length} steps/env, pipeline {cfg.rollout.pipeline}, "
@@ -162,13 +160,13 @@ def start_details(
             + (f", stepped by {info['env_stepping']}" if info["env_groups"] > 1 else "")
             + chosen
         )
-    forms = sorted({i["form"] for i in actors.backend_infos})
+    forms = sorted({i["form"] for i in backend_infos})
     if forms != ["fp32, contiguous"] or len(info["timings_us"]) > 1:
         say(f"           policy form: {' + '.join(forms)} ({info['form_reason']})")
-    for reason in sorted({i["reason"] for i in actors.backend_infos if i["reason"]}):
+    for reason in sorted({i["reason"] for i in backend_infos if i["reason"]}):
         say(f"           {reason}")
     say(
-        f"  learner  {cfg.learner.num_learners} x {actors.learner_device}, {cfg.learner.num_gpus_per_learner:g} "
+        f"  learner  {cfg.learner.num_learners} x {learner_device}, {cfg.learner.num_gpus_per_learner:g} "
         "GPU/learner, "
         f"batch {cfg.update_size}"
         + (
@@ -183,11 +181,11 @@ def start_details(
         f"epochs {cfg.ppo.epochs}, ratio from the {cfg.proximal} policy"
         + (" (ppo.proximal auto, pipeline async)" if cfg.ppo.proximal == "auto" and cfg.proximal == "learner" else "")
     )
-    if actors.learner_info:
+    if learner_info:
         how = {"device": "the whole step at once (learner.step device)", "loop": "op by op (learner.step loop)"}
-        step = actors.learner_info["step"]
-        say(f"           minibatch step: {how.get(step, step)}: {actors.learner_info['step_reason']}")
-        lc, info = cfg.learner.compile, actors.learner_info
+        step = learner_info["step"]
+        say(f"           minibatch step: {how.get(step, step)}: {learner_info['step_reason']}")
+        lc, info = cfg.learner.compile, learner_info
         mode = (
             f", mode {lc.mode}" + (f", critic {lc.critic_mode}" if lc.critic_mode else "")
             if "inductor" in info["kernels"]
@@ -197,13 +195,23 @@ def start_details(
         say(f"           kernels: {info['kernels']}{mode}{later} ({info['kernels_reason']})")
         later = ", the faster that matches the loop kept on the first update" if " or " in info["precision"] else ""
         say(f"           precision: {info['precision']}{later} ({info['precision_reason']})")
-        if "memory_format" in actors.learner_info:
-            say(
-                f"           memory format: {actors.learner_info['memory_format']} "
-                f"({actors.learner_info['memory_format_reason']})"
-            )
-        if "threads" in actors.learner_info:
-            say(f"           CPU threads: {actors.learner_info['threads']} ({actors.learner_info['threads_reason']})")
+        if "memory_format" in learner_info:
+            say(f"           memory format: {learner_info['memory_format']} ({learner_info['memory_format_reason']})")
+        if "threads" in learner_info:
+            say(f"           CPU threads: {learner_info['threads']} ({learner_info['threads_reason']})")
+    return lines
+
+
+def start_details(
+    config: Config, run_dir: str, joined: RayTarget, actors, resumed: RunState | None, storage: str | None = None
+) -> list[str]:
+    """The start-up summary in full: every setting that decides the run's speed and what ``auto`` chose for it, and
+    why (``setup.txt`` in the run directory; on the screen with ``--verbose``)."""
+    cfg = config
+    lines = [f"distrl run {run_dir}" + (f", mirrored to {storage}" if storage else "")]
+    say = lines.append
+    say(f"  ray      {joined.describe()}")
+    lines += choice_lines(cfg, actors.backend_infos, actors.learner_info, actors.learner_device)
     stops = [f"{k}={v}" for k, v in cfg.stop.model_dump().items() if v is not None]
     say(f"  stop     {', '.join(stops)}; seed {cfg.seed}")
     where = "; ".join(
