@@ -155,6 +155,7 @@ def _affinities(process) -> set[frozenset[int]]:
     return found
 
 
+@pytest.mark.slow
 def test_an_async_runs_workers_leave_the_learners_core_while_it_updates(tmp_path):
     everything = frozenset(os.sched_getaffinity(0))
     run_dir = tmp_path / "run"

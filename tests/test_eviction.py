@@ -126,6 +126,7 @@ def test_the_stream_leaves_out_an_evicted_worker_until_its_replacement_answers(r
         kill_all(ray, [coordinator, *workers, *([replacement] if replacement else [])])
 
 
+@pytest.mark.slow
 def test_rounds_beside_evictions_read_a_returning_workers_probe_once(ray_local):
     """Overlap starts the next round as this one is in, while the driver's evictions and replacements come from
     threads of their own in the coordinator: a worker that answers again is reported back once, joins a round, and no

@@ -149,6 +149,7 @@ def test_inductor_inside_the_device_step_matches_the_loop_on_cpu():
     assert torch.isfinite(torch.tensor(learner.update(worker.sample())["loss_value"]))
 
 
+@pytest.mark.slow
 def test_a_cnn_on_cpu_times_eager_and_inductor_and_keeps_one_that_matched():
     """learner.compile auto on a CPU learner with convolutions: both compiled and timed on the first update, the faster
     kept once it matched the eager loop; what was timed is in the report."""
@@ -165,6 +166,7 @@ def test_a_cnn_on_cpu_times_eager_and_inductor_and_keeps_one_that_matched():
     assert "learner_step" not in learner.update(worker.sample())
 
 
+@pytest.mark.slow
 def test_competing_precisions_are_settled_on_eager_kernels_before_anything_compiles(monkeypatch):
     """A CNN with kernels and precision both auto on a CPU with bf16 instructions (said to have them here, so that the
     AMD boxes run it too): fp32 and bf16 timed on eager kernels first, and only the faster precision's inductor way

@@ -115,7 +115,10 @@ def _config(env_id, backend, *extra):
 
 
 @pytest.mark.parametrize("backend", ["eager", "onnxrt", "inductor"])
-@pytest.mark.parametrize("env", list(ENVS))
+@pytest.mark.parametrize(
+    "env",  # the image env's compiled policies take the longest to build: in the slow tier
+    [pytest.param(name, marks=pytest.mark.slow) if "image" in name else name for name in ENVS],
+)
 def test_worker_learner_policy_round_trip(tmp_path, env, backend):
     config = _config(ENVS[env], backend)
     worker = RolloutWorker(config)

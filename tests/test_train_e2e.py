@@ -290,6 +290,7 @@ def test_breakout_cnn_runs_end_to_end(tmp_path):
     assert summary["env_steps"] >= 3000 and all(r["loss_value"] is not None for r in rows)
 
 
+@pytest.mark.slow
 def test_the_device_steps_first_update_is_checked_and_reported(tmp_path):
     """On CPU the device step runs uncaptured: its first update is held to the loop's, said in the log and
     summary.json."""

@@ -189,6 +189,7 @@ def _console_script() -> str:
     return str(script)
 
 
+@pytest.mark.slow
 def test_user_env_module_in_the_working_directory_trains(tmp_path):
     """A user's module in the directory they run distrl from, named on the command line: no PYTHONPATH, no
     vectorization setting (auto chooses sync for a factory, said once), and eval after it with --trust-env."""
