@@ -105,6 +105,7 @@ class Driver:
         self.resume = resume or resume_payload is not None
         self.on_iteration = on_iteration
         self.verbose = verbose  # the start-up summary in full on the screen, as setup.txt has it
+        self.setup_lines: list[str] = []  # setup.txt's, written at start-up; the timeline joins after the 1st update
         self.placement_group = placement_group
         self.best: BestCheckpoint | None = None  # the best checkpoint so far (driver/best.py)
         self.run_id = uuid.uuid4().hex[:8]
@@ -276,32 +277,26 @@ class Driver:
         """The start-up summary: short on the screen (in full with ``verbose``), in full in ``setup.txt``."""
         described = (self.config, str(self.run_dir), joined, self.actors, self.resumed_at)
         storage = self.storage and self.storage.uri
-        details = report.start_details(*described, storage)
-        if self.resumed_at is not None:
-            details.append(report.resumed_rate_line(self.config, self.resumed_learner_state))
-        self._write_setup(details)
+        rate = [report.resumed_rate_line(self.config, self.resumed_learner_state)] if self.resumed_at else []
+        self.setup_lines = [*report.start_details(*described, storage), *rate]
+        self._replace(SETUP_FILE, "\n".join(self.setup_lines) + "\n")
         if self.verbose:
-            screen = details
+            screen = self.setup_lines
         else:
-            screen = report.start_screen(*described, storage)
-            if self.resumed_at is not None:
-                screen.append(report.resumed_rate_line(self.config, self.resumed_learner_state))
-            screen.append(f"  details  {self.run_dir / SETUP_FILE} (every auto choice and why)")
+            details = f"  details  {self.run_dir / SETUP_FILE} (every auto choice and why)"
+            screen = [*report.start_screen(*described, storage), *rate, details]
         for line in screen:
             log.info(line)
 
-    def _write_setup(self, lines: list[str]) -> None:
-        """``setup.txt``: the start-up summary in full, every auto choice with its reason (and, after the first
-        update, where the start-up's time went)."""
-        tmp = self.run_dir / f".{SETUP_FILE}.tmp"
-        tmp.write_text("\n".join(lines) + "\n")
-        os.replace(tmp, self.run_dir / SETUP_FILE)
+    def _replace(self, name: str, text: str) -> None:
+        """Write the run file ``name`` whole or not at all (a reader never sees half of it)."""
+        tmp = self.run_dir / f".{name}.tmp"
+        tmp.write_text(text)
+        os.replace(tmp, self.run_dir / name)
 
     def write_placement(self) -> None:
         """``placement.json``: where each actor runs (rewritten when a worker joins or moves)."""
-        tmp = self.run_dir / ".placement.json.tmp"
-        tmp.write_text(json.dumps(self.actors.placement, indent=2) + "\n")
-        os.replace(tmp, self.run_dir / "placement.json")
+        self._replace("placement.json", json.dumps(self.actors.placement, indent=2) + "\n")
 
     def _finish(self, reason: str | None, launch: float, loop_start: float, loop_steps_start: int) -> dict:
         """The final checkpoint and summary.json, whatever ended the run."""
@@ -332,9 +327,7 @@ class Driver:
                 f"every one of this run's {self.counters.gradient_steps} gradient steps was skipped (non-finite "
                 "loss or gradients): the policy never learned"
             )
-        tmp = self.run_dir / ".summary.json.tmp"
-        tmp.write_text(json.dumps(summary, indent=2) + "\n")
-        os.replace(tmp, self.run_dir / "summary.json")
+        self._replace("summary.json", json.dumps(summary, indent=2) + "\n")
         if self.storage is not None:  # summary.json last: its presence there means the rest is there too
             self.storage.put_bytes(json.dumps(self._stored(summary), indent=2).encode() + b"\n", "summary.json")
         return summary
@@ -365,9 +358,9 @@ class Driver:
             return None
         self.mark("first_update")
         full = report.startup_line(self.timeline)
-        setup = self.run_dir / SETUP_FILE
-        if setup.exists():
-            self._write_setup([*setup.read_text().splitlines(), full])
+        if self.setup_lines:  # setup.txt gains where the start-up's time went
+            self.setup_lines.append(full)
+            self._replace(SETUP_FILE, "\n".join(self.setup_lines) + "\n")
         return full if self.verbose else report.started_line(self.timeline)
 
     def iteration_done(self, row: dict) -> None:
@@ -403,9 +396,7 @@ class Driver:
             for line in path.read_text().splitlines()
             if line and json.loads(line)["iteration"] <= self.counters.iteration
         ]
-        tmp = path.with_name(".metrics.jsonl.tmp")
-        tmp.write_text("".join(line + "\n" for line in keep))
-        os.replace(tmp, path)
+        self._replace("metrics.jsonl", "".join(line + "\n" for line in keep))
 
     # --- checkpoints ---------------------------------------------------------------------
     def checkpoint_payload(self) -> dict:

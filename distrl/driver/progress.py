@@ -135,6 +135,7 @@ class ProgressReporter:
         self.started = time.monotonic()
         self.phase_text: str | None = "starting"
         self.row: dict | None = None
+        self.eta: tuple[float | None, str] = (None, "")  # the newest row's time left, and to which stop
         self.first_return: float | None = None
         self.fraction = 0.0
         self.progress = None
@@ -153,7 +154,7 @@ class ProgressReporter:
         if self.row is None:
             return [(9, self.phase_text or "starting"), (8, _fmt_duration(time.monotonic() - self.started))]
         row, ret = self.row, self.row["episode_return_mean"]
-        eta, which = eta_seconds(self.config, row["env_steps"], row["time_s"], row["sps_avg"], self.trend)
+        eta, which = self.eta
         eta_text = f"ETA {_fmt_duration(eta)}" + (f" ({which})" if which and self.several_stops else "")
         return [
             (9, f"{row['env_steps']:,} steps"),
@@ -170,7 +171,8 @@ class ProgressReporter:
             if self.first_return is None:
                 self.first_return = ret
         self.row, self.phase_text = row, None
-        _, which = eta_seconds(self.config, row["env_steps"], row["time_s"], row["sps_avg"], self.trend)
+        self.eta = eta_seconds(self.config, row["env_steps"], row["time_s"], row["sps_avg"], self.trend)
+        which = self.eta[1]
         done = stop_fractions(self.config, row["env_steps"], row["time_s"], ret, self.first_return)
         self.fraction = done.get(which, max(done.values(), default=0.0))
         if self.progress is not None:
