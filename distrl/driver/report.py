@@ -94,6 +94,9 @@ def start_screen(
     lstm = f" + lstm {cfg.model.lstm_size}" if cfg.model.lstm_size else ""
     lines.append(f"  model    {cfg.model.type} {cfg.model.hidden} {cfg.model.activation}{lstm}")
     used = backends_in_use([i["backend"] for i in actors.backend_infos])
+    requested = actors.backend_infos[0]["requested"]
+    if requested not in ("auto", used):  # a backend asked for by name and not given is said at a glance
+        used += f" (requested {requested})"
     lines.append(
         f"  rollout  pipeline {cfg.rollout.pipeline}, {cfg.rollout.rollout_length} steps/env, policy backend {used}"
     )
