@@ -1,4 +1,4 @@
-"""``distrl`` command line: train, eval, export.
+"""``distrl`` command line: train, eval, export, plot.
 
 User errors (bad config, bad checkpoint, impossible placement) print one line per problem
 to stderr and exit with code 2; nothing is written for them.
@@ -261,6 +261,23 @@ def _cmd_export(args) -> int:
     return 0
 
 
+def _size(text: str) -> tuple[int, int]:
+    width, _, height = text.lower().partition("x")
+    if not (width.isdigit() and height.isdigit() and int(width) >= 100 and int(height) >= 100):
+        raise argparse.ArgumentTypeError(f"{text!r} is not WIDTHxHEIGHT in pixels, each at least 100 (e.g. 800x500)")
+    return int(width), int(height)
+
+
+def _cmd_plot(args) -> int:
+    from distrl.plot import load_runs, plot_runs
+
+    runs = load_runs(args.runs)
+    labels = plot_runs(runs, metric=args.metric, x=args.x, out=args.out, size=args.size, title=args.title)
+    if args.out:
+        print(f"wrote {args.out}: {args.metric} against {args.x}, " + "; ".join(labels))
+    return 0
+
+
 def _cmd_diagnose(args) -> int:
     import json
 
@@ -429,6 +446,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ex.set_defaults(func=_cmd_export)
 
+    pl = sub.add_parser(
+        "plot",
+        help="learning curves of run directories (seeds of one config as their mean and range)",
+        epilog="Runs whose configs differ only in the seed are drawn as one line with their range shaded.",
+    )
+    pl.add_argument("runs", nargs="+", metavar="RUN", help="run directories (each with its metrics.jsonl)")
+    pl.add_argument("--metric", default="episode_return_mean", help="a key of metrics.jsonl (default: %(default)s)")
+    pl.add_argument(
+        "--x", choices=["env_steps", "time_s"], default="env_steps", help="the x axis (default: %(default)s)"
+    )
+    pl.add_argument("--out", metavar="FILE.png", help="write the plot there (default: show it on the display)")
+    pl.add_argument("--size", type=_size, default=(800, 500), metavar="WxH", help="in pixels (default: 800x500)")
+    pl.add_argument("--title", help="the plot's title (default: the env and the metric)")
+    pl.set_defaults(func=_cmd_plot)
+
     dg = sub.add_parser("diagnose", help="versions, hardware, backends and measured rates for a config")
     dg.add_argument("config", nargs="?", help="YAML config whose env and model to measure (default: CartPole)")
     dg.add_argument("--set", action="append", default=[], type=_key_value, metavar="KEY.PATH=VALUE")
@@ -443,6 +475,14 @@ def main(argv: list[str] | None = None) -> int:
     launch = time.perf_counter()
     args = build_parser().parse_args(argv)
     args.launch = launch
+    if args.command == "plot":  # reads files only: none of the training stack's imports
+        from distrl.plot import PlotError
+
+        try:
+            return args.func(args)
+        except PlotError as exc:
+            print(f"distrl plot: error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
     if args.command in ("train", "tune"):  # (which Ray: decided by distrl.train / distrl.tune before ray is imported)
         from distrl.common.log import install_cli_handler
 

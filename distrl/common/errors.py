@@ -19,6 +19,7 @@ EXTRAS = {
     "moviepy": "video",
     "pygame": "video",
     "wandb": "wandb",
+    "matplotlib": "plot",
 }
 
 
