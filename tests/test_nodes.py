@@ -83,8 +83,11 @@ def finish(dev, proc, tmp_path, returncode: int = 0) -> tuple[str, str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("pipeline", ["sync", "overlap", "async"])
-@pytest.mark.parametrize("victim", ["worker node", "learner node"])
+# Every pipeline is a setting of the one sampler and shares its fault path: a lost worker node once (sync, where
+# a round waits on every worker), a lost learner node with the batch in flight that overlap and async each keep.
+@pytest.mark.parametrize(
+    "victim, pipeline", [("worker node", "sync"), ("learner node", "overlap"), ("learner node", "async")]
+)
 def test_a_run_rides_out_a_lost_node(tmp_path, victim, pipeline):
     from clusters import local_dev_cluster
 
