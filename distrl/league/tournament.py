@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 from collections.abc import Callable, Collection
 from pathlib import Path
 
 import numpy as np
 
 from distrl.common.checkpoint import CheckpointError, load_checkpoint_file, resolve_checkpoint
+from distrl.common.files import replace_whole
 from distrl.config import checkpoint_config
 from distrl.envs.games import make_game, probe_game
 from distrl.league import elo
@@ -142,10 +142,7 @@ def markdown(table: dict) -> str:
 
 
 def _write(path: Path, text: str) -> None:
-    """Whole or not at all: a temporary file renamed over the old one."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    replace_whole(path, lambda tmp: tmp.write_text(text))
 
 
 def _plot(rows: list[dict], metrics: Path, path: Path, game: str) -> str | None:
@@ -176,10 +173,10 @@ def _plot(rows: list[dict], metrics: Path, path: Path, game: str) -> str | None:
     ax.set_title(f"Elo over training: {game}")
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    os.replace(tmp, path)
+    try:
+        replace_whole(path, lambda tmp: fig.savefig(tmp, dpi=110), suffix=".png")
+    finally:
+        plt.close(fig)
     return str(path)
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from distrl.common.errors import install_hint
+from distrl.common.files import replace_whole
 from distrl.plot.runs import X_AXES, PlotError, RunCurve, group_seeds
 
 GRID_POINTS = 200
@@ -55,15 +56,14 @@ def plot_runs(
     when ``out`` is None. Returns the legend's labels."""
     if x not in X_AXES:
         raise PlotError(f"--x={x!r}: not an axis the runs log; use one of {', '.join(X_AXES)}")
-    having = [run for run in runs if metric in run.keys()]
-    if not having:
-        known = sorted(set.intersection(*(run.keys() for run in runs)) - set(X_AXES))
+    missing = [run for run in runs if metric not in run.keys]
+    if len(missing) == len(runs):
+        known = sorted(set.intersection(*(run.keys for run in runs)) - set(X_AXES))
         near = difflib.get_close_matches(metric, known, n=1)
         hint = f"did you mean {near[0]}?" if near else f"every run has: {', '.join(known)}"
         raise PlotError(f"--metric={metric!r}: no run logged it; {hint}")
-    missing = [str(run.path) for run in runs if run not in having]
     if missing:
-        raise PlotError(f"--metric={metric!r}: not logged by {', '.join(missing)}")
+        raise PlotError(f"--metric={metric!r}: not logged by {', '.join(str(run.path) for run in missing)}")
     if out is not None and not out.lower().endswith(".png"):
         raise PlotError(f"--out={out!r}: the plot is written as PNG; name a .png file")
     if out is not None and not Path(out).absolute().parent.is_dir():
@@ -85,12 +85,11 @@ def plot_runs(
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize="small")
     fig.tight_layout()
-    if out is None:
-        plt.show()
-    else:
-        target = Path(out)
-        partial = target.with_name(f".{target.name}.partial")
-        fig.savefig(partial, dpi=dpi, format="png")
-        partial.replace(target)  # a reader never sees half a picture
-    plt.close(fig)
+    try:
+        if out is None:
+            plt.show()
+        else:  # a reader never sees half a picture
+            replace_whole(Path(out), lambda tmp: fig.savefig(tmp, dpi=dpi, format="png"), suffix=".png")
+    finally:
+        plt.close(fig)
     return labels

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import yaml
@@ -24,8 +25,15 @@ class RunCurve:
     config: dict  # the run's config.yaml as data ({} when the run has none)
     rows: list[dict] = field(repr=False)
 
+    @cached_property
     def keys(self) -> set[str]:
+        """The metrics this run logged as numbers."""
         return {k for row in self.rows for k, v in row.items() if _is_number(v)}
+
+    @cached_property
+    def learning_config(self) -> dict[str, str]:
+        """The config, flattened to dotted keys, without what says only where and how the run was kept."""
+        return {k: v for k, v in _flat(self.config).items() if k.partition(".")[0] not in NOT_THE_CONFIG}
 
     def points(self, x: str, metric: str) -> tuple[list[float], list[float]]:
         pairs = [(row[x], row[metric]) for row in self.rows if _is_number(row.get(x)) and _is_number(row.get(metric))]
@@ -75,7 +83,7 @@ def load_runs(paths: list[str]) -> list[RunCurve]:
     return runs
 
 
-def _flat(config: dict, prefix: str = "") -> dict[str, object]:
+def _flat(config: dict, prefix: str = "") -> dict[str, str]:
     out = {}
     for key, value in config.items():
         name = f"{prefix}{key}"
@@ -86,19 +94,15 @@ def _flat(config: dict, prefix: str = "") -> dict[str, object]:
     return out
 
 
-def _learning_config(run: RunCurve) -> dict[str, object]:
-    return {k: v for k, v in _flat(run.config).items() if k.partition(".")[0] not in NOT_THE_CONFIG}
-
-
 def group_seeds(runs: list[RunCurve]) -> list[tuple[str, list[RunCurve]]]:
     """Runs grouped by config (seeds of one config together), in the order first named, each with a label: the
     config keys its group differs in from the others, or the run directory's name where that says nothing."""
     groups: dict[str, list[RunCurve]] = {}
     for run in runs:
-        key = json.dumps(_learning_config(run), sort_keys=True) if run.config else f"(no config) {run.path}"
+        key = json.dumps(run.learning_config, sort_keys=True) if run.config else f"(no config) {run.path}"
         groups.setdefault(key, []).append(run)
     members = list(groups.values())
-    configs = [_learning_config(group[0]) for group in members]
+    configs = [group[0].learning_config for group in members]
     differing = sorted({k for c in configs for k in c if len({json.dumps(d.get(k)) for d in configs}) > 1})
     labelled = []
     for group, config in zip(members, configs):
