@@ -130,6 +130,8 @@ def markdown_table(rows: list[dict], columns: list[tuple[str, str]]) -> str:
             value = row.get(key)
             if isinstance(value, float):
                 value = f"{value:,.3g}" if abs(value) < 100 else f"{value:,.0f}"
+            elif isinstance(value, int) and not isinstance(value, bool):
+                value = f"{value:,}"
             cells.append("-" if value is None else str(value))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

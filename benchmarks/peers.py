@@ -38,6 +38,7 @@ from benchmarks.common import (
     add_results_dir_argument,
     machine_info,
     markdown_table,
+    metrics_rows,
     print_machine,
     study_name,
     write_results,
@@ -73,8 +74,12 @@ def linear(start):
 
 class StopAtTarget(BaseCallback):
     solved_at = None
+    def _init_callback(self):
+        self.curve = []  # [s from launch, env steps, mean return of the last 100 episodes] at each rollout's end
     def _on_rollout_end(self):
         returns = [info["r"] for info in self.model.ep_info_buffer]  # the last 100 episodes, as SB3 logs them
+        if returns:
+            self.curve.append([time.perf_counter() - launch, self.num_timesteps, sum(returns) / len(returns)])
         if len(returns) >= 100 and sum(returns) / len(returns) >= spec["target"] and self.solved_at is None:
             self.solved_at = time.perf_counter() - launch
     def _on_step(self):
@@ -89,7 +94,7 @@ callback = StopAtTarget()
 model.learn(total_timesteps=min(100_000, spec["max_steps"]), callback=callback)
 returns = [info["r"] for info in model.ep_info_buffer]
 print("RESULT " + json.dumps({"env_steps": model.num_timesteps, "wall_s": time.perf_counter() - launch,
-                              "solved_at_s": callback.solved_at,
+                              "solved_at_s": callback.solved_at, "curve": callback.curve,
                               "episode_return_mean": sum(returns) / len(returns) if returns else None}))
 """
 
@@ -117,13 +122,15 @@ config = (
     .debugging(seed=spec["seed"])
 )
 algo = config.build_algo()
-solved_at, steps, ret, iterations = None, 0, None, 0
+solved_at, steps, ret, iterations, curve = None, 0, None, 0, []
 while True:
     result = algo.train()
     iterations += 1
     steps = result["num_env_steps_sampled_lifetime"]
     ret = result["env_runners"].get("episode_return_mean")
     elapsed = time.perf_counter() - launch
+    if ret is not None:
+        curve.append([elapsed, steps, ret])
     if ret is not None and ret >= spec["target"] and solved_at is None:
         solved_at = elapsed
         break
@@ -133,7 +140,7 @@ wall = time.perf_counter() - launch
 algo.stop()
 ray.shutdown()
 print("RESULT " + json.dumps({"env_steps": steps, "wall_s": wall, "solved_at_s": solved_at,
-                              "episode_return_mean": ret, "iterations": iterations}))
+                              "episode_return_mean": ret, "iterations": iterations, "curve": curve}))
 """
 
 
@@ -180,7 +187,14 @@ def run_distrl(seed: int, limits: dict, overrides: list[str]) -> dict:
         if proc.returncode != 0:
             raise RuntimeError(f"distrl train failed: {proc.stderr[-2000:]}")
         summary = json.loads((run_dir / "summary.json").read_text())
+        rows = metrics_rows(run_dir)
     return {
+        # [s from launch, env steps, mean return], as the peers' children record it: the learning-curve figure's data
+        "curve": [
+            [row["time_s"], row["env_steps"], row["episode_return_mean"]]
+            for row in rows
+            if row.get("episode_return_mean") is not None
+        ],
         "env_steps": summary["env_steps"],
         "wall_s": summary["wall_s"],
         "solved_at_s": summary["solved_at_s"],
@@ -214,7 +228,7 @@ def main(argv=None) -> int:
     add_results_dir_argument(parser)
     args = parser.parse_args(argv)
     if args.quick:
-        args.max_steps, args.max_wall_s, args.seeds = 16_000, 60.0, 1
+        args.max_steps, args.max_wall_s, args.seeds = 8_000, 60.0, 1
     missing = []
     if "sb3" in args.systems and not _importable("stable_baselines3"):
         missing.append("stable-baselines3")
@@ -285,11 +299,12 @@ def main(argv=None) -> int:
         for system in args.systems:
             start = time.perf_counter()
             row = {"system": names[system], "key": system, "seed": seed, **runners[system](seed)}
+            row["env_steps"] = int(row["env_steps"])  # RLlib counts in floats
             row["sps"] = row["env_steps"] / row["wall_s"]
             rows.append(row)
             print(
                 f"{row['system']:40s} seed {seed}: {row['sps']:9,.0f} env steps/s, {row['env_steps']:,} steps in "
-                f"{row['wall_s']:.1f} s, solved at {row['solved_at_s']}, return {row['episode_return_mean']}"
+                f"{row['wall_s']:.1f} s, {_solved(row['solved_at_s'])}, return {row['episode_return_mean']:.1f}"
                 f"  ({time.perf_counter() - start:.0f} s)",
                 flush=True,
             )
@@ -316,19 +331,11 @@ def main(argv=None) -> int:
     print(
         "medians: "
         + "; ".join(
-            f"{m['system']} {m['solved_at_s']} s ({m['solved_runs']}/{m['runs']} solved)" for m in medians.values()
+            f"{m['system']} {_solved(m['solved_at_s'])} ({m['solved_runs']}/{m['runs']} solved)"
+            for m in medians.values()
         )
     )
     print("targets: " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in targets.items()))
-    columns = [
-        ("system", "system"),
-        ("seed", "seed"),
-        ("sps", "env steps/s (from launch)"),
-        ("solved_at_s", "time to 475 (s)"),
-        ("env_steps", "env steps"),
-        ("wall_s", "wall s"),
-        ("episode_return_mean", "final return"),
-    ]
     failures = (
         [] if args.quick else [f"{r['system']} seed {r['seed']} did not run" for r in rows if r["env_steps"] == 0]
     )
@@ -344,13 +351,48 @@ def main(argv=None) -> int:
             "medians": medians,
             "targets": targets,
         },
-        markdown_table(rows, columns),
+        report(rows, medians, targets),
         None,
         failures,
         args.quick,
         args.results_dir,
     )
     return 0 if ok else 1
+
+
+def _solved(seconds: float | None) -> str:
+    return "not solved" if seconds is None else f"solved at {seconds:.1f} s"
+
+
+def report(rows: list[dict], medians: dict, targets: dict) -> str:
+    """The results file's tables: every run, then each system's medians and distrl's time as a share of each peer's."""
+    runs = markdown_table(
+        rows,
+        [
+            ("system", "system"),
+            ("seed", "seed"),
+            ("sps", "env steps/s (from launch)"),
+            ("solved_at_s", "time to 475 (s)"),
+            ("env_steps", "env steps"),
+            ("wall_s", "wall s"),
+            ("episode_return_mean", "final return"),
+        ],
+    )
+    ratios = {"distrl": 1.0} | {k: targets.get(f"time_to_475_vs_{k}") for k in ("sb3", "rllib_same", "rllib_tuned")}
+    summary = markdown_table(
+        [m | {"solved": f"{m['solved_runs']}/{m['runs']}", "ratio": ratios.get(key)} for key, m in medians.items()],
+        [
+            ("system", "system"),
+            ("solved_at_s", "median time to 475 (s)"),
+            ("solved", "solved"),
+            ("env_steps", "median env steps"),
+            ("ratio", "distrl's time as a share of its"),
+        ],
+    )
+    floor = f"Ray's own start (import, init, one task) in the same run: {targets['ray_floor_s']:.2f} s"
+    if "distrl_first_batch_s" in targets:
+        floor += f"; distrl's launch to first batch {targets['distrl_first_batch_s']:.2f} s"
+    return f"{runs}\n\nMedians over seeds:\n\n{summary}\n\n{floor}."
 
 
 def _importable(module: str) -> bool:

@@ -118,6 +118,10 @@ def test_peers_quick(tmp_path):
     payload = json.loads(next(tmp_path.glob("*.json")).read_text())
     assert [r["key"] for r in payload["rows"]] == ["distrl", "sb3", "rllib_same", "rllib_tuned"]
     assert all(r["env_steps"] > 0 and r["wall_s"] > 0 for r in payload["rows"])
+    for row in payload["rows"]:  # the learning curve the docs' figure draws: [s from launch, env steps, return]
+        times, steps = [p[0] for p in row["curve"]], [p[1] for p in row["curve"]]
+        assert row["curve"] and times == sorted(times) and steps == sorted(steps) and steps[-1] <= row["env_steps"]
+        assert 0 < times[-1] <= row["wall_s"] + 1 and all(isinstance(p[2], (int, float)) for p in row["curve"])
     # Ray's floor and distrl's launch-to-first-batch, measured in the same run.
     assert 0 < payload["targets"]["ray_floor_s"] < payload["targets"]["distrl_first_batch_s"]
     assert payload["rows"][0]["startup"]["first_batch"] == payload["rows"][0]["first_batch_s"]

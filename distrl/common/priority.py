@@ -8,7 +8,7 @@ runs its rollout workers 10 nicer than its learner for the same reason). Ray sta
 the learner's too, at its own niceness (15; ``RAY_worker_niceness``), so a worker's is raised relative to
 the one it started with; lowering it again would need privileges. Nicer workers also yield to every Ray
 process at niceness 0 (the raylet, the GCS, the dashboard's agents), likely part of why 10 lost to 0 on 2
-cores (docs/performance.md, "Learning, async beside sync").
+cores (docs/performance.md, "Async beside lockstep").
 """
 
 from __future__ import annotations
