@@ -13,7 +13,7 @@ round robin on the run: the learner's Elo beside every earlier snapshot's.
     python benchmarks/league.py                  # connect four: 600 s of training, 100 games per seat
     python benchmarks/league.py --config configs/league_duel.yaml --set env.kwargs.team_size=2 --name league_duel_2v2
     python benchmarks/league.py --seconds 120 --games 40
-    python benchmarks/league.py --quick          # 60 s, 10 games per seat
+    python benchmarks/league.py --quick          # 30 s, 4 games per seat
 """
 
 from __future__ import annotations
@@ -163,11 +163,11 @@ def main() -> None:
     parser.add_argument("--games", type=int, default=100, help="games per seat and opponent at each checkpoint")
     parser.add_argument("--every", type=int, default=10, help="iterations between checkpoints")
     parser.add_argument("--keep-run", type=Path, help="train into this directory and keep it")
-    parser.add_argument("--quick", action="store_true", help="60 s of training, 10 games per seat (a smoke run)")
+    parser.add_argument("--quick", action="store_true", help="30 s of training, 4 games per seat (a smoke run)")
     add_results_dir_argument(parser)
     args = parser.parse_args()
     if args.quick:
-        args.seconds, args.games, args.every = 60, 10, 5
+        args.seconds, args.games, args.every = 30, 4, 5
     global THRESHOLDS
     from distrl.config import load_config
 

@@ -14,7 +14,7 @@ the workers' summed solo throughput. The driver's CPU per update is recorded bes
 the worker count). Writes JSON, Markdown and a PNG.
 
     python benchmarks/many_workers.py                 # 1 and 48 workers
-    python benchmarks/many_workers.py --quick         # 1 and 4 workers, short runs of a faster env
+    python benchmarks/many_workers.py --quick         # 1 and 3 workers, short runs of a faster env
 """
 
 from __future__ import annotations
@@ -116,11 +116,11 @@ def main() -> None:
     )
     parser.add_argument("--seconds", type=float, default=120.0, help="training time past --startup-s")
     parser.add_argument("--startup-s", type=float, default=150.0, help="launch to every worker answering, allowed")
-    parser.add_argument("--quick", action="store_true", help="4 workers, short runs, a 2 ms step")
+    parser.add_argument("--quick", action="store_true", help="3 workers, short runs, a 2 ms step")
     add_results_dir_argument(parser)
     args = parser.parse_args()
     if args.quick:
-        args.workers, args.seconds, args.startup_s, args.step_s = 4, 12.0, 30.0, 0.002
+        args.workers, args.seconds, args.startup_s, args.step_s = 3, 8.0, 30.0, 0.002
     machine = machine_info()
     print_machine(machine)
     solo = run(1, args)

@@ -62,11 +62,11 @@ def run(task: str, variant: str, seed: int, budget: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_task_arguments(parser, quick="CartPole, seed 0, 40,000 env steps")
+    add_task_arguments(parser, quick="CartPole, seed 0, 16,000 env steps")
     args, machine = parse_task_arguments(parser)
     runs, rows = [], []
     for task in args.tasks:
-        budget = 40_000 if args.quick else BUDGETS[task]
+        budget = 16_000 if args.quick else BUDGETS[task]
         for seed in args.seeds:
             for variant in list(VARIANTS) if seed % 2 == 0 else list(VARIANTS)[::-1]:
                 r = run(task, variant, seed, budget)
