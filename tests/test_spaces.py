@@ -62,12 +62,13 @@ def test_structured_encoder_reads_each_part_from_its_slice():
     flat, _ = flatten_batch(SPACE, {k: np.stack([SPACE.sample()[k] for _ in range(4)]) for k in SPACE.spaces})
     pd, value = model(torch.from_numpy(flat))
     assert pd.shape == (4, 2) and value.shape == (4,)
-    # The image part goes through the CNN as [C, H, W]: permuting it by hand into the CNN gives the same features.
-    camera = torch.from_numpy(flat[:, :360]).reshape(4, 12, 10, 3).permute(0, 3, 1, 2)
-    encoder = model.actor_encoder
+    # The image part goes through the convolutions as [C, H, W], its uint8 pixels scaled to [0, 1]: permuting and
+    # scaling it by hand into them gives the same features.
+    camera = torch.from_numpy(flat[:, :360]).reshape(4, 12, 10, 3).permute(0, 3, 1, 2) * (1.0 / 255.0)
+    encoder, image = model.actor_encoder, model.actor_encoder.encoders[0]
     with torch.no_grad():
         np.testing.assert_allclose(
-            encoder(torch.from_numpy(flat))[:, : encoder.encoders[0].out_dim], encoder.encoders[0](camera), rtol=1e-6
+            encoder(torch.from_numpy(flat))[:, : image.out_dim], image.fc(image.conv(camera)), rtol=1e-5, atol=1e-6
         )
 
 

@@ -14,6 +14,7 @@ EXTRAS = {
     "pettingzoo": "multiagent",
     "mpe2": "multiagent",
     "ale_py": "atari",
+    "minatar": "minatar",
     "cv2": "atari",
     "mujoco": "mujoco",
     "moviepy": "video",

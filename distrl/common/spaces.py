@@ -25,7 +25,7 @@ class ObsPart:
     offset: int  # first element in the flat vector
     size: int  # elements in the flat vector (gymnasium.spaces.flatdim)
     shape: tuple[int, ...]  # the part's own shape (Box), or (size,) for anything flattened to a vector
-    image: bool  # a uint8 Box of 3 dims: encoded by a CNN, channels first
+    image: bool  # a uint8 Box of 3 dims: encoded by a CNN
     channels_last: bool  # an image stored [H, W, C] (moved to [C, H, W] inside the model)
     space: gym.Space
 
@@ -49,13 +49,22 @@ def _parts(space: gym.Space) -> list[tuple[str, gym.Space]]:
     return [(str(i), sub) for i, sub in enumerate(space.spaces)]
 
 
+def channels_last_of(shape: tuple[int, ...]) -> bool | None:
+    """Whether an image of 3 dims keeps its channels last ``[H, W, C]`` rather than first ``[C, H, W]``, read from
+    its shape as SB3 reads it: the smallest axis, the first or the last, is the channels. None where the shape
+    cannot tell (the first and last axes are the same size, or the middle one is the smallest)."""
+    first, middle, last = shape
+    if first == last or middle < min(first, last):
+        return None
+    return last < first
+
+
 def _is_image(space: gym.Space) -> tuple[bool, bool]:
-    """(image, channels_last) for a Box part: uint8 with 3 dims, channels first unless its last axis looks like
-    channels (1, 3 or 4) and its first does not."""
+    """(image, channels_last) for a Box part: uint8 with 3 dims (channels first where the shape cannot tell; the
+    model's ``model.channels`` says otherwise)."""
     if not (isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3):
         return False, False
-    first, last = space.shape[0], space.shape[-1]
-    return True, last in (1, 3, 4) and first not in (1, 3, 4)
+    return True, bool(channels_last_of(space.shape))
 
 
 def obs_layout(space: gym.Space) -> list[ObsPart]:

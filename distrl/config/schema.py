@@ -20,6 +20,7 @@ NonNegativeInt = Annotated[int, Field(ge=0)]
 PositiveFloat = Annotated[float, Field(gt=0)]
 NonNegativeFloat = Annotated[float, Field(ge=0)]
 UnitInterval = Annotated[float, Field(ge=0, le=1)]
+ConvLayer = Annotated[list[PositiveInt], Field(min_length=3, max_length=3)]  # [channels, kernel, stride]
 
 
 class Section(BaseModel):
@@ -67,10 +68,27 @@ class EnvConfig(Section):
 class ModelConfig(Section):
     type: Literal["mlp", "cnn", "attention"] = Field(
         "mlp",
-        description="mlp for vector observations, cnn (Nature-CNN) for uint8 frames, attention: a transformer "
-        "over the last model.window observations (or over observations that are already [tokens, features])",
+        description="mlp for vector observations; cnn for image observations of 3 dims (uint8 pixels scaled by "
+        "1/255, bool and float pixels as they are; model.conv_layers); attention: a transformer over the last "
+        "model.window observations (or over observations that are already [tokens, features])",
     )
-    hidden: list[PositiveInt] = Field(default_factory=lambda: [64, 64], min_length=1, description="MLP layer widths")
+    hidden: list[PositiveInt] = Field(
+        default_factory=lambda: [64, 64],
+        min_length=1,
+        description="MLP layer widths; after model.conv_layers, the dense layers' widths",
+    )
+    conv_layers: list[ConvLayer] | None = Field(
+        None,
+        description="the convolutions of a cnn and of a Dict's image parts, [channels, kernel, stride] each (no "
+        "padding, ReLU after each), then model.hidden's dense layers; unset: the Nature-CNN ([[32, 8, 4], [64, 4, "
+        "2], [64, 3, 1]]) for images of 36 x 36 pixels or more, else [[16, 3, 2], [32, 3, 1]], either then one "
+        "dense layer of model.hidden's last width",
+    )
+    channels: Literal["auto", "first", "last"] = Field(
+        "auto",
+        description="where image observations keep their channels: first [C, H, W] or last [H, W, C]; auto: read "
+        "from the shape (its smallest axis, the first or the last, is the channels; refused where it cannot tell)",
+    )
     activation: Literal["tanh", "relu", "elu", "gelu"] = "tanh"
     shared_trunk: bool = Field(False, description="actor and critic share the encoder")
     lstm_size: NonNegativeInt = Field(0, description="LSTM core width after the encoder; 0 disables it")

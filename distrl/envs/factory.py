@@ -28,6 +28,19 @@ def is_atari(env_id: str) -> bool:
     return env_id.startswith("ALE/")
 
 
+def _register_minatar(module) -> None:
+    if not any(name.startswith("MinAtar/") for name in gym.registry):  # registering twice warns of overriding
+        module.register_envs()
+
+
+# Optional packages whose env ids are names, registered by importing the package: the id's prefix -> the module and
+# how it registers them.
+REGISTERING_PACKAGES = {
+    "ALE/": ("ale_py", gym.register_envs),
+    "MinAtar/": ("minatar.gym", _register_minatar),  # the miniature Atari suite: 10 x 10 bool images, channels last
+}
+
+
 def _import_env_module(env_id: str, module_name: str):
     """Import the module of a ``module:name`` id. A module in the current directory imports as it would for
     ``python script.py`` there: the directory is added to the end of ``sys.path`` (after everything installed, so
@@ -62,13 +75,16 @@ def resolve_env_id(env_id: str) -> str | Callable[..., gym.Env]:
             f"env.id={env_id!r}: module {module_name!r} has no callable {attr!r}, and importing it "
             f"registered no gymnasium id {attr!r}"
         )
-    if is_atari(env_id):
+    prefix = env_id.partition("/")[0] + "/"
+    if prefix in REGISTERING_PACKAGES:
+        package, register = REGISTERING_PACKAGES[prefix]
         try:
-            import ale_py  # noqa: PLC0415  (optional dependency, registers ALE/ ids)
+            module = importlib.import_module(package)
         except ImportError:
-            raise EnvSpecError(f"env.id={env_id!r}: needs ale-py{install_hint('ale_py')}") from None
-
-        gym.register_envs(ale_py)
+            top = package.partition(".")[0]
+            raise EnvSpecError(f"env.id={env_id!r}: needs {top}{install_hint(top)}") from None
+        if env_id not in gym.registry:
+            register(module)
     try:
         gym.spec(env_id)
     except gym.error.Error as exc:

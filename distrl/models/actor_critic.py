@@ -17,8 +17,10 @@ from torch import nn
 
 from distrl.common.spaces import ObsPart, flat_observation_space, is_structured, obs_layout
 from distrl.config.schema import ModelConfig
+from distrl.models.conv import ConvEncoder
 from distrl.models.distributions import ActionDist
 from distrl.models.fit import critic_only_parts, critic_parts_problem
+from distrl.models.image import conv_plan
 
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "gelu": nn.GELU}
 
@@ -46,58 +48,6 @@ class MLPEncoder(nn.Module):
         return self.net(obs.flatten(1).to(self.net[0].weight.dtype))
 
 
-class NatureCNNEncoder(nn.Module):
-    """The DQN Nature CNN (Mnih et al. 2015) for stacked uint8 frames ``[B, C, 84, 84]``."""
-
-    def __init__(self, obs_shape: tuple[int, ...], hidden: list[int], activation: str):
-        super().__init__()
-        act = _ACTIVATIONS[activation]
-        self.conv = nn.Sequential(
-            _init(nn.Conv2d(obs_shape[0], 32, 8, stride=4), math.sqrt(2)),
-            nn.ReLU(),
-            _init(nn.Conv2d(32, 64, 4, stride=2), math.sqrt(2)),
-            nn.ReLU(),
-            _init(nn.Conv2d(64, 64, 3, stride=1), math.sqrt(2)),
-            nn.ReLU(),
-            nn.Flatten(),
-        )
-        with torch.no_grad():
-            flat = self.conv(torch.zeros(1, *obs_shape)).shape[1]
-        self.fc = nn.Sequential(_init(nn.Linear(flat, hidden[-1]), math.sqrt(2)), act())
-        self.out_dim = hidden[-1]
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.fc(self.conv(obs.to(self.fc[0].weight.dtype) * (1.0 / 255.0)))
-
-
-class SmallCNNEncoder(nn.Module):
-    """Two 3x3 convolutions (stride 2, then 1) for images smaller than the Nature-CNN takes (< 36 x 36)."""
-
-    def __init__(self, obs_shape: tuple[int, ...], hidden: list[int], activation: str):
-        super().__init__()
-        self.conv = nn.Sequential(
-            _init(nn.Conv2d(obs_shape[0], 16, 3, stride=2), math.sqrt(2)),
-            nn.ReLU(),
-            _init(nn.Conv2d(16, 32, 3, stride=1), math.sqrt(2)),
-            nn.ReLU(),
-            nn.Flatten(),
-        )
-        with torch.no_grad():
-            flat = self.conv(torch.zeros(1, *obs_shape)).shape[1]
-        self.fc = nn.Sequential(_init(nn.Linear(flat, hidden[-1]), math.sqrt(2)), _ACTIVATIONS[activation]())
-        self.out_dim = hidden[-1]
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.fc(self.conv(obs.to(self.fc[0].weight.dtype) * (1.0 / 255.0)))
-
-
-def _image_encoder(shape: tuple[int, ...], cfg: ModelConfig) -> nn.Module:
-    """The Nature-CNN where the image is large enough (>= 36 x 36), else a small CNN."""
-    if min(shape[1:]) >= 36:
-        return NatureCNNEncoder(shape, cfg.hidden, cfg.activation)
-    return SmallCNNEncoder(shape, cfg.hidden, cfg.activation)
-
-
 class StructuredEncoder(nn.Module):
     """An encoder per part of a Dict or Tuple observation, their features concatenated (SB3's CombinedExtractor,
     with an MLP per vector part). The input is gymnasium's flattening of the observation ``[B, flatdim]``
@@ -105,12 +55,11 @@ class StructuredEncoder(nn.Module):
 
     def __init__(self, parts: list[ObsPart], cfg: ModelConfig):
         super().__init__()
-        self.parts = [(p.offset, p.size, p.shape, p.image, p.channels_last) for p in parts]
+        self.parts = [(p.offset, p.size, p.shape, p.image) for p in parts]
         encoders = []
         for part in parts:
-            if part.image:
-                shape = (part.shape[2], part.shape[0], part.shape[1]) if part.channels_last else part.shape
-                encoders.append(_image_encoder(shape, cfg))
+            if part.image:  # the encoder moves channels last to first itself
+                encoders.append(_conv_encoder(conv_plan(part.shape, part.space.dtype, cfg), cfg))
             else:
                 encoders.append(MLPEncoder(part.size, cfg.hidden, cfg.activation))
         self.encoders = nn.ModuleList(encoders)
@@ -118,14 +67,16 @@ class StructuredEncoder(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         features = []
-        for (offset, size, shape, image, channels_last), encoder in zip(self.parts, self.encoders):
+        for (offset, size, shape, image), encoder in zip(self.parts, self.encoders):
             x = obs[:, offset : offset + size]
             if image:  # every size a Python constant: the exported graph computes no shapes at run time
                 x = x.reshape(-1, *shape)
-                if channels_last:
-                    x = x.permute(0, 3, 1, 2)
             features.append(encoder(x))
         return torch.cat(features, dim=-1)
+
+
+def _conv_encoder(plan, cfg: ModelConfig) -> ConvEncoder:
+    return ConvEncoder(plan, _ACTIVATIONS[cfg.activation], _init)
 
 
 def _encoder(obs_space: gym.Space, cfg: ModelConfig, leave_out: tuple[str, ...] = ()) -> nn.Module:
@@ -143,9 +94,7 @@ def _encoder(obs_space: gym.Space, cfg: ModelConfig, leave_out: tuple[str, ...] 
             obs_space.shape[0], obs_space.shape[1], cfg.d_model, cfg.heads, cfg.layers, cfg.causal, cfg.pool
         )
     if cfg.type == "cnn":
-        if len(obs_space.shape) != 3:
-            raise ValueError(f"model.type=cnn: needs image observations [C, H, W], got shape {obs_space.shape}")
-        return NatureCNNEncoder(obs_space.shape, cfg.hidden, cfg.activation)
+        return _conv_encoder(conv_plan(obs_space.shape, obs_space.dtype, cfg), cfg)
     return MLPEncoder(int(np.prod(obs_space.shape)), cfg.hidden, cfg.activation)
 
 

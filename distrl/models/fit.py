@@ -9,10 +9,7 @@ import gymnasium as gym
 
 from distrl.common.spaces import action_space_problem, is_structured, obs_layout
 from distrl.config.schema import ModelConfig
-
-# The Nature-CNN's convolutions: (kernel, stride), as in distrl/models/actor_critic.py.
-NATURE_CNN_CONVS = ((8, 4), (4, 2), (3, 1))
-SMALL_CNN_MIN = 7  # the small CNN of a Dict's image parts (3x3 stride 2, then 3x3): the smallest side it takes
+from distrl.models.image import conv_plan
 
 
 def critic_only_parts(obs_space: gym.Space, cfg: ModelConfig) -> list[str]:
@@ -53,12 +50,10 @@ def _structured_problem(obs_space: gym.Space, cfg: ModelConfig) -> str | None:
         )
     for part in obs_layout(obs_space):
         if part.image:
-            height, width = (part.shape[0], part.shape[1]) if part.channels_last else part.shape[1:]
-            if min(height, width) < SMALL_CNN_MIN:
-                return (
-                    f"observation part {part.name!r}: image of shape {part.shape} is smaller than the "
-                    f"{SMALL_CNN_MIN} x {SMALL_CNN_MIN} pixels the CNN takes"
-                )
+            try:
+                conv_plan(part.shape, part.space.dtype, cfg, f"observation part {part.name!r}")
+            except ValueError as exc:
+                return str(exc)
     return None
 
 
@@ -84,15 +79,5 @@ def check_model_fits(obs_space: gym.Space, action_space: gym.Space, cfg: ModelCo
                 f"shape {obs_space.shape}"
             )
         return
-    if cfg.type != "cnn":
-        return
-    if len(obs_space.shape) != 3:
-        raise ValueError(f"model.type=cnn: needs image observations [C, H, W], got shape {obs_space.shape}")
-    height, width = obs_space.shape[1:]
-    for kernel, stride in NATURE_CNN_CONVS:
-        height, width = (height - kernel) // stride + 1, (width - kernel) // stride + 1
-        if height < 1 or width < 1:
-            raise ValueError(
-                f"model.type=cnn: observations of shape {obs_space.shape} are too small for the "
-                "Nature-CNN (it needs at least 36 x 36 pixels)"
-            )
+    if cfg.type == "cnn":
+        conv_plan(obs_space.shape, obs_space.dtype, cfg)

@@ -1,0 +1,123 @@
+"""MinAtar Breakout: the shipped convolutional policy beside a flattened MLP, at the same env step budget.
+
+``configs/minatar_breakout.yaml`` as shipped (one 3 x 3 convolution of 16 channels, then 128 units: the MinAtar
+paper's network) against the same config with ``model.type=mlp`` over the flattened 10 x 10 x 4 frame (two layers
+of 128, the same activation). Each run is a fresh ``distrl train`` to the step budget; the seeds go in turns, the
+order reversed on odd seeds. Reported: the mean return of the last 100 episodes at the end (the run's own figure)
+and over the last 10 % of its reports, the wall time, and the curve. Needs ``pip install -e ".[minatar]"``.
+
+    python benchmarks/minatar.py                   # 2M env steps, seeds 0-2, both models
+    python benchmarks/minatar.py --seeds 3 4 --steps 1000000
+    python benchmarks/minatar.py --quick           # 30k steps, seed 0: a check that both run
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.async_learning import train_command
+from benchmarks.common import (
+    add_results_dir_argument,
+    machine_info,
+    markdown_table,
+    metrics_rows,
+    print_machine,
+    write_results,
+)
+
+CONFIG = "configs/minatar_breakout.yaml"
+MODELS = {  # name -> overrides of the shipped config
+    "cnn (shipped)": [],
+    "mlp, flattened": ["model.type=mlp", "model.conv_layers=null", "model.hidden=[128,128]"],
+}
+
+
+def run(model: str, seed: int, steps: int) -> dict:
+    items = [*MODELS[model], f"seed={seed}", f"stop.env_steps={steps}", "logging.tensorboard=false"]
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = Path(tmp) / "run"
+        cmd, env = train_command(CONFIG, items, run_dir)
+        result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=7200, check=False)
+        if result.returncode != 0:
+            raise RuntimeError(f"{model} seed {seed} failed:\n{result.stderr[-3000:]}")
+        rows = metrics_rows(run_dir)
+    reported = [r for r in rows if r.get("episode_return_mean") is not None]
+    tail = reported[-max(1, len(reported) // 10) :]
+    return {
+        "model": model,
+        "seed": seed,
+        "env_steps": rows[-1]["env_steps"],
+        "wall_s": rows[-1]["time_s"],
+        "return_end": reported[-1]["episode_return_mean"],
+        "return_last_10pct": statistics.mean(r["episode_return_mean"] for r in tail),
+        "curve": [[r["env_steps"], r["episode_return_mean"]] for r in reported],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--steps", type=int, default=2_000_000, help="env steps a run")
+    parser.add_argument("--quick", action="store_true", help="30k steps, seed 0")
+    add_results_dir_argument(parser)
+    args = parser.parse_args()
+    if args.quick:
+        args.seeds, args.steps = [0], 30_000
+    machine = machine_info()
+    print_machine(machine)
+    runs = []
+    for seed in args.seeds:
+        for model in list(MODELS) if seed % 2 == 0 else list(MODELS)[::-1]:
+            r = run(model, seed, args.steps)
+            runs.append(r)
+            print(
+                f"{model:16s} seed {seed}: return {r['return_end']:.2f} at {r['env_steps']:,} steps "
+                f"(last 10 %: {r['return_last_10pct']:.2f}), {r['wall_s']:.0f} s",
+                flush=True,
+            )
+    rows = []
+    for model in MODELS:
+        mine = [r for r in runs if r["model"] == model]
+        rows.append(
+            {
+                "model": model,
+                "seeds": len(mine),
+                "return_end": statistics.median(r["return_end"] for r in mine),
+                "each": ", ".join(f"{r['return_end']:.2f}" for r in sorted(mine, key=lambda r: r["seed"])),
+                "return_last_10pct": statistics.median(r["return_last_10pct"] for r in mine),
+                "wall_s": statistics.median(r["wall_s"] for r in mine),
+            }
+        )
+    columns = [
+        ("model", "model"),
+        ("seeds", "seeds"),
+        ("return_end", "return at the end (median)"),
+        ("each", "each seed"),
+        ("return_last_10pct", "last 10 % of reports (median)"),
+        ("wall_s", "wall s (median)"),
+    ]
+    ok = write_results(
+        "minatar_breakout",
+        {
+            "machine": machine,
+            "settings": vars(args) | {"results_dir": str(args.results_dir)},
+            "runs": runs,
+            "rows": rows,
+        },
+        markdown_table(rows, columns),
+        quick=args.quick,
+        results_dir=args.results_dir,
+    )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
