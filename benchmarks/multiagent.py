@@ -95,7 +95,7 @@ def distrl_settings(settings: dict) -> list[str]:
     """``--set`` items for a task's shared settings (each agent of each env copy is a slot of the batch)."""
     slots = settings["copies"] * AGENTS
     return [
-        f"env.num_envs_per_worker={slots}",
+        f"env.num_envs_per_worker={settings['copies']}",
         f"rollout.rollout_length={settings['rollout']}",
         f"ppo.gamma={settings['gamma']}",
         f"ppo.lr={settings['lr']}",
@@ -116,7 +116,7 @@ TASKS = {
     "cartpole_team": (
         [
             "env.id=distrl.envs.testing:cartpole_team",
-            "env.num_envs_per_worker=48",
+            "env.num_envs_per_worker=16",
             "ppo.proximal=behaviour",
             "stop.episode_return_mean=null",
         ],

@@ -43,6 +43,7 @@ from distrl.compile import available_backends
 from distrl.config import load_config
 from distrl.envs import make_run_vec_env
 from distrl.envs.factory import is_atari
+from distrl.envs.kinds import resolve_agents
 from distrl.rollout import make_worker
 from distrl.rollout.env_runner import EnvGroups
 
@@ -64,10 +65,10 @@ CASES = {
     # N agents as slots (``distrl/envs/agents.py``) beside the one-agent env stepped the same way: 48 CartPoles in
     # Python either way, as 48 envs or as 16 copies of a 3-agent team
     "cartpole_sync_48": (["env.id=CartPole-v1", "env.vectorization=sync", "env.num_envs_per_worker=48"], 128),
-    "cartpole_team_48": (["env.id=distrl.envs.testing:cartpole_team", "env.num_envs_per_worker=48"], 128),
+    "cartpole_team_48": (["env.id=distrl.envs.testing:cartpole_team", "env.num_envs_per_worker=16"], 128),
     # the same team with a policy per agent (agents.policies): three policies, each acting for its 16 slots
     "cartpole_team_48_per_agent": (
-        ["env.id=distrl.envs.testing:cartpole_team", "env.num_envs_per_worker=48", "agents.policies=per_agent"],
+        ["env.id=distrl.envs.testing:cartpole_team", "env.num_envs_per_worker=16", "agents.policies=per_agent"],
         128,
     ),
     "breakout_cnn_8": (
@@ -98,7 +99,7 @@ CASES = {
 def case_config(name: str, backend: str, stepping: str = "1"):
     overrides, length = CASES[name]
     num_envs = int(next(o for o in overrides if o.startswith("env.num_envs_per_worker=")).split("=")[1])
-    return load_config(
+    config = load_config(
         None,
         [
             *overrides,
@@ -110,6 +111,8 @@ def case_config(name: str, backend: str, stepping: str = "1"):
             *stepping_settings(stepping, num_envs),
         ],
     )
+    config = resolve_agents(config)  # an N-agent env's copies fill copies x agents slots: one minibatch of them all
+    return load_config(config, {"ppo.minibatch_size": config.worker_batch_size})
 
 
 def env_alone(config, min_seconds: float) -> float:
@@ -151,7 +154,7 @@ def worker_rate(config, min_seconds: float) -> dict:
         "policy_share": totals["policy_s"] / totals["sample_s"],
         "bookkeeping_share": other / totals["sample_s"],
         "policy_us_per_step": totals["policy_s"]
-        / (totals["env_steps"] / config.env.num_envs_per_worker / config.env.action_repeat)
+        / (totals["env_steps"] / config.env.slots / config.env.action_repeat)
         * 1e6,
     }
 

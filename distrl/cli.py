@@ -88,6 +88,9 @@ def _cmd_config_show(args) -> int:
         from distrl.envs import check_env_trust
 
         check_env_trust(config.env.id, _named_envs(args), f"config {args.config!r}")
+        from distrl.envs.kinds import resolve_agents
+
+        config = resolve_agents(config)  # an N-agent env's slots: its copies x the agents the env has
     print(describe_config(config))
     if args.explain:
         from distrl import diagnose

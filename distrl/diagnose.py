@@ -187,6 +187,9 @@ def _vectorization(config) -> str:
 
 def run(config, quick: bool = False, phase=lambda text: None) -> dict:
     """The report: versions, CPU, memory, GPU, and what ``measure`` measures; ``phase(text)`` is told each step."""
+    from distrl.envs.kinds import resolve_agents
+
+    config = resolve_agents(config)  # an N-agent env's slots: its copies x the agents the env has
     phase("reading versions and hardware")
     report = {"versions": _versions(), "cpu": _cpu(), "memory": _memory(), "gpu": _gpu()}
     report["measured"] = measure(config, seconds=0.1 if quick else 0.5, phase=phase)

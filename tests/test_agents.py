@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from distrl.config import load_config
+from distrl.config import ConfigError, load_config
 from distrl.envs import make_run_vec_env, probe_run_spaces
-from distrl.envs.kinds import env_kind
+from distrl.envs.kinds import describe_run_env, env_kind, resolve_agents
 from distrl.rollout import RolloutWorker
 from tests.conftest import run_cli
 
@@ -18,12 +18,12 @@ TEAM = "distrl.envs.testing:cartpole_team"
 KAZ = "pettingzoo/butterfly/knights_archers_zombies-v11"
 
 
-def config_for(env_id: str, slots: int, *overrides: str):
+def config_for(env_id: str, copies: int, *overrides: str):
     return load_config(
         None,
         [
             f"env.id={env_id}",
-            f"env.num_envs_per_worker={slots}",
+            f"env.num_envs_per_worker={copies}",
             "ppo.minibatch_size=32",
             "rollout.compile.backend=eager",
             *overrides,
@@ -35,7 +35,7 @@ def test_each_agent_finishes_on_its_own_step_and_sits_out_until_its_copy_resets(
     """dying_agents: agent i lives 2(i+1) steps, rewarded i+1 a step. After an agent finishes, its slot's steps are
     dead (terminated, ``_env_reset``: no transition of its own) until the last agent finishes; the step after that
     resets the copy (NEXT_STEP)."""
-    config = config_for(DYING, 6)
+    config = config_for(DYING, 2)  # two copies of three agents: six slots
     assert env_kind(config) == "agents"
     envs = make_run_vec_env(config)
     assert envs.num_envs == 6
@@ -55,8 +55,25 @@ def test_each_agent_finishes_on_its_own_step_and_sits_out_until_its_copy_resets(
     envs.close()
 
 
+def test_copies_of_an_n_agent_env_fill_copies_x_agents_slots():
+    """env.num_envs_per_worker counts env copies, as for a single-agent env; the slots are copies x agents, read from
+    the env (env.agents_per_copy), and the batch checks run on them."""
+    config = config_for(TEAM, 16, "rollout.rollout_length=8", "ppo.minibatch_size=384")
+    assert config.env.agents_per_copy is None and not config.env.agents_known
+    resolved = resolve_agents(config)
+    assert (resolved.env.agents_per_copy, resolved.env.slots, resolved.worker_batch_size) == (3, 48, 384)
+    assert resolve_agents(resolved) is resolved
+    assert describe_run_env(resolved).startswith("16 copies x 3 agents (pole_0, pole_1, pole_2): 48 slots")
+    worker = RolloutWorker(config)  # a worker handed the config as loaded reads the agents itself
+    info, batch = worker.sample()
+    assert batch.actions.shape[:2] == (8, 48) and info.env_steps == 8 * 48
+    worker.close()
+    with pytest.raises(ConfigError, match=r"ppo.minibatch_size=100: must divide the batch size .*=384"):
+        resolve_agents(config_for(TEAM, 16, "rollout.rollout_length=8", "ppo.minibatch_size=100"))
+
+
 def test_a_worker_counts_each_agents_episode_once_and_keeps_dead_steps_out_of_the_loss():
-    config = config_for(DYING, 3, "rollout.rollout_length=14", "ppo.minibatch_size=42")
+    config = config_for(DYING, 1, "rollout.rollout_length=14", "ppo.minibatch_size=42")
     worker = RolloutWorker(config)
     info, batch = worker.sample()
     # two whole 7-step cycles: six agent steps each, then the copy's reset step
@@ -70,7 +87,7 @@ def test_a_worker_counts_each_agents_episode_once_and_keeps_dead_steps_out_of_th
 def test_knights_archers_zombies_batches_hold_each_agents_steps_until_it_dies():
     """A real PettingZoo env whose agents die when zombies reach them: in every slot, a step after a finished one is
     never a transition (the agent is dead, or its copy is resetting)."""
-    config = config_for(KAZ, 8, "rollout.rollout_length=64")
+    config = config_for(KAZ, 2, "rollout.rollout_length=64")
     obs_space, action_space = probe_run_spaces(config)
     assert obs_space.shape == (27, 5) and action_space.n == 6
     worker = RolloutWorker(config)
@@ -83,7 +100,7 @@ def test_knights_archers_zombies_batches_hold_each_agents_steps_until_it_dies():
 
 
 def test_dict_observations_of_each_agent_are_flattened_and_read_back_by_the_model():
-    config = config_for(TEAM, 6, "env.kwargs={dict_obs: true}", "rollout.rollout_length=16")
+    config = config_for(TEAM, 2, "env.kwargs={dict_obs: true}", "rollout.rollout_length=16")
     obs_space, _ = probe_run_spaces(config)
     assert sorted(obs_space.spaces) == ["cart", "pole"]
     worker = RolloutWorker(config)
@@ -106,14 +123,14 @@ def test_a_team_of_cartpoles_learns_with_a_shared_policy_and_plays_back(pipeline
         "--set",
         f"env.id={TEAM}",
         "--set",
-        "env.num_envs_per_worker=48",
+        "env.num_envs_per_worker=16",
         "--set",
         f"rollout.pipeline={pipeline}",
         "--set",
         "stop.env_steps=1500000",
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "16 copies x 3 agents (pole_0, pole_1, pole_2) as slots" in (run_dir / "setup.txt").read_text()
+    assert "16 copies x 3 agents (pole_0, pole_1, pole_2): 48 slots" in (run_dir / "setup.txt").read_text()
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["stop_reason"] == "episode_return_mean", summary
     played = run_cli("eval", str(run_dir), "--episodes", "6")

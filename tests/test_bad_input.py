@@ -87,7 +87,7 @@ CASES = {
         ("the factory returned dict, not a gymnasium.Env",),
     ),
     "agents with different spaces": Case(
-        f"{TRAIN} --set env.id=distrl.envs.testing:mixed_space_agents --set env.num_envs_per_worker=48",
+        f"{TRAIN} --set env.id=distrl.envs.testing:mixed_space_agents --set env.num_envs_per_worker=16",
         2,
         (
             "agent 'agent_2' has observation Box(0.0, 1e+06, (3,), float32)",
@@ -96,7 +96,7 @@ CASES = {
         absent=("{tmp}/new",),
     ),
     "a policy whose agents' spaces differ": Case(
-        f"{TRAIN} --set env.id=distrl.envs.testing:mixed_space_agents --set env.num_envs_per_worker=48 --set "
+        f"{TRAIN} --set env.id=distrl.envs.testing:mixed_space_agents --set env.num_envs_per_worker=16 --set "
         f"'agents.policies={{{{most: [agent_0, agent_2], one: [agent_1]}}}}'",
         2,
         (
@@ -105,12 +105,22 @@ CASES = {
         ),
         absent=("{tmp}/new",),
     ),
-    "agents and their slots": Case(
-        f"{TRAIN} --set env.id=distrl.envs.testing:dying_agents",
+    "agents a copy, given wrong": Case(
+        f"{TRAIN} --set env.id=distrl.envs.testing:dying_agents --set env.agents_per_copy=2",
         2,
         (
-            "env.num_envs_per_worker=64: counts agent slots",
-            "has 3 agents (agent_0, agent_1, agent_2); use a multiple of 3",
+            "env.agents_per_copy=2: env.id='distrl.envs.testing:dying_agents' has 3 agents a copy; leave it out "
+            "(distrl reads it from the env)",
+        ),
+        absent=("{tmp}/new",),
+    ),
+    "agents, a minibatch the slots' batch cannot hold": Case(
+        f"{TRAIN} --set env.id=distrl.envs.testing:dying_agents --set env.num_envs_per_worker=16 --set "
+        "ppo.minibatch_size=7000",
+        2,
+        (
+            "ppo.minibatch_size=7000: must be <= the batch size "
+            "rollout.num_workers*env.num_envs_per_worker*env.agents_per_copy*rollout.rollout_length=6144",
         ),
         absent=("{tmp}/new",),
     ),
@@ -123,34 +133,34 @@ CASES = {
         ),
     ),
     "agents vectorized async": Case(
-        f"{TRAIN} --set env.id=distrl.envs.testing:dying_agents --set env.num_envs_per_worker=48 --set "
+        f"{TRAIN} --set env.id=distrl.envs.testing:dying_agents --set env.num_envs_per_worker=16 --set "
         "env.vectorization=async",
         2,
         ("env.vectorization=async: a PettingZoo parallel env's copies step in the worker's process; use auto or sync",),
     ),
     "agents and videos": Case(
-        f"{TRAIN} --set env.id=distrl.envs.testing:dying_agents --set env.num_envs_per_worker=48 --set "
+        f"{TRAIN} --set env.id=distrl.envs.testing:dying_agents --set env.num_envs_per_worker=16 --set "
         "logging.video_every_iterations=5",
         2,
         ("logging.video_every_iterations=5: videos of a PettingZoo parallel env are not recorded yet",),
         absent=("{tmp}/new",),
     ),
     "agents.policies, an agent without one": Case(
-        f"{TRAIN} --set env.id=distrl.envs.testing:cartpole_team --set env.num_envs_per_worker=48 --set "
+        f"{TRAIN} --set env.id=distrl.envs.testing:cartpole_team --set env.num_envs_per_worker=16 --set "
         f"'agents.policies={{{{a: [pole_0]}}}}'",
         2,
         ("agents.policies: agent 'pole_1' matches no policy's patterns; every agent needs one (policies: a)",),
         absent=("{tmp}/new",),
     ),
     "agents.policies, an agent in two": Case(
-        f"{TRAIN} --set env.id=distrl.envs.testing:cartpole_team --set env.num_envs_per_worker=48 --set "
+        f"{TRAIN} --set env.id=distrl.envs.testing:cartpole_team --set env.num_envs_per_worker=16 --set "
         f"'agents.policies={{{{a: [pole_*], b: [pole_1]}}}}'",
         2,
         ("agents.policies: agent 'pole_1' matches a and b; every agent needs exactly one policy",),
         absent=("{tmp}/new",),
     ),
     "agents.policies, a policy without agents": Case(
-        f"{TRAIN} --set env.id=distrl.envs.testing:cartpole_team --set env.num_envs_per_worker=48 --set "
+        f"{TRAIN} --set env.id=distrl.envs.testing:cartpole_team --set env.num_envs_per_worker=16 --set "
         f"'agents.policies={{{{a: [pole_*], red: [red_*]}}}}'",
         2,
         ("agents.policies.red=['red_*']: matches no agent; the env's agents are pole_0, pole_1, pole_2",),
@@ -166,14 +176,14 @@ CASES = {
         absent=("{tmp}/new",),
     ),
     "agents.policies, DDP shards": Case(
-        f"{TRAIN} --set env.id=distrl.envs.testing:cartpole_team --set env.num_envs_per_worker=48 --set "
+        f"{TRAIN} --set env.id=distrl.envs.testing:cartpole_team --set env.num_envs_per_worker=16 --set "
         f"'agents.policies={{{{solo: [pole_0], pair: [pole_1, pole_2]}}}}' --set learner.num_learners=3 --set "
         "ppo.minibatch_size=384",
         2,
         (
             "learner.num_learners=3: policy 'solo' has 16 slots a worker (16 copies x 1 agent), "
             "which do not split into "
-            "3 equal learner shards; use env.num_envs_per_worker a multiple of 9",
+            "3 equal learner shards; use env.num_envs_per_worker a multiple of 3",
         ),
         absent=("{tmp}/new",),
     ),
@@ -184,7 +194,7 @@ CASES = {
         absent=("{tmp}/new",),
     ),
     "agents.critic, no global state": Case(
-        f"{TRAIN} --set env.id=distrl.envs.testing:cartpole_team --set env.num_envs_per_worker=48 --set "
+        f"{TRAIN} --set env.id=distrl.envs.testing:cartpole_team --set env.num_envs_per_worker=16 --set "
         "agents.critic=state",
         2,
         (
@@ -596,23 +606,58 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_bad_input(name, files, tmp_path):
-    case = CASES[name]
+def skip_reason(name: str) -> str | None:
+    """Why a case cannot be asked on this machine (what it refuses is here), or None."""
     if name == "rollout.compile strict" and IPEX["available"]:
-        pytest.skip("ipex is available in this environment")
+        return "ipex is available in this environment"
     if name in ("learner GPU on a private Ray", "worker GPU on a private Ray") and torch.cuda.device_count():
-        pytest.skip("this machine has a CUDA GPU")
+        return "this machine has a CUDA GPU"
     if name == "rollout.compile.precision no bf16 CPU" and cpu_bf16():
-        pytest.skip(f"this CPU has {cpu_bf16()}")
-    values = {**files, "tmp": str(tmp_path)}
-    argv = [part.format(**values) for part in shlex.split(case.argv)]
-    untouched = {Path(p.format(**values)): digest(Path(p.format(**values))) for p in case.untouched}
-    ray_tmp = Path(
-        tempfile.mkdtemp(prefix="rb_", dir="/tmp")
-    )  # short: Ray's socket paths; a Ray started makes ray/ here
+        return f"this CPU has {cpu_bf16()}"
+    return None
+
+
+def run_case(name: str, values: dict) -> tuple:
+    """The case's command as a user types it, with a private Ray temp dir: (the result, whether it started a Ray)."""
+    argv = [part.format(**values) for part in shlex.split(CASES[name].argv)]
+    ray_tmp = Path(tempfile.mkdtemp(prefix="rb_", dir="/tmp"))  # short: Ray's socket paths; a Ray started makes ray/
     env = {**os.environ, "RAY_ADDRESS": "local", "RAY_TMPDIR": str(ray_tmp)}
-    result = run_cli(*argv, timeout=300, env=env)
+    try:
+        result = run_cli(*argv, timeout=300, env=env)
+        return result, (ray_tmp / "ray").exists()
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def outcomes(request, files, tmp_path_factory):
+    """Every selected case's command, three at a time from the module's start (each is a fresh process whose imports
+    are most of its time): name -> (its values, its untouched files' digests from before any case ran, a future of
+    ``run_case``)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    names = [
+        item.callspec.params["name"]
+        for item in request.session.items
+        if getattr(item, "originalname", None) == "test_bad_input" and skip_reason(item.callspec.params["name"]) is None
+    ]
+    planned = {}
+    for name in names:
+        values = {**files, "tmp": str(tmp_path_factory.mktemp("case"))}
+        untouched = {Path(p.format(**values)): digest(Path(p.format(**values))) for p in CASES[name].untouched}
+        planned[name] = (values, untouched)
+    pool = ThreadPoolExecutor(3)
+    yield {name: (*planned[name], pool.submit(run_case, name, planned[name][0])) for name in names}
+    pool.shutdown(cancel_futures=True)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_bad_input(name, outcomes):
+    case = CASES[name]
+    if skip_reason(name):
+        pytest.skip(skip_reason(name))
+    values, untouched, future = outcomes[name]
+    result, started_ray = future.result()
     message = result.stderr.strip() if case.exit_code else result.stdout
     assert result.returncode == case.exit_code, (result.stdout[-2000:], result.stderr[-2000:])
     for words in case.words:
@@ -622,9 +667,7 @@ def test_bad_input(name, files, tmp_path):
         assert "Traceback" not in result.stderr and all(line.startswith("distrl") for line in message.splitlines()), (
             message
         )
-        started_ray = (ray_tmp / "ray").exists()
         assert started_ray == case.ray, "answered before Ray starts" if not case.ray else "needs Ray"
-    shutil.rmtree(ray_tmp, ignore_errors=True)
     for path, before in untouched.items():
         assert digest(path) == before, f"{path} was changed"
     for template in case.absent:

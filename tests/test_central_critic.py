@@ -19,12 +19,12 @@ from distrl.rollout import make_worker
 DYING = "distrl.envs.testing:dying_agents"
 
 
-def config_for(env_id: str, slots: int, **overrides):
+def config_for(env_id: str, copies: int, **overrides):
     return load_config(
         None,
         {
             "env.id": env_id,
-            "env.num_envs_per_worker": slots,
+            "env.num_envs_per_worker": copies,
             "ppo.minibatch_size": 32,
             "rollout.compile.backend": "eager",
             **overrides,
@@ -36,7 +36,7 @@ def config_for(env_id: str, slots: int, **overrides):
 def test_each_slot_sees_its_own_observation_then_the_copys_central_part(critic):
     """dying_agents: agent i observes (i, t); the state is (t, agents left); agent i finishes at t = 2(i + 1). At
     t = 3 agent 0 has finished: the others' central part keeps its last observation (0, 2)."""
-    config = config_for(DYING, 6, **{"agents.critic": critic})
+    config = config_for(DYING, 2, **{"agents.critic": critic})
     obs_space, _ = probe_run_spaces(config)
     assert list(obs_space.spaces) == ["actor", "critic"]
     assert obs_space["critic"].shape == ((2,) if critic == "state" else (6,))
@@ -69,7 +69,7 @@ def test_the_actor_reads_its_own_part_alone_and_the_critic_reads_both():
 
 def test_a_central_critic_run_trains_and_its_policy_acts_on_the_agents_own_observations_alone(tmp_path):
     config = config_for(
-        "distrl.envs.testing:cartpole_team", 6, **{"agents.critic": "observations", "rollout.rollout_length": 32}
+        "distrl.envs.testing:cartpole_team", 2, **{"agents.critic": "observations", "rollout.rollout_length": 32}
     )
     spaces = probe_run_spaces(config)
     worker = make_worker(config)

@@ -78,7 +78,7 @@ def test_two_learners_train_a_policy_per_agent(ray_local):
         ray_local,
         [
             "env.id=distrl.envs.testing:cartpole_team",
-            "env.num_envs_per_worker=12",
+            "env.num_envs_per_worker=4",
             "agents.policies=per_agent",
             "ppo.minibatch_size=32",
         ],

@@ -26,12 +26,12 @@ TEAM = "distrl.envs.testing:cartpole_team"
 SPEAKER = "distrl.envs.testing:speaker_listener"
 
 
-def config_for(env_id: str, slots: int, policies, *overrides: str):
+def config_for(env_id: str, copies: int, policies, *overrides: str):
     return load_config(
         None,
         {
             "env.id": env_id,
-            "env.num_envs_per_worker": slots,
+            "env.num_envs_per_worker": copies,
             "ppo.minibatch_size": 32,
             "rollout.compile.backend": "eager",
             "agents.policies": policies,
@@ -61,7 +61,7 @@ def test_each_policy_acts_for_and_batches_only_its_own_agents():
     are its own slots', and together they are the worker's."""
     config = config_for(
         DYING,
-        6,
+        2,
         {"first": ["agent_0"], "rest": ["agent_1", "agent_2"]},
         "rollout.rollout_length=14",
         "ppo.minibatch_size=28",
@@ -93,7 +93,7 @@ def test_each_mapping_trains_a_learner_per_policy_on_that_policys_data_alone(pol
     """Every mapping kind has as many learners as policies. A policy's learner after an update equals a plain learner
     of that policy (same seed) updated on that policy's part of the batch alone: nothing of another policy's slots
     reaches it, and the workers start from the learners' own version 0."""
-    config = config_for(TEAM, 6, policies, "rollout.rollout_length=32")
+    config = config_for(TEAM, 2, policies, "rollout.rollout_length=32")
     spaces = probe_run_spaces(config)
     worker = make_worker(config)
     sample = worker.sample()
@@ -120,7 +120,7 @@ def test_each_mapping_trains_a_learner_per_policy_on_that_policys_data_alone(pol
 
 
 def test_a_multi_policy_checkpoint_resumes_exports_and_plays_each_policy_by_name(tmp_path):
-    config = config_for(TEAM, 6, "per_agent", "rollout.rollout_length=32", "env.normalize_obs=true")
+    config = config_for(TEAM, 2, "per_agent", "rollout.rollout_length=32", "env.normalize_obs=true")
     spaces = probe_run_spaces(config)
     worker = make_worker(config)
     learner = PolicySetLearner(config, *spaces)
@@ -161,7 +161,7 @@ def test_a_team_mapping_learns_both_policies_through_ray_and_resumes(tmp_path):
         "--set",
         f"env.id={TEAM}",
         "--set",
-        "env.num_envs_per_worker=48",
+        "env.num_envs_per_worker=16",
         "--set",
         "agents.policies={solo: [pole_0], pair: [pole_1, pole_2]}",
         "--set",
@@ -196,7 +196,7 @@ def test_policies_whose_agents_spaces_differ_act_train_export_and_play_in_their_
     (random play scores 1/3 a step after the first, 5 an episode)."""
     config = config_for(
         SPEAKER,
-        64,
+        32,
         "per_agent",
         "rollout.rollout_length=16",
         "ppo.minibatch_size=256",

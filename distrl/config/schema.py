@@ -31,7 +31,16 @@ class Section(BaseModel):
 class EnvConfig(Section):
     id: str = Field("CartPole-v1", description="gymnasium id, or 'package.module:factory' returning a gymnasium.Env")
     kwargs: dict[str, Any] = Field(default_factory=dict, description="keyword arguments for the env constructor")
-    num_envs_per_worker: PositiveInt = Field(64, description="copies of the env in each worker's vector env")
+    num_envs_per_worker: PositiveInt = Field(
+        64,
+        description="copies of the env in each worker's vector env (of an N-agent env, copies with all their agents: "
+        "each agent of each copy is a slot of the worker's batch)",
+    )
+    agents_per_copy: PositiveInt | None = Field(
+        None,
+        description="the agents of each env copy, the slots it fills: set by distrl from the env at start-up (a "
+        "PettingZoo env's agent count, 1 for any other env) and saved with the run's config; null: not read yet",
+    )
     vectorization: Literal["auto", "native", "sync", "async"] = Field(
         "auto",
         description="auto: native where the env has its own vector env and nothing rules it out (an env "
@@ -56,6 +65,17 @@ class EnvConfig(Section):
         3, description="an env copy whose step raises this many times in a row stops the run"
     )
     obs_clip: PositiveFloat = Field(10.0, description="clip normalised observations to [-obs_clip, obs_clip]")
+
+    @property
+    def agents_known(self) -> bool:
+        """Whether the slots are known from the config alone: ``agents_per_copy`` read from the env, or an env id that
+        names a single-agent env (a registered gymnasium id); a factory or a PettingZoo id may hold several agents."""
+        return self.agents_per_copy is not None or not (":" in self.id or self.id.startswith("pettingzoo/"))
+
+    @property
+    def slots(self) -> int:
+        """A worker's batch width: its env copies times their agents (the copies alone until the agents are read)."""
+        return self.num_envs_per_worker * (self.agents_per_copy or 1)
 
     def describe_normalize(self) -> str:
         """What is normalised, in the words the start-up summary and ``distrl diagnose`` both use."""
@@ -636,8 +656,14 @@ class Config(Section):
 
     @property
     def worker_batch_size(self) -> int:
-        """Transitions in one worker's batch: its envs times the rollout length."""
-        return self.env.num_envs_per_worker * self.rollout.rollout_length
+        """Transitions in one worker's batch: its slots (env copies x agents) times the rollout length."""
+        return self.env.slots * self.rollout.rollout_length
+
+    @property
+    def worker_batch_words(self) -> str:
+        """``worker_batch_size`` as the keys that make it, for messages."""
+        agents = "*env.agents_per_copy" if (self.env.agents_per_copy or 1) > 1 else ""
+        return f"env.num_envs_per_worker{agents}*rollout.rollout_length"
 
     @property
     def batch_size(self) -> int:
@@ -746,10 +772,14 @@ class Config(Section):
                 f"rollout.updates_ahead={rollout.updates_ahead:g}: must be <= rollout.max_policy_lag="
                 f"{rollout.max_policy_lag} (batches sampled further ahead would be dropped as stale)"
             )
-        if isinstance(rollout.samples_per_update, int) and rollout.samples_per_update % self.worker_batch_size:
+        if (
+            self.env.agents_known
+            and isinstance(rollout.samples_per_update, int)
+            and rollout.samples_per_update % self.worker_batch_size
+        ):
             problems.append(
                 f"rollout.samples_per_update={rollout.samples_per_update}: must be a multiple of one "
-                f"worker's batch, env.num_envs_per_worker*rollout.rollout_length={self.worker_batch_size}"
+                f"worker's batch, {self.worker_batch_words}={self.worker_batch_size}"
             )
         return problems
 
@@ -761,12 +791,16 @@ class Config(Section):
             "rollout.samples_per_update"
             if isinstance(spu, int)
             else "rollout.samples_per_update=auto (as many worker batches, "
-            "env.num_envs_per_worker*rollout.rollout_length "
+            f"{self.worker_batch_words} "
             "each, as ceil(rollout.num_workers*rollout.num_cpus_per_worker))"
             if spu == "auto" and self.update_size != self.batch_size
-            else "rollout.num_workers*env.num_envs_per_worker*rollout.rollout_length"
+            else f"rollout.num_workers*{self.worker_batch_words}"
         )
-        if self.ppo.minibatch_size > self.update_size:
+        # The batch's size needs the agents of each env copy: where the env may hold several, checked again once
+        # distrl has read them from it (distrl/envs/kinds.py, resolve_agents), before Ray starts.
+        if not self.env.agents_known:
+            pass
+        elif self.ppo.minibatch_size > self.update_size:
             problems.append(
                 f"ppo.minibatch_size={self.ppo.minibatch_size}: must be <= the batch size {size}={self.update_size}"
             )
@@ -831,10 +865,16 @@ class Config(Section):
             )
         if groups > 1 and self.league is not None:
             problems.append(f"rollout.env_groups={groups}: a league run's seats step as one game table; use 1")
-        if self.env.num_envs_per_worker % self.learner.num_learners:
+        if self.env.agents_known and self.env.slots % self.learner.num_learners:
+            slots = (
+                f"env.num_envs_per_worker={self.env.num_envs_per_worker}"
+                if (self.env.agents_per_copy or 1) == 1
+                else f"the worker's {self.env.slots} slots ({self.env.num_envs_per_worker} env copies x "
+                f"{self.env.agents_per_copy} agents)"
+            )
             problems.append(
-                f"learner.num_learners={self.learner.num_learners}: must divide env.num_envs_per_worker="
-                f"{self.env.num_envs_per_worker} so every learner gets an equal shard of each worker's batch"
+                f"learner.num_learners={self.learner.num_learners}: must divide {slots} so every learner gets an "
+                "equal shard of each worker's batch"
             )
         if self.model.lstm_size > 0:
             for key, mode in (

@@ -64,12 +64,13 @@ def evaluate(
 
         return record_episodes(first, first.config.env, video_dir, episodes, seed, deterministic)
     config = first.config
-    num_envs = min(episodes, 16)
-    if env_kind(config) == "agents":  # slots: whole copies of the env's agents (an episode is one agent's)
+    num_envs = copies = min(episodes, 16)  # slots, and the env copies that fill them
+    if env_kind(config) == "agents":  # whole copies of the env's agents (an episode is one agent's)
         agents = len(agent_names(config))
-        num_envs = -(-num_envs // agents) * agents
+        copies = -(-num_envs // agents)
+        num_envs = copies * agents
     envs = make_run_vec_env(
-        config.model_copy(update={"env": config.env.model_copy(update={"num_envs_per_worker": num_envs})})
+        config.model_copy(update={"env": config.env.model_copy(update={"num_envs_per_worker": copies})})
     )
     # each policy plays its slots through a view of the env, as in a worker (its spaces its own); one policy: all slots
     views = (

@@ -30,7 +30,7 @@ def worker_artifacts(config: Config, obs_space, action_space) -> dict | None:
     with torch.random.fork_rng():
         torch.manual_seed(config.seed)
         model = build_model(obs_space, action_space, config.model).eval()
-    example = example_inputs(model, config.env.num_envs_per_worker, config.seed)  # the learner's checks use them too
+    example = example_inputs(model, config.env.slots, config.seed)  # the learner's checks use them too
     try:
         artifacts = prepare_artifacts(model, cfg.backend, example, cfg.mode, cfg.precision, cfg.memory_format)
         if not artifacts:  # nothing this backend shares

@@ -47,6 +47,7 @@ from distrl.driver.snapshots import SnapshotKeeper
 from distrl.driver.storage import RunStorage
 from distrl.driver.timeouts import WaitBounds
 from distrl.envs import EnvFailure
+from distrl.envs.kinds import resolve_agents
 from distrl.rollout.coordinator import WorkerFailure
 
 log = get_logger("driver")
@@ -166,6 +167,7 @@ class Driver:
         launch = time.perf_counter() if launch is None else launch
         self._launch = launch
         self.mark("imports")
+        self.config = resolve_agents(self.config)  # an N-agent env's copies: the slots they fill, said and saved
         spaces = check_before_ray(self.config)
         self.mark("env_probe")
         if not isinstance(target, RayTarget):  # a Ray this process already joined is used as it is (connect_ray)

@@ -90,7 +90,9 @@ def start_screen(
     lines = [f"distrl run {run_dir}" + (f", mirrored to {storage}" if storage else "")]
     lines.append(f"  ray      {joined.describe_short()}")
     workers = _count(cfg.rollout.describe_workers(), "worker")
-    lines.append(f"  env      {cfg.env.id}: {workers} x {cfg.env.num_envs_per_worker} envs")
+    agents = cfg.env.agents_per_copy or 1
+    slots = f" of {agents} agents ({cfg.env.slots} slots)" if agents > 1 else ""
+    lines.append(f"  env      {cfg.env.id}: {workers} x {cfg.env.num_envs_per_worker} envs{slots}")
     lstm = f" + lstm {cfg.model.lstm_size}" if cfg.model.lstm_size else ""
     lines.append(f"  model    {cfg.model.type} {cfg.model.hidden} {cfg.model.activation}{lstm}")
     used = backends_in_use([i["backend"] for i in actors.backend_infos])

@@ -9,8 +9,9 @@ A run is of this kind (and not a league's: that is a ``league`` section) when it
 - a ``package.module:factory`` returning a PettingZoo ``ParallelEnv`` (``env.kwargs`` are its arguments), with the
   trust rule of any factory (``distrl/envs/trust.py``).
 
-``env.num_envs_per_worker`` counts slots: copies x agents, so it must be a multiple of the env's agent count. The
-copies step in the worker's process, one after another (``env.vectorization``: auto or sync).
+``env.num_envs_per_worker`` counts env copies, as for a single-agent env; each copy fills ``env.agents_per_copy``
+slots (its agent count, which distrl reads from the env: ``agents_per_copy``), so a worker's batch is copies x agents
+wide. The copies step in the worker's process, one after another (``env.vectorization``: auto or sync).
 """
 
 from __future__ import annotations
@@ -146,17 +147,6 @@ def _check(config, agents: _Agents) -> dict[str | None, tuple[gym.Space, gym.Spa
     names = agents.names
     if not names:
         raise EnvSpecError(f"env.id={cfg.id!r}: the parallel env has no agents")
-    if cfg.num_envs_per_worker % len(names):
-        raise EnvSpecError(
-            f"env.num_envs_per_worker={cfg.num_envs_per_worker}: counts agent slots, and {cfg.id!r} has {len(names)} "
-            f"agents ({', '.join(names)}); use a multiple of {len(names)}"
-        )
-    groups = config.rollout.env_groups
-    if groups != "auto" and groups > 1 and (cfg.num_envs_per_worker // groups) % len(names):
-        raise EnvSpecError(
-            f"rollout.env_groups={groups}: each group of {cfg.num_envs_per_worker // groups} slots must "
-            f"hold whole copies of {cfg.id!r}'s {len(names)} agents"
-        )
     if cfg.vectorization not in ("auto", "sync"):
         raise EnvSpecError(
             f"env.vectorization={cfg.vectorization}: a PettingZoo parallel env's copies step in the "
@@ -170,7 +160,7 @@ def _check(config, agents: _Agents) -> dict[str | None, tuple[gym.Space, gym.Spa
             "PettingZoo parallel env are not recorded yet; use 0"
         )
     mapping = resolve(config.agents.policies, names) if config.agents.several else None
-    ranks, copies = config.learner.num_learners, cfg.num_envs_per_worker // len(names)
+    ranks, copies = config.learner.num_learners, cfg.num_envs_per_worker
     uneven = [(p, m) for p, m in zip(mapping.names, mapping.agents) if copies * len(m) % ranks] if mapping else []
     if uneven:  # each learner rank trains an equal slice of every policy's slots
         policy, members = uneven[0]
@@ -179,7 +169,7 @@ def _check(config, agents: _Agents) -> dict[str | None, tuple[gym.Space, gym.Spa
             f"learner.num_learners={ranks}: policy {policy!r} has {copies * len(members)} slots a worker ({copies} "
             "copies "
             f"x {len(members)} agent{'' if len(members) == 1 else 's'}), which do not split into {ranks} equal learner "
-            f"shards; use env.num_envs_per_worker a multiple of {len(names) * every}"
+            f"shards; use env.num_envs_per_worker a multiple of {every}"
         )
     spaces_of = {
         name: (observed, acting)
@@ -276,9 +266,15 @@ def describe(config) -> str:
         "observations": ", a central critic on every agent's observation",
     }[config.agents.critic]
     return (
-        f"{config.env.num_envs_per_worker // len(names)} copies x {len(names)} agents ({shown}) as slots, "
+        f"{config.env.num_envs_per_worker} copies x {len(names)} agents ({shown}): "
+        f"{config.env.num_envs_per_worker * len(names)} slots, "
         f"{policies}{critic}; stepped in the worker's process"
     )
+
+
+def agents_per_copy(config) -> int:
+    """The slots each env copy fills: its agents (``env.agents_per_copy``, set from here)."""
+    return len(agent_names(config))
 
 
 def policy_spaces(config) -> dict[str | None, tuple[gym.Space, gym.Space]]:
@@ -301,14 +297,10 @@ def probe_run(config) -> tuple[gym.Space, gym.Space]:
 
 
 def make_run_vec_env(config, num_threads: int | None = None) -> gym.vector.VectorEnv:
-    """The ``agents`` kind's vector env: ``env.num_envs_per_worker`` slots of copies x agents, behind the env guard
-    (an env that raises is reset as a whole, its episodes in progress ending unscored)."""
+    """The ``agents`` kind's vector env: ``env.num_envs_per_worker`` copies, each agent of each a slot, behind the env
+    guard (an env that raises is reset as a whole, its episodes in progress ending unscored)."""
     cfg = config.env
-    envs = AgentSlotsVectorEnv(
-        partial(_make, cfg.id, dict(cfg.kwargs)),
-        cfg.num_envs_per_worker // len(agent_names(config)),
-        config.agents.critic,
-    )
+    envs = AgentSlotsVectorEnv(partial(_make, cfg.id, dict(cfg.kwargs)), cfg.num_envs_per_worker, config.agents.critic)
     structured = envs.structured_observation_space
     envs = GuardedVectorEnv(envs, cfg.max_consecutive_errors)
     envs.structured_observation_space = structured

@@ -10,7 +10,8 @@ A kind's module defines ``runs(config) -> bool`` (whether the config's env is of
 row whose ``runs`` says so is the run's kind, so ``gymnasium``, which takes every config, is the last),
 ``probe_run(config) -> (observation space, action space)`` (checking what it can before Ray starts) and
 ``make_run_vec_env(config, num_threads) -> VectorEnv`` (not yet reset) and ``describe(config) -> str`` (that vector
-env in the start-up summary's words), and may define
+env in the start-up summary's words), and may define ``agents_per_copy(config) -> int`` (the slots each env copy
+fills: 1 where not defined) and
 ``worker_side(envs, policies) -> WorkerSide``: what the kind adds to a rollout worker (the league:
 opponents that act with the worker's policies, the driver's plan in, finished games out).
 The table holds the modules themselves, so import-linter sees every kind: adding one is a module in
@@ -62,6 +63,26 @@ def probe_run_spaces(config, policy: str | None = None) -> tuple[gym.Space, gym.
     if policy is not None and config.agents.several:
         return agents.policy_spaces(config)[policy]
     return ENV_KINDS[kind].probe_run(config)
+
+
+def resolve_agents(config):
+    """``config`` with ``env.agents_per_copy`` its env's (a PettingZoo env's agent count; 1 for every other kind), its
+    checks run again on the slots that makes (``ConfigError`` where they fail); ``config`` itself where it holds it."""
+    from distrl.config import ConfigError, load_config
+
+    kind = _kind(config)
+    agents = kind.agents_per_copy(config) if hasattr(kind, "agents_per_copy") else 1
+    given = config.env.agents_per_copy
+    if given == agents or (given is None and agents == 1 and config.env.agents_known):  # nothing the config lacks
+        return config
+    if given is not None:
+        raise ConfigError(
+            [
+                f"env.agents_per_copy={given}: env.id={config.env.id!r} has {agents} agent{'s' * (agents != 1)} a "
+                "copy; leave it out (distrl reads it from the env)"
+            ]
+        )
+    return load_config(config, {"env.agents_per_copy": agents})
 
 
 def describe_run_env(config) -> str:

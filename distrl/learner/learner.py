@@ -274,4 +274,4 @@ def _check_answers(config: Config, model: nn.Module):
     from distrl.compile.check import CheckAnswers
     from distrl.data.memory import example_inputs
 
-    return CheckAnswers(model, example_inputs(model, config.env.num_envs_per_worker, config.seed))
+    return CheckAnswers(model, example_inputs(model, config.env.slots, config.seed))

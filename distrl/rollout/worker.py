@@ -36,7 +36,7 @@ from distrl.data.memory import memory_for
 from distrl.data.messages import SampleInfo, Weights
 from distrl.envs import make_run_vec_env
 from distrl.envs.factory import make_vec_env
-from distrl.envs.kinds import worker_side
+from distrl.envs.kinds import resolve_agents, worker_side
 from distrl.envs.stepping import SerialStepper, background_stepper, env_groups
 from distrl.rollout.env_runner import EnvGroups, EnvRunner
 from distrl.rollout.ready_runner import ReadyEnvRunner
@@ -61,7 +61,7 @@ class RolloutWorker:
         """``artifacts``: the backend's shared export or compile (``prepare_artifacts``), or the name of the Ray
         actor that holds them (the run's coordinator)."""
         self._settle_process(config, worker_index, seed_offset)
-        self._build(config, artifacts)
+        self._build(self.config, artifacts)
         self.compile_counts = dynamo_counts()
 
     def _build(self, config: Config, artifacts: dict | str | None) -> None:
@@ -71,12 +71,9 @@ class RolloutWorker:
         # rollout.env_groups: the env copies in groups of their own vector env each, stepped in turns (env_runner.py)
         groups, self.groups_reason = env_groups(config)
         self.groups = groups
+        per_group = {"num_envs_per_worker": config.env.num_envs_per_worker // groups}  # whole env copies each
         group_config = (
-            config
-            if groups == 1
-            else config.model_copy(
-                update={"env": config.env.model_copy(update={"num_envs_per_worker": self.num_envs // groups})}
-            )
+            config if groups == 1 else config.model_copy(update={"env": config.env.model_copy(update=per_group)})
         )
         ready = config.rollout.ready_envs  # acting on the copies as they become ready (ready_runner.py)
         make_ready_envs = lambda: make_vec_env(config.env, threads, ready)  # noqa: E731
@@ -153,6 +150,7 @@ class RolloutWorker:
     def _settle_process(self, config: Config, worker_index: int, seed_offset: int) -> None:
         """What every worker sets up before its envs and policies: its niceness, cores and threads, its random stream,
         the weights it acts with."""
+        config = resolve_agents(config)  # the driver's is resolved already; a worker built on its own resolves here
         self.config = config
         self.worker_index = worker_index
         self.incarnation = uuid.uuid4().hex[:8]  # new on every (re)start of this worker
@@ -167,7 +165,7 @@ class RolloutWorker:
         # worker.
         self.threads = max(1, int(config.rollout.num_cpus_per_worker))
         use_torch_threads(self.threads)
-        self.num_envs = config.env.num_envs_per_worker
+        self.num_envs = config.env.slots  # the batch's width: env copies x their agents
         seed = config.seed * 1_000_003 + worker_index * 10_007 + seed_offset
         if _restarted_by_ray():  # Ray re-runs this constructor with the same arguments: draw a new stream
             seed = int(np.random.SeedSequence().generate_state(1)[0] >> 1)  # < 2**31: ale-py takes an int32 seed
