@@ -204,6 +204,35 @@ def image_cartpole(**kwargs) -> gym.Env:
     return _ImageAndVector(gym.make("CartPole-v1", **kwargs))
 
 
+class _PixelState(gym.ObservationWrapper):
+    """CartPole seen only as an image: each of its four state values a lit column of its own band of rows, placed by
+    the value. ``dtype`` uint8 (lit 255), bool or float32 (lit 1); channels last or first; every channel alike."""
+
+    def __init__(self, env: gym.Env, height: int, width: int, channels: int, dtype: str, channels_last: bool):
+        super().__init__(env)
+        self.height, self.width, self.channels_last = height, width, channels_last
+        self.dtype = np.dtype(dtype)
+        shape = (height, width, channels) if channels_last else (channels, height, width)
+        self.observation_space = gym.spaces.Box(0, 255 if self.dtype == np.uint8 else 1, shape, self.dtype)
+        self.scale = np.array([2.4, 3.0, float(env.unwrapped.theta_threshold_radians), 3.0])
+
+    def observation(self, observation):
+        image = np.zeros((self.height, self.width), self.dtype)
+        band = max(1, self.height // 4)
+        for index, value in enumerate(observation):
+            column = int(np.clip((value / self.scale[index] + 1.0) * self.width / 2, 0, self.width - 1))
+            image[index * band : (index + 1) * band, column] = 255 if self.dtype == np.uint8 else 1
+        channels = self.observation_space.shape[-1 if self.channels_last else 0]
+        return np.stack([image] * channels, axis=-1 if self.channels_last else 0)
+
+
+def pixel_cartpole(
+    height: int = 64, width: int = 64, channels: int = 3, dtype: str = "uint8", channels_last: bool = True, **kwargs
+) -> gym.Env:
+    """CartPole-v1 as an image of any size, dtype and layout (``_PixelState``): the convolutional encoders' test env."""
+    return _PixelState(gym.make("CartPole-v1", **kwargs), height, width, channels, dtype, channels_last)
+
+
 class _TupleObservations(gym.ObservationWrapper):
     """CartPole whose observation is a Tuple: (the cart's Box, the pole's Box, a Discrete side the pole leans to)."""
 

@@ -25,6 +25,7 @@ SHIPPED_FACTORIES = frozenset(
         "distrl.envs.testing:sleepy_cartpole",
         "distrl.envs.testing:dict_obs_cartpole",
         "distrl.envs.testing:image_cartpole",
+        "distrl.envs.testing:pixel_cartpole",
         "distrl.envs.testing:tuple_obs_cartpole",
         "distrl.envs.testing:multidiscrete_cartpole",
         "distrl.envs.testing:float64_cartpole",
