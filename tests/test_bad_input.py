@@ -233,6 +233,28 @@ CASES = {
     "model.type": Case(
         f"{TRAIN} --set model.type=cnn", 2, ("model.type=cnn: needs image observations",), absent=("{tmp}/new",)
     ),
+    "model.conv_layers too deep": Case(
+        f"{TRAIN} --set env.id=distrl.envs.testing:pixel_cartpole --set 'env.kwargs={{{{height: 10, width: 10, "
+        "channels: 4, dtype: bool}}' --set model.type=cnn --set 'model.conv_layers=[[16,3,1],[32,5,2],[64,3,1]]'",
+        2,
+        (
+            "model.conv_layers=[[16, 3, 1], [32, 5, 2], [64, 3, 1]]: observations of shape (10, 10, 4) are 10 x 10 "
+            "pixels, 8 x 8 after layer 1, 2 x 2 after layer 2; layer 3 (a 3 x 3 kernel, stride 1) leaves none",
+        ),
+        absent=("{tmp}/new",),
+    ),
+    "model.conv_layers form": Case(
+        f"{TRAIN} --set 'model.conv_layers=[[16,3]]'",
+        2,
+        ("model.conv_layers=[[16, 3]]: a list of layers, each [channels, kernel, stride]",),
+    ),
+    "model.channels where the shape cannot tell": Case(
+        f"{TRAIN} --set env.id=distrl.envs.testing:pixel_cartpole --set 'env.kwargs={{{{height: 10, width: 10, "
+        "channels: 10}}' --set model.type=cnn",
+        2,
+        ("model.channels=auto: observations of shape (10, 10, 10) could keep their channels first or last",),
+        absent=("{tmp}/new",),
+    ),
     "model.hidden": Case(f"{TRAIN} --set model.hidden=[]", 2, ("model.hidden=[]", "at least 1 item")),
     "model.activation": Case(
         f"{TRAIN} --set model.activation=swish", 2, ("model.activation='swish'", "'tanh', 'relu', 'elu' or 'gelu'")

@@ -109,6 +109,23 @@ class ModelConfig(Section):
         description="where image observations keep their channels: first [C, H, W] or last [H, W, C]; auto: read "
         "from the shape (its smallest axis, the first or the last, is the channels; refused where it cannot tell)",
     )
+
+    @field_validator("conv_layers", mode="before")
+    @classmethod
+    def _conv_layers_form(cls, value: Any) -> Any:
+        """Each layer three whole numbers above 0, said in one line naming the form (pydantic's own names an item)."""
+        is_count = lambda x: isinstance(x, int) and not isinstance(x, bool) and x > 0  # noqa: E731
+        if value is not None and not (
+            isinstance(value, list)
+            and value
+            and all(isinstance(layer, list) and len(layer) == 3 and all(map(is_count, layer)) for layer in value)
+        ):
+            raise ValueError(
+                f"model.conv_layers={value!r}: a list of layers, each [channels, kernel, stride] (3 whole numbers "
+                "above 0), e.g. [[16, 3, 1]]; or null for the default"
+            )
+        return value
+
     activation: Literal["tanh", "relu", "elu", "gelu"] = "tanh"
     shared_trunk: bool = Field(False, description="actor and critic share the encoder")
     lstm_size: NonNegativeInt = Field(0, description="LSTM core width after the encoder; 0 disables it")
