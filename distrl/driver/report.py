@@ -91,7 +91,7 @@ def start_screen(
     lines.append(f"  ray      {joined.describe_short()}")
     workers = _count(cfg.rollout.describe_workers(), "worker")
     agents = cfg.env.agents_per_copy or 1
-    slots = f" of {agents} agents ({cfg.env.slots} slots)" if agents > 1 else ""
+    slots = f" x {agents} agents" if agents > 1 else ""  # each agent of each copy a slot of the batch
     lines.append(f"  env      {cfg.env.id}: {workers} x {cfg.env.num_envs_per_worker} envs{slots}")
     lstm = f" + lstm {cfg.model.lstm_size}" if cfg.model.lstm_size else ""
     lines.append(f"  model    {cfg.model.type} {cfg.model.hidden} {cfg.model.activation}{lstm}")
