@@ -489,11 +489,12 @@ def test_an_interrupt_swallowed_where_it_landed_still_stops_the_run_at_the_next_
                 pass
 
     driver = _in_process_run(tmp_path, monkeypatch, swallow)
+    found = signal.getsignal(signal.SIGINT)  # Python's default; SIG_IGN where a shell ran pytest in the background
     summary = driver.run()
     assert summary["stop_reason"] == "interrupted" and summary["iterations"] == 3, summary  # not 20000 env steps'
     (checkpoint,) = (tmp_path / "run" / "checkpoints").glob("ckpt_*.pt")
     assert checkpoint.name == "ckpt_0000003.pt"
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handlers the run found are back
+    assert signal.getsignal(signal.SIGINT) is found  # the handlers the run found are back
 
 
 def test_a_second_interrupt_while_the_run_finishes_stops_it_at_once(tmp_path, ray_local, monkeypatch):
@@ -512,12 +513,13 @@ def test_a_second_interrupt_while_the_run_finishes_stops_it_at_once(tmp_path, ra
 
     monkeypatch.setattr(driver_module, "save_checkpoint", second_interrupt)
     driver = _in_process_run(tmp_path, monkeypatch, interrupt)
+    found = signal.getsignal(signal.SIGINT)
     with pytest.raises(KeyboardInterrupt):
         driver.run()
     assert (
         not list((tmp_path / "run").glob("checkpoints/ckpt_*.pt")) and not (tmp_path / "run" / "summary.json").exists()
     )
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is found
     ray = ray_local
     deadline = time.time() + 30
     while time.time() < deadline and [g for g in ray.util.placement_group_table().values() if g["state"] != "REMOVED"]:
