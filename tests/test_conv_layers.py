@@ -170,3 +170,30 @@ def test_a_dicts_image_part_takes_the_configured_stack():
     image = model.actor_encoder.encoders[0]
     assert [m.out_channels for m in image.conv if isinstance(m, torch.nn.Conv2d)] == [8, 16]
     assert image.fc[0].in_features == 16 * 4 * 4 and image.channels_last
+
+
+def test_minatar_ids_register_and_the_shipped_config_fits_them():
+    pytest.importorskip("minatar")
+    from distrl.envs.factory import resolve_env_id
+
+    config = load_config("configs/minatar_breakout.yaml")
+    env = gym.make(resolve_env_id(config.env.id))
+    assert env.observation_space.shape == (10, 10, 4) and env.observation_space.dtype == bool
+    assert env.action_space.n == 3  # the minimal action set of the -v1 id
+    plan = conv_plan(env.observation_space.shape, env.observation_space.dtype, config.model)
+    assert plan.channels_last and plan.flat == 16 * 8 * 8 and plan.dense == (128,)
+    env.close()
+
+
+def test_a_minatar_id_without_minatar_names_the_extra(monkeypatch):
+    import sys
+
+    from distrl.common.errors import EnvSpecError
+    from distrl.envs.factory import resolve_env_id
+
+    monkeypatch.setitem(sys.modules, "minatar", None)  # as if not installed: its import fails by name
+    monkeypatch.setitem(sys.modules, "minatar.gym", None)
+    with pytest.raises(
+        EnvSpecError, match=r"^env.id='MinAtar/Breakout-v1': needs minatar; pip install 'distrl\[minatar\]'$"
+    ):
+        resolve_env_id("MinAtar/Breakout-v1")
