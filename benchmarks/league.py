@@ -92,6 +92,54 @@ def checkpoint_rows(run_dir: Path, games: int) -> list[dict]:
     return rows
 
 
+def one_ply_judge(obs, mask, rng):
+    """Connect four's 1-ply judge, a stronger scripted player than the league's own: win now if it can, else block
+    the opponent's immediate win, else avoid a column that lets the opponent win on top of it, choosing among the
+    rest at random, weighted toward the centre. Observations ``[B, 6, 7, 2]`` from the mover's side."""
+    import numpy as np
+
+    from distrl.envs.games.connect_four import CENTRE_WEIGHTS, completes_four, landing_rows
+
+    own, other = obs[..., 0] > 0.5, obs[..., 1] > 0.5
+    landing = landing_rows(own | other)
+    legal = landing >= 0 if mask is None else mask.astype(bool)
+    win = completes_four(own, landing) & legal
+    block = completes_four(other, landing) & legal
+    gift = completes_four(other, np.where(landing >= 1, landing - 1, -1)) & legal  # the cell above ours wins for them
+    safe = legal & ~gift
+    weights = np.where(safe.any(1, keepdims=True), safe, legal) * CENTRE_WEIGHTS
+    weights = np.where(block.any(1, keepdims=True), block * 1.0, weights)
+    weights = np.where(win.any(1, keepdims=True), win * 1.0, weights)
+    cdf = weights.cumsum(axis=1)
+    u = (1.0 - rng.random(len(obs))) * cdf[:, -1]
+    return np.minimum((cdf < u[:, None]).sum(axis=1), 6)
+
+
+def judge_row(run_dir: Path, games: int) -> dict:
+    """Connect four: the learner's newest checkpoint, greedily, against ``one_ply_judge``, ``games`` a seat."""
+    import numpy as np
+
+    from distrl.league.matches import play
+    from distrl.league.tournament import build_players, game_kwargs, load_league
+
+    config, league, learner_state, iteration, _ = load_league(run_dir)
+    players = build_players(config, league, learner_state, iteration, greedy=("main",))
+    matches = play(
+        config.env.id, game_kwargs(config), players["main"][0], one_ply_judge, 2 * games, np.random.default_rng(2)
+    )
+    row = {"iteration": iteration}
+    for seat in (0, 1):
+        scores = [m.score for m in matches if m.seat == seat]
+        row[f"judge_seat{seat}"] = sum(s == 1.0 for s in scores) / len(scores)
+        row[f"judge_draws_seat{seat}"] = sum(s == 0.5 for s in scores) / len(scores)
+    print(
+        f"learner at iteration {iteration} against the 1-ply judge: {row['judge_seat0']:.2f}/{row['judge_seat1']:.2f} "
+        f"(draws {row['judge_draws_seat0']:.2f}/{row['judge_draws_seat1']:.2f})",
+        flush=True,
+    )
+    return row
+
+
 def newest_snapshot_row(run_dir: Path, games: int) -> dict:
     """The league's newest snapshot (its whole team, in a team game) against each baseline, greedily, both seats."""
     import numpy as np
@@ -188,6 +236,7 @@ def main() -> None:
         )
         rows = checkpoint_rows(run_dir, args.games)
         newest = newest_snapshot_row(run_dir, args.games)
+        judge = judge_row(run_dir, args.games) if game == "pettingzoo/classic/connect_four-v3" else None
         from distrl.league.tournament import run_tournament
 
         table = run_tournament(run_dir, games=20, out=Path(tmp) / "tournament")
@@ -208,6 +257,7 @@ def main() -> None:
         "env_steps_to": {k: (v["env_steps"] if v else None) for k, v in reached.items()},
         "final": rows[-1] if rows else None,
         "newest_snapshot": newest,
+        "learner_vs_one_ply_judge": judge,
         "newest_snapshot_meets": {
             o: min(newest[f"{o}_seat0"], newest[f"{o}_seat1"]) >= t for o, t in THRESHOLDS.items()
         },
@@ -259,6 +309,17 @@ def main() -> None:
             ("heuristic_opponents_out", "heuristic discs out a game"),
         ],
     )
+    if judge is not None:
+        md += "\n\n" + markdown_table(
+            [judge],
+            [
+                ("iteration", "the learner's newest checkpoint"),
+                ("judge_seat0", "vs 1-ply judge, 1st"),
+                ("judge_seat1", "vs 1-ply judge, 2nd"),
+                ("judge_draws_seat0", "draws, 1st"),
+                ("judge_draws_seat1", "draws, 2nd"),
+            ],
+        )
     md += "\n\n" + markdown_table(
         table["players"],
         [

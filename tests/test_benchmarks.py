@@ -383,3 +383,22 @@ def test_a_benchmark_writes_a_fresh_directory_unless_told_to_write_the_repositor
     default = parser.parse_args([]).results_dir
     assert default.parent == ROOT / "runs" / "benchmarks" and not default.exists() and default != RESULTS
     assert parser.parse_args(["--results-dir", "benchmarks/results"]).results_dir == Path("benchmarks/results")
+
+
+def test_the_one_ply_judge_wins_blocks_and_never_hands_over_a_win_on_top():
+    """Connect four, from the mover's side (plane 0 its stones, row 5 the bottom): the opponent holds three in row 4
+    (columns 0-2), so a stone in the centre column's free bottom cell would let them complete it on top. The league's
+    own scripted player plays the centre often; the judge never does, yet wins or blocks where it can."""
+    import numpy as np
+
+    from benchmarks.league import one_ply_judge
+    from distrl.envs.games.connect_four import heuristic
+
+    board = np.zeros((6, 7, 2), np.float32)
+    board[5, [0, 2], 0] = board[5, 1, 1] = 1  # the bottom row: ours, theirs, ours
+    board[4, [0, 1, 2], 1] = 1  # their three above it; (4, 3) wins for them once (5, 3) is taken
+    obs, rng = np.repeat(board[None], 400, axis=0), np.random.default_rng(0)
+    assert not (one_ply_judge(obs, None, rng) == 3).any() and (heuristic(obs, None, rng) == 3).any()
+    win = board.copy()
+    win[5, 1] = [1, 0]  # our three in the bottom row: column 3 wins now
+    assert (one_ply_judge(win[None], None, rng) == 3).all()
