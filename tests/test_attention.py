@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from distrl.compile import CompileError, available_backends, compile_policy
+from distrl.compile import CompileError, compile_policy
 from distrl.config import load_config
 from distrl.data.memory.window import WindowMemory
 from distrl.data.window import windows
@@ -19,19 +19,8 @@ from distrl.models import build_model
 from distrl.rollout import RolloutWorker
 from tests.conftest import run_cli
 from tests.test_train_e2e import check_run_dir
+from tests.worker_backends import BACKENDS
 
-AVAILABLE = {row["name"]: row for row in available_backends()}
-BACKENDS = [
-    "onnxrt",
-    "inductor",
-    pytest.param(
-        "ipex",
-        marks=[
-            pytest.mark.ipex,
-            pytest.mark.skipif(not AVAILABLE["ipex"]["available"], reason=AVAILABLE["ipex"]["reason"]),
-        ],
-    ),
-]
 SMALL = [
     "model.type=attention",
     "model.window=4",

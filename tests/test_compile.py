@@ -11,7 +11,6 @@ from distrl.compile import (
     CompileError,
     EagerPolicy,
     Float64Reference,
-    available_backends,
     build_inference_policy,
     check_against_eager,
     compile_policy,
@@ -23,19 +22,8 @@ from distrl.envs import probe_spaces
 from distrl.learner import Learner
 from distrl.models import build_model
 from distrl.rollout import RolloutWorker
+from tests.worker_backends import AVAILABLE, BACKENDS
 
-AVAILABLE = {row["name"]: row for row in available_backends()}
-BACKENDS = [
-    "onnxrt",
-    "inductor",
-    pytest.param(
-        "ipex",
-        marks=[
-            pytest.mark.ipex,
-            pytest.mark.skipif(not AVAILABLE["ipex"]["available"], reason=AVAILABLE["ipex"]["reason"]),
-        ],
-    ),
-]
 MODELS = {
     "mlp": ([], gym.spaces.Box(-1, 1, (4,), np.float32), 64),
     "lstm": (["model.lstm_size=32", "model.shared_trunk=true"], gym.spaces.Box(-1, 1, (4,), np.float32), 64),

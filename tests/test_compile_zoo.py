@@ -8,21 +8,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from distrl.compile import CompileError, available_backends, compile_policy
+from distrl.compile import CompileError, compile_policy
 from distrl.compile.check import Float64Reference
-
-AVAILABLE = {row["name"]: row for row in available_backends()}
-BACKENDS = [
-    "onnxrt",
-    "inductor",
-    pytest.param(
-        "ipex",
-        marks=[
-            pytest.mark.ipex,
-            pytest.mark.skipif(not AVAILABLE["ipex"]["available"], reason=AVAILABLE["ipex"]["reason"]),
-        ],
-    ),
-]
+from tests.worker_backends import BACKENDS
 
 
 class ScaledCNN(nn.Module):

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import distrl.compile.forms as forms
-from distrl.compile import available_backends, check_against_eager, compile_policy
+from distrl.compile import check_against_eager, compile_policy
 from distrl.compile.build import CheckedPolicy
 from distrl.compile.check import Float64Reference
 from distrl.config import load_config
@@ -20,19 +20,8 @@ from distrl.models import build_model
 from distrl.models.fit import check_model_fits
 from distrl.models.image import conv_plan
 from distrl.rollout import RolloutWorker
+from tests.worker_backends import BACKENDS
 
-AVAILABLE = {row["name"]: row for row in available_backends()}
-BACKENDS = [
-    "onnxrt",
-    "inductor",
-    pytest.param(
-        "ipex",
-        marks=[
-            pytest.mark.ipex,
-            pytest.mark.skipif(not AVAILABLE["ipex"]["available"], reason=AVAILABLE["ipex"]["reason"]),
-        ],
-    ),
-]
 # name -> (overrides, observation space): MinAtar's frames (10 x 10 x 4 bool, channels last) with the MinAtar paper's
 # network, and Procgen's or Crafter's (64 x 64 x 3 uint8, channels last) with a stack of two.
 IMAGES = {
