@@ -123,6 +123,24 @@ def train_command(
     return cmd, {**cluster.env, "PYTHONUNBUFFERED": "1"}
 
 
+def train_run(
+    config: str,
+    items: list[str],
+    what: str,
+    cluster: local_dev_cluster.DevCluster | None = None,
+    timeout: float = 3600,
+) -> tuple[dict, list[dict]]:
+    """``distrl train CONFIG --set ITEM...`` to its end in a temporary run directory (``train_command``): its
+    ``summary.json`` and metrics rows; ``RuntimeError`` naming ``what`` where it fails."""
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = Path(tmp) / "run"
+        cmd, env = train_command(config, items, run_dir, cluster)
+        result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=timeout, check=False)
+        if result.returncode != 0:
+            raise RuntimeError(f"{what} failed:\n{result.stderr[-3000:]}")
+        return json.loads((run_dir / "summary.json").read_text()), metrics_rows(run_dir)
+
+
 def run(
     task: str,
     pipeline: str,
@@ -150,14 +168,7 @@ def run(
     if updates_ahead != 1.0:
         items.append(f"rollout.updates_ahead={updates_ahead:g}")
     items += extra
-    with tempfile.TemporaryDirectory() as tmp:
-        run_dir = Path(tmp) / "run"
-        cmd, env = train_command(config, items, run_dir, cluster)
-        result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=3600, check=False)
-        if result.returncode != 0:
-            raise RuntimeError(f"{task} {pipeline} seed {seed} failed:\n{result.stderr[-3000:]}")
-        summary = json.loads((run_dir / "summary.json").read_text())
-        metrics = metrics_rows(run_dir)
+    summary, metrics = train_run(config, items, f"{task} {pipeline} seed {seed}", cluster)
     first_update_s = metrics[0]["time_s"]
     lag = statistics.mean(row["policy_lag_mean"] for row in metrics[1:]) if len(metrics) > 1 else 0.0
     # Why a pipeline needs the steps it needs: how far each update's batches lagged (the spread over updates), how much

@@ -15,20 +15,17 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.async_learning import train_command
+from benchmarks.async_learning import train_run
 from benchmarks.common import (
     add_results_dir_argument,
     machine_info,
     markdown_table,
-    metrics_rows,
     print_machine,
     write_results,
 )
@@ -42,13 +39,7 @@ MODELS = {  # name -> overrides of the shipped config
 
 def run(model: str, seed: int, steps: int) -> dict:
     items = [*MODELS[model], f"seed={seed}", f"stop.env_steps={steps}", "logging.tensorboard=false"]
-    with tempfile.TemporaryDirectory() as tmp:
-        run_dir = Path(tmp) / "run"
-        cmd, env = train_command(CONFIG, items, run_dir)
-        result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=7200, check=False)
-        if result.returncode != 0:
-            raise RuntimeError(f"{model} seed {seed} failed:\n{result.stderr[-3000:]}")
-        rows = metrics_rows(run_dir)
+    _, rows = train_run(CONFIG, items, f"{model} seed {seed}", timeout=7200)
     reported = [r for r in rows if r.get("episode_return_mean") is not None]
     tail = reported[-max(1, len(reported) // 10) :]
     return {

@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.async_learning import TASKS, WORKERS, add_task_arguments, parse_task_arguments, train_command
-from benchmarks.common import markdown_table, metrics_rows, write_results
+from benchmarks.async_learning import TASKS, WORKERS, add_task_arguments, parse_task_arguments, train_run
+from benchmarks.common import markdown_table, write_results
 
 BUDGETS = {"CartPole-v1": 200_000, "Acrobot-v1": 120_000, "Pendulum-v1": 100_000}
 VARIANTS = {  # name -> overrides
@@ -42,13 +40,7 @@ def run(task: str, variant: str, seed: int, budget: int) -> dict:
         f"stop.env_steps={budget}",
         "stop.episode_return_mean=null",
     ]
-    with tempfile.TemporaryDirectory() as tmp:
-        run_dir = Path(tmp) / "run"
-        cmd, env = train_command(config, items, run_dir)
-        result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=1800, check=False)
-        if result.returncode != 0:
-            raise RuntimeError(f"{task} {variant} seed {seed} failed:\n{result.stderr[-3000:]}")
-        rows = metrics_rows(run_dir)
+    _, rows = train_run(config, items, f"{task} {variant} seed {seed}", timeout=1800)
     first, last = rows[0], rows[-1]
     return {
         "task": task,
