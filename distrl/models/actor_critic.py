@@ -21,15 +21,7 @@ from distrl.models.conv import ConvEncoder
 from distrl.models.distributions import ActionDist
 from distrl.models.fit import critic_only_parts, critic_parts_problem
 from distrl.models.image import conv_plan
-
-_ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "gelu": nn.GELU}
-
-
-def _init(layer: nn.Module, gain: float) -> nn.Module:
-    # Orthogonal init with zero bias, as in the PPO implementation details (Huang et al. 2022).
-    nn.init.orthogonal_(layer.weight, gain)
-    nn.init.zeros_(layer.bias)
-    return layer
+from distrl.models.layers import ACTIVATIONS, orthogonal_init
 
 
 class MLPEncoder(nn.Module):
@@ -38,7 +30,7 @@ class MLPEncoder(nn.Module):
         layers: list[nn.Module] = []
         width = obs_dim
         for size in hidden:
-            layers += [_init(nn.Linear(width, size), math.sqrt(2)), _ACTIVATIONS[activation]()]
+            layers += [orthogonal_init(nn.Linear(width, size), math.sqrt(2)), ACTIVATIONS[activation]()]
             width = size
         self.net = nn.Sequential(*layers)
         self.out_dim = width
@@ -59,7 +51,7 @@ class StructuredEncoder(nn.Module):
         encoders = []
         for part in parts:
             if part.image:  # the encoder moves channels last to first itself
-                encoders.append(_conv_encoder(conv_plan(part.shape, part.space.dtype, cfg), cfg))
+                encoders.append(ConvEncoder(conv_plan(part.shape, part.space.dtype, cfg), cfg.activation))
             else:
                 encoders.append(MLPEncoder(part.size, cfg.hidden, cfg.activation))
         self.encoders = nn.ModuleList(encoders)
@@ -73,10 +65,6 @@ class StructuredEncoder(nn.Module):
                 x = x.reshape(-1, *shape)
             features.append(encoder(x))
         return torch.cat(features, dim=-1)
-
-
-def _conv_encoder(plan, cfg: ModelConfig) -> ConvEncoder:
-    return ConvEncoder(plan, _ACTIVATIONS[cfg.activation], _init)
 
 
 def _encoder(obs_space: gym.Space, cfg: ModelConfig, leave_out: tuple[str, ...] = ()) -> nn.Module:
@@ -94,7 +82,7 @@ def _encoder(obs_space: gym.Space, cfg: ModelConfig, leave_out: tuple[str, ...] 
             obs_space.shape[0], obs_space.shape[1], cfg.d_model, cfg.heads, cfg.layers, cfg.causal, cfg.pool
         )
     if cfg.type == "cnn":
-        return _conv_encoder(conv_plan(obs_space.shape, obs_space.dtype, cfg), cfg)
+        return ConvEncoder(conv_plan(obs_space.shape, obs_space.dtype, cfg), cfg.activation)
     return MLPEncoder(int(np.prod(obs_space.shape)), cfg.hidden, cfg.activation)
 
 
@@ -126,10 +114,11 @@ class ActorCritic(nn.Module):
                     nn.init.orthogonal_(param, 1.0)
             feat = self.lstm_size
         out = self.dist.action_dim
-        self.policy_head = _init(nn.Linear(feat, out), 0.01)
+        self.policy_head = orthogonal_init(nn.Linear(feat, out), 0.01)
         # The critic's own encoder may read more parts than the actor's (model.critic_parts): its width, not the
         # actor's.
-        self.value_head = _init(nn.Linear(feat if self.critic_encoder is None else self.critic_encoder.out_dim, 1), 1.0)
+        critic_width = feat if self.critic_encoder is None else self.critic_encoder.out_dim
+        self.value_head = orthogonal_init(nn.Linear(critic_width, 1), 1.0)
         if self.dist.kind == "gaussian":
             self.log_std = nn.Parameter(torch.full((out,), cfg.init_log_std))
 

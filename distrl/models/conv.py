@@ -13,23 +13,24 @@ import torch
 from torch import nn
 
 from distrl.models.image import ConvPlan
+from distrl.models.layers import ACTIVATIONS, orthogonal_init
 
 
 class ConvEncoder(nn.Module):
     """Images ``[B, C, H, W]`` (or ``[B, H, W, C]`` where the plan says channels last) to features ``[B, F]``."""
 
-    def __init__(self, plan: ConvPlan, activation: type[nn.Module], init):
+    def __init__(self, plan: ConvPlan, activation: str):
         super().__init__()
         layers: list[nn.Module] = []
         channels = plan.chw[0]
         for out, kernel, stride in plan.layers:
-            layers += [init(nn.Conv2d(channels, out, kernel, stride=stride), math.sqrt(2)), nn.ReLU()]
+            layers += [orthogonal_init(nn.Conv2d(channels, out, kernel, stride=stride), math.sqrt(2)), nn.ReLU()]
             channels = out
         self.conv = nn.Sequential(*layers, nn.Flatten())
         dense: list[nn.Module] = []
         width = plan.flat
         for size in plan.dense:
-            dense += [init(nn.Linear(width, size), math.sqrt(2)), activation()]
+            dense += [orthogonal_init(nn.Linear(width, size), math.sqrt(2)), ACTIVATIONS[activation]()]
             width = size
         self.fc = nn.Sequential(*dense)
         self.out_dim = width
