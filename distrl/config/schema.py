@@ -110,22 +110,6 @@ class ModelConfig(Section):
         "from the shape (its smallest axis, the first or the last, is the channels; refused where it cannot tell)",
     )
 
-    @field_validator("conv_layers", mode="before")
-    @classmethod
-    def _conv_layers_form(cls, value: Any) -> Any:
-        """Each layer three whole numbers above 0, said in one line naming the form (pydantic's own names an item)."""
-        is_count = lambda x: isinstance(x, int) and not isinstance(x, bool) and x > 0  # noqa: E731
-        if value is not None and not (
-            isinstance(value, list)
-            and value
-            and all(isinstance(layer, list) and len(layer) == 3 and all(map(is_count, layer)) for layer in value)
-        ):
-            raise ValueError(
-                f"model.conv_layers={value!r}: a list of layers, each [channels, kernel, stride] (3 whole numbers "
-                "above 0), e.g. [[16, 3, 1]]; or null for the default"
-            )
-        return value
-
     activation: Literal["tanh", "relu", "elu", "gelu"] = "tanh"
     shared_trunk: bool = Field(False, description="actor and critic share the encoder")
     lstm_size: NonNegativeInt = Field(0, description="LSTM core width after the encoder; 0 disables it")
@@ -146,6 +130,22 @@ class ModelConfig(Section):
         "asymmetric actor-critic: privileged observations the policy acts without; Isaac Lab's 'critic' observation "
         "group; distrl's central critic, agents.critic); the actor reads the others. Needs shared_trunk: false",
     )
+
+    @field_validator("conv_layers", mode="before")
+    @classmethod
+    def _conv_layers_form(cls, value: Any) -> Any:
+        """Each layer three whole numbers above 0, said in one line naming the form (pydantic's own names an item)."""
+        is_count = lambda x: isinstance(x, int) and not isinstance(x, bool) and x > 0  # noqa: E731
+        if value is not None and not (
+            isinstance(value, list)
+            and value
+            and all(isinstance(layer, list) and len(layer) == 3 and all(map(is_count, layer)) for layer in value)
+        ):
+            raise ValueError(
+                f"model.conv_layers={value!r}: a list of layers, each [channels, kernel, stride] (3 whole numbers "
+                "above 0), e.g. [[16, 3, 1]]; or null for the default"
+            )
+        return value
 
 
 WORKER_BACKENDS = tuple(BACKENDS)  # the worker backends' table (distrl/compile/backends/__init__.py)
@@ -815,17 +815,16 @@ class Config(Section):
         )
         # The batch's size needs the agents of each env copy: where the env may hold several, checked again once
         # distrl has read them from it (distrl/envs/kinds.py, resolve_agents), before Ray starts.
-        if not self.env.agents_known:
-            pass
-        elif self.ppo.minibatch_size > self.update_size:
-            problems.append(
-                f"ppo.minibatch_size={self.ppo.minibatch_size}: must be <= the batch size {size}={self.update_size}"
-            )
-        elif self.update_size % self.ppo.minibatch_size:
-            problems.append(
-                f"ppo.minibatch_size={self.ppo.minibatch_size}: must divide the batch size {size}={self.update_size}, "
-                "so every gradient step sees exactly that many samples"
-            )
+        if self.env.agents_known:
+            if self.ppo.minibatch_size > self.update_size:
+                problems.append(
+                    f"ppo.minibatch_size={self.ppo.minibatch_size}: must be <= the batch size {size}={self.update_size}"
+                )
+            elif self.update_size % self.ppo.minibatch_size:
+                problems.append(
+                    f"ppo.minibatch_size={self.ppo.minibatch_size}: must divide the batch size {size}="
+                    f"{self.update_size}, so every gradient step sees exactly that many samples"
+                )
         if self.ppo.minibatch_size % self.learner.num_learners:
             problems.append(
                 f"ppo.minibatch_size={self.ppo.minibatch_size}: must divide by learner.num_learners="
