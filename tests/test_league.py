@@ -245,6 +245,43 @@ def test_connect_four_heuristic_wins_then_blocks():
     assert connect_four_heuristic(vertical, None, rng)[0] == 6
 
 
+@pytest.mark.parametrize("illegal", [False, True], ids=["legal", "unmasked"])
+def test_distrl_connect_four_plays_pettingzoos_game_move_for_move(illegal):
+    # The same moves in both games, 24 copies restarted as they finish: every observation, mask, mover, reward,
+    # end, score and move record equal. Unmasked, a full column is drawn at times: the mover loses, as in PettingZoo.
+    n, rng = 24, np.random.default_rng(int(illegal))
+    ours, theirs = make_game("distrl/ConnectFour-v0", n), make_game(CONNECT4, n)
+    assert (ours.observation_space, ours.action_space) == (theirs.observation_space, theirs.action_space)
+    every = np.ones(n, dtype=bool)
+    for game in (ours, theirs):
+        game.reset(every, seed=0)
+    finished, illegal_moves = {0.0: 0, 0.5: 0, 1.0: 0}, 0
+    for _ in range(300):
+        moving = theirs.to_move()
+        np.testing.assert_array_equal(ours.to_move(), moving)
+        actions = np.zeros((n, 2, 1), dtype=np.int64)
+        for seat in (0, 1):
+            obs, mask = theirs.observe(seat, every)
+            mine, my_mask = ours.observe(seat, every)
+            assert mine.dtype == np.float32
+            np.testing.assert_array_equal(mine, obs)
+            np.testing.assert_array_equal(my_mask, mask)
+            allowed = np.ones_like(mask) if illegal else mask | ~moving[:, seat : seat + 1]
+            actions[:, seat, 0] = rng.choice(7, n) if illegal else [rng.choice(np.flatnonzero(m)) for m in allowed]
+            illegal_moves += int((moving[:, seat] & ~mask[np.arange(n), actions[:, seat, 0]]).sum())
+        theirs_result, ours_result = theirs.step(actions, moving), ours.step(actions, moving)
+        np.testing.assert_array_equal(ours_result.rewards, theirs_result.rewards)
+        np.testing.assert_array_equal(ours_result.done, theirs_result.done)
+        np.testing.assert_array_equal(ours_result.score, theirs_result.score)
+        for i in np.flatnonzero(theirs_result.done):
+            assert ours.record(i) == theirs.record(i)
+            finished[float(theirs_result.score[i])] += 1
+        for game in (ours, theirs):
+            game.reset(theirs_result.done)
+    assert finished[0.0] > 5 and finished[1.0] > 5  # both seats won games
+    assert sum(finished.values()) > 100 and (illegal_moves > 10 if illegal else illegal_moves == 0)
+
+
 def test_duel_pushes_out_and_scores():
     game = make_game("distrl/Duel-v0", 3)
     game.reset(np.ones(3, dtype=bool), seed=0)

@@ -2,7 +2,9 @@
 
 - ``pettingzoo/ID``: a two-player game in PettingZoo's registry (``pettingzoo/classic/connect_four-v3``),
   parallel or turn-based (``pettingzoo_game.py``);
-- ``distrl/Duel-v0``: distrl's own simultaneous-move game, 1v1 or between teams (``duel.py``).
+- ``distrl/Duel-v0``: distrl's own simultaneous-move game, 1v1 or between teams (``duel.py``);
+- ``distrl/ConnectFour-v0``: PettingZoo's connect four, move for move, vectorised in numpy
+  (``connect_four_game.py``).
 
 Both are names, not code paths: building one imports only PettingZoo or distrl. Adding a game of
 distrl's own: a file here and a row in ``OWN_GAMES`` (its class says its team size from its kwargs,
@@ -20,9 +22,10 @@ import numpy as np
 from distrl.common.spaces import action_space_problem
 from distrl.config.league import is_game_id
 from distrl.envs.games.base import Game, GameError, StepResult, baseline_actions, random_actions
+from distrl.envs.games.connect_four_game import ConnectFourGame
 from distrl.envs.games.duel import DuelGame
 
-OWN_GAMES = {"distrl/Duel-v0": DuelGame}
+OWN_GAMES = {"distrl/Duel-v0": DuelGame, "distrl/ConnectFour-v0": ConnectFourGame}
 PETTINGZOO = "pettingzoo/"
 
 
