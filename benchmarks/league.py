@@ -38,6 +38,8 @@ TARGETS = {
     "distrl/Duel-v0": {"random": 0.95, "heuristic": 0.70},
 }
 THRESHOLDS = TARGETS["pettingzoo/classic/connect_four-v3"]  # set by main() for the config's game
+CONNECT_FOUR = ("pettingzoo/classic/connect_four-v3", "distrl/ConnectFour-v0")  # the same game, as PettingZoo's or ours
+TARGETS["distrl/ConnectFour-v0"] = TARGETS["pettingzoo/classic/connect_four-v3"]
 
 
 def train(config: str, run_dir: Path, seconds: float, every: int, overrides: list[str] = ()) -> dict:
@@ -236,7 +238,7 @@ def main() -> None:
         )
         rows = checkpoint_rows(run_dir, args.games)
         newest = newest_snapshot_row(run_dir, args.games)
-        judge = judge_row(run_dir, args.games) if game == "pettingzoo/classic/connect_four-v3" else None
+        judge = judge_row(run_dir, args.games) if game in CONNECT_FOUR else None
         from distrl.league.tournament import run_tournament
 
         table = run_tournament(run_dir, games=20, out=Path(tmp) / "tournament")
