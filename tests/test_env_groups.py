@@ -91,7 +91,7 @@ def test_groups_fill_the_batch_one_vector_env_fills(case):
     order, so the actions are the same too."""
     serial, grouped = _worker(1, CASES[case]), _worker(2, CASES[case])
     try:
-        assert serial.runner.stepper.kind == "serial" and len(grouped.runner.runners) == 2
+        assert serial.runner.stepping == "serial" and len(grouped.runner.runners) == 2
         infos = _same_batches(serial, grouped)
         if case == "env errors":
             assert sum(info.env_errors for info in infos) > 0

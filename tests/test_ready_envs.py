@@ -62,7 +62,7 @@ def _check_columns(batches: list, infos: list) -> None:
 def test_columns_are_each_copys_consecutive_steps_and_log_probs_are_the_policys():
     worker = _worker()
     try:
-        assert worker.runner.stepper.kind == "ale-py send/recv, acting on the first 4 of 8 copies whose step is done"
+        assert worker.runner.stepping == "ale-py send/recv, acting on the first 4 of 8 copies whose step is done"
         assert worker.backend_info()["env_groups"] == 1
         samples = [worker.sample() for _ in range(4)]
         infos, batches = [s[0] for s in samples], [s[1] for s in samples]

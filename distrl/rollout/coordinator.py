@@ -1,16 +1,11 @@
 """SampleCoordinator: the actor that drives every rollout worker's sampling for the driver.
 
-Whoever submits a Ray task owns its return objects and does the bookkeeping for each one
-(locations, borrowers, freeing). With N workers and M learners that is N x (1 + M) objects
-per iteration; done by the driver, its CPU per iteration grew with N. The coordinator takes
-that work: the driver makes a constant number of calls per iteration (one ``sample``, one
-``collect``, one update per learner) and passes along a few small objects that hold refs,
-never the refs one by one. Learner r fetches the shards its object names.
-
-It holds the run's membership (``membership.py``: who answers, is down, lost or evicted; the restart
-budget) and the one sampler over it (``stream.py``: ``start_stream``, ``gather``, ``release``), in rounds for
-``sync`` and ``overlap`` or continuous for ``async``. It takes ``evict`` and ``replace`` from the driver, and reports
-what changed in the membership in each ``SampleReport``.
+Whoever submits a Ray task owns its return objects and does the bookkeeping for each one (locations, borrowers,
+freeing): N workers and M learners make N x (1 + M) objects per iteration, which the driver's CPU would grow with.
+The coordinator takes that work: the driver makes a constant number of calls per update (a ``gather``, a ``release``,
+one update per learner) and passes along a few small objects that hold refs; learner r fetches the shards its object
+names. It holds the run's membership (``membership.py``) and the one sampler over it (``stream.py``), takes ``evict``,
+``replace`` and ``move_workers`` from the driver, and reports what changed in each ``SampleReport``.
 """
 
 from __future__ import annotations

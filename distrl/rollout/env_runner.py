@@ -108,15 +108,9 @@ class EnvRunner:
 
     def new_batch(self, num_envs: int | None = None) -> Batch:
         """An empty batch of this group's copies, or ``num_envs`` (a worker's, across its groups)."""
-        steps = self.config.rollout.rollout_length
-        return Batch.empty(
-            steps,
-            num_envs or self.num_envs,
-            self.envs.single_observation_space,
-            self.dist.action_shape,
-            self.dist.action_dtype,
-            num_actions=0 if self.action_mask is None else self.action_mask.shape[1],
-            **self.memory.batch_layout(self.config.ppo.seq_len),
+        actions = 0 if self.action_mask is None else self.action_mask.shape[1]
+        return empty_batch(
+            self.config, self.envs.single_observation_space, self.dist, self.memory, num_envs or self.num_envs, actions
         )
 
     # --- one batch, step by step (``run_groups`` interleaves several runners' steps) -----------------------------
@@ -197,6 +191,13 @@ class EnvRunner:
         )
 
 
+def empty_batch(config, space, dist, memory, num_envs: int, num_actions: int = 0) -> Batch:
+    """An empty batch of ``rollout_length`` steps of ``num_envs`` copies for the model's ``dist`` and ``memory``."""
+    layout = memory.batch_layout(config.ppo.seq_len)
+    steps = config.rollout.rollout_length
+    return Batch.empty(steps, num_envs, space, dist.action_shape, dist.action_dtype, num_actions=num_actions, **layout)
+
+
 def discounted_step(returns: np.ndarray, reward: np.ndarray, valid: np.ndarray, gamma: float) -> np.ndarray:
     """Discounted returns after one step: ``returns * gamma + reward`` where the step is valid (a reset step's reward
     is no reward; NaN or inf counts as 0), unchanged elsewhere."""
@@ -222,7 +223,7 @@ class EnvGroups:
 
     def __init__(self, runners: list[EnvRunner]):
         self.runners = runners
-        self.stepper = runners[0].stepper  # how its steps run, for the start-up report
+        self.stepping = runners[0].stepper.kind  # how its steps run, for the start-up report
         self.num_envs = sum(runner.num_envs for runner in runners)
 
     def policy_inputs(self) -> tuple[np.ndarray, ...]:

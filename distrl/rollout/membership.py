@@ -1,24 +1,14 @@
-"""Membership: who samples in the run, kept in one place for both samplers (lockstep rounds, ``coordinator.py``; the
-stream, ``stream.py``).
+"""Membership: who samples in the run, for the sampler (``stream.py``), whatever its pipeline.
 
-A worker is answering, down, lost or evicted:
-
-- answering: it is sent samples and its batches are taken;
-- down: not answering now (its process or node died and Ray is restarting it, a draining node's worker being moved,
-  an evicted worker's replacement not placed yet); the sampler probes it until it answers, and it is back;
-- lost: Ray will not restart it (its restarts spent, or gone with its node): left out for good, unless an eviction's
-  replacement takes its place;
-- evicted: stopped by distrl to make room for a rebuilt learner (the learner comes first): down, and never probed,
-  until ``replace`` hands over its successor.
-
-What changed since the last report is handed over once (``events``, into the ``SampleReport``): the workers that went
-down, those of them evicted (so the driver can tell a worker that stopped answering from one it stopped), those back
-and those lost. The restart budget (``restarts.py``) decides when a worker that keeps crashing is given up; whether a
-give-up ends the run is the sampler's policy (lockstep stops on a live node, the stream goes on without it).
-
-One lock guards it: the coordinator actor runs up to four calls at once (overlap's next ``sample`` beside this round's
-``collect``; ``evict``, ``replace`` and ``move_workers`` from the driver at any time) and the stream a pump thread
-beside them. No wait for a worker happens while it is held.
+A worker is answering (sent samples), down (not answering now: its process or node died and Ray is restarting it, a
+draining node's worker being moved, an evicted worker's replacement not placed yet; probed until it is back), lost
+(Ray will not restart it: its restarts spent, or gone with its node; left out for good unless an eviction's
+replacement takes its place) or evicted (stopped by distrl to make room for a rebuilt learner: down, never probed,
+until ``replace`` hands over its successor). What changed since the last report is handed over once (``events``,
+into the ``SampleReport``); the restart budget (``restarts.py``) decides when a worker that keeps crashing is given
+up. One lock guards it: the coordinator actor runs several calls at once (a gather beside the next; ``evict``,
+``replace`` and ``move_workers`` from the driver) and the stream a pump thread beside them. No wait for a worker
+happens while it is held.
 """
 
 from __future__ import annotations
@@ -151,25 +141,17 @@ class Membership:
         self.abandoned.extend(refs)
 
     def read_abandoned(self) -> None:
-        """Read the abandoned refs that have failed by now. Taken under the lock and read outside it: ``ray.wait`` over
-        a
-        list another thread grows raises a bare AssertionError."""
+        """Read the abandoned refs that have failed by now (Ray logs an error no one reads). Taken under the lock and
+        read outside it: ``ray.wait`` over a list another thread grows raises a bare AssertionError."""
         with self.lock:
             refs, self.abandoned = self.abandoned, []
-        pending = read_failed(refs)
+        if not refs:
+            return
+        ready, pending = ray.wait(refs, num_returns=len(refs), timeout=0)
+        for ref in ready:
+            try:
+                ray.get(ref)
+            except Exception:  # the kill's own error: expected
+                pass
         with self.lock:
             self.abandoned = pending + self.abandoned
-
-
-def read_failed(refs: list) -> list:
-    """Read the refs of killed samples that have failed by now (an unread error is logged by Ray as one); returns
-    those still pending."""
-    if not refs:
-        return refs
-    ready, pending = ray.wait(refs, num_returns=len(refs), timeout=0)
-    for ref in ready:
-        try:
-            ray.get(ref)
-        except Exception:  # the kill's own error: expected
-            pass
-    return pending

@@ -48,7 +48,7 @@ class PolicySetRunner:
 
     def __init__(self, names: tuple[str, ...], runners: list[EnvRunner], envs):
         self.names, self.runners, self.envs = names, runners, envs
-        self.stepper = runners[0].stepper
+        self.stepping = runners[0].stepper.kind
 
     def policy_inputs(self) -> tuple[np.ndarray, ...]:
         return self.runners[0].policy_inputs()
@@ -102,26 +102,10 @@ class PolicySetWorker(RolloutWorker):
         self.runner = PolicySetRunner(mapping.names, runners, self.envs)
         self.memory = runners[0].memory
         start = time.perf_counter()
-        cfg = config.rollout.compile
-        self.policy = PolicySet(
-            mapping.names,
-            [
-                CheckedPolicy(
-                    model,
-                    cfg.backend,
-                    runner.policy_inputs(),
-                    cfg.mode,
-                    cfg.options,
-                    cfg.strict,
-                    None,
-                    cfg.precision,
-                    cfg.memory_format,
-                )
-                for model, runner in zip(self.models, runners)
-            ],
-        )
-        self.startup_s = time.perf_counter() - start
         self.shared_artifacts, self.artifacts, self.without_torch = False, None, False
+        checked = [self._checked_policy(model, runner.policy_inputs()) for model, runner in zip(self.models, runners)]
+        self.policy = PolicySet(mapping.names, checked)
+        self.startup_s = time.perf_counter() - start
         self.env_side = WorkerSide()
 
     def _observe_as(self, k: int, raw: np.ndarray) -> np.ndarray:

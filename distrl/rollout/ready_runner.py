@@ -32,7 +32,7 @@ import numpy as np
 from distrl.data.batch import Batch
 from distrl.envs.episodes import EpisodeTracker
 from distrl.envs.guard import nonfinite_parts
-from distrl.rollout.env_runner import RunStats, track_returns
+from distrl.rollout.env_runner import RunStats, empty_batch, track_returns
 
 
 @dataclass
@@ -43,16 +43,6 @@ class _Fill:
     versions: np.ndarray  # [T, n] the policy version that acted at each step
     raw_obs_seen: np.ndarray | None  # [T+1, n, *obs] raw observations (env.normalize_obs)
     returns_seen: np.ndarray | None  # [T, n] discounted returns (env.normalize_reward)
-
-
-class ReadyStepping:
-    """What the worker's start-up report says of how the copies step (``env_stepping``)."""
-
-    def __init__(self, ready: int, num_envs: int):
-        self.kind = f"ale-py send/recv, acting on the first {ready} of {num_envs} copies whose step is done"
-
-    def close(self) -> None:
-        pass
 
 
 class ReadyEnvRunner:
@@ -75,7 +65,9 @@ class ReadyEnvRunner:
         self.envs = envs
         self.num_envs = n = self.envs.num_envs
         self.steps = config.rollout.rollout_length
-        self.stepper = ReadyStepping(config.rollout.ready_envs, n)
+        self.stepping = (
+            f"ale-py send/recv, acting on the first {config.rollout.ready_envs} of {n} copies whose step is done"
+        )
         space = self.envs.single_observation_space
         self.raw_obs = np.zeros((n, *space.shape), dtype=space.dtype)  # each copy's newest observation
         self.seen = np.zeros(n, dtype=bool)  # copies whose first observation has come back
@@ -143,14 +135,7 @@ class ReadyEnvRunner:
         while len(self.fills) <= k:
             cfg, n, steps = self.config, self.num_envs, self.steps
             space = self.envs.single_observation_space
-            batch = Batch.empty(
-                steps,
-                n,
-                space,
-                self.dist.action_shape,
-                self.dist.action_dtype,
-                **self.memory.batch_layout(cfg.ppo.seq_len),
-            )
+            batch = empty_batch(cfg, space, self.dist, self.memory, n)
             self.fills.append(
                 _Fill(
                     batch=batch,

@@ -1,51 +1,32 @@
 """SampleStream: the one sampler of every pipeline; it hands the loop the batches of its next update.
 
-``pipeline: sync`` and ``overlap`` take their batches in rounds: every answering worker samples once with the same
-weights, and ``gather`` hands the loop the whole round in worker order (a seed repeats its rows). A round starts
-once the one before it is in and the weights it takes have been released: ``sync``'s the update on the round before
-it made (policy lag 0), ``overlap``'s the update before that one (lag 1: the workers sample while the learner
-updates). ``pipeline: async`` is continuous: every worker samples on as soon as its batch is in, and the learner
-takes whichever batches are in (below). The faults below are met the same way in every pipeline; a round waits
-for a worker that Ray restarts on a live node (its sample is sent again), not for one whose node is gone.
+``pipeline: sync`` and ``overlap`` sample in rounds: every answering worker samples once with the same weights, and
+``gather`` hands the loop the whole round in worker order (a seed repeats its rows). A round starts once the one before
+it is in and its weights are released: ``sync``'s the update on the round before (policy lag 0), ``overlap``'s the
+update before that (lag 1: the workers sample while the learner updates). ``pipeline: async`` is continuous: a worker
+samples on as soon as its batch is in, with the newest weights the coordinator has (one object per update), which also
+go at once to every running sample (``RolloutWorker.stage_weights``: it acts with them from its next step). While the
+learner updates, the workers sample the next update's batches and no more (``rollout.updates_ahead``): a worker whose
+batch is in then waits (parked) until the learner asks again, as what it sampled would be a version older by the time
+it was trained on; while the learner waits, as many more sample as it still needs. A sample running past twice the
+recent median and past half a second (a slow worker's) does not count, so no gather waits on a slow worker while a
+fast one is parked. ``gather`` takes the oldest batches first and drops those whose every step is older than
+``rollout.max_policy_lag`` allows (stale); the learner leaves a batch's too-old steps out of the loss, as Sample Factory
+does. The async loop sends each gather while the update before it runs; what it takes counts against the bound until
+``release`` says that update is over.
 
-The coordinator holds the stream (``coordinator.py``), so it still submits and owns every sample and
-the driver's work per update stays constant in the worker count. A pump thread waits on the samples
-in flight; the moment one is in, its worker gets its next sample request with the newest weights the
-coordinator has been given (one object per learner update) and the batch joins a queue once its shards are
-on the coordinator's node (the driver's): a node lost after that costs no queued batch, and the learner never
-waits on a batch whose only copy was on a node that is gone (Ray takes its health checks, ~15 s, to call a node
-dead; a batch still being copied then fails at once, counted as lost, as its worker's next sample).
+A pump thread waits on the samples in flight. A batch joins the queue (or its round) once its shards are on the
+coordinator's node: a node lost after that costs no batch, and the learner never waits on a batch whose only copy was on
+a node that is gone. The coordinator submits and owns every sample (``coordinator.py``), so the driver's work per update
+stays constant in the worker count. Faults, met the same way in every pipeline, each bounded without stopping the
+others:
 
-New weights also go at once to every worker whose sample is running (``RolloutWorker.stage_weights``, one call
-per running sample), which acts with them from its next step: a rollout that spans an update is only partly one
-version old. While the learner updates, the workers sample the next update's batches and no more
-(``rollout.updates_ahead`` updates', 1 by default; 0.5: half of them, the rest after the update): once the queue
-with the samples in flight holds that many, a worker whose batch is in waits (parked) until the learner asks for
-batches again, since what it sampled meanwhile would act with weights one more version old by the time it was
-trained on (counting only the queue lets a second update's batches pile up behind it). While the learner waits for
-batches, as many more may be sampling as it still needs (more would finish during its update, a version old). A sample
-running past twice the median of the last ones' times and past half a second (a slow worker's) does not count, so a
-gather never waits on a slow worker while a fast one is parked.
-``gather`` hands the learner the next ``count`` batches from the queue, oldest first, dropping those whose
-every step acted with weights older than the update can use (``rollout.max_policy_lag``; counted as stale, never
-trained on). A batch that got newer weights on the way (a slow worker's long rollout) goes to the learner, which
-leaves its too-old steps out of the loss (``stale_steps``), as Sample Factory does. No worker waits for another: a
-slow one contributes fewer batches, not a slower round.
-The async loop sends each gather while the update before it runs, and queues the next update on the learner behind
-that one, so the learner goes from one update to the next with no round trip through the driver; the batches such a
-gather takes count against the bound until the driver says the running update is over (``release``, with its
-weights), so the workers still sample the next batches with that update's weights.
-
-Faults, each bounded without stopping the others:
-
-- a worker that died mid-sample (its process, or its node) and that Ray restarts: reported as down
-  once, probed until it answers (Ray places it again when a node has room), reported back, then sent
-  its next request (its interrupted batch is lost);
-- a worker whose sample passes the sample bound (a stuck env): killed for a restart, counted as a
-  timeout, then as above;
-- a worker given up (its restarts spent by crashes and timeouts, ``restarts.py``; a lost node spends
-  none): left out and counted in ``workers_lost``; the run goes on with the others, and ends with
-  ``WorkerFailure`` when none is left.
+- a worker that died mid-sample (its process, or its node) and that Ray restarts: reported as down once, probed until it
+  answers, reported back, then sent its next request (its interrupted batch is lost; a round waits for it on a live
+  node and sends its sample again, not for one whose node is gone);
+- a sample past the sample bound (a stuck env): its worker killed for a restart, counted as a timeout, then as above;
+- a worker given up (its restarts spent by crashes and timeouts, ``restarts.py``; a lost node spends none): left out and
+  counted in ``workers_lost``; the run goes on with the others, and ends with ``WorkerFailure`` when none is left.
 """
 
 from __future__ import annotations
@@ -64,12 +45,10 @@ from distrl.rollout.membership import Membership
 
 PUMP_WAIT_S = 0.5  # the pump's longest sleep: how soon it notices a timeout
 # While a worker is parked, a gather may send it a request the pump's wait does not include yet: the pump looks again
-# this often, so the sample's return is noticed within this (a 0.5 s wait held the next update up to 0.5 s; measured).
+# this often, so that sample's return is noticed at once rather than a whole PUMP_WAIT_S later.
 PARKED_WAIT_S = 0.01
 RETRY_S = 0.2  # how soon a worker Ray is restarting is asked again whether it answers
-# A sample is a slow worker's only past twice the recent median and past this: on millisecond rollouts a scheduling
-# hiccup of a few milliseconds is not a slow worker (counting it out let a 9th batch past a bound of 8 on a loaded CI).
-SLOW_FLOOR_S = 0.5
+SLOW_FLOOR_S = 0.5  # a sample is a slow worker's only past this too: on short rollouts a scheduling hiccup is not one
 WEIGHTS_GROUP = "weights"  # the workers' Ray concurrency group (a thread of its own) that stage_weights runs in
 EMPTY_ROUND_S = 1.0  # how long a round no worker could join waits for one to answer before it is handed over empty
 ROUND_LAG = {"sync": 0, "overlap": 1}  # the pipelines that sample in rounds: how many updates a round's weights lag
@@ -137,11 +116,9 @@ class SampleStream:
         self.parked: list[int] = []  # workers waiting for room in the queue
         self.needed = 0  # batches a waiting gather still needs: as many more may be sampling beside the bound
         self.in_hand = 0  # batches a waiting gather has taken so far (counted against the bound)
-        # A gather sent while the update before its own runs (the async loop queues the next update on the learner)
-        # takes its batches then; they count against the bound until the driver says that update is over (``release``),
-        # so the workers wait for its weights as if the batches were still queued. update number -> batches held
-        # the newest update the driver has said is over; -1: the learner's initial weights are given (rounds wait for
-        # them after a new run's first round, which the workers sample with their own while the learners start)
+        # The newest update ``release`` has said is over (-1: the learner's initial weights are given; a new run's first
+        # round is sampled with the workers' own while the learners start), and the batches gathered while an update
+        # ran, by its number: they count against the bound until it is over, as if still queued.
         self.released = -1 if weights[0] is not None else -2
         self.held: dict[int, int] = {}
         self.recent_s: collections.deque[float] = collections.deque(maxlen=32)  # the last samples' times, sent to in

@@ -47,9 +47,7 @@ class PolicyTools:
     """What an env kind's worker side may use of the worker's policy (``distrl.envs.kinds.worker_side``)."""
 
     policy: CheckedPolicyBase  # the worker's own, acting with the newest weights
-    new_policy: Callable[
-        [], CheckedPolicyBase
-    ]  # another policy of the same model on the same backend, checked likewise
+    new_policy: Callable[[], CheckedPolicyBase]  # another of the same model on the same backend, checked likewise
     inputs: Callable[[], tuple]  # the inputs the worker acts on next (for the checks)
     dist: object  # the model's ActionDist
 
@@ -65,8 +63,8 @@ class RolloutWorker:
         self.compile_counts = dynamo_counts()
 
     def _build(self, config: Config, artifacts: dict | str | None) -> None:
-        """The envs, the runner that steps them (``runner``: ``next_batch``, ``policy_inputs``, ``close``) and the
-        policy; a worker of another kind builds its own (``policy_set_worker.py``)."""
+        """The envs, the runner that steps them (``runner``: ``next_batch``, ``policy_inputs``, ``close``,
+        ``stepping``) and the policy; a worker of another kind builds its own (``policy_set_worker.py``)."""
         seed, threads = self.seed, self.threads
         # rollout.env_groups: the env copies in groups of their own vector env each, stepped in turns (env_runner.py)
         groups, self.groups_reason = env_groups(config)
@@ -122,26 +120,14 @@ class RolloutWorker:
                 ]
             )
         start = time.perf_counter()
+        self.artifacts = artifacts
         if shipped:
             self.policy = ShippedPolicy(artifacts, cfg.options, cfg.strict, threads, self._build_model)
         else:
-            from distrl.compile.build import CheckedPolicy
-
-            self.policy = CheckedPolicy(
-                self.model,
-                cfg.backend,
-                self._policy_inputs(),
-                cfg.mode,
-                cfg.options,
-                cfg.strict,
-                artifacts,
-                cfg.precision,
-                cfg.memory_format,
-            )
+            self.policy = self._checked_policy(self.model)
         self.startup_s = fetch_s + time.perf_counter() - start
         self.without_torch = sys.modules.get("torch") is None  # built without loading it (a shipped policy's worker)
         self.shared_artifacts = bool(artifacts)
-        self.artifacts = artifacts
         # What the env kind adds to the worker (a league game: opponents that act with this worker's policies).
         self.env_side = worker_side(
             config, self.envs, PolicyTools(self.policy, self._new_policy, self._policy_inputs, self.dist)
@@ -172,9 +158,7 @@ class RolloutWorker:
         self.seed = seed
         self.rng = np.random.default_rng(seed)
         self.policy_version = 0
-        self.staged: Weights | None = (
-            None  # newer weights sent while a sample runs (stage_weights), taken at its next step
-        )
+        self.staged: Weights | None = None  # newer weights sent while a sample runs (stage_weights)
         self.staged_lock = threading.Lock()
 
     # --- the policy --------------------------------------------------------------------
@@ -203,23 +187,20 @@ class RolloutWorker:
 
     def _new_policy(self) -> CheckedPolicyBase:
         """Another policy of this model on this worker's backend, checked like its own (a league opponent's)."""
-        from distrl.compile.build import CheckedPolicy
         from distrl.models import build_model
 
-        cfg = self.config.rollout.compile
         use_torch_threads(self.threads)  # torch may have loaded just now
-        module = build_model(self.model_obs_space, self.envs.single_action_space, self.config.model)
-        return CheckedPolicy(
-            module,
-            cfg.backend,
-            self._policy_inputs(),
-            cfg.mode,
-            cfg.options,
-            cfg.strict,
-            self.artifacts,
-            cfg.precision,
-            cfg.memory_format,
-        )
+        return self._checked_policy(build_model(self.model_obs_space, self.envs.single_action_space, self.config.model))
+
+    def _checked_policy(self, module, inputs: tuple | None = None) -> CheckedPolicyBase:
+        """``module`` compiled by the worker's backend (``rollout.compile``), checked against eager on ``inputs`` (by
+        default the observations the worker acts on next)."""
+        from distrl.compile.build import CheckedPolicy
+
+        cfg = self.config.rollout.compile
+        inputs = self._policy_inputs() if inputs is None else inputs
+        options = (cfg.options, cfg.strict, self.artifacts, cfg.precision, cfg.memory_format)
+        return CheckedPolicy(module, cfg.backend, inputs, cfg.mode, *options)
 
     def ready(self) -> str:
         """Constructed and answering (the coordinator asks after a restart): this process's incarnation."""
@@ -238,14 +219,12 @@ class RolloutWorker:
             "form": str(report.form),
             "form_reason": report.form_reason,
             "env_groups": self.groups,
-            "env_stepping": self.runner.stepper.kind,
+            "env_stepping": self.runner.stepping,
             "env_groups_reason": self.groups_reason,
         }
 
     def placement(self) -> dict:
         """Where this actor runs (only meaningful inside a Ray actor)."""
-        import ray
-
         ctx = ray.get_runtime_context()
         return {
             "node_id": ctx.get_node_id(),
@@ -378,8 +357,6 @@ class RolloutWorker:
 
 def _fetch_artifacts(holder: str, timeout_s: float = 60.0) -> dict | None:
     """The artifacts the named actor ``holder`` keeps (``SampleCoordinator.artifacts``)."""
-    import ray
-
     deadline = time.monotonic() + timeout_s
     while True:
         try:
@@ -398,8 +375,6 @@ def _restarted_by_ray() -> bool:
     import warnings
 
     try:
-        import ray
-
         with warnings.catch_warnings():  # it reads Ray's deprecated actor_id property internally
             warnings.simplefilter("ignore")
             return bool(ray.is_initialized() and ray.get_runtime_context().was_current_actor_reconstructed)
