@@ -436,6 +436,13 @@ CASES = {
         ("rollout.num_gpus_per_worker=0.1: this machine has no CUDA GPU", "allowed: 0, or --address"),
         absent=("{tmp}/new",),
     ),
+    "ppo.huber_delta": Case(
+        f"{TRAIN} --set ppo.value_loss=huber --set ppo.huber_delta=0", 2, ("ppo.huber_delta=0", "greater than 0")
+    ),
+    "ppo.value_loss": Case(f"{TRAIN} --set ppo.value_loss=l1", 2, ("ppo.value_loss='l1'", "'mse' or 'huber'")),
+    "ppo.normalize_value": Case(
+        f"{TRAIN} --set ppo.normalize_value=maybe", 2, ("ppo.normalize_value='maybe'", "a valid boolean")
+    ),
     "ppo.lr inf": Case(f"{TRAIN} --set ppo.lr=.inf", 2, ("ppo.lr=inf", "finite number")),
     "ppo.lr nan": Case(f"{TRAIN} --set ppo.lr=.nan", 2, ("ppo.lr=nan", "finite number")),
     "ppo.lr negative": Case(f"{TRAIN} --set ppo.lr=-1", 2, ("ppo.lr=-1", "greater than 0")),

@@ -39,11 +39,13 @@ def run_two_learners(ray, overrides):
     address, port = ray.get(learners[0].rendezvous_address.remote())
     ray.get([learner.init_distributed.remote(address, port) for learner in learners])
     initial = _models(ray.get(learners[0].get_weights.remote()))
+    valid_steps = 0  # both ranks' (every shard's)
     for _ in range(3):
         weights = ray.get(learners[0].get_weights.remote())
         worker.set_weights(weights)
         # As the driver does it: the worker's info and one shard per rank, each its own object.
         info, *shards = worker.sample_shards(None, 2)
+        valid_steps += sum(int(shard.valid.sum()) for shard in shards)
         report_ref, shard_refs = ray.put(SampleReport([info])), [ray.put(shard) for shard in shards]
         # Refs inside tuples reach the learners as refs: each rank fetches only the shard it names.
         lead = learners[0].update_refs_and_snapshot.options(num_returns=3).remote(report_ref, (shard_refs[0],))
@@ -58,13 +60,26 @@ def run_two_learners(ray, overrides):
     for name in initial:  # each policy: the ranks agree, and it moved
         _assert_same_weights(w0[name], w1[name])
         assert not all(np.array_equal(initial[name][k], w0[name][k]) for k in initial[name]), f"{name} did not change"
+    states = ray.get([learner.state.remote() for learner in learners])
     ray.get([learner.close.remote() for learner in learners])
     for learner in learners:
         ray.kill(learner)
+    return states, valid_steps
 
 
 def test_two_learners_hold_identical_weights(ray_local):
     run_two_learners(ray_local, [])
+
+
+def test_two_learners_merge_the_value_targets_statistics(ray_local):
+    """ppo.normalize_value: each rank's statistics take in both ranks' targets, so the ranks agree, over every valid
+    step of the three updates."""
+    states, valid_steps = run_two_learners(ray_local, ["ppo.normalize_value=true"])
+    first, second = (state["value_norm"] for state in states)
+    assert float(first["count"]) == float(second["count"]) == valid_steps > 0
+    for key in ("mean", "var"):
+        assert float(first[key]) == float(second[key]), key
+    assert float(first["var"]) != 1.0
 
 
 def test_two_learners_recurrent(ray_local):

@@ -523,6 +523,18 @@ class PPOConfig(Section):
         "learner's policy had acted (not baseline-invariant; faster on CartPole, and async Acrobot's exploration can "
         "collapse before any reward: docs/configs.md)",
     )
+    normalize_value: bool = Field(
+        False,
+        description="the critic learns its targets normalised by their running mean and variance, kept by the "
+        "learner (rl_games' normalize_value, MAPPO's ValueNorm); the values recorded at sampling are de-normalised "
+        "for GAE and V-trace; the model's value output is in the normalised scale",
+    )
+    value_loss: Literal["mse", "huber"] = Field(
+        "mse", description="the value loss: mse (0.5 x the squared error) or huber (MAPPO's, with huber_delta)"
+    )
+    huber_delta: PositiveFloat = Field(
+        10.0, description="value_loss: huber: the error beyond which the loss grows linearly (MAPPO's 10)"
+    )
 
 
 class APPOConfig(Section):

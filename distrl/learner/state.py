@@ -12,6 +12,7 @@ from distrl.common.running_mean_std import RunningMeanStd
 from distrl.common.spaces import image_part_mask
 from distrl.config.schema import Config
 from distrl.data.messages import SampleInfo
+from distrl.learner.value_norm import ValueNormaliser
 
 
 @dataclass
@@ -23,13 +24,15 @@ class LearnerCounters:
 
 class Normalisers:
     """The running statistics the learner keeps: raw observations (``env.normalize_obs``; a Dict observation's image
-    parts are left to the CNN) and discounted returns (``env.normalize_reward``), merged from every worker's."""
+    parts are left to the CNN) and discounted returns (``env.normalize_reward``), merged from every worker's, and the
+    value targets (``ppo.normalize_value``, ``value_norm.py``), merged from every rank's."""
 
     def __init__(self, config, model, obs_space):
         self.obs = None
         if config.env.normalize_obs:
             self.obs = RunningMeanStd(model.input_space.shape, skip=image_part_mask(obs_space))
         self.returns = RunningMeanStd(()) if config.env.normalize_reward else None
+        self.values = ValueNormaliser() if config.ppo.normalize_value else None
 
     def merge_obs(self, infos: list[SampleInfo]) -> None:
         if self.obs is not None:
@@ -63,6 +66,7 @@ def learner_state(
         "optimizer": optimizer.state_dict(),
         "obs_norm": _rms_tensors(normalisers.obs),
         "return_norm": _rms_tensors(normalisers.returns),
+        "value_norm": None if normalisers.values is None else normalisers.values.state(),
         "generator": generator.get_state(),
         "torch_rng": torch.get_rng_state(),
         "version": counters.version,
@@ -97,6 +101,8 @@ def load_learner_state(
         normalisers.obs = RunningMeanStd.from_state(state["obs_norm"])
     if normalisers.returns is not None and state.get("return_norm") is not None:
         normalisers.returns = RunningMeanStd.from_state(state["return_norm"])
+    if normalisers.values is not None and state.get("value_norm") is not None:
+        normalisers.values = ValueNormaliser.from_state(state["value_norm"])
     generator.set_state(state["generator"])
     torch.set_rng_state(state["torch_rng"])
     counters.version = int(state["version"])

@@ -22,6 +22,7 @@ from distrl.data.samples import TrainingSamples
 from distrl.data.staleness import steps_inside
 from distrl.learner.hardware import autocast
 from distrl.learner.state import LearnerCounters
+from distrl.learner.value_norm import in_critic_scale, in_return_scale
 
 _NOT_PER_STEP = ("obs", "starts", "h0", "c0")  # what the forward reads, not the loss
 
@@ -107,6 +108,8 @@ class Update:
                 seq_len,
             )
         )
+        value_norm = self.normalisers.values
+        data, current = in_return_scale(value_norm, data, current)
         targets = self.algorithm.targets(data, current)
         if targets.weights is not None:
             data = {**data, "weights": targets.weights}
@@ -115,6 +118,8 @@ class Update:
         if targets.values is not None:
             data = {**data, "values": targets.values}
         advantages, returns = targets.advantages, targets.returns
+        raw_values, raw_returns = data["values"], returns
+        data, returns = in_critic_scale(value_norm, data, returns, self.world_size)
         lr = self.algorithm.learning_rate(counters.trained_env_steps)
         for group in self.optimizer.param_groups:
             if isinstance(group["lr"], torch.Tensor):  # a captured step reads it from the device
@@ -131,7 +136,7 @@ class Update:
         lags = (
             counters.version - versions[data["valid"].cpu()]
         )  # of the steps trained on: left-out ones are no part of it
-        values, valid = data["values"][:-1][data["valid"]], returns[data["valid"]]
+        values, valid = raw_values[:-1][data["valid"]], raw_returns[data["valid"]]
         explained_var = float(1 - (valid - values).var() / valid.var().clamp(min=1e-8))
         compiled = dynamo_counts()["compiled_graphs"]
         metrics = {

@@ -42,6 +42,7 @@ class PPO(Algorithm):
             ent_coef=cfg.ent_coef,
             clip_vloss=cfg.clip_vloss,
             norm_adv=cfg.norm_adv,
+            huber_delta=cfg.huber_delta if cfg.value_loss == "huber" else None,
         )
 
     def scaled_rewards(self, data: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -18,6 +18,7 @@ class PPOLossCoefs:
     ent_coef: float
     clip_vloss: bool
     norm_adv: bool
+    huber_delta: float | None = None  # None: the squared error
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -52,11 +53,17 @@ def ppo_loss(
     ratio = log_ratio.exp()
     surrogate = torch.max(-advantages * ratio, -advantages * ratio.clamp(1 - coefs.clip_coef, 1 + coefs.clip_coef))
     policy_loss = masked_mean(surrogate if weights is None else weights * surrogate, mask)
+
+    def error(values: torch.Tensor) -> torch.Tensor:  # 0.5 e^2, or Huber's (the same up to delta, then linear)
+        if coefs.huber_delta is None:
+            return 0.5 * (values - returns) ** 2
+        return torch.nn.functional.huber_loss(values, returns, reduction="none", delta=coefs.huber_delta)
+
     if coefs.clip_vloss:
         clipped = old_values + (new_values - old_values).clamp(-coefs.clip_coef, coefs.clip_coef)
-        value_loss = 0.5 * masked_mean(torch.max((new_values - returns) ** 2, (clipped - returns) ** 2), mask)
+        value_loss = masked_mean(torch.max(error(new_values), error(clipped)), mask)
     else:
-        value_loss = 0.5 * masked_mean((new_values - returns) ** 2, mask)
+        value_loss = masked_mean(error(new_values), mask)
     entropy_mean = masked_mean(entropy, mask)
     loss = policy_loss + coefs.vf_coef * value_loss - coefs.ent_coef * entropy_mean
     with torch.no_grad():
