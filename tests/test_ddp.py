@@ -45,7 +45,7 @@ def run_two_learners(ray, overrides):
         worker.set_weights(weights)
         # As the driver does it: the worker's info and one shard per rank, each its own object.
         info, *shards = worker.sample_shards(None, 2)
-        valid_steps += sum(int(shard.valid.sum()) for shard in shards)
+        valid_steps += sum(int(shard.valid.sum()) for shard in shards if hasattr(shard, "valid"))  # one policy's
         report_ref, shard_refs = ray.put(SampleReport([info])), [ray.put(shard) for shard in shards]
         # Refs inside tuples reach the learners as refs: each rank fetches only the shard it names.
         lead = learners[0].update_refs_and_snapshot.options(num_returns=3).remote(report_ref, (shard_refs[0],))
