@@ -14,6 +14,12 @@ round robin on the run: the learner's Elo beside every earlier snapshot's.
     python benchmarks/league.py --config configs/league_duel.yaml --set env.kwargs.team_size=2 --name league_duel_2v2
     python benchmarks/league.py --seconds 120 --games 40
     python benchmarks/league.py --quick          # 30 s, 4 games per seat
+    python benchmarks/league.py --check          # the guard: a fixed env-step budget, then the 1-ply judge
+
+``--check`` trains the shipped connect four config for ``CHECK_ENV_STEPS`` env steps (whatever the
+time), plays its learner against the 1-ply judge, 200 games a seat, and fails (exit 1) when a seat's
+win rate is below its ``CHECK_FLOOR``: a league that learns markedly less from the same samples
+(as when its strength fell from 0.65 to 0.49 against the judge) shows up in the suite.
 """
 
 from __future__ import annotations
@@ -40,9 +46,13 @@ TARGETS = {
 THRESHOLDS = TARGETS["pettingzoo/classic/connect_four-v3"]  # set by main() for the config's game
 CONNECT_FOUR = ("pettingzoo/classic/connect_four-v3", "distrl/ConnectFour-v0")  # the same game, as PettingZoo's or ours
 TARGETS["distrl/ConnectFour-v0"] = TARGETS["pettingzoo/classic/connect_four-v3"]
+# --check: the env-step budget and the win rates against the 1-ply judge the first and the second seat must reach by
+# then: about three standard errors of 200 games below the lowest of three seeds (docs/league.md has them).
+CHECK_ENV_STEPS = 1_048_576
+CHECK_FLOOR = (0.36, 0.18)
 
 
-def train(config: str, run_dir: Path, seconds: float, every: int, overrides: list[str] = ()) -> dict:
+def train(config: str, run_dir: Path, seconds: float, every: int, overrides: list[str] | tuple = ()) -> dict:
     args = [
         sys.executable,
         "-m",
@@ -66,7 +76,9 @@ def train(config: str, run_dir: Path, seconds: float, every: int, overrides: lis
     return json.loads((run_dir / "summary.json").read_text())
 
 
-def checkpoint_rows(run_dir: Path, games: int) -> list[dict]:
+def checkpoint_rows(run_dir: Path, games: int, judge: bool = False) -> list[dict]:
+    """Every checkpoint's learner, greedily, against each baseline (and with ``judge``, connect four's 1-ply judge),
+    ``games`` a seat."""
     import torch
 
     from distrl.league.tournament import evaluate_against
@@ -84,11 +96,14 @@ def checkpoint_rows(run_dir: Path, games: int) -> list[dict]:
             for seat in (0, 1):
                 scores = [m.score for m in matches if m.seat == seat]
                 row[f"{opponent}_seat{seat}"] = sum(s == 1.0 for s in scores) / len(scores)
+        if judge:
+            row.update({k: v for k, v in judge_row(path, games, quiet=True).items() if k.startswith("judge_seat")})
         rows.append(row)
         print(
             f"it {row['iteration']:5d} {row['time_s']:7.1f} s  random "
             f"{row['random_seat0']:.2f}/{row['random_seat1']:.2f}  "
-            f"heuristic {row['heuristic_seat0']:.2f}/{row['heuristic_seat1']:.2f}",
+            f"heuristic {row['heuristic_seat0']:.2f}/{row['heuristic_seat1']:.2f}"
+            + (f"  judge {row['judge_seat0']:.2f}/{row['judge_seat1']:.2f}" if judge else ""),
             flush=True,
         )
     return rows
@@ -117,14 +132,15 @@ def one_ply_judge(obs, mask, rng):
     return np.minimum((cdf < u[:, None]).sum(axis=1), 6)
 
 
-def judge_row(run_dir: Path, games: int) -> dict:
-    """Connect four: the learner's newest checkpoint, greedily, against ``one_ply_judge``, ``games`` a seat."""
+def judge_row(run: Path, games: int, quiet: bool = False) -> dict:
+    """Connect four: the learner of a run's newest checkpoint (or of a checkpoint file), greedily, against
+    ``one_ply_judge``, ``games`` a seat."""
     import numpy as np
 
     from distrl.league.matches import play
     from distrl.league.tournament import build_players, game_kwargs, load_league
 
-    config, league, learner_state, iteration, _ = load_league(run_dir)
+    config, league, learner_state, iteration, _ = load_league(run)
     players = build_players(config, league, learner_state, iteration, greedy=("main",))
     matches = play(
         config.env.id, game_kwargs(config), players["main"][0], one_ply_judge, 2 * games, np.random.default_rng(2)
@@ -134,11 +150,12 @@ def judge_row(run_dir: Path, games: int) -> dict:
         scores = [m.score for m in matches if m.seat == seat]
         row[f"judge_seat{seat}"] = sum(s == 1.0 for s in scores) / len(scores)
         row[f"judge_draws_seat{seat}"] = sum(s == 0.5 for s in scores) / len(scores)
-    print(
-        f"learner at iteration {iteration} against the 1-ply judge: {row['judge_seat0']:.2f}/{row['judge_seat1']:.2f} "
-        f"(draws {row['judge_draws_seat0']:.2f}/{row['judge_draws_seat1']:.2f})",
-        flush=True,
-    )
+    if not quiet:
+        print(
+            f"learner at iteration {iteration} against the 1-ply judge: {row['judge_seat0']:.2f}/"
+            f"{row['judge_seat1']:.2f} (draws {row['judge_draws_seat0']:.2f}/{row['judge_draws_seat1']:.2f})",
+            flush=True,
+        )
     return row
 
 
@@ -190,6 +207,45 @@ def newest_snapshot_row(run_dir: Path, games: int) -> dict:
     return row
 
 
+def check(config: str, overrides: list[str], results_dir, machine: dict) -> int:
+    """``--check``: ``CHECK_ENV_STEPS`` of training, then the 1-ply judge; 1 when a seat is below ``CHECK_FLOOR``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = Path(tmp) / "run"
+        steps = [f"stop.env_steps={CHECK_ENV_STEPS}", *overrides]
+        summary = train(config, run_dir, 3600, 1_000_000, steps)
+        print(f"trained {summary['env_steps']:,} env steps in {summary['wall_s']:.0f} s", flush=True)
+        judge = judge_row(run_dir, 200)
+    low = [seat for seat in (0, 1) if judge[f"judge_seat{seat}"] < CHECK_FLOOR[seat]]
+    row = {**judge, "env_steps": summary["env_steps"], "wall_s": summary["wall_s"]}
+    row["floor_seat0"], row["floor_seat1"] = CHECK_FLOOR
+    md = markdown_table(
+        [row],
+        [
+            ("env_steps", "env steps"),
+            ("judge_seat0", "vs 1-ply judge, 1st"),
+            ("judge_seat1", "vs 1-ply judge, 2nd"),
+            ("floor_seat0", "floor, 1st"),
+            ("floor_seat1", "floor, 2nd"),
+        ],
+    )
+    name = Path(config).stem + "_check"
+    write_results(name, {"machine": machine, "overrides": overrides, "rows": [row]}, md, results_dir=results_dir)
+    if low:
+        seats = " and ".join(("1st", "2nd")[seat] for seat in low)
+        print(
+            f"league check FAILED: after {summary['env_steps']:,} env steps the learner's win rate against the 1-ply "
+            f"judge in the {seats} seat is below its floor ({judge['judge_seat0']:.2f}/{judge['judge_seat1']:.2f}, "
+            f"floors {CHECK_FLOOR[0]:.2f}/{CHECK_FLOOR[1]:.2f})",
+            file=sys.stderr,
+        )
+        return 1
+    print(
+        f"league check passed: {judge['judge_seat0']:.2f}/{judge['judge_seat1']:.2f} against the 1-ply judge, floors "
+        f"{CHECK_FLOOR[0]:.2f}/{CHECK_FLOOR[1]:.2f}"
+    )
+    return 0
+
+
 def first_reached(rows: list[dict], opponent: str) -> dict | None:
     for row in rows:
         if min(row[f"{opponent}_seat0"], row[f"{opponent}_seat1"]) >= THRESHOLDS[opponent]:
@@ -214,6 +270,12 @@ def main() -> None:
     parser.add_argument("--every", type=int, default=10, help="iterations between checkpoints")
     parser.add_argument("--keep-run", type=Path, help="train into this directory and keep it")
     parser.add_argument("--quick", action="store_true", help="30 s of training, 4 games per seat (a smoke run)")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help=f"the guard: {CHECK_ENV_STEPS:,} env steps, then the 1-ply judge; exit 1 below a win rate of "
+        f"{CHECK_FLOOR[0]:.2f} in the 1st seat or {CHECK_FLOOR[1]:.2f} in the 2nd",
+    )
     add_results_dir_argument(parser)
     args = parser.parse_args()
     if args.quick:
@@ -226,6 +288,10 @@ def main() -> None:
     name = args.name or Path(args.config).stem
     machine = machine_info()
     print_machine(machine)
+    if args.check:
+        if game not in CONNECT_FOUR:
+            parser.error(f"--check: the 1-ply judge plays connect four, not {game}")
+        sys.exit(check(args.config, args.overrides, args.results_dir, machine))
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = args.keep_run or Path(tmp) / "run"
         start = time.perf_counter()
@@ -236,7 +302,7 @@ def main() -> None:
             f"with start-up and shutdown); Elo {summary['league']['elo']}",
             flush=True,
         )
-        rows = checkpoint_rows(run_dir, args.games)
+        rows = checkpoint_rows(run_dir, args.games, judge=game in CONNECT_FOUR)
         newest = newest_snapshot_row(run_dir, args.games)
         judge = judge_row(run_dir, args.games) if game in CONNECT_FOUR else None
         from distrl.league.tournament import run_tournament
@@ -295,6 +361,7 @@ def main() -> None:
             ("random_seat1", "vs random, 2nd"),
             ("heuristic_seat0", "vs heuristic, 1st"),
             ("heuristic_seat1", "vs heuristic, 2nd"),
+            *([("judge_seat0", "vs 1-ply judge, 1st"), ("judge_seat1", "vs 1-ply judge, 2nd")] if judge else []),
         ],
     )
     md += "\n\n" + markdown_table(

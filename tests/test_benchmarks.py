@@ -43,6 +43,7 @@ SCRIPTS = [
     "multiagent",
     "spread_reference",
     "minatar",
+    "value_norm",
 ]
 MINATAR = pytest.mark.skipif(importlib.util.find_spec("minatar") is None, reason="MinAtar is not installed")
 
@@ -85,6 +86,7 @@ def test_every_script_answers_help_and_has_a_quick_mode():
         pytest.param("learner_defaults", marks=pytest.mark.slow),
         pytest.param("multiagent", marks=pytest.mark.slow),
         pytest.param("minatar", marks=[pytest.mark.slow, MINATAR]),  # both models trained end to end on MinAtar
+        pytest.param("value_norm", marks=pytest.mark.slow),
     ],
 )
 def test_quick_run_writes_results(name, tmp_path):
@@ -383,6 +385,22 @@ def test_a_benchmark_writes_a_fresh_directory_unless_told_to_write_the_repositor
     default = parser.parse_args([]).results_dir
     assert default.parent == ROOT / "runs" / "benchmarks" and not default.exists() and default != RESULTS
     assert parser.parse_args(["--results-dir", "benchmarks/results"]).results_dir == Path("benchmarks/results")
+
+
+@pytest.mark.slow
+def test_league_check_passes_on_the_shipped_config_and_fails_on_a_learner_that_barely_trained(tmp_path):
+    from benchmarks.league import CHECK_ENV_STEPS, CHECK_FLOOR
+
+    result = run_script("league", "--check", "--results-dir", str(tmp_path / "full"))
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    (row,) = json.loads((tmp_path / "full" / "league_connect4_check.json").read_text())["rows"]
+    assert CHECK_ENV_STEPS <= row["env_steps"] < CHECK_ENV_STEPS + 16_384  # the budget, to the round
+    assert (row["floor_seat0"], row["floor_seat1"]) == CHECK_FLOOR
+    assert row["judge_seat0"] >= CHECK_FLOOR[0] and row["judge_seat1"] >= CHECK_FLOOR[1]
+    # The same check on a learner stopped after two rounds: far below the floor, so the check says so.
+    weak = run_script("league", "--check", "--set", "stop.env_steps=16384", "--results-dir", str(tmp_path / "weak"))
+    assert weak.returncode == 1 and "league check FAILED" in weak.stderr, weak.stderr[-3000:]
+    assert "Traceback" not in weak.stderr
 
 
 def test_the_one_ply_judge_wins_blocks_and_never_hands_over_a_win_on_top():
