@@ -31,6 +31,11 @@ class StepResult:
     shaping: dict[str, np.ndarray]  # term -> [N, 2, team_size], per member (league.reward.shaping)
     out: np.ndarray | None = None  # [N, 2, team_size] members out of play from this step on, the game going on
 
+    @classmethod
+    def nothing_yet(cls, num_envs: int) -> StepResult:
+        """A two-player step before any copy's move is applied: no reward, no game over, no score."""
+        return cls(np.zeros((num_envs, 2, 1)), np.zeros(num_envs, dtype=bool), np.full(num_envs, np.nan), {})
+
 
 class Game(Protocol):
     num_envs: int

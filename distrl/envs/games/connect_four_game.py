@@ -60,13 +60,11 @@ class ConnectFourGame:
         return obs, mask
 
     def step(self, actions: np.ndarray, acting: np.ndarray) -> StepResult:
-        n = self.num_envs
-        rewards = np.zeros((n, 2, 1))
-        done = np.zeros(n, dtype=bool)
-        score = np.full(n, np.nan)
+        result = StepResult.nothing_yet(self.num_envs)
+        rewards, done, score = result.rewards, result.done, result.score
         index = np.flatnonzero(acting.any(axis=1) & self.playing)
         if len(index) == 0:
-            return StepResult(rewards, done, score, {})
+            return result
         seat = self.mover[index]
         column = np.asarray(actions[index, seat, 0]).astype(np.int64)
         for i, s, c in zip(index, seat, column):
@@ -91,7 +89,7 @@ class ConnectFourGame:
         score[finished] = np.where(seat0 > seat1, 1.0, np.where(seat0 == seat1, 0.5, 0.0))[ended]
         self.playing[finished] = False
         self.mover[index] = 1 - seat
-        return StepResult(rewards, done, score, {})
+        return result
 
     def heuristic(self, obs, mask, rng, noise: float = 0.0):
         return heuristic(obs, mask, rng, noise)

@@ -136,10 +136,8 @@ class PettingZooGame:
         return obs, None
 
     def step(self, actions: np.ndarray, acting: np.ndarray) -> StepResult:
-        n = self.num_envs
-        rewards = np.zeros((n, 2, 1))
-        done = np.zeros(n, dtype=bool)
-        score = np.full(n, np.nan)
+        result = StepResult.nothing_yet(self.num_envs)
+        rewards, done, score = result.rewards, result.done, result.score
         for i in np.flatnonzero(acting.any(axis=1)):
             env = self.envs[i]
             # Every agent submits an action; a turn-based conversion applies only the mover's.
@@ -163,7 +161,7 @@ class PettingZooGame:
                 self.moving[i] = [agent == mover for agent in self.agents]
             else:
                 self.moving[i] = [agent in env.agents for agent in self.agents]
-        return StepResult(rewards, done, score, {})
+        return result
 
     def heuristic(self, obs, mask, rng, noise: float = 0.0):
         if self._heuristic is None:
