@@ -70,6 +70,7 @@ def in_return_scale(value_norm: ValueNormaliser | None, data: dict, current):
     for the algorithm's targets; as they are without ``ppo.normalize_value``."""
     if value_norm is None:
         return data, current
+
     @functools.cache
     def denormalised():
         outputs = current()
