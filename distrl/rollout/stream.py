@@ -230,7 +230,8 @@ class SampleStream:
             while number not in self.rounds_in:
                 if self.error is not None:
                     raise self.error
-                self._check_workers_left()
+                if not self.timeouts:  # a timeout is reported first, with the round the pump completes without it
+                    self._check_workers_left()
                 self.cond.wait(timeout=PUMP_WAIT_S)
             done = self.rounds_in.pop(number)
             if not done.batches and not self.timeouts:  # nothing to hand over: with no worker left the run ends
