@@ -66,7 +66,7 @@ def learner_state(
         "optimizer": optimizer.state_dict(),
         "obs_norm": _rms_tensors(normalisers.obs),
         "return_norm": _rms_tensors(normalisers.returns),
-        "value_norm": None if normalisers.values is None else normalisers.values.state(),
+        "value_norm": _rms_tensors(None if normalisers.values is None else normalisers.values.stats),
         "generator": generator.get_state(),
         "torch_rng": torch.get_rng_state(),
         "version": counters.version,

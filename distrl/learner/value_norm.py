@@ -57,9 +57,6 @@ class ValueNormaliser:
         mean = total / count
         self.stats.merge(count, np.float64(mean), np.float64(max(squares / count - mean * mean, 0.0)))
 
-    def state(self) -> dict:
-        return {k: torch.as_tensor(v) for k, v in self.stats.state().items()}
-
     @classmethod
     def from_state(cls, state: dict) -> ValueNormaliser:
         return cls(RunningMeanStd.from_state(state))
