@@ -131,7 +131,7 @@ def measure(config, seconds: float = 0.5, phase=lambda text: None) -> dict:
     envs.close()
 
     worker = make_worker(config)
-    example = worker._policy_inputs()
+    example = worker.runner.policy_inputs()
     rng = np.random.default_rng(0)
     latency = {}
     for row in available_backends():

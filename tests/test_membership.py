@@ -1,4 +1,4 @@
-"""Worker membership (``rollout/membership.py``), the one record of who samples for both samplers, and the driver's
+"""Worker membership (``rollout/membership.py``), the one record of who samples for the sampler, and the driver's
 roster that says each change once (``driver/roster.py``). The samplers' paths through them on real actors are in
 tests/test_eviction.py, test_async.py and test_faults.py; a whole run's on a multi-node cluster in test_nodes.py."""
 
@@ -9,6 +9,11 @@ from distrl.data.messages import SampleReport
 from distrl.driver.roster import Roster
 from distrl.driver.run_state import RunState
 from distrl.rollout.membership import Membership
+
+
+def samples(members: Membership, index: int) -> bool:
+    """Whether worker ``index`` is sent samples now: neither down nor lost."""
+    return index not in members.down and index not in members.lost
 
 
 def test_a_worker_that_died_then_was_evicted_is_reported_both_ways():
@@ -22,7 +27,7 @@ def test_a_worker_that_died_then_was_evicted_is_reported_both_ways():
     events = members.events()
     assert events == {"workers_down": [2, 3, 2], "workers_evicted": [3, 2], "workers_back": [], "workers_lost": []}
     assert members.events() == {"workers_down": [], "workers_evicted": [], "workers_back": [], "workers_lost": []}
-    assert not members.samples(2) and not members.samples(3) and members.samples(0)
+    assert not samples(members, 2) and not samples(members, 3) and samples(members, 0)
 
 
 def test_a_worker_lost_with_its_node_unseen_then_evicted_is_reported_both_ways(ray_local):
@@ -55,7 +60,7 @@ def test_a_worker_restarted_elsewhere_between_two_calls_is_reported_down_and_bac
     members.budget.killed.add(2)
     assert members.seen(0, "second") and members.seen(1, "second") and members.seen(2, "second")
     assert members.events() == {"workers_down": [0], "workers_evicted": [], "workers_back": [0], "workers_lost": []}
-    assert members.samples(0) and members.budget.crashes == [0, 1, 0]
+    assert samples(members, 0) and members.budget.crashes == [0, 1, 0]
     members.back(0)  # the stream's next line after seen: no second report
     assert members.events()["workers_back"] == []
     assert members.seen(0, "second") and members.events()["workers_down"] == []  # the same process again: nothing
@@ -67,9 +72,9 @@ def test_an_eviction_of_a_worker_already_down_is_not_a_second_loss():
     members.evict(1)  # e.g. its node went while a learner's room was being made
     assert members.events()["workers_down"] == [1] and 1 in members.evicted
     members.replace(1, "successor")
-    assert members.workers[1] == "successor" and not members.samples(1)
+    assert members.workers[1] == "successor" and not samples(members, 1)
     members.back(1)
-    assert members.events()["workers_back"] == [1] and members.samples(1) and not members.evicted
+    assert members.events()["workers_back"] == [1] and samples(members, 1) and not members.evicted
 
 
 def test_lost_workers_are_reported_once_and_a_replacement_takes_the_place_of_one():
@@ -77,11 +82,11 @@ def test_lost_workers_are_reported_once_and_a_replacement_takes_the_place_of_one
     members.went_down(0)
     members.lose(0)
     members.lose(0)
-    assert members.events()["workers_lost"] == [0] and not members.samples(0) and not members.all_lost()
+    assert members.events()["workers_lost"] == [0] and not samples(members, 0) and not members.all_lost()
     members.lose(1)
     assert members.all_lost()
     members.replace(0, "successor")
-    assert 0 not in members.lost and not members.samples(0)
+    assert 0 not in members.lost and not samples(members, 0)
 
 
 def test_a_range_worker_not_started_is_reported_joined_on_its_first_answer():

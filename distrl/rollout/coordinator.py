@@ -1,11 +1,9 @@
 """SampleCoordinator: the actor that drives every rollout worker's sampling for the driver.
 
-Whoever submits a Ray task owns its return objects and does the bookkeeping for each one (locations, borrowers,
-freeing): N workers and M learners make N x (1 + M) objects per iteration, which the driver's CPU would grow with.
-The coordinator takes that work: the driver makes a constant number of calls per update (a ``gather``, a ``release``,
-one update per learner) and passes along a few small objects that hold refs; learner r fetches the shards its object
-names. It holds the run's membership (``membership.py``) and the one sampler over it (``stream.py``), takes ``evict``,
-``replace`` and ``move_workers`` from the driver, and reports what changed in each ``SampleReport``.
+Whoever submits a Ray task owns its return objects and does the bookkeeping for each one: N workers and M learners
+make N x (1 + M) objects per iteration, which the driver's CPU would grow with. The coordinator takes that work, so
+the driver makes a constant number of calls per update (a ``gather``, a ``release``, one update per learner). It holds
+the run's membership (``membership.py``) and the one sampler over it (``stream.py``).
 """
 
 from __future__ import annotations
@@ -63,18 +61,9 @@ class SampleCoordinator:
         def stage(index, weights_ref):
             return self.workers[index].stage_weights.options(concurrency_group=WEIGHTS_GROUP).remote(weights_ref)
 
+        members, shards = self.members, self.num_shards
         self.stream = SampleStream(
-            self.members,
-            self.num_shards,
-            submit,
-            stage,
-            timeout_s,
-            weights,
-            plan,
-            max_queued,
-            started,
-            pipeline=pipeline,
-            env_id=self.env_id,
+            members, shards, submit, stage, timeout_s, weights, plan, max_queued, started, pipeline, self.env_id
         )
         return True
 

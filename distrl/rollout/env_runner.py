@@ -58,18 +58,72 @@ class RunStats:
         if discounted is not None:
             self.return_stats = RunningMeanStd.batch_stats(discounted, 0)
 
+    def absorb(self, other: RunStats) -> None:
+        """Add ``other``'s timings, env errors and episodes to these (a sample's total over its runners)."""
+        for name in ("policy_s", "env_s", "env_errors", "env_nonfinite"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for name in ("error_messages", "nonfinite_messages", "episode_returns", "episode_lengths"):
+            getattr(self, name).extend(getattr(other, name))
+
 
 @dataclass
-class _Progress:
-    """One runner's batch while it fills."""
+class Fill:
+    """One batch while it fills, with what its statistics are read from once it is full."""
 
     batch: Batch
     raw_obs_seen: np.ndarray | None  # [T+1, n, *obs] raw observations (env.normalize_obs)
     returns_seen: np.ndarray | None  # [T, n] discounted returns (env.normalize_reward)
-    no_error: np.ndarray  # [n] False: the info of a step no guard touched
+    versions: np.ndarray | None = None  # [T, n] the policy version that acted at each step (ready copies)
+
+    def seen(self, steps: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """The raw observations it acted on ``[T, n, *obs]`` and the discounted returns of its valid steps (each None
+        where nothing normalises them)."""
+        raw, returns = self.raw_obs_seen, self.returns_seen
+        return None if raw is None else raw[:steps], None if returns is None else returns[self.batch.valid]
 
 
-class EnvRunner:
+class CopyRunner:
+    """What every runner keeps of each env copy across batches, however its steps come: the model memory's state,
+    whether its next observation starts an episode, its episode tracker and, with ``env.normalize_reward``, its
+    discounted return so far (SB3's ``VecNormalize.returns``)."""
+
+    def __init__(self, envs, memory, observe: Callable[[np.ndarray], np.ndarray], dist, config, rng):
+        self.envs, self.memory, self.observe, self.dist, self.config, self.rng = (
+            envs,
+            memory,
+            observe,
+            dist,
+            config,
+            rng,
+        )
+        self.num_envs = n = envs.num_envs
+        self.action_mask: np.ndarray | None = None  # legal actions, for envs that report them
+        self.state = memory.initial(n)
+        self.next_is_start = np.ones(n, dtype=bool)
+        self.episodes = EpisodeTracker(n, config.env.action_repeat)
+        self.discounted_returns = np.zeros(n, np.float64) if config.env.normalize_reward else None
+
+    def new_batch(self, num_envs: int | None = None) -> Batch:
+        """An empty batch of this runner's copies, or ``num_envs`` (a worker's, across its groups)."""
+        layout = self.memory.batch_layout(self.config.ppo.seq_len)
+        actions = 0 if self.action_mask is None else self.action_mask.shape[1]
+        space, dist = self.envs.single_observation_space, self.dist
+        steps, n = self.config.rollout.rollout_length, num_envs or self.num_envs
+        return Batch.empty(steps, n, space, dist.action_shape, dist.action_dtype, num_actions=actions, **layout)
+
+    def new_fill(self, batch: Batch, versions: bool = False) -> Fill:
+        """``batch`` to fill, with room for what its statistics need (``versions``: each step's acting version)."""
+        cfg, steps, n = self.config, self.config.rollout.rollout_length, self.num_envs
+        obs_shape = self.envs.single_observation_space.shape
+        return Fill(
+            batch,
+            np.empty((steps + 1, n, *obs_shape), dtype=batch.obs.dtype) if cfg.env.normalize_obs else None,
+            np.zeros((steps, n), np.float64) if self.discounted_returns is not None else None,
+            np.zeros((steps, n), np.int64) if versions else None,
+        )
+
+
+class EnvRunner(CopyRunner):
     def __init__(
         self,
         envs,
@@ -85,48 +139,23 @@ class EnvRunner:
         observation as the policy takes it (normalised, cast); ``dist``: the model's ``ActionDist``; ``rng``: the
         worker's random stream for actions; ``stepper``: how the group's steps run (``distrl/envs/stepping.py``; serial
         by default)."""
-        self.envs = envs
+        super().__init__(envs, memory, observe, dist, config, rng)
         self.stepper = stepper or SerialStepper(envs)
-        self.memory = memory
-        self.observe = observe
-        self.dist = dist
-        self.config = config
-        self.rng = rng
-        self.num_envs = envs.num_envs
         self.raw_obs, reset_info = envs.reset(seed=seed)
-        self.action_mask: np.ndarray | None = reset_info.get("action_mask")  # legal actions, for envs that report them
-        self.state = memory.initial(self.num_envs)
-        self.next_is_start = np.ones(self.num_envs, dtype=bool)
-        self.episodes = EpisodeTracker(self.num_envs, config.env.action_repeat)
-        # env.normalize_reward: each env's discounted return so far (SB3's VecNormalize.returns), carried across
-        # batches.
-        self.discounted_returns = np.zeros(self.num_envs, np.float64) if config.env.normalize_reward else None
+        self.action_mask = reset_info.get("action_mask")
+        self.no_error = np.zeros(self.num_envs, dtype=bool)  # the info of a step no guard touched
 
     def policy_inputs(self) -> tuple[np.ndarray, ...]:
         """A real batch as the policy sees it: the current observations with the memory's state (keeps nothing)."""
         return self.memory.inputs(self.state, self.observe(self.raw_obs), self.next_is_start)[0]
 
-    def new_batch(self, num_envs: int | None = None) -> Batch:
-        """An empty batch of this group's copies, or ``num_envs`` (a worker's, across its groups)."""
-        actions = 0 if self.action_mask is None else self.action_mask.shape[1]
-        return empty_batch(
-            self.config, self.envs.single_observation_space, self.dist, self.memory, num_envs or self.num_envs, actions
-        )
-
     # --- one batch, step by step (``run_groups`` interleaves several runners' steps) -----------------------------
-    def begin(self, batch: Batch) -> _Progress:
+    def begin(self, batch: Batch) -> Fill:
         """Start filling ``batch`` (this runner's columns of the worker's batch)."""
-        cfg, steps, n = self.config, self.config.rollout.rollout_length, self.num_envs
         self.memory.record_start(batch, self.state)
-        obs_shape = self.envs.single_observation_space.shape
-        return _Progress(
-            batch=batch,
-            raw_obs_seen=np.empty((steps + 1, n, *obs_shape), dtype=batch.obs.dtype) if cfg.env.normalize_obs else None,
-            returns_seen=np.zeros((steps, n), np.float64) if self.discounted_returns is not None else None,
-            no_error=np.zeros(n, dtype=bool),
-        )
+        return self.new_fill(batch)
 
-    def act(self, progress: _Progress, t: int, policy, stats: RunStats) -> np.ndarray | None:
+    def act(self, progress: Fill, t: int, policy, stats: RunStats) -> np.ndarray | None:
         """The policy on observation ``t``: its value into the batch and, before the last (bootstrap) observation, the
         actions sampled for step ``t`` as the env takes them (None at the bootstrap)."""
         batch = progress.batch
@@ -151,9 +180,9 @@ class EnvRunner:
         batch.actions[t], batch.logp[t] = actions, logp
         return self.dist.env_actions(actions, self.envs.single_action_space)
 
-    def record(self, progress: _Progress, t: int, result: tuple, stats: RunStats) -> None:
+    def record(self, progress: Fill, t: int, result: tuple, stats: RunStats) -> None:
         """Step ``t``'s result (what the vector env's step returned) into the batch and the episode statistics."""
-        batch, no_error = progress.batch, progress.no_error
+        batch, no_error = progress.batch, self.no_error
         self.raw_obs, reward, terminated, truncated, env_info = result
         if self.action_mask is not None:
             self.action_mask = env_info["action_mask"]
@@ -179,40 +208,21 @@ class EnvRunner:
                 self.discounted_returns, slice(None), reward, batch.valid[t], ended, self.config.ppo.gamma
             )
 
-    def end(self, progress: _Progress, stats: RunStats) -> tuple[np.ndarray | None, np.ndarray | None]:
-        """The batch is full: its episodes into ``stats``; returns the raw observations it acted on ``[T, n, *obs]``
-        and the discounted returns of its valid steps (each None where nothing normalises them)."""
+    def end(self, progress: Fill, stats: RunStats) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """The batch is full: its episodes into ``stats``; returns what its statistics are read from (``Fill.seen``)."""
         stats.add_episodes(self.episodes)
-        raw = progress.raw_obs_seen
-        discounted = progress.returns_seen
-        return (
-            None if raw is None else raw[: self.config.rollout.rollout_length],
-            None if discounted is None else discounted[progress.batch.valid],
-        )
-
-
-def empty_batch(config, space, dist, memory, num_envs: int, num_actions: int = 0) -> Batch:
-    """An empty batch of ``rollout_length`` steps of ``num_envs`` copies for the model's ``dist`` and ``memory``."""
-    layout = memory.batch_layout(config.ppo.seq_len)
-    steps = config.rollout.rollout_length
-    return Batch.empty(steps, num_envs, space, dist.action_shape, dist.action_dtype, num_actions=num_actions, **layout)
-
-
-def discounted_step(returns: np.ndarray, reward: np.ndarray, valid: np.ndarray, gamma: float) -> np.ndarray:
-    """Discounted returns after one step: ``returns * gamma + reward`` where the step is valid (a reset step's reward
-    is no reward; NaN or inf counts as 0), unchanged elsewhere."""
-    reward = np.where(valid, np.nan_to_num(np.asarray(reward, np.float64), nan=0.0, posinf=0.0, neginf=0.0), 0.0)
-    return np.where(valid, returns * gamma + reward, returns)
+        return progress.seen(self.config.rollout.rollout_length)
 
 
 def track_returns(
     returns: np.ndarray, copies, reward: np.ndarray, valid: np.ndarray, ended: np.ndarray, gamma: float
 ) -> np.ndarray:
     """env.normalize_reward: add a step's reward to the discounted return of ``copies`` (an index array, or a slice
-    for every copy; valid steps only: a reset step's reward is no reward), in place, and start again where an episode
-    ended (SB3's VecNormalize: ``returns = returns * gamma + reward``, zeroed at done); returns their discounted
-    returns after the step, for the statistics."""
-    after = discounted_step(returns[copies], reward, valid, gamma)
+    for every copy), in place, and start again where an episode ended (SB3's VecNormalize: ``returns = returns * gamma
+    + reward``, zeroed at done); returns their discounted returns after the step, for the statistics. Only valid steps
+    count (a reset step's reward is no reward); NaN or inf counts as 0."""
+    reward = np.where(valid, np.nan_to_num(np.asarray(reward, np.float64), nan=0.0, posinf=0.0, neginf=0.0), 0.0)
+    after = np.where(valid, returns[copies] * gamma + reward, returns[copies])
     returns[copies] = np.where(ended, 0.0, after)
     return after
 
@@ -271,14 +281,7 @@ def run_policies(
     ends = _take_turns(runners, batches, policies, each, total, before_step)
     for runner, stats, (raw_obs, discounted) in zip(runners, each, ends):
         stats.add_statistics(raw_obs, discounted, len(runner.envs.single_observation_space.shape))
-        total.policy_s += stats.policy_s
-        total.env_s += stats.env_s
-        total.env_errors += stats.env_errors
-        total.error_messages.extend(stats.error_messages)
-        total.env_nonfinite += stats.env_nonfinite
-        total.nonfinite_messages.extend(stats.nonfinite_messages)
-        total.episode_returns.extend(stats.episode_returns)
-        total.episode_lengths.extend(stats.episode_lengths)
+        total.absorb(stats)
     return total, each
 
 

@@ -1,14 +1,10 @@
 """Membership: who samples in the run, for the sampler (``stream.py``), whatever its pipeline.
 
-A worker is answering (sent samples), down (not answering now: its process or node died and Ray is restarting it, a
-draining node's worker being moved, an evicted worker's replacement not placed yet; probed until it is back), lost
-(Ray will not restart it: its restarts spent, or gone with its node; left out for good unless an eviction's
-replacement takes its place) or evicted (stopped by distrl to make room for a rebuilt learner: down, never probed,
-until ``replace`` hands over its successor). What changed since the last report is handed over once (``events``,
-into the ``SampleReport``); the restart budget (``restarts.py``) decides when a worker that keeps crashing is given
-up. One lock guards it: the coordinator actor runs several calls at once (a gather beside the next; ``evict``,
-``replace`` and ``move_workers`` from the driver) and the stream a pump thread beside them. No wait for a worker
-happens while it is held.
+A worker is answering, down (Ray is restarting it, or a draining node's worker is being moved, or an evicted worker's
+replacement is not placed yet: probed until it is back), lost (Ray will not restart it: left out for good unless an
+eviction's replacement takes its place) or evicted (stopped by distrl to make room for a rebuilt learner, until
+``replace``). What changed since the last report is handed over once (``events``). One lock guards it, held by the
+coordinator's concurrent calls and the stream's pump thread alike; no wait for a worker happens while it is held.
 """
 
 from __future__ import annotations
@@ -23,7 +19,7 @@ from distrl.rollout.restarts import RestartBudget, node_usable
 class Membership:
     def __init__(self, workers: list, max_restarts: int):
         """``workers``: the actor handles, by index (``replace`` swaps one in place: the list is shared with the
-        restart budget and the samplers)."""
+        restart budget and the sampler)."""
         self.workers = workers
         self.budget = RestartBudget(workers, max_restarts)
         self.lock = threading.RLock()
@@ -38,11 +34,7 @@ class Membership:
         self._back: list[int] = []
         self._lost: list[int] = []
 
-    # --- what the samplers ask ------------------------------------------------------------------
-    def samples(self, index: int) -> bool:
-        """Whether worker ``index`` is sent samples now (neither down nor lost)."""
-        return index not in self.down and index not in self.lost
-
+    # --- what the sampler asks-----------------------------------------------------------------
     def all_lost(self) -> bool:
         return len(self.lost) == len(self.workers)
 
@@ -52,7 +44,7 @@ class Membership:
         node = self.node_of.get(index)
         return bool(node) and not node_usable(node)
 
-    # --- what the samplers saw -------------------------------------------------------------------
+    # --- what the sampler saw -------------------------------------------------------------------
     def not_started(self, indices) -> None:
         """These workers are not constructed yet (a range's, waiting for a node with room): their first answer is
         reported as back."""
@@ -62,9 +54,9 @@ class Membership:
         """Worker ``index`` answered from process ``incarnation``: False once a crash has spent its restarts (the
         budget has then killed it for good).
 
-        A new process whose last node is gone, from a worker no sampler saw go down, went down with its node and is
-        back: Ray restarted it elsewhere between two of its calls (while the loop rebuilt a lost learner, say), so no
-        call failed. Both are reported, so the run counts the loss as it does any other."""
+        A new process whose last node is gone, from a worker the sampler did not see go down, went down with its node
+        and is back: Ray restarted it elsewhere between two of its calls (while the loop rebuilt a lost learner, say),
+        so no call failed. Both are reported, so the run counts the loss as it does any other."""
         answer = self.budget.seen(index, incarnation, self.node_of.get(index))
         if answer == "node" and index not in self.down:
             self._down.append(index)
@@ -98,9 +90,9 @@ class Membership:
     # --- what the driver does --------------------------------------------------------------------
     def evict(self, index: int) -> None:
         """Worker ``index`` is stopped for good to make room for a learner (the caller kills it): down until
-        ``replace``; its failing calls are not counted (it is no loss). A worker whose node is gone though no sampler
-        saw it go down (Ray restarted it elsewhere, into the room the learner was to take, while the loop rebuilt the
-        learner) went down with its node first: that is reported too, before the eviction."""
+        ``replace``; its failing calls are not counted (it is no loss). A worker whose node is gone though the sampler
+        did not see it go down (Ray restarted it elsewhere, into the room the learner was to take, while the loop
+        rebuilt the learner) went down with its node first: that is reported too, before the eviction."""
         if index not in self.down and index not in self.lost and self.node_gone(index):
             self._down.append(index)
         self.evicted.add(index)
@@ -113,7 +105,7 @@ class Membership:
 
     def replace(self, index: int, worker) -> None:
         """``worker``: a new actor in evicted worker ``index``'s place; down until it answers."""
-        self.workers[index] = worker  # the list the restart budget and the samplers hold too
+        self.workers[index] = worker  # the list the restart budget and the sampler hold too
         self.budget.incarnations.pop(index, None)  # a new actor: its first answer is not a restart
         self.lost.discard(index)
         self.down.add(index)

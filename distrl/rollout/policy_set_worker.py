@@ -27,7 +27,7 @@ from distrl.envs.agents import policy_map, view_spaces
 from distrl.envs.kinds import WorkerSide
 from distrl.envs.slot_views import slot_views
 from distrl.models import build_model
-from distrl.rollout.env_runner import EnvRunner, RunStats, run_policies
+from distrl.rollout.env_runner import EnvGroups, EnvRunner, RunStats, run_policies
 from distrl.rollout.worker import RolloutWorker
 
 
@@ -42,16 +42,13 @@ class PolicySet:
     sync_checks = property(lambda self: sum(policy.sync_checks for policy in self.policies))
 
 
-class PolicySetRunner:
-    """The worker's runner (as ``EnvGroups`` is a one-policy worker's): an ``EnvRunner`` per policy over its view of
-    the worker's one env, taking turns (``run_policies``) into a batch of each policy's own."""
+class PolicySetRunner(EnvGroups):
+    """The worker's runner: an ``EnvRunner`` per policy over its view of the worker's one env, taking turns
+    (``run_policies``) into a batch of each policy's own."""
 
     def __init__(self, names: tuple[str, ...], runners: list[EnvRunner], envs):
-        self.names, self.runners, self.envs = names, runners, envs
-        self.stepping = runners[0].stepper.kind
-
-    def policy_inputs(self) -> tuple[np.ndarray, ...]:
-        return self.runners[0].policy_inputs()
+        super().__init__(runners)
+        self.names, self.envs = names, envs
 
     def next_batch(self, policy: PolicySet, before_step) -> tuple[PolicyBatches, RunStats]:
         """Every policy's ``rollout_length`` steps of its slots; the statistics of all of them, with each one's env

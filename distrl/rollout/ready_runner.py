@@ -1,51 +1,34 @@
 """ReadyEnvRunner: a worker's env copies acted on as they become ready (``rollout.ready_envs``).
 
 ale-py's vector env with ``batch_size`` (EnvPool's async model) steps every copy in its own threads and returns the
-first ``batch_size`` copies whose step is done, with their ids. The policy acts for those at once and sends their
-actions while the others are still stepping, so the env's time and the policy's overlap and no copy waits for the
-slowest one (``env_groups`` splits the copies once and for all: a group waits for its slowest copy).
+first ``batch_size`` copies whose step is done, with their ids; the policy acts for those while the others still step,
+so no copy waits for the slowest one (``env_groups`` splits the copies once and for all: a group waits for its slowest).
 
-The batch keeps its layout: ``[T, n]``, column ``i`` holding ``T`` consecutive steps of copy ``i`` and its bootstrap
-observation. Each column fills at its own pace (a step cursor per copy). A copy whose column is full keeps stepping
-(the env does not wait for it): its observation at ``T`` is the bootstrap of this batch and step 0 of the next, and
-its further steps fill the next batch's column. A batch is returned once every column is full; the copies still
-stepping go on meanwhile. So a step near a batch's start may have acted with the weights of the batch before:
-each step records the version that acted at it, and the report's ``version_changes`` gives each row its oldest
-(the staleness bound and the policy lag read them), while every step's log-probability is its acting policy's.
+The batch keeps its layout, ``[T, n]`` with column ``i`` holding ``T`` consecutive steps of copy ``i`` and its
+bootstrap observation, each column filling at its own pace (a step cursor per copy). A copy whose column is full keeps
+stepping into the next batch's column, and its observation at ``T`` is this batch's bootstrap and the next one's step
+0. So a step near a batch's start may have acted with the weights of the batch before: each step records the version
+that acted at it, and ``version_changes`` gives each row its oldest (the staleness bound and the policy lag read them).
 
-The env must say which copies a result belongs to, so this runs only on ale-py's native vector env. A model's memory
-follows each copy: an LSTM's ``(h, c)`` is kept per copy and recorded into its column at each ``ppo.seq_len`` chunk's
-start, where that column reaches it (an attention window is not offered: ale-py's frames are not its tokens). The
-config refuses the rest before anything starts. An env error or non-finite numbers end every copy's step in flight,
-as the guard does for any native vector env (truncated, kept out of the loss and the statistics), and a new env
-replaces the old: ale-py cannot reset with copies in flight.
+Only ale-py's native vector env says which copies a result belongs to, so this runs only there (the config refuses the
+rest). An LSTM's ``(h, c)`` is kept per copy and recorded into its column at each ``ppo.seq_len`` chunk's start. An env
+error or non-finite numbers end every copy's step in flight (truncated, kept out of the loss and the statistics) and a
+new env replaces the old: ale-py cannot reset with copies in flight.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
 from distrl.data.batch import Batch
-from distrl.envs.episodes import EpisodeTracker
 from distrl.envs.guard import nonfinite_parts
-from distrl.rollout.env_runner import RunStats, empty_batch, track_returns
+from distrl.rollout.env_runner import CopyRunner, Fill, RunStats, track_returns
 
 
-@dataclass
-class _Fill:
-    """One batch while its columns fill."""
-
-    batch: Batch
-    versions: np.ndarray  # [T, n] the policy version that acted at each step
-    raw_obs_seen: np.ndarray | None  # [T+1, n, *obs] raw observations (env.normalize_obs)
-    returns_seen: np.ndarray | None  # [T, n] discounted returns (env.normalize_reward)
-
-
-class ReadyEnvRunner:
+class ReadyEnvRunner(CopyRunner):
     def __init__(
         self,
         envs,
@@ -60,10 +43,8 @@ class ReadyEnvRunner:
         """``envs``: the worker's vector env with ``batch_size`` (not reset); ``make_envs()``: another like it, to
         replace one that failed; ``memory``: the model's ``Memory``; ``observe(raw)``: the observation as the policy
         takes it; ``dist``: the model's ``ActionDist``; ``rng``: the worker's random stream for actions."""
-        self.make_envs, self.memory, self.observe, self.dist = make_envs, memory, observe, dist
-        self.config, self.rng = config, rng
-        self.envs = envs
-        self.num_envs = n = self.envs.num_envs
+        super().__init__(envs, memory, observe, dist, config, rng)
+        self.make_envs, n = make_envs, self.num_envs
         self.steps = config.rollout.rollout_length
         self.stepping = (
             f"ale-py send/recv, acting on the first {config.rollout.ready_envs} of {n} copies whose step is done"
@@ -73,11 +54,7 @@ class ReadyEnvRunner:
         self.seen = np.zeros(n, dtype=bool)  # copies whose first observation has come back
         self.in_flight = np.zeros(n, dtype=bool)  # copies stepping with an action sent
         self.cursor = np.zeros(n, dtype=np.int64)  # steps recorded in each column since the oldest open batch began
-        self.fills: list[_Fill] = []  # the oldest open batch first, then those begun by copies running ahead
-        self.state = memory.initial(n)  # the model memory's, per copy
-        self.next_is_start = np.ones(n, dtype=bool)  # an episode begins at the copy's next observation
-        self.episodes = EpisodeTracker(n, config.env.action_repeat)
-        self.discounted_returns = np.zeros(n, np.float64) if config.env.normalize_reward else None
+        self.fills: list[Fill] = []  # the oldest open batch first, then those begun by copies running ahead
         self._first = self._reset(seed)  # (ids, observations): the copies the reset returned, acted on first
 
     def _reset(self, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -130,22 +107,10 @@ class ReadyEnvRunner:
             if self.in_flight.all() and self.cursor.min() >= self.steps:
                 return self._finish(stats)
 
-    def _fill(self, k: int) -> _Fill:
+    def _fill(self, k: int) -> Fill:
         """Open batch ``k`` (0: the oldest), begun here if no copy has reached it yet."""
         while len(self.fills) <= k:
-            cfg, n, steps = self.config, self.num_envs, self.steps
-            space = self.envs.single_observation_space
-            batch = empty_batch(cfg, space, self.dist, self.memory, n)
-            self.fills.append(
-                _Fill(
-                    batch=batch,
-                    versions=np.zeros((steps, n), np.int64),
-                    raw_obs_seen=(
-                        np.empty((steps + 1, n, *space.shape), dtype=batch.obs.dtype) if cfg.env.normalize_obs else None
-                    ),
-                    returns_seen=np.zeros((steps, n), np.float64) if self.discounted_returns is not None else None,
-                )
-            )
+            self.fills.append(self.new_fill(self.new_batch(), versions=True))
         return self.fills[k]
 
     def _act(self, ids: np.ndarray, policy, version: int, stats: RunStats) -> np.ndarray:
@@ -187,14 +152,8 @@ class ReadyEnvRunner:
         for cursor in np.unique(cursors):
             sel = cursors == cursor
             k, t = divmod(int(cursor), self.steps)
-            self.memory.record_step(
-                self._fill(k).batch,
-                t,
-                _rows(state, np.flatnonzero(sel)),
-                starts[sel],
-                self.config.ppo.seq_len,
-                cols=ids[sel],
-            )
+            batch, rows = self._fill(k).batch, _rows(state, np.flatnonzero(sel))
+            self.memory.record_step(batch, t, rows, starts[sel], self.config.ppo.seq_len, cols=ids[sel])
 
     def _record(
         self,
@@ -260,11 +219,7 @@ class ReadyEnvRunner:
             (t, int(versions[t])) for t in range(1, self.steps) if versions[t] != versions[t - 1]
         ]
         stats.add_episodes(self.episodes)
-        stats.add_statistics(
-            None if fill.raw_obs_seen is None else fill.raw_obs_seen[: self.steps],
-            None if fill.returns_seen is None else fill.returns_seen[fill.batch.valid],
-            len(self.envs.single_observation_space.shape),
-        )
+        stats.add_statistics(*fill.seen(self.steps), len(self.envs.single_observation_space.shape))
         return fill.batch, stats
 
 

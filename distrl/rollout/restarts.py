@@ -1,12 +1,11 @@
 """Each rollout worker's restart budget (``rollout.max_restarts``): spent by its crashes and timeouts, never by its
 node going away.
 
-Ray restarts worker actors without limit (``max_restarts=-1``, ``driver/placement.py``) and this budget decides
-when a worker is given up: Ray's own count cannot tell a process that crashed from a node that was lost (a spot
-preemption), so a lost node would spend the budget meant for an env that keeps crashing. A restart is a crash when
-the node the worker last sampled on is still alive and not draining once Ray has restarted it (Ray restarts a
-lost node's actors only after calling the node dead), or when that node is unknown; restarts distrl causes (a
-timeout's kill, moving a draining node's workers) spend nothing more.
+Ray restarts worker actors without limit (``driver/placement.py``) and this budget decides when a worker is given up:
+Ray's own count cannot tell a crash from a lost node (a spot preemption). A restart is a crash when the node the worker
+last sampled on is still alive and not draining once Ray has restarted it (Ray restarts a lost node's actors only after
+calling the node dead), or when that node is unknown; restarts distrl causes (a timeout's kill, a drain) spend nothing
+more.
 """
 
 from __future__ import annotations

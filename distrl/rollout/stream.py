@@ -16,17 +16,12 @@ does. The async loop sends each gather while the update before it runs; what it 
 ``release`` says that update is over.
 
 A pump thread waits on the samples in flight. A batch joins the queue (or its round) once its shards are on the
-coordinator's node: a node lost after that costs no batch, and the learner never waits on a batch whose only copy was on
-a node that is gone. The coordinator submits and owns every sample (``coordinator.py``), so the driver's work per update
-stays constant in the worker count. Faults, met the same way in every pipeline, each bounded without stopping the
-others:
-
-- a worker that died mid-sample (its process, or its node) and that Ray restarts: reported as down once, probed until it
-  answers, reported back, then sent its next request (its interrupted batch is lost; a round waits for it on a live
-  node and sends its sample again, not for one whose node is gone);
-- a sample past the sample bound (a stuck env): its worker killed for a restart, counted as a timeout, then as above;
-- a worker given up (its restarts spent by crashes and timeouts, ``restarts.py``; a lost node spends none): left out and
-  counted in ``workers_lost``; the run goes on with the others, and ends with ``WorkerFailure`` when none is left.
+coordinator's node: a node lost after that costs no batch. The coordinator submits and owns every sample
+(``coordinator.py``), so the driver's work per update stays constant in the worker count. Faults are met the same way
+in every pipeline, each bounded without stopping the others (``docs/faults.md``): a worker that died is probed until it
+answers, its interrupted batch lost (a round sends its sample again, unless its node is gone); a sample past the bound
+(a stuck env) gets its worker killed for a restart and counted as a timeout; a worker given up (``restarts.py``) is left
+out, and the last one's loss ends the run with ``WorkerFailure``.
 """
 
 from __future__ import annotations
@@ -288,11 +283,8 @@ class SampleStream:
     # --- the pump -------------------------------------------------------------------------
     def _send(self, index: int) -> None:
         weights, plan = (self.weights, self.plan) if self.round is None else (self.round.weights, self.round.plan)
-        self.inflight[index] = (
-            "sample",
-            self.submit(index, weights[0], plan[0] if plan else None),
-            time.monotonic(),
-        )
+        refs = self.submit(index, weights[0], plan[0] if plan else None)
+        self.inflight[index] = ("sample", refs, time.monotonic())
         self.cond.notify_all()  # a pump waiting with nothing in flight waits for this
 
     def _probe(self, index: int) -> None:

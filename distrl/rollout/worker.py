@@ -1,14 +1,10 @@
 """RolloutWorker: steps one vector env with the current policy and returns fixed-size batches.
 
-A plain class: tests drive it in-process, the driver wraps it with ``ray.remote``. The worker owns the policy, its
-weights and the report on each batch (``SampleInfo``); the step loop itself is its ``EnvRunner``'s
-(``env_runner.py``), with the model memory's state (``distrl/data/memory``).
-
-Newer weights reach a sample that is running (``stage_weights``, the async pipeline's stream sends them the
-moment the learner has them): the worker acts with them from its next step, so a rollout that spans a learner
-update is only partly one version old. Every step's log-probability is the acting policy's, which is all the
-off-policy corrections read; the batch reports the version each step acted with (``version_changes``: the
-staleness bound reads it per step) and their mean (the policy lag).
+A plain class: tests drive it in-process, the driver wraps it with ``ray.remote`` (``worker_actor.py``). The worker
+owns the policy, its weights and the report on each batch (``SampleInfo``); the step loop is its runner's
+(``env_runner.py``, ``ready_runner.py``). Newer weights reach a running sample (``stage_weights``) and act from its
+next step; each step's log-probability is the acting policy's, and the batch reports the version each step acted
+with (``version_changes``) and their mean (the policy lag).
 """
 
 from __future__ import annotations
@@ -104,18 +100,13 @@ class RolloutWorker:
                 self.envs, make_ready_envs, self.memory, self._observe, self.dist, config, seed, self.rng
             )
         else:
+            stepper, parts = (
+                SerialStepper if groups == 1 else background_stepper,
+                (self.memory, self._observe, self.dist),
+            )
             self.runner = EnvGroups(
                 [
-                    EnvRunner(
-                        envs,
-                        self.memory,
-                        self._observe,
-                        self.dist,
-                        config,
-                        seed + g * per_group,
-                        self.rng,
-                        SerialStepper(envs) if groups == 1 else background_stepper(envs),
-                    )
+                    EnvRunner(envs, *parts, config, seed + g * per_group, self.rng, stepper(envs))
                     for g, envs in enumerate(self.env_groups)
                 ]
             )
@@ -130,7 +121,7 @@ class RolloutWorker:
         self.shared_artifacts = bool(artifacts)
         # What the env kind adds to the worker (a league game: opponents that act with this worker's policies).
         self.env_side = worker_side(
-            config, self.envs, PolicyTools(self.policy, self._new_policy, self._policy_inputs, self.dist)
+            config, self.envs, PolicyTools(self.policy, self._new_policy, self.runner.policy_inputs, self.dist)
         )
 
     def _settle_process(self, config: Config, worker_index: int, seed_offset: int) -> None:
@@ -168,29 +159,24 @@ class RolloutWorker:
         loads torch) only when it is asked for: by a check after a sync, a fallback to eager, or a caller."""
         return self.policy.module if self._model is None else self._model
 
-    def _build_model(self):
+    def _build_model(self, seeded: bool = True):
         """The model, built with the learner's seed so its weights are the learner's version 0 (a new run's first
-        batch can be sampled while the learner is still starting)."""
+        batch can be sampled while the learner is still starting); not ``seeded``: one whose weights are loaded."""
         import torch
 
         from distrl.models import build_model
 
         use_torch_threads(self.threads)  # torch may have loaded just now
-        torch.manual_seed(self.config.seed)
+        if seeded:
+            torch.manual_seed(self.config.seed)
         model = build_model(self.model_obs_space, self.envs.single_action_space, self.config.model)
-        torch.manual_seed(self.seed)
+        if seeded:
+            torch.manual_seed(self.seed)
         return model
-
-    def _policy_inputs(self) -> tuple[np.ndarray, ...]:
-        """A real batch as the policy sees it: the current observations with the model memory's state."""
-        return self.runner.policy_inputs()
 
     def _new_policy(self) -> CheckedPolicyBase:
         """Another policy of this model on this worker's backend, checked like its own (a league opponent's)."""
-        from distrl.models import build_model
-
-        use_torch_threads(self.threads)  # torch may have loaded just now
-        return self._checked_policy(build_model(self.model_obs_space, self.envs.single_action_space, self.config.model))
+        return self._checked_policy(self._build_model(seeded=False))
 
     def _checked_policy(self, module, inputs: tuple | None = None) -> CheckedPolicyBase:
         """``module`` compiled by the worker's backend (``rollout.compile``), checked against eager on ``inputs`` (by
@@ -198,7 +184,7 @@ class RolloutWorker:
         from distrl.compile.build import CheckedPolicy
 
         cfg = self.config.rollout.compile
-        inputs = self._policy_inputs() if inputs is None else inputs
+        inputs = self.runner.policy_inputs() if inputs is None else inputs
         options = (cfg.options, cfg.strict, self.artifacts, cfg.precision, cfg.memory_format)
         return CheckedPolicy(module, cfg.backend, inputs, cfg.mode, *options)
 
@@ -256,7 +242,7 @@ class RolloutWorker:
         self.policy_version = weights.version
         if self.config.rollout.compile.verify_every_sync:
             # On the observations it is about to act on: a compiled graph holding stale weights fails here.
-            self.policy.verify(self._policy_inputs(), f"after weight sync {self.policy_version}", weights.check)
+            self.policy.verify(self.runner.policy_inputs(), f"after weight sync {self.policy_version}", weights.check)
 
     def stage_weights(self, weights: Weights) -> int:
         """Act with ``weights`` from the next step of the sample running now (or of the next sample); returns their

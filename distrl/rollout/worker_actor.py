@@ -23,29 +23,18 @@ class RolloutWorkerActor:
 
         self.worker = make_worker(config, *args, **kwargs)
 
-    def ready(self) -> str:
-        return self.worker.ready()
 
-    def backend_info(self) -> dict:
-        return self.worker.backend_info()
+def _forward(name: str):
+    def call(self, *args, **kwargs):
+        return getattr(self.worker, name)(*args, **kwargs)
 
-    def placement(self) -> dict:
-        return self.worker.placement()
+    call.__name__, call.__qualname__ = name, f"RolloutWorkerActor.{name}"
+    return call
 
-    def set_weights(self, weights) -> None:
-        self.worker.set_weights(weights)
 
-    def stage_weights(self, weights) -> int:
-        return self.worker.stage_weights(weights)
-
-    def sample(self, weights=None, league=None) -> tuple:
-        return self.worker.sample(weights, league)
-
-    def sample_shards(self, weights=None, num_shards: int = 1, league=None) -> tuple:
-        return self.worker.sample_shards(weights, num_shards, league)
-
-    def close(self) -> None:
-        self.worker.close()
+# Ray makes an actor method of each function on the class when it is made remote.
+for _name in ("ready", "backend_info", "placement", "set_weights", "stage_weights", "sample", "sample_shards", "close"):
+    setattr(RolloutWorkerActor, _name, _forward(_name))
 
 
 def remote_worker_class():

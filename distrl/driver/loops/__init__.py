@@ -11,12 +11,8 @@ from __future__ import annotations
 
 import importlib
 
-LOOPS = {
-    # one loop for every pipeline: the sampler's setting decides rounds (sync: lag 0; overlap: lag 1) or a stream
-    "sync": "distrl.driver.loops.loop:TrainingLoop",
-    "overlap": "distrl.driver.loops.loop:TrainingLoop",
-    "async": "distrl.driver.loops.loop:TrainingLoop",
-}
+# One loop for every pipeline: the sampler's setting decides rounds (sync: lag 0; overlap: lag 1) or a stream.
+LOOPS = dict.fromkeys(("sync", "overlap", "async"), "distrl.driver.loops.loop:TrainingLoop")
 
 
 def loop_class(pipeline: str) -> type:

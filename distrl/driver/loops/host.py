@@ -59,17 +59,10 @@ class RunHost(Protocol):
 
     @property
     def stop_requested(self) -> bool: ...
-
     def write_placement(self) -> None: ...  # a worker joined or moved
-
     def note_learner_step(self, step: dict) -> None: ...  # the device step's first update was checked
-
     def first_batch_done(self, finished_at: float) -> None: ...
-
     def first_update_done(self) -> str | None: ...  # the start-up line, once
-
     def iteration_done(self, row: dict) -> None: ...
-
     def workers_act_with(self, backends: list[str]) -> None: ...
-
     def checkpoint_at(self, elapsed: float) -> Path: ...

@@ -1,13 +1,10 @@
 """The training loop of every pipeline: sample -> update -> record.
 
-The coordinator's sampler (``distrl/rollout/stream.py``) hands the loop the batches of its next update: a whole
-round of every answering worker's batch under ``sync`` (sampled with the update's weights: policy lag 0) and
-``overlap`` (sampled while the learner updates: lag 1), or whichever batches are in under ``async`` (within
-``rollout.max_policy_lag``). The loop asks for the next update's batches while the update before it runs (async
-queues that update on the learner behind it, so the learner goes from one update to the next with no round trip
-through the driver); once an update is over the loop releases its weights to the sampler (the next round, or the
-samples sent from now on, act with them) and records the iteration. Sample Factory keeps sync and async on one path the
-same way, its pipelines' differences inside the batcher.
+The coordinator's sampler (``distrl/rollout/stream.py``) hands the loop the batches of its next update: a round
+(``sync``: lag 0; ``overlap``: lag 1) or whichever batches are in within ``rollout.max_policy_lag`` (``async``). The
+loop asks for the next update's batches while the update before it runs (async also queues that update on the learner
+behind it); once an update is over it releases the weights to the sampler and records the iteration. Sample Factory
+keeps sync and async on one path the same way.
 """
 
 from __future__ import annotations
