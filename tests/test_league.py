@@ -15,6 +15,7 @@ import torch
 from distrl.config import ConfigError, load_config
 from distrl.config.league import LeagueConfig, MatchmakingConfig
 from distrl.envs.games import GameError, make_game, probe_game
+from distrl.envs.games.connect_four import completes_four, four_in_a_row, landing_rows
 from distrl.envs.games.connect_four import heuristic as connect_four_heuristic
 from distrl.envs.games.matchmaking import WinRates, opponent_shares, pfsp_weight
 from distrl.league import elo
@@ -243,6 +244,25 @@ def test_connect_four_heuristic_wins_then_blocks():
     vertical = np.zeros((1, 6, 7, 2), dtype=np.float32)
     vertical[0, 3:6, 6, 1] = 1  # three stacked: block on top
     assert connect_four_heuristic(vertical, None, rng)[0] == 6
+
+
+def test_connect_four_drops_that_make_four_match_one_board_at_a_time():
+    """``completes_four`` checks every column's drop at once: the same answers as dropping each stone on its own board
+    and looking for four, on random positions that obey gravity (full columns included), for the cell a stone lands on
+    and the one above it."""
+    rng = np.random.default_rng(0)
+    heights = rng.integers(0, 7, (400, 7))
+    occupied = np.arange(6)[None, :, None] >= 6 - heights[:, None, :]
+    own = occupied & (rng.random(occupied.shape) < 0.5)
+    landing = landing_rows(occupied)
+    for rows in (landing, np.where(landing >= 1, landing - 1, -1)):
+        expected = np.zeros((len(own), 7), dtype=bool)
+        for i in range(len(own)):
+            for column in np.flatnonzero(rows[i] >= 0):
+                board = own[i].copy()
+                board[rows[i, column], column] = True
+                expected[i, column] = four_in_a_row(board[None])[0]
+        assert expected.any() and (completes_four(own, rows) == expected).all()
 
 
 @pytest.mark.parametrize("illegal", [False, True], ids=["legal", "unmasked"])

@@ -29,18 +29,13 @@ def landing_rows(occupied: np.ndarray) -> np.ndarray:
 
 
 def completes_four(stones: np.ndarray, landing: np.ndarray) -> np.ndarray:
-    """``[B, 7]``: whether dropping a stone of ``stones [B, 6, 7]`` in each column makes four."""
+    """``[B, 7]``: whether dropping a stone of ``stones [B, 6, 7]`` in each column makes four (a full column: no)."""
     batch = len(stones)
-    out = np.zeros((batch, 7), dtype=bool)
-    for column in range(7):
-        row = landing[:, column]
-        ok = row >= 0
-        if not ok.any():
-            continue
-        board = stones[ok].copy()
-        board[np.arange(ok.sum()), row[ok], column] = True
-        out[ok, column] = four_in_a_row(board)
-    return out
+    boards = np.repeat(stones[:, None], 7, axis=1)  # [B, 7 columns, 6, 7]: one board per column's drop
+    b, c = np.nonzero(landing >= 0)
+    boards[b, c, landing[b, c], c] = True
+    out = four_in_a_row(boards.reshape(batch * 7, 6, 7)).reshape(batch, 7)
+    return out & (landing >= 0)
 
 
 def heuristic(obs: np.ndarray, mask: np.ndarray | None, rng: np.random.Generator, noise: float = 0.0) -> np.ndarray:
