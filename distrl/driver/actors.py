@@ -103,7 +103,7 @@ class RunActors:
             .remote(self.world_size, cfg.env.id, cfg.rollout.max_restarts, [self.artifacts_ref] if large else None)
         )
         # The learners next, then the workers: Ray starts one process per CPU ahead of time (the coordinator takes the
-        # first) and the actor created after those waits for a new one (0.8 s on 2 cores). A learner is the start-up's
+        # first) and the actor created after those waits for a new one to start. A learner is the start-up's
         # longest path (torch, its model, its first update); an onnxrt worker built from shipped artifacts imports no
         # torch and samples in about a second. A new run's workers hold the learners' initial weights, so the first
         # batch needs no learner (docs/performance.md, start-up, has what this order saves).
