@@ -88,14 +88,8 @@ class CopyRunner:
     discounted return so far (SB3's ``VecNormalize.returns``)."""
 
     def __init__(self, envs, memory, observe: Callable[[np.ndarray], np.ndarray], dist, config, rng):
-        self.envs, self.memory, self.observe, self.dist, self.config, self.rng = (
-            envs,
-            memory,
-            observe,
-            dist,
-            config,
-            rng,
-        )
+        self.envs, self.memory, self.observe = envs, memory, observe
+        self.dist, self.config, self.rng = dist, config, rng
         self.num_envs = n = envs.num_envs
         self.action_mask: np.ndarray | None = None  # legal actions, for envs that report them
         self.state = memory.initial(n)

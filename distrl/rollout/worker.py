@@ -100,10 +100,8 @@ class RolloutWorker:
                 self.envs, make_ready_envs, self.memory, self._observe, self.dist, config, seed, self.rng
             )
         else:
-            stepper, parts = (
-                SerialStepper if groups == 1 else background_stepper,
-                (self.memory, self._observe, self.dist),
-            )
+            stepper = SerialStepper if groups == 1 else background_stepper
+            parts = (self.memory, self._observe, self.dist)
             self.runner = EnvGroups(
                 [
                     EnvRunner(envs, *parts, config, seed + g * per_group, self.rng, stepper(envs))

@@ -26,7 +26,8 @@ class InductorBackend:
         return {"inductor_cache": saved[0]} if saved is not None else {}
 
     def build(self, module, example, mode, options, artifacts) -> Built:
-        import torch._inductor.config  # here, not at the top: it loads dynamo (seconds of CPU), and listing backends must not
+        # Here, not at the top: it loads dynamo (seconds of CPU), and listing backends must not.
+        import torch._inductor.config
 
         # Compile with this process's CPUs: inductor's default is a pool of one compiler process per
         # core of the machine, started in every worker at once (12 workers on 16 cores: minutes).
