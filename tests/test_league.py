@@ -546,11 +546,11 @@ def test_an_opponent_that_cannot_move_stops_the_run_rather_than_counting_as_env_
     worker = _worker(league_config())
     weights = {k: v.detach().numpy().copy() for k, v in worker.model.state_dict().items()}
 
-    def act(self, name, obs, mask, rng):
-        raise KeyError(name)
+    def act(self, names, obs, mask, rng):
+        raise KeyError(str(names[0]))
 
     monkeypatch.setattr(LearnedOpponents, "act", act)
-    with pytest.raises(OwnCodeError, match=r"league opponent '(latest|main@0)' could not move: KeyError"):
+    with pytest.raises(OwnCodeError, match=r"league opponents? ('(latest|main@0)'(, )?)+ could not move: KeyError"):
         worker.sample(None, {"shares": {"main@0": 1.0}, "weights": {"main@0": weights}})
 
 

@@ -46,8 +46,15 @@ class LearnedOpponents:
     def backends(self) -> set[str]:
         return {p.backend for p in self.policies.values()}
 
-    def act(self, name: str, obs: np.ndarray, mask: np.ndarray | None, rng: np.random.Generator) -> np.ndarray:
-        """Sampled actions of ``latest`` or a snapshot (stochastic, as the learner acts)."""
-        policy = self.latest if name == "latest" else self.policies[name]
-        pd_params = policy(obs)[0]
+    def act(self, names: np.ndarray, obs: np.ndarray, mask: np.ndarray | None, rng: np.random.Generator) -> np.ndarray:
+        """Sampled actions (stochastic, as the learner acts) for the rows of ``obs``, row ``i`` played by ``names[i]``
+        (``latest`` or a snapshot): one call per policy on its rows, then one draw for every row."""
+        pd_params = None
+        for name in sorted(set(names)):
+            rows = names == name
+            policy = self.latest if name == "latest" else self.policies[name]
+            out = policy(obs[rows])[0]
+            if pd_params is None:
+                pd_params = np.empty((len(obs), *out.shape[1:]), dtype=out.dtype)
+            pd_params[rows] = out
         return self.dist.sample_numpy(pd_params, rng, mask)[0]

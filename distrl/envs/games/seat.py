@@ -27,6 +27,8 @@ and the step is masked and counted as an env error.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
@@ -227,30 +229,42 @@ class LeagueVecEnv(gym.vector.VectorEnv):
             )
 
     def _opponents_act(self, copies: np.ndarray, joint: np.ndarray, acting: np.ndarray) -> None:
-        """Fill the opponents' actions in ``copies``, one batched call per opponent and seat (every member of the
-        opposing team acts with the same player)."""
+        """Fill the opponents' actions in ``copies``. A player moves on its own view alone, so both seats' views are
+        taken once and acted on together: one call per learned policy and one draw for all of them, one per
+        baseline (every member of the opposing team acts with the same player)."""
         opp_seat = 1 - self.seat
-        for name in sorted(set(self.opponent[copies])):  # a set of str iterates in a per-process order
-            for seat in (0, 1):
-                chosen = copies & (self.opponent == name) & (opp_seat == seat)
-                if not chosen.any():
-                    continue
-                obs, mask = self.game.observe(seat, chosen)
-                moves = np.asarray(self._act(name, obs, mask))
-                joint[chosen, seat] = moves.reshape(int(chosen.sum()), self.team_size, *moves.shape[1:])
-                acting[chosen, seat] = True
-
-    def _act(self, name: str, obs: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
-        """The opponent's moves. A failure here is distrl's, not the game's: ``OwnCodeError`` passes the env guard,
-        which resets the game for errors the game itself raises."""
-        try:
-            if name in ("random", "heuristic"):
-                return baseline_actions(self.game, name, obs, mask, self.rng, self.heuristic_kwargs)
-            if self.learned is None:
-                raise RuntimeError("it is a learned policy, and no policy is attached to this env")
-            return self.learned.act(name, obs, mask, self.rng)
-        except Exception as exc:
-            raise OwnCodeError(f"league opponent {name!r} could not move: {describe_error(exc)}") from exc
+        games, seats, views, masks = [], [], [], []
+        for seat in (0, 1):
+            chosen = copies & (opp_seat == seat)
+            if chosen.any():
+                view, view_mask = self.game.observe(seat, chosen)
+                games.append(np.flatnonzero(chosen))
+                seats.append(np.full(len(games[-1]), seat))
+                views.append(view)
+                masks.append(view_mask)
+        if not games:
+            return
+        games, seats, obs = np.concatenate(games), np.concatenate(seats), np.concatenate(views)
+        mask = None if masks[0] is None else np.concatenate(masks)
+        names = np.repeat(self.opponent[games], self.team_size).astype(str)  # one row per member
+        space = self.single_action_space
+        moves = np.zeros((len(obs), *space.shape), dtype=space.dtype)
+        learned = ~np.isin(names, ("random", "heuristic"))
+        for name in ("random", "heuristic"):
+            rows = names == name
+            if rows.any():
+                with _moving(repr(name)):
+                    moves[rows] = baseline_actions(
+                        self.game, name, obs[rows], _rows(mask, rows), self.rng, self.heuristic_kwargs
+                    )
+        if learned.any():
+            players = names[learned]
+            with _moving(", ".join(repr(str(n)) for n in sorted(set(players)))):
+                if self.learned is None:
+                    raise RuntimeError("it is a learned policy, and no policy is attached to this env")
+                moves[learned] = self.learned.act(players, obs[learned], _rows(mask, learned), self.rng)
+        joint[games, seats] = moves.reshape(len(games), self.team_size, *space.shape)
+        acting[games, seats] = True
 
     def _empty_actions(self) -> np.ndarray:
         space = self.single_action_space
@@ -288,6 +302,21 @@ class LeagueVecEnv(gym.vector.VectorEnv):
         if dead.any():
             info["_env_reset"] = dead
         return obs, np.zeros(n), dead, ~dead, info
+
+
+@contextmanager
+def _moving(players: str):
+    """The opponents' moves (``players``: their names, quoted). A failure here is distrl's, not the game's:
+    ``OwnCodeError`` passes the env guard, which resets the game for errors the game itself raises."""
+    try:
+        yield
+    except Exception as exc:
+        plural = "s" if "," in players else ""
+        raise OwnCodeError(f"league opponent{plural} {players} could not move: {describe_error(exc)}") from exc
+
+
+def _rows(mask: np.ndarray | None, rows: np.ndarray) -> np.ndarray | None:
+    return None if mask is None else mask[rows]
 
 
 def _info(mask: np.ndarray | None) -> dict:
