@@ -268,6 +268,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=600)
     parser.add_argument("--games", type=int, default=100, help="games per seat and opponent at each checkpoint")
     parser.add_argument("--every", type=int, default=10, help="iterations between checkpoints")
+    parser.add_argument(
+        "--tournament-games",
+        type=int,
+        default=100,
+        help="games a pair in the closing round robin (its Elo's noise shrinks with them; 100 take seconds)",
+    )
     parser.add_argument("--keep-run", type=Path, help="train into this directory and keep it")
     parser.add_argument("--quick", action="store_true", help="30 s of training, 4 games per seat (a smoke run)")
     parser.add_argument(
@@ -279,7 +285,7 @@ def main() -> None:
     add_results_dir_argument(parser)
     args = parser.parse_args()
     if args.quick:
-        args.seconds, args.games, args.every = 30, 4, 5
+        args.seconds, args.games, args.every, args.tournament_games = 30, 4, 5, 20
     global THRESHOLDS
     from distrl.config import load_config
 
@@ -307,7 +313,7 @@ def main() -> None:
         judge = judge_row(run_dir, args.games) if game in CONNECT_FOUR else None
         from distrl.league.tournament import run_tournament
 
-        table = run_tournament(run_dir, games=20, out=Path(tmp) / "tournament")
+        table = run_tournament(run_dir, games=args.tournament_games, out=Path(tmp) / "tournament")
     learner = next(r for r in table["players"] if r["player"] == "main")
     earlier = [r for r in table["players"] if r["kind"] == "snapshot"]
     reached = {opponent: first_reached(rows, opponent) for opponent in THRESHOLDS}
@@ -389,7 +395,7 @@ def main() -> None:
                 ("judge_draws_seat1", "draws, 2nd"),
             ],
         )
-    md += "\n\n" + markdown_table(
+    md += f"\n\nRound robin, {table['games_per_pair']} games a pair:\n\n" + markdown_table(
         table["players"],
         [
             ("player", "player"),
