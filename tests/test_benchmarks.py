@@ -78,6 +78,7 @@ def test_every_script_answers_help_and_has_a_quick_mode():
         pytest.param("worker_inference", marks=pytest.mark.slow),
         pytest.param("ppo", marks=pytest.mark.slow),
         pytest.param("league", marks=pytest.mark.slow),
+        "league_sampling",
         pytest.param("straggler", marks=pytest.mark.slow),
         pytest.param("mujoco_scores", marks=pytest.mark.slow),
         pytest.param("many_workers", marks=pytest.mark.slow),
