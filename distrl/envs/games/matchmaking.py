@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from distrl.config.league import MatchmakingConfig
+from distrl.config.league import BASELINES, MatchmakingConfig
 
 
 def pfsp_weight(win_rate: float, kind: str, exponent: float = 2.0) -> float:
@@ -63,7 +63,7 @@ def opponent_shares(
     groups = {
         "latest": (cfg.latest, ["latest"] if "latest" in allowed else []),
         "snapshots": (cfg.snapshots, list(snapshots) if "snapshots" in allowed else []),
-        "baselines": (cfg.baselines, [b for b in ("random", "heuristic") if b in allowed]),
+        "baselines": (cfg.baselines, [b for b in BASELINES if b in allowed]),
     }
     groups = {name: (share, members) for name, (share, members) in groups.items() if members}
     if not groups:

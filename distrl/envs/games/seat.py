@@ -35,6 +35,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from distrl.common.errors import OwnCodeError, describe_error
+from distrl.config.league import BASELINES
 from distrl.envs.games import baseline_actions, make_game, probe_game, team_size_of
 from distrl.envs.games.base import GameError, StepResult
 from distrl.envs.games.matchmaking import WinRates, opponent_shares
@@ -249,17 +250,17 @@ class LeagueVecEnv(gym.vector.VectorEnv):
         names = np.repeat(self.opponent[games], self.team_size).astype(str)  # one row per member
         space = self.single_action_space
         moves = np.zeros((len(obs), *space.shape), dtype=space.dtype)
-        learned = ~np.isin(names, ("random", "heuristic"))
-        for name in ("random", "heuristic"):
+        learned = ~np.isin(names, BASELINES)
+        for name in BASELINES:
             rows = names == name
             if rows.any():
-                with _moving(repr(name)):
+                with _moving([name]):
                     moves[rows] = baseline_actions(
                         self.game, name, obs[rows], _rows(mask, rows), self.rng, self.heuristic_kwargs
                     )
         if learned.any():
             players = names[learned]
-            with _moving(", ".join(repr(str(n)) for n in sorted(set(players)))):
+            with _moving(sorted(set(players))):
                 if self.learned is None:
                     raise RuntimeError("it is a learned policy, and no policy is attached to this env")
                 moves[learned] = self.learned.act(players, obs[learned], _rows(mask, learned), self.rng)
@@ -305,14 +306,15 @@ class LeagueVecEnv(gym.vector.VectorEnv):
 
 
 @contextmanager
-def _moving(players: str):
-    """The opponents' moves (``players``: their names, quoted). A failure here is distrl's, not the game's:
-    ``OwnCodeError`` passes the env guard, which resets the game for errors the game itself raises."""
+def _moving(players: list[str]):
+    """The moves of the opponents named ``players``. A failure here is distrl's, not the game's: ``OwnCodeError``
+    passes the env guard, which resets the game for errors the game itself raises."""
     try:
         yield
     except Exception as exc:
-        plural = "s" if "," in players else ""
-        raise OwnCodeError(f"league opponent{plural} {players} could not move: {describe_error(exc)}") from exc
+        named = ", ".join(repr(str(p)) for p in players)
+        plural = "s" if len(players) > 1 else ""
+        raise OwnCodeError(f"league opponent{plural} {named} could not move: {describe_error(exc)}") from exc
 
 
 def _rows(mask: np.ndarray | None, rows: np.ndarray) -> np.ndarray | None:
