@@ -56,7 +56,7 @@ from benchmarks.common import (
     study_name,
     write_results,
 )
-from benchmarks.spread_reference import AGENTS, STEPS, mappo_return
+from benchmarks.spread_reference import AGENTS, STEPS, mappo_return, mappo_world
 
 # The world mappo_return converts returns of (spread_reference.py): AGENTS agents, STEPS steps an episode.
 SPREAD_ENV = [
@@ -88,7 +88,14 @@ SETTINGS = {
     "spread_mappo": SPREAD_RELU
     | {"lr": 7e-4, "epochs": 10, "minibatches": 1, "copies": 128, "rollout": 25, "max_grad_norm": 10.0},
 }
+SETTINGS["spread_mappo_world"] = SETTINGS["spread_mappo"]
 MAPPO_BUDGET = 20_000_000 * AGENTS  # agent steps: MAPPO's 20M env steps of simple_spread
+# MAPPO's world (landmarks in [-0.8, 0.8], spread_reference.mappo_world), where its users' figures were measured.
+MAPPO_WORLD_ENV = [
+    "env.id=benchmarks.spread_reference:mappo_world" if item.startswith("env.id=") else item for item in SPREAD_ENV
+]
+# What MAPPO's critic does beyond the optimiser settings (its ValueNorm and Huber loss, on by default in its code).
+MAPPO_VALUE = ["ppo.normalize_value=true", "ppo.value_loss=huber"]
 
 
 def distrl_settings(settings: dict) -> list[str]:
@@ -113,6 +120,7 @@ TASKS = {
     "spread": (SPREAD_ENV + distrl_settings(SETTINGS["spread"]), 1_000_000),
     "spread_relu": (SPREAD_ENV + distrl_settings(SETTINGS["spread_relu"]), 1_000_000),
     "spread_mappo": (SPREAD_ENV + distrl_settings(SETTINGS["spread_mappo"]), MAPPO_BUDGET),
+    "spread_mappo_world": (MAPPO_WORLD_ENV + distrl_settings(SETTINGS["spread_mappo"]) + MAPPO_VALUE, MAPPO_BUDGET),
     "cartpole_team": (
         [
             "env.id=distrl.envs.testing:cartpole_team",
@@ -162,11 +170,12 @@ def run_rllib(task: str, seed: int, steps: int) -> dict:
     }
 
 
-def spread_env(_config=None):
+def spread_env(config=None):
     from mpe2 import simple_spread_v3
     from ray.rllib.env.wrappers.pettingzoo_env import ParallelPettingZooEnv
 
-    return ParallelPettingZooEnv(simple_spread_v3.parallel_env(N=AGENTS, max_cycles=STEPS, continuous_actions=False))
+    make = mappo_world if (config or {}).get("mappo_world") else simple_spread_v3.parallel_env
+    return ParallelPettingZooEnv(make(N=AGENTS, max_cycles=STEPS, continuous_actions=False))
 
 
 def rllib_run(task: str, seed: int, steps: int) -> None:
@@ -192,7 +201,7 @@ def rllib_run(task: str, seed: int, steps: int) -> None:
     minibatch = env_steps_per_batch * AGENTS // settings["minibatches"]  # rows of the shared module: agent steps
     config = (
         PPOConfig()
-        .environment("spread")
+        .environment("spread", env_config={"mappo_world": task == "spread_mappo_world"})
         .multi_agent(policies={"shared"}, policy_mapping_fn=lambda agent_id, *a, **k: "shared")
         .env_runners(
             num_env_runners=1, num_envs_per_env_runner=settings["copies"], rollout_fragment_length=settings["rollout"]
@@ -262,14 +271,14 @@ def tail_mean(curve: list, fraction: float = TAIL) -> float:
     return statistics.fmean(ret for steps, ret in reported if steps >= (1 - fraction) * last)
 
 
-def run(task: str, variant: str, seed: int, steps: int, extra: list[str]) -> dict:
+def run(task: str, variant: str, seed: int, steps: int, extra: list[str], runs_dir: Path | None = None) -> dict:
     """One run of ``variant`` on ``task``; ``extra``: ``--set`` items after the task's and the variant's (distrl
-    only)."""
+    only); ``runs_dir``: keep distrl's run directory there (checkpoints, metrics) instead of a temporary one."""
     if variant == "rllib":
         return run_rllib(task, seed, steps)
     overrides, _ = TASKS[task]
     with tempfile.TemporaryDirectory() as tmp:
-        run_dir = Path(tmp) / "run"
+        run_dir = runs_dir / f"{task}_{variant}_seed{seed}" if runs_dir else Path(tmp) / "run"
         cmd = [
             sys.executable,
             "-m",
@@ -329,6 +338,12 @@ def main(argv=None) -> int:
         help="distrl's runs: this setting after the task's and the variant's (repeatable; RLlib's runs "
         "keep theirs); the results are written apart from the plain run's",
     )
+    parser.add_argument(
+        "--runs-dir",
+        type=Path,
+        help="keep distrl's run directories here (TASK_VARIANT_seedN: checkpoints and metrics, for distrl eval and "
+        "distrl plot), not in a temporary directory; an existing run directory is refused",
+    )
     parser.add_argument("--rllib-run", nargs=3, metavar=("TASK", "SEED", "STEPS"), help=argparse.SUPPRESS)
     add_results_dir_argument(parser)
     args = parser.parse_args(argv)
@@ -343,6 +358,16 @@ def main(argv=None) -> int:
             [0],
             20_000,
         )
+    if args.runs_dir:
+        taken = [
+            f"{task}_{variant}_seed{seed}"
+            for task in args.tasks
+            for variant in args.variants
+            for seed in args.seeds
+            if (args.runs_dir / f"{task}_{variant}_seed{seed}").exists()
+        ]
+        if taken:
+            parser.error(f"--runs-dir {args.runs_dir}: {', '.join(taken)} exists already; choose another directory")
     info = machine_info()
     print_machine(info)
     rows, failures = [], []
@@ -353,7 +378,7 @@ def main(argv=None) -> int:
                 continue  # no global state; RLlib runs the spread tasks
             for seed in args.seeds:
                 try:
-                    row = run(task, variant, seed, steps, args.overrides)
+                    row = run(task, variant, seed, steps, args.overrides, args.runs_dir)
                 except Exception as exc:
                     failures.append(str(exc))
                     print(f"FAILED {exc}", flush=True)

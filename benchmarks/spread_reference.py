@@ -11,13 +11,14 @@ step the two differ by a scale and a constant, so over an episode
 
 exactly, on the same world (this script checks it on every episode it plays, from the world's positions). The worlds
 differ in one way the formula cannot carry: MAPPO's MPE places landmarks in [-0.8, 0.8], mpe2 in [-1, 1], so the same
-play scores a little lower here.
+play scores lower in mpe2's. ``mappo_world`` is mpe2's env with MAPPO's placement, so the scripted teams play both
+worlds (``--worlds``), and ``benchmarks/multiagent.py`` trains on it (its ``spread_mappo_world`` task).
 
 Scripted teams give the scale its landmarks: random actions, standing still, every agent to the landmarks' centre,
 every agent to its nearest landmark (agents may share one), and the team's assignment (each agent to the landmark of
 the assignment with the least total distance, which every agent can compute from what it observes).
 
-    python benchmarks/spread_reference.py                 # 200 episodes a policy
+    python benchmarks/spread_reference.py                 # 200 episodes a policy, in both worlds
     python benchmarks/spread_reference.py --quick         # 10 episodes a policy
     python benchmarks/spread_reference.py --scale -20.2   # a per-agent return in MAPPO's scale (no episodes)
 
@@ -56,6 +57,28 @@ def mappo_step_reward(world) -> float:
         np.linalg.norm(a.state.p_pos - b.state.p_pos) < a.size + b.size for a in world.agents for b in world.agents
     )
     return AGENTS * team - touches
+
+
+MAPPO_LANDMARK_RANGE = 0.8  # MAPPO's MPE places landmarks in [-0.8, 0.8] (mpe2: [-1, 1]); agents in [-1, 1] in both
+
+
+def mappo_world(**kwargs):
+    """mpe2's ``simple_spread_v3`` parallel env (``kwargs`` as its own) in MAPPO's world: landmarks placed in
+    [-0.8, 0.8], as MAPPO's MPE places them; everything else is mpe2's. ``env.id:
+    benchmarks.spread_reference:mappo_world`` trains on it (``benchmarks/multiagent.py``'s ``_mappo_world`` tasks)."""
+    from mpe2 import simple_spread_v3
+
+    env = simple_spread_v3.parallel_env(**kwargs)
+    scenario = env.unwrapped.scenario
+    place = scenario.reset_world
+
+    def reset_world(world, np_random):
+        place(world, np_random)
+        for landmark in world.landmarks:
+            landmark.state.p_pos = landmark.state.p_pos * MAPPO_LANDMARK_RANGE
+
+    scenario.reset_world = reset_world
+    return env
 
 
 def toward(agent, target) -> int:
@@ -105,12 +128,14 @@ POLICIES = {
 }
 
 
-def play(policy: str, episodes: int, seed: int) -> dict:
-    """``episodes`` episodes of ``policy``: its per-agent returns, MAPPO's returns read off the world, and the largest
-    gap between MAPPO's return and ``mappo_return`` of the per-agent return."""
+def play(policy: str, episodes: int, seed: int, placement: str = "mpe2") -> dict:
+    """``episodes`` episodes of ``policy`` in the world of ``placement`` (``mpe2``, or ``mappo``: MAPPO's landmark
+    placement): its per-agent returns, MAPPO's returns read off the world, and the largest gap between MAPPO's return
+    and ``mappo_return`` of the per-agent return."""
     from mpe2 import simple_spread_v3
 
-    env = simple_spread_v3.parallel_env(N=AGENTS, max_cycles=STEPS, continuous_actions=False)
+    make = mappo_world if placement == "mappo" else simple_spread_v3.parallel_env
+    env = make(N=AGENTS, max_cycles=STEPS, continuous_actions=False)
     act = POLICIES[policy][1]
     rng = np.random.default_rng(seed)
     ours, theirs = [], []
@@ -130,6 +155,7 @@ def play(policy: str, episodes: int, seed: int) -> dict:
     ours, theirs = np.array(ours), np.array(theirs)
     return {
         "policy": policy,
+        "world": placement,
         "what": POLICIES[policy][0],
         "episodes": episodes,
         "return": float(ours.mean()),
@@ -144,6 +170,13 @@ def main(argv=None) -> int:
     parser.add_argument("--episodes", type=int, default=200, help="episodes a policy")
     parser.add_argument("--seed", type=int, default=1000, help="the first episode's seed")
     parser.add_argument("--policies", nargs="+", choices=sorted(POLICIES), default=list(POLICIES))
+    parser.add_argument(
+        "--worlds",
+        nargs="+",
+        choices=["mpe2", "mappo"],
+        default=["mpe2", "mappo"],
+        help="mpe2's landmark placement ([-1, 1]) and MAPPO's ([-0.8, 0.8], mappo_world)",
+    )
     parser.add_argument(
         "--scale",
         type=float,
@@ -162,17 +195,18 @@ def main(argv=None) -> int:
     info = machine_info()
     print_machine(info)
     rows = []
-    for policy in args.policies:
-        row = play(policy, episodes, args.seed)
+    for world, policy in itertools.product(args.worlds, args.policies):
+        row = play(policy, episodes, args.seed, world)
         rows.append(row)
         print(
-            f"{policy:<10} per-agent return {row['return']:7.2f} (std {row['return_std']:.2f})   MAPPO's scale "
-            f"{row['mappo_return']:8.1f}   formula off by at most {row['largest_gap']:.1e}",
+            f"{world:<6} {policy:<10} per-agent return {row['return']:7.2f} (std {row['return_std']:.2f})   "
+            f"MAPPO's scale {row['mappo_return']:8.1f}   formula off by at most {row['largest_gap']:.1e}",
             flush=True,
         )
     off = max(row["largest_gap"] for row in rows)
     failures = [] if off < 1e-6 else [f"MAPPO's return read off the world is {off:.3g} from 6 x per-agent - 75"]
     columns = [
+        ("world", "world"),
         ("policy", "policy"),
         ("what", "what it does"),
         ("return", "per-agent return (distrl's, RLlib's)"),

@@ -369,11 +369,40 @@ def test_spread_reference_scales_a_per_agent_return_to_mappos_and_checks_it_on_t
         "spread_reference", "--quick", "--policies", "random", "assignment", "--results-dir", str(tmp_path)
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    random, assignment = json.loads((tmp_path / "spread_reference_quick.json").read_text())["rows"]
-    # MAPPO's return read off the world's positions each step is the formula's, episode by episode.
-    assert random["largest_gap"] < 1e-6 and assignment["largest_gap"] < 1e-6
-    assert random["mappo_return"] == pytest.approx(mappo_return(random["return"]))
-    assert assignment["return"] > random["return"] + 10  # the scripted team covers the landmarks
+    rows = json.loads((tmp_path / "spread_reference_quick.json").read_text())["rows"]
+    assert [(row["world"], row["policy"]) for row in rows] == [
+        ("mpe2", "random"),
+        ("mpe2", "assignment"),
+        ("mappo", "random"),
+        ("mappo", "assignment"),
+    ]
+    for random, assignment in (rows[:2], rows[2:]):
+        # MAPPO's return read off the world's positions each step is the formula's, episode by episode.
+        assert random["largest_gap"] < 1e-6 and assignment["largest_gap"] < 1e-6
+        assert random["mappo_return"] == pytest.approx(mappo_return(random["return"]))
+        assert assignment["return"] > random["return"] + 10  # the scripted team covers the landmarks
+    # The same episodes' seeds in MAPPO's world: its landmarks nearer the centre, the team's distances shorter.
+    assert rows[3]["return"] > rows[1]["return"]
+
+
+def test_mappo_world_places_landmarks_as_mappos_mpe_and_leaves_the_rest_to_mpe2():
+    pytest.importorskip("mpe2")
+    import numpy as np
+    from mpe2 import simple_spread_v3
+
+    from benchmarks.spread_reference import mappo_world
+
+    theirs = mappo_world(N=3, max_cycles=25, continuous_actions=False)
+    ours = simple_spread_v3.parallel_env(N=3, max_cycles=25, continuous_actions=False)
+    for seed in range(50):
+        theirs.reset(seed=seed)
+        ours.reset(seed=seed)
+        marks = [[mark.state.p_pos for mark in env.unwrapped.world.landmarks] for env in (theirs, ours)]
+        agents = [[agent.state.p_pos for agent in env.unwrapped.world.agents] for env in (theirs, ours)]
+        np.testing.assert_allclose(marks[0], 0.8 * np.asarray(marks[1]))  # the same draw, in [-0.8, 0.8]
+        np.testing.assert_array_equal(agents[0], agents[1])
+    assert theirs.observation_space("agent_0") == ours.observation_space("agent_0")
+    assert theirs.state().shape == ours.state().shape
 
 
 def test_a_benchmark_writes_a_fresh_directory_unless_told_to_write_the_repositorys_tables():
