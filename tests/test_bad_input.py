@@ -259,8 +259,10 @@ CASES = {
     "model.activation": Case(
         f"{TRAIN} --set model.activation=swish", 2, ("model.activation='swish'", "'tanh', 'relu', 'elu' or 'gelu'")
     ),
-    "model.lstm shared": Case(
-        f"{TRAIN} --set model.lstm_size=16", 2, ("model.shared_trunk=false", "needs shared_trunk: true")
+    "model.lstm seq_len": Case(
+        f"{TRAIN} --set model.lstm_size=16 --set ppo.seq_len=48",
+        2,
+        ("ppo.seq_len=48: must divide rollout.rollout_length=128",),
     ),
     "rollout.num_workers": Case(f"{TRAIN} --set rollout.num_workers=0", 2, ("rollout.num_workers=0", "greater than 0")),
     "rollout.pipeline": Case(

@@ -67,14 +67,23 @@ def test_the_actor_reads_its_own_part_alone_and_the_critic_reads_both():
         build_model(space, gym.spaces.Discrete(2), config.model.model_copy(update={"shared_trunk": True}))
 
 
-def test_a_central_critic_run_trains_and_its_policy_acts_on_the_agents_own_observations_alone(tmp_path):
+@pytest.mark.parametrize("recurrent", [False, True], ids=["feedforward", "recurrent"])
+def test_a_central_critic_run_trains_and_its_policy_acts_on_the_agents_own_observations_alone(tmp_path, recurrent):
+    # recurrent: MAPPO's recurrent policy and critic, an LSTM core in each tower.
+    memory = {"model.lstm_size": 8, "ppo.seq_len": 16} if recurrent else {}
     config = config_for(
-        "distrl.envs.testing:cartpole_team", 2, **{"agents.critic": "observations", "rollout.rollout_length": 32}
+        "distrl.envs.testing:cartpole_team",
+        2,
+        **{"agents.critic": "observations", "rollout.rollout_length": 32, **memory},
     )
     spaces = probe_run_spaces(config)
     worker = make_worker(config)
     learner = Learner(config, *spaces)
-    learner.update(worker.sample())
+    info, batch = worker.sample()
+    if recurrent:  # each chunk's starting state: the actor's core then the critic's
+        assert learner.model.lstm_size == 16 and batch.h0.shape[-1] == 16
+    result = learner.update((info, batch))
+    assert result.updated and np.isfinite(result["loss_value"]) and np.isfinite(result["loss_policy"])
     payload = {"counters": RunState().state(), "learner": learner.state(), "config": config.model_dump(mode="json")}
     policy = Policy.from_checkpoint(save_checkpoint(tmp_path / "run", 1, payload, keep=1))
     full = worker.envs.reset(seed=3)[0]

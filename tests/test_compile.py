@@ -27,6 +27,8 @@ from tests.worker_backends import AVAILABLE, BACKENDS
 MODELS = {
     "mlp": ([], gym.spaces.Box(-1, 1, (4,), np.float32), 64),
     "lstm": (["model.lstm_size=32", "model.shared_trunk=true"], gym.spaces.Box(-1, 1, (4,), np.float32), 64),
+    # Separate towers with a core each (MAPPO's recurrent policy and critic): a 32-wide memory of two 16-wide states.
+    "lstm_towers": (["model.lstm_size=16"], gym.spaces.Box(-1, 1, (4,), np.float32), 64),
     "cnn": (
         ["model.type=cnn", "model.hidden=[128]", "model.shared_trunk=true"],
         gym.spaces.Box(0, 255, (4, 84, 84), np.uint8),
@@ -41,7 +43,8 @@ def make(model_name, seed=0):
     model = build_model(obs_space, gym.spaces.Discrete(3), load_config(None, overrides).model).eval()
     obs_space.seed(seed)
     obs = torch.from_numpy(np.stack([obs_space.sample() for _ in range(batch)]))
-    inputs = (obs,) + ((torch.randn(batch, 32), torch.randn(batch, 32)) if model.is_recurrent else ())
+    state = (batch, model.lstm_size)
+    inputs = (obs,) + ((torch.randn(state), torch.randn(state)) if model.is_recurrent else ())
     return model, inputs
 
 

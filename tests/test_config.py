@@ -77,11 +77,11 @@ def test_incompatible_combinations_all_reported():
 
 
 def test_lstm_rules():
-    assert errors(["model.lstm_size=16"]) == [
-        "model.shared_trunk=false: an LSTM model (model.lstm_size>0) needs shared_trunk: true"
-    ]
-    (line,) = errors(["model.lstm_size=16", "model.shared_trunk=true", "ppo.seq_len=48"])
-    assert line.startswith("ppo.seq_len=48: must divide rollout.rollout_length=128")
+    # Separate towers take a core each (MAPPO's recurrent policy and critic).
+    assert load_config(None, ["model.lstm_size=16"]).model.shared_trunk is False
+    for trunk in ("true", "false"):
+        (line,) = errors(["model.lstm_size=16", f"model.shared_trunk={trunk}", "ppo.seq_len=48"])
+        assert line.startswith("ppo.seq_len=48: must divide rollout.rollout_length=128")
 
 
 def test_no_stop_condition():

@@ -16,6 +16,7 @@ from distrl.learner import Learner
 MODELS = {
     "mlp": ("configs/cartpole.yaml", ["env.normalize_obs=true"]),
     "lstm": ("configs/cartpole_lstm.yaml", []),
+    "lstm_towers": ("configs/cartpole_lstm.yaml", ["model.shared_trunk=false"]),  # an LSTM core in each tower
     "cnn": ("configs/breakout.yaml", []),
 }
 

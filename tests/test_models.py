@@ -43,3 +43,36 @@ def test_lstm_sequence_equals_step_by_step_with_resets():
         pd, v, h, c = model(obs[step], h * keep, c * keep)
         torch.testing.assert_close(pd, pd_seq[step])
         torch.testing.assert_close(v, v_seq[step])
+
+
+def test_separate_recurrent_towers_unroll_step_by_step_and_keep_the_actor_off_the_critics_part():
+    # MAPPO's recurrent policy and critic: an LSTM core each, the memory the actor's state then the critic's.
+    space = gym.spaces.Dict({"actor": BOX, "critic": gym.spaces.Box(-1, 1, (7,), np.float32)})
+    cfg = load_config(None, ["model.lstm_size=8", "model.shared_trunk=false"]).model
+    torch.manual_seed(0)
+    model = build_model(space, gym.spaces.Discrete(3), cfg)
+    assert model.lstm_size == 16 and model.critic_lstm is not None
+    assert [arr.shape for arr in model.initial_state(4)] == [(4, 16), (4, 16)]
+    steps, batch = 5, 3
+    obs = torch.randn(steps, batch, 12)  # the flattened Dict: "actor" (5), then "critic" (7)
+    starts = torch.zeros(steps, batch, dtype=torch.bool)
+    starts[1, 2] = starts[3, 0] = True
+    h0, c0 = torch.randn(batch, 16), torch.randn(batch, 16)
+    pd_seq, v_seq = model.forward_sequence(obs, h0, c0, starts)
+    h, c = h0, c0
+    for step in range(steps):
+        keep = (~starts[step]).float()[:, None]
+        pd, v, h, c = model(obs[step], h * keep, c * keep)
+        torch.testing.assert_close(pd, pd_seq[step])
+        torch.testing.assert_close(v, v_seq[step])
+    # The actor reads neither the critic's part nor the critic's state; the critic reads both.
+    other = obs[0].clone()
+    other[:, 5:] += 1.0
+    h, c = h0.clone(), c0.clone()
+    h2, c2 = h.clone(), c.clone()
+    h2[:, 8:] += 1.0
+    pd, v, h_out, _ = model(obs[0], h, c)
+    pd_other, v_other, h_other, _ = model(other, h2, c2)
+    torch.testing.assert_close(pd, pd_other)
+    torch.testing.assert_close(h_out[:, :8], h_other[:, :8])
+    assert not torch.allclose(v, v_other) and not torch.allclose(h_out[:, 8:], h_other[:, 8:])

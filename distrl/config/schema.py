@@ -112,7 +112,11 @@ class ModelConfig(Section):
 
     activation: Literal["tanh", "relu", "elu", "gelu"] = "tanh"
     shared_trunk: bool = Field(False, description="actor and critic share the encoder")
-    lstm_size: NonNegativeInt = Field(0, description="LSTM core width after the encoder; 0 disables it")
+    lstm_size: NonNegativeInt = Field(
+        0,
+        description="LSTM core width after the encoder; 0 disables it. With shared_trunk: false the actor and the "
+        "critic each have a core of this width (MAPPO's recurrent policy and critic)",
+    )
     init_log_std: float = Field(0.0, description="initial log standard deviation of Gaussian (Box) policies")
     window: NonNegativeInt = Field(
         16,
@@ -873,8 +877,6 @@ class Config(Section):
                     "padding would be normalised away); use normalize_obs: false"
                 )
         if self.model.lstm_size > 0:
-            if not self.model.shared_trunk:
-                problems.append("model.shared_trunk=false: an LSTM model (model.lstm_size>0) needs shared_trunk: true")
             if self.rollout.rollout_length % self.ppo.seq_len:
                 problems.append(
                     f"ppo.seq_len={self.ppo.seq_len}: must divide rollout.rollout_length={self.rollout.rollout_length}"

@@ -3,7 +3,9 @@
 Shapes: ``B`` batch, ``T`` time. Feed-forward: ``forward(obs[B, ...]) -> (pd_params[B, P], value[B])``; an
 attention model with a window of ``W`` takes ``obs[B, W, ...]``, the env's last ``W`` observations.
 Recurrent: ``forward(obs, h[B, H], c[B, H]) -> (pd_params, value, h, c)``, and
-``forward_sequence`` for truncated BPTT in the learner.
+``forward_sequence`` for truncated BPTT in the learner. With separate towers (``model.shared_trunk: false``) the actor
+and the critic each have an LSTM core of ``model.lstm_size`` (MAPPO's recurrent policy and critic): ``H`` is twice
+that, the actor's state first.
 """
 
 from __future__ import annotations
@@ -93,7 +95,9 @@ class ActorCritic(nn.Module):
         # What forward takes: the observation space itself, or a Dict's or Tuple's flattening (common/spaces.py).
         self.observation_space = obs_space
         self.input_space = flat_observation_space(obs_space)
-        self.lstm_size = cfg.lstm_size
+        # The memory carried between steps: one core's state, or the actor's then the critic's with separate towers.
+        self.core_size = cfg.lstm_size
+        self.lstm_size = cfg.lstm_size * (1 if cfg.shared_trunk else 2)
         # Attention over a window: forward takes [B, window, *obs] (``distrl.data.memory.WindowMemory`` builds it).
         self.window = cfg.window if cfg.type == "attention" else 0
         self.shared_trunk = cfg.shared_trunk
@@ -105,19 +109,17 @@ class ActorCritic(nn.Module):
         self.actor_encoder = _encoder(obs_space, cfg, self.critic_only)
         self.critic_encoder = None if cfg.shared_trunk else _encoder(obs_space, cfg)
         feat = self.actor_encoder.out_dim
-        if self.lstm_size:
-            self.lstm = nn.LSTM(feat, self.lstm_size)
-            for name, param in self.lstm.named_parameters():
-                if "bias" in name:
-                    nn.init.zeros_(param)
-                else:
-                    nn.init.orthogonal_(param, 1.0)
-            feat = self.lstm_size
-        out = self.dist.action_dim
-        self.policy_head = orthogonal_init(nn.Linear(feat, out), 0.01)
         # The critic's own encoder may read more parts than the actor's (model.critic_parts): its width, not the
         # actor's.
         critic_width = feat if self.critic_encoder is None else self.critic_encoder.out_dim
+        self.critic_lstm = None
+        if self.core_size:
+            self.lstm = _lstm(feat, self.core_size)
+            if self.critic_encoder is not None:
+                self.critic_lstm = _lstm(critic_width, self.core_size)
+            feat = critic_width = self.core_size
+        out = self.dist.action_dim
+        self.policy_head = orthogonal_init(nn.Linear(feat, out), 0.01)
         self.value_head = orthogonal_init(nn.Linear(critic_width, 1), 1.0)
         if self.dist.kind == "gaussian":
             self.log_std = nn.Parameter(torch.full((out,), cfg.init_log_std))
@@ -142,9 +144,14 @@ class ActorCritic(nn.Module):
         if not self.is_recurrent:
             critic_features = features if self.critic_encoder is None else self.critic_encoder(obs)
             return self._pd_params(features), self.value_head(critic_features).squeeze(-1)
-        _, (h, c) = self.lstm(features.unsqueeze(0), (h.unsqueeze(0), c.unsqueeze(0)))
-        h, c = h.squeeze(0), c.squeeze(0)
-        return self._pd_params(h), self.value_head(h).squeeze(-1), h, c
+        if self.critic_lstm is None:
+            h, c = _step(self.lstm, features, h, c)
+            return self._pd_params(h), self.value_head(h).squeeze(-1), h, c
+        size = self.core_size
+        actor_h, actor_c = _step(self.lstm, features, h[:, :size], c[:, :size])
+        critic_h, critic_c = _step(self.critic_lstm, self.critic_encoder(obs), h[:, size:], c[:, size:])
+        value = self.value_head(critic_h).squeeze(-1)
+        return self._pd_params(actor_h), value, torch.cat([actor_h, critic_h], -1), torch.cat([actor_c, critic_c], -1)
 
     def forward_sequence(
         self, obs: torch.Tensor, h: torch.Tensor, c: torch.Tensor, starts: torch.Tensor
@@ -154,20 +161,49 @@ class ActorCritic(nn.Module):
         Returns ``pd_params [T, B, P]`` and ``values [T, B]``.
         """
         steps, batch = obs.shape[:2]
-        features = self.actor_encoder(obs.reshape(steps * batch, *obs.shape[2:])).reshape(steps, batch, -1)
+        flat = obs.reshape(steps * batch, *obs.shape[2:])
         keep = (1.0 - starts.float()).unsqueeze(-1)
-        h, c = h.unsqueeze(0), c.unsqueeze(0)
-        outputs = []
-        for t in range(steps):
-            h, c = h * keep[t], c * keep[t]
-            out, (h, c) = self.lstm(features[t : t + 1], (h, c))
-            outputs.append(out)
-        hidden = torch.cat(outputs, dim=0)
-        return self._pd_params(hidden), self.value_head(hidden).squeeze(-1)
+        features = self.actor_encoder(flat).reshape(steps, batch, -1)
+        if self.critic_lstm is None:
+            hidden = _unroll(self.lstm, features, h, c, keep)
+            return self._pd_params(hidden), self.value_head(hidden).squeeze(-1)
+        size = self.core_size
+        actor_hidden = _unroll(self.lstm, features, h[:, :size], c[:, :size], keep)
+        critic_features = self.critic_encoder(flat).reshape(steps, batch, -1)
+        critic_hidden = _unroll(self.critic_lstm, critic_features, h[:, size:], c[:, size:], keep)
+        return self._pd_params(actor_hidden), self.value_head(critic_hidden).squeeze(-1)
 
     def initial_state(self, batch: int) -> tuple[np.ndarray, np.ndarray]:
         zeros = np.zeros((batch, self.lstm_size), dtype=np.float32)
         return zeros, zeros.copy()
+
+
+def _lstm(width: int, size: int) -> nn.LSTM:
+    lstm = nn.LSTM(width, size)
+    for name, param in lstm.named_parameters():
+        if "bias" in name:
+            nn.init.zeros_(param)
+        else:
+            nn.init.orthogonal_(param, 1.0)
+    return lstm
+
+
+def _step(lstm: nn.LSTM, features: torch.Tensor, h: torch.Tensor, c: torch.Tensor):
+    """One step of ``lstm`` from ``h, c [B, H]``: the new ``h, c``."""
+    _, (h, c) = lstm(features.unsqueeze(0), (h.unsqueeze(0), c.unsqueeze(0)))
+    return h.squeeze(0), c.squeeze(0)
+
+
+def _unroll(lstm: nn.LSTM, features: torch.Tensor, h: torch.Tensor, c: torch.Tensor, keep: torch.Tensor):
+    """``lstm`` over ``features [T, B, F]`` from ``h, c [B, H]``, the state zeroed where ``keep [T, B, 1]`` is 0:
+    the hidden outputs ``[T, B, H]``."""
+    h, c = h.unsqueeze(0), c.unsqueeze(0)
+    outputs = []
+    for t in range(features.shape[0]):
+        h, c = h * keep[t], c * keep[t]
+        out, (h, c) = lstm(features[t : t + 1], (h, c))
+        outputs.append(out)
+    return torch.cat(outputs, dim=0)
 
 
 def build_model(obs_space: gym.Space, action_space: gym.Space, cfg: ModelConfig) -> ActorCritic:
