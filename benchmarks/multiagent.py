@@ -19,6 +19,10 @@ code reports: ``benchmarks/spread_reference.py``, which also places scripted tea
 - ``spread_mappo``: ``spread_relu`` with every MAPPO optimiser setting both systems have (128 copies x 25 steps an
   update, lr 7e-4, 10 epochs of one minibatch, gradient norm 10), and MAPPO's budget of 20M env steps (60M agent
   steps: about 75 minutes of distrl on a 2-core box; ``--steps`` for a part of it);
+- ``spread_mappo_world``: ``spread_mappo`` in MAPPO's world (landmarks in [-0.8, 0.8] as its MPE places them:
+  ``spread_reference.mappo_world``), where its users' figures come from, with MAPPO's value normaliser and Huber value
+  loss (``ppo.normalize_value``, ``ppo.value_loss: huber``); with ``--variants central_obs``, MAPPO's critic on every
+  agent's observation. About 100 minutes a seed on a 2-core box;
 - ``cartpole_team``: distrl's team of three CartPoles (``distrl.envs.testing:cartpole_team``), where the agents do not
   interact: a central critic has nothing to add there (what --quick runs).
 
@@ -28,6 +32,7 @@ code reports: ``benchmarks/spread_reference.py``, which also places scripted tea
     python benchmarks/multiagent.py --tasks spread_relu --variants independent rllib --seeds 0 1 2 3
     python benchmarks/multiagent.py --tasks spread_mappo --variants independent rllib --seeds 0 --steps 12000000
     python benchmarks/multiagent.py --variants independent central_obs --seeds 0 1 2
+    python benchmarks/multiagent.py --tasks spread_mappo_world --variants central_obs --seeds 0 --runs-dir runs/spread
     python benchmarks/multiagent.py --variants independent --set ppo.anneal_lr=true   # distrl's runs with a setting
     python benchmarks/multiagent.py --quick                              # cartpole_team, 20k agent steps, 2 variants
 """
@@ -367,7 +372,7 @@ def main(argv=None) -> int:
             if (args.runs_dir / f"{task}_{variant}_seed{seed}").exists()
         ]
         if taken:
-            parser.error(f"--runs-dir {args.runs_dir}: {', '.join(taken)} exists already; choose another directory")
+            parser.error(f"--runs-dir {args.runs_dir}: {', '.join(taken)} already there; choose another directory")
     info = machine_info()
     print_machine(info)
     rows, failures = [], []

@@ -85,7 +85,6 @@ def test_every_script_answers_help_and_has_a_quick_mode():
         pytest.param("reserve_cores", marks=pytest.mark.slow),
         pytest.param("startup", marks=pytest.mark.slow),
         pytest.param("learner_defaults", marks=pytest.mark.slow),
-        pytest.param("multiagent", marks=pytest.mark.slow),
         pytest.param("minatar", marks=[pytest.mark.slow, MINATAR]),  # both models trained end to end on MinAtar
         pytest.param("value_norm", marks=pytest.mark.slow),
     ],
@@ -98,6 +97,22 @@ def test_quick_run_writes_results(name, tmp_path):
     payload = json.loads(json_file.read_text())
     assert payload["machine"]["torch"] and payload["rows"]
     assert (json_file.with_suffix(".md")).read_text().startswith("Machine: ")
+
+
+@pytest.mark.slow
+def test_multiagent_quick_run_keeps_its_run_directories_when_asked_and_never_reuses_one(tmp_path):
+    runs = tmp_path / "runs"
+    result = run_script("multiagent", "--quick", "--results-dir", str(tmp_path / "results"), "--runs-dir", str(runs))
+    assert result.returncode == 0, result.stderr[-3000:]
+    payload = json.loads(next((tmp_path / "results").glob("*.json")).read_text())
+    assert [(row["variant"], row["seed"]) for row in payload["rows"]] == [("independent", 0), ("central_obs", 0)]
+    for variant in ("independent", "central_obs"):  # what distrl eval and distrl plot read
+        run = runs / f"cartpole_team_{variant}_seed0"
+        assert json.loads((run / "summary.json").read_text())["env_steps"] >= 20_000
+        assert list((run / "checkpoints").glob("*.pt"))
+    again = run_script("multiagent", "--quick", "--results-dir", str(tmp_path / "again"), "--runs-dir", str(runs))
+    assert again.returncode == 2 and not (tmp_path / "again").exists()
+    assert "cartpole_team_independent_seed0, cartpole_team_central_obs_seed0 already there" in again.stderr
 
 
 @pytest.mark.slow
