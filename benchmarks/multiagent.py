@@ -22,7 +22,8 @@ code reports: ``benchmarks/spread_reference.py``, which also places scripted tea
 - ``spread_mappo_world``: ``spread_mappo`` in MAPPO's world (landmarks in [-0.8, 0.8] as its MPE places them:
   ``spread_reference.mappo_world``), where its users' figures come from, with MAPPO's value normaliser and Huber value
   loss (``ppo.normalize_value``, ``ppo.value_loss: huber``); with ``--variants central_obs``, MAPPO's critic on every
-  agent's observation. About 100 minutes a seed on a 2-core box;
+  agent's observation, and with ``--variants central_obs_lstm`` its recurrent policy and critic too (``rmappo``). About
+  100 minutes a seed on a 2-core box (``central_obs``);
 - ``cartpole_team``: distrl's team of three CartPoles (``distrl.envs.testing:cartpole_team``), where the agents do not
   interact: a central critic has nothing to add there (what --quick runs).
 
@@ -140,6 +141,8 @@ TAIL = 0.1  # the share of a run's steps its "last steps" return averages over
 VARIANTS = {
     "independent": ["agents.critic=local"],  # parameter sharing, each agent's critic on its own observation
     "central_obs": ["agents.critic=observations"],  # MAPPO's concatenated local observations
+    # MAPPO's recurrent policy and critic (rmappo): an LSTM core in each tower, unrolled over a whole 25-step episode
+    "central_obs_lstm": ["agents.critic=observations", "model.lstm_size=64", f"ppo.seq_len={STEPS}"],
     "central_state": ["agents.critic=state"],  # the env's global state (cartpole_team has none)
     "per_agent": ["agents.policies=per_agent"],  # a policy (and critic) per agent, no sharing
     "rllib": None,  # RLlib's multi-agent PPO, one shared policy, the same settings (rllib_run below)
@@ -379,8 +382,8 @@ def main(argv=None) -> int:
     for task in args.tasks:
         steps = args.steps or TASKS[task][1]
         for variant in args.variants:
-            if variant in ("central_state", "rllib") and task == "cartpole_team":
-                continue  # no global state; RLlib runs the spread tasks
+            if variant in ("central_state", "rllib", "central_obs_lstm") and task == "cartpole_team":
+                continue  # no global state; RLlib and the 25-step unroll are for the spread tasks
             for seed in args.seeds:
                 try:
                     row = run(task, variant, seed, steps, args.overrides, args.runs_dir)
