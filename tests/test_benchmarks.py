@@ -99,6 +99,22 @@ def test_quick_run_writes_results(name, tmp_path):
     assert (json_file.with_suffix(".md")).read_text().startswith("Machine: ")
 
 
+def test_every_multiagent_task_and_variant_is_a_config_distrl_takes():
+    from benchmarks.multiagent import SKIPPED, TASKS, VARIANTS
+    from distrl.config import load_config
+
+    for task, (overrides, _) in TASKS.items():
+        for variant, items in VARIANTS.items():
+            if items is None or (variant, task) in SKIPPED:
+                continue
+            config = load_config(ROOT / "configs" / "cartpole.yaml", overrides + items)
+            assert config.stop.episode_return_mean is None, (task, variant)  # every run takes its whole budget
+    rmappo = TASKS["spread_mappo_world"][0] + VARIANTS["central_obs_lstm"]
+    world = load_config(ROOT / "configs" / "cartpole.yaml", rmappo)
+    assert world.env.id == "benchmarks.spread_reference:mappo_world" and world.model.lstm_size == 64
+    assert world.ppo.normalize_value and world.ppo.value_loss == "huber" and world.agents.critic == "observations"
+
+
 @pytest.mark.slow
 def test_multiagent_quick_run_keeps_its_run_directories_when_asked_and_never_reuses_one(tmp_path):
     runs = tmp_path / "runs"
