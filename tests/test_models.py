@@ -27,22 +27,26 @@ def test_cnn_on_uint8_frames():
     assert pd.shape == (2, 4) and v.shape == (2,)
 
 
+def assert_unroll_equals_steps(model, obs, starts, h0, c0):
+    """``forward_sequence`` over ``obs[T, B, ...]`` is ``forward`` step by step, the states zeroed at ``starts``."""
+    pd_seq, v_seq = model.forward_sequence(obs, h0, c0, starts)
+    h, c = h0, c0
+    for step in range(obs.shape[0]):
+        keep = (~starts[step]).float()[:, None]
+        pd, v, h, c = model(obs[step], h * keep, c * keep)
+        torch.testing.assert_close(pd, pd_seq[step])
+        torch.testing.assert_close(v, v_seq[step])
+
+
 def test_lstm_sequence_equals_step_by_step_with_resets():
     cfg = load_config(None, ["model.lstm_size=8", "model.shared_trunk=true"]).model
     torch.manual_seed(0)
     model = build_model(BOX, gym.spaces.Discrete(2), cfg)
     steps, batch = 6, 3
-    obs = torch.randn(steps, batch, 5)
     starts = torch.zeros(steps, batch, dtype=torch.bool)
     starts[2, 0] = starts[4, 2] = True
     h0, c0 = torch.randn(batch, 8), torch.randn(batch, 8)
-    pd_seq, v_seq = model.forward_sequence(obs, h0, c0, starts)
-    h, c = h0, c0
-    for step in range(steps):
-        keep = (~starts[step]).float()[:, None]
-        pd, v, h, c = model(obs[step], h * keep, c * keep)
-        torch.testing.assert_close(pd, pd_seq[step])
-        torch.testing.assert_close(v, v_seq[step])
+    assert_unroll_equals_steps(model, torch.randn(steps, batch, 5), starts, h0, c0)
 
 
 def test_separate_recurrent_towers_unroll_step_by_step_and_keep_the_actor_off_the_critics_part():
@@ -58,13 +62,7 @@ def test_separate_recurrent_towers_unroll_step_by_step_and_keep_the_actor_off_th
     starts = torch.zeros(steps, batch, dtype=torch.bool)
     starts[1, 2] = starts[3, 0] = True
     h0, c0 = torch.randn(batch, 16), torch.randn(batch, 16)
-    pd_seq, v_seq = model.forward_sequence(obs, h0, c0, starts)
-    h, c = h0, c0
-    for step in range(steps):
-        keep = (~starts[step]).float()[:, None]
-        pd, v, h, c = model(obs[step], h * keep, c * keep)
-        torch.testing.assert_close(pd, pd_seq[step])
-        torch.testing.assert_close(v, v_seq[step])
+    assert_unroll_equals_steps(model, obs, starts, h0, c0)
     # The actor reads neither the critic's part nor the critic's state; the critic reads both.
     other = obs[0].clone()
     other[:, 5:] += 1.0
