@@ -62,7 +62,7 @@ from benchmarks.common import (
     study_name,
     write_results,
 )
-from benchmarks.spread_reference import AGENTS, STEPS, mappo_return, mappo_world
+from benchmarks.spread_reference import AGENTS, STEPS, mappo_return, spread
 
 # The world mappo_return converts returns of (spread_reference.py): AGENTS agents, STEPS steps an episode.
 SPREAD_ENV = [
@@ -126,7 +126,10 @@ TASKS = {
     "spread": (SPREAD_ENV + distrl_settings(SETTINGS["spread"]), 1_000_000),
     "spread_relu": (SPREAD_ENV + distrl_settings(SETTINGS["spread_relu"]), 1_000_000),
     "spread_mappo": (SPREAD_ENV + distrl_settings(SETTINGS["spread_mappo"]), MAPPO_BUDGET),
-    "spread_mappo_world": (MAPPO_WORLD_ENV + distrl_settings(SETTINGS["spread_mappo"]) + MAPPO_VALUE, MAPPO_BUDGET),
+    "spread_mappo_world": (
+        MAPPO_WORLD_ENV + distrl_settings(SETTINGS["spread_mappo_world"]) + MAPPO_VALUE,
+        MAPPO_BUDGET,
+    ),
     "cartpole_team": (
         [
             "env.id=distrl.envs.testing:cartpole_team",
@@ -181,11 +184,9 @@ def run_rllib(task: str, seed: int, steps: int) -> dict:
 
 
 def spread_env(config=None):
-    from mpe2 import simple_spread_v3
     from ray.rllib.env.wrappers.pettingzoo_env import ParallelPettingZooEnv
 
-    make = mappo_world if (config or {}).get("mappo_world") else simple_spread_v3.parallel_env
-    return ParallelPettingZooEnv(make(N=AGENTS, max_cycles=STEPS, continuous_actions=False))
+    return ParallelPettingZooEnv(spread("mappo" if (config or {}).get("mappo_world") else "mpe2"))
 
 
 def rllib_run(task: str, seed: int, steps: int) -> None:
@@ -281,6 +282,19 @@ def tail_mean(curve: list, fraction: float = TAIL) -> float:
     return statistics.fmean(ret for steps, ret in reported if steps >= (1 - fraction) * last)
 
 
+def run_name(task: str, variant: str, seed: int) -> str:
+    """A kept run directory's name under ``--runs-dir``."""
+    return f"{task}_{variant}_seed{seed}"
+
+
+def planned(tasks: list[str], variants: list[str], seeds: list[int]):
+    """The ``(task, variant, seed)`` runs an invocation makes, in order (the pairs in ``SKIPPED`` left out)."""
+    for task in tasks:
+        for variant in variants:
+            if (variant, task) not in SKIPPED:
+                yield from ((task, variant, seed) for seed in seeds)
+
+
 def run(task: str, variant: str, seed: int, steps: int, extra: list[str], runs_dir: Path | None = None) -> dict:
     """One run of ``variant`` on ``task``; ``extra``: ``--set`` items after the task's and the variant's (distrl
     only); ``runs_dir``: keep distrl's run directory there (checkpoints, metrics) instead of a temporary one."""
@@ -288,7 +302,7 @@ def run(task: str, variant: str, seed: int, steps: int, extra: list[str], runs_d
         return run_rllib(task, seed, steps)
     overrides, _ = TASKS[task]
     with tempfile.TemporaryDirectory() as tmp:
-        run_dir = runs_dir / f"{task}_{variant}_seed{seed}" if runs_dir else Path(tmp) / "run"
+        run_dir = runs_dir / run_name(task, variant, seed) if runs_dir else Path(tmp) / "run"
         cmd = [
             sys.executable,
             "-m",
@@ -369,38 +383,28 @@ def main(argv=None) -> int:
             20_000,
         )
     if args.runs_dir:
-        taken = [
-            f"{task}_{variant}_seed{seed}"
-            for task in args.tasks
-            for variant in args.variants
-            for seed in args.seeds
-            if (args.runs_dir / f"{task}_{variant}_seed{seed}").exists()
-        ]
+        names = [run_name(*planned_run) for planned_run in planned(args.tasks, args.variants, args.seeds)]
+        taken = [name for name in names if (args.runs_dir / name).exists()]
         if taken:
             parser.error(f"--runs-dir {args.runs_dir}: {', '.join(taken)} already there; choose another directory")
     info = machine_info()
     print_machine(info)
     rows, failures = [], []
-    for task in args.tasks:
-        steps = args.steps or TASKS[task][1]
-        for variant in args.variants:
-            if (variant, task) in SKIPPED:
-                continue
-            for seed in args.seeds:
-                try:
-                    row = run(task, variant, seed, steps, args.overrides, args.runs_dir)
-                except Exception as exc:
-                    failures.append(str(exc))
-                    print(f"FAILED {exc}", flush=True)
-                    continue
-                row["tail_return"] = tail_mean(row["curve"])
-                rows.append(row)
-                print(
-                    f"{task:14s} {variant:14s} seed {seed}: return {row['final_return']:8.2f} (best "
-                    f"{row['best_return']:8.2f}) "
-                    f"at {row['env_steps']:,} agent steps in {row['wall_s']:.0f} s",
-                    flush=True,
-                )
+    for task, variant, seed in planned(args.tasks, args.variants, args.seeds):
+        try:
+            row = run(task, variant, seed, args.steps or TASKS[task][1], args.overrides, args.runs_dir)
+        except Exception as exc:
+            failures.append(str(exc))
+            print(f"FAILED {exc}", flush=True)
+            continue
+        row["tail_return"] = tail_mean(row["curve"])
+        rows.append(row)
+        print(
+            f"{task:14s} {variant:14s} seed {seed}: return {row['final_return']:8.2f} (best "
+            f"{row['best_return']:8.2f}) "
+            f"at {row['env_steps']:,} agent steps in {row['wall_s']:.0f} s",
+            flush=True,
+        )
     summary = []
     for task in args.tasks:
         for variant in args.variants:

@@ -65,7 +65,7 @@ MAPPO_LANDMARK_RANGE = 0.8  # MAPPO's MPE places landmarks in [-0.8, 0.8] (mpe2:
 def mappo_world(**kwargs):
     """mpe2's ``simple_spread_v3`` parallel env (``kwargs`` as its own) in MAPPO's world: landmarks placed in
     [-0.8, 0.8], as MAPPO's MPE places them; everything else is mpe2's. ``env.id:
-    benchmarks.spread_reference:mappo_world`` trains on it (``benchmarks/multiagent.py``'s ``_mappo_world`` tasks)."""
+    benchmarks.spread_reference:mappo_world`` trains on it (``benchmarks/multiagent.py``'s ``spread_mappo_world``)."""
     from mpe2 import simple_spread_v3
 
     env = simple_spread_v3.parallel_env(**kwargs)
@@ -79,6 +79,15 @@ def mappo_world(**kwargs):
 
     scenario.reset_world = reset_world
     return env
+
+
+def spread(placement: str = "mpe2"):
+    """The spread env these scripts play and train on (AGENTS agents, STEPS steps, discrete actions), in the world of
+    ``placement``: ``mpe2`` (landmarks in [-1, 1]) or ``mappo`` (``mappo_world``)."""
+    from mpe2 import simple_spread_v3
+
+    make = mappo_world if placement == "mappo" else simple_spread_v3.parallel_env
+    return make(N=AGENTS, max_cycles=STEPS, continuous_actions=False)
 
 
 def toward(agent, target) -> int:
@@ -132,10 +141,7 @@ def play(policy: str, episodes: int, seed: int, placement: str = "mpe2") -> dict
     """``episodes`` episodes of ``policy`` in the world of ``placement`` (``mpe2``, or ``mappo``: MAPPO's landmark
     placement): its per-agent returns, MAPPO's returns read off the world, and the largest gap between MAPPO's return
     and ``mappo_return`` of the per-agent return."""
-    from mpe2 import simple_spread_v3
-
-    make = mappo_world if placement == "mappo" else simple_spread_v3.parallel_env
-    env = make(N=AGENTS, max_cycles=STEPS, continuous_actions=False)
+    env = spread(placement)
     act = POLICIES[policy][1]
     rng = np.random.default_rng(seed)
     ours, theirs = [], []

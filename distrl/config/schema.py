@@ -151,6 +151,12 @@ class ModelConfig(Section):
             )
         return value
 
+    def describe_lstm(self) -> str:
+        """The LSTM core in the words of the start-up summary and setup.txt ("" without one)."""
+        if not self.lstm_size:
+            return ""
+        return f"lstm {self.lstm_size}" + ("" if self.shared_trunk else " in each tower")
+
 
 WORKER_BACKENDS = tuple(BACKENDS)  # the worker backends' table (distrl/compile/backends/__init__.py)
 WorkerBackend = Literal[WORKER_BACKENDS]  # type: ignore[valid-type]

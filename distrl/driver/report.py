@@ -93,8 +93,7 @@ def start_screen(
     agents = cfg.env.agents_per_copy or 1
     slots = f" x {agents} agents" if agents > 1 else ""  # each agent of each copy a slot of the batch
     lines.append(f"  env      {cfg.env.id}: {workers} x {cfg.env.num_envs_per_worker} envs{slots}")
-    towers = "" if cfg.model.shared_trunk else " in each tower"
-    lstm = f" + lstm {cfg.model.lstm_size}{towers}" if cfg.model.lstm_size else ""
+    lstm = f" + {cfg.model.describe_lstm()}" if cfg.model.lstm_size else ""
     lines.append(f"  model    {cfg.model.type} {cfg.model.hidden} {cfg.model.activation}{lstm}")
     used = backends_in_use([i["backend"] for i in actors.backend_infos])
     requested = actors.backend_infos[0]["requested"]
@@ -134,8 +133,7 @@ def choice_lines(config: Config, backend_infos: list[dict], learner_info: dict, 
         f"  env      {cfg.env.id}: {cfg.rollout.describe_workers()} workers x {cfg.env.num_envs_per_worker} envs "
         f"({vectorization}), action_repeat {cfg.env.action_repeat}, normalize {cfg.env.describe_normalize()}"
     )
-    towers = "" if cfg.model.shared_trunk else " in each tower"
-    lstm = f", lstm {cfg.model.lstm_size}{towers}" if cfg.model.lstm_size else ""
+    lstm = f", {cfg.model.describe_lstm()}" if cfg.model.lstm_size else ""
     say(
         f"  model    {cfg.model.type} {cfg.model.hidden} {cfg.model.activation}, shared_trunk "
         f"{cfg.model.shared_trunk}{lstm}"
