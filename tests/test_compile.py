@@ -29,6 +29,8 @@ MODELS = {
     "lstm": (["model.lstm_size=32", "model.shared_trunk=true"], gym.spaces.Box(-1, 1, (4,), np.float32), 64),
     # Separate towers with a core each (MAPPO's recurrent policy and critic): a 32-wide memory of two 16-wide states.
     "lstm_towers": (["model.lstm_size=16"], gym.spaces.Box(-1, 1, (4,), np.float32), 64),
+    # MAPPO's LayerNorms on the input and after each dense layer.
+    "layer_norm": (["model.layer_norm=true"], gym.spaces.Box(-1, 1, (4,), np.float32), 64),
     "cnn": (
         ["model.type=cnn", "model.hidden=[128]", "model.shared_trunk=true"],
         gym.spaces.Box(0, 255, (4, 84, 84), np.uint8),

@@ -84,6 +84,15 @@ def test_lstm_rules():
         assert line.startswith("ppo.seq_len=48: must divide rollout.rollout_length=128")
 
 
+def test_layer_norm_is_for_dense_layers():
+    assert load_config(None, ["model.layer_norm=true", "model.type=cnn"]).model.layer_norm
+    # The start-up summary and setup.txt say so.
+    assert load_config(None, ["model.layer_norm=true"]).model.describe_layers() == "mlp [64, 64] tanh, layer norm"
+    assert load_config(None, []).model.describe_layers() == "mlp [64, 64] tanh"
+    (line,) = errors(["model.layer_norm=true", "model.type=attention"])
+    assert line.startswith("model.layer_norm=true: an attention model has its own LayerNorms")
+
+
 def test_no_stop_condition():
     (line,) = errors(["stop.env_steps=null"])
     assert "set at least one stop condition" in line

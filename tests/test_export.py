@@ -17,6 +17,7 @@ MODELS = {
     "mlp": ("configs/cartpole.yaml", ["env.normalize_obs=true"]),
     "lstm": ("configs/cartpole_lstm.yaml", []),
     "lstm_towers": ("configs/cartpole_lstm.yaml", ["model.shared_trunk=false"]),  # an LSTM core in each tower
+    "layer_norm": ("configs/cartpole.yaml", ["model.layer_norm=true"]),  # MAPPO's LayerNorms
     "cnn": ("configs/breakout.yaml", []),
 }
 

@@ -27,6 +27,30 @@ def test_cnn_on_uint8_frames():
     assert pd.shape == (2, 4) and v.shape == (2,)
 
 
+def test_layer_norm_normalises_the_input_and_each_layer():
+    cfg = load_config(None, ["model.layer_norm=true", "model.activation=relu"]).model
+    torch.manual_seed(0)
+    model = build_model(BOX, gym.spaces.Discrete(3), cfg)
+    obs = torch.randn(6, 5)
+    features = model.actor_encoder(obs)
+    # Each row of features has mean 0 and variance 1 (the last LayerNorm, at its initial scale 1 and shift 0)...
+    torch.testing.assert_close(features.mean(-1), torch.zeros(6), atol=1e-5, rtol=0)
+    torch.testing.assert_close(features.var(-1, unbiased=False), torch.ones(6), atol=1e-3, rtol=0)
+    # ...and the input's LayerNorm makes the model blind to each observation's own offset and scale.
+    pd, value = model(obs)
+    pd_moved, value_moved = model(3.0 * obs + torch.arange(6.0)[:, None])
+    torch.testing.assert_close(pd_moved, pd, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(value_moved, value, atol=1e-5, rtol=1e-4)
+    plain = build_model(BOX, gym.spaces.Discrete(3), load_config(None, ["model.activation=relu"]).model)
+    assert not any(isinstance(m, torch.nn.LayerNorm) for m in plain.modules())
+    # A cnn's dense layers take one each after the convolutions (an image's pixels are not normalised per row).
+    cnn = load_config(None, ["model.type=cnn", "model.hidden=[32]", "model.layer_norm=true"]).model
+    model = build_model(gym.spaces.Box(0, 255, (4, 36, 36), np.uint8), gym.spaces.Discrete(4), cnn)
+    assert [type(m) for m in model.actor_encoder.fc] == [torch.nn.Linear, torch.nn.Tanh, torch.nn.LayerNorm]
+    pd, value = model(torch.randint(0, 255, (2, 4, 36, 36), dtype=torch.uint8))
+    assert pd.shape == (2, 4) and value.shape == (2,)
+
+
 def assert_unroll_equals_steps(model, obs, starts, h0, c0):
     """``forward_sequence`` over ``obs[T, B, ...]`` is ``forward`` step by step, the states zeroed at ``starts``."""
     pd_seq, v_seq = model.forward_sequence(obs, h0, c0, starts)

@@ -111,6 +111,11 @@ class ModelConfig(Section):
     )
 
     activation: Literal["tanh", "relu", "elu", "gelu"] = "tanh"
+    layer_norm: bool = Field(
+        False,
+        description="a LayerNorm after each dense layer, and over a vector observation's features before the first "
+        "(MAPPO's feature normalisation and MLP layers); mlp and cnn models, and a Dict's parts",
+    )
     shared_trunk: bool = Field(False, description="actor and critic share the encoder")
     lstm_size: NonNegativeInt = Field(
         0,
@@ -150,6 +155,10 @@ class ModelConfig(Section):
                 "above 0), e.g. [[16, 3, 1]]; or null for the default"
             )
         return value
+
+    def describe_layers(self) -> str:
+        """The encoder in the words of the start-up summary and setup.txt, e.g. "mlp [64, 64] relu, layer norm"."""
+        return f"{self.type} {self.hidden} {self.activation}" + (", layer norm" if self.layer_norm else "")
 
     def describe_lstm(self) -> str:
         """The LSTM core in the words of the start-up summary and setup.txt ("" without one)."""
@@ -876,6 +885,11 @@ class Config(Section):
                 problems.append(
                     f"model.lstm_size={self.model.lstm_size}: an attention model keeps its memory in "
                     "model.window; use lstm_size: 0"
+                )
+            if self.model.layer_norm:
+                problems.append(
+                    "model.layer_norm=true: an attention model has its own LayerNorms (pre-norm blocks); use "
+                    "layer_norm: false"
                 )
             if self.env.normalize_obs and self.model.window > 0:
                 problems.append(

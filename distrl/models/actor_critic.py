@@ -10,8 +10,6 @@ that, the actor's state first.
 
 from __future__ import annotations
 
-import math
-
 import gymnasium as gym
 import numpy as np
 import torch
@@ -23,19 +21,18 @@ from distrl.models.conv import ConvEncoder
 from distrl.models.distributions import ActionDist
 from distrl.models.fit import critic_only_parts, critic_parts_problem
 from distrl.models.image import conv_plan
-from distrl.models.layers import ACTIVATIONS, orthogonal_init
+from distrl.models.layers import dense_layers, orthogonal_init
 
 
 class MLPEncoder(nn.Module):
-    def __init__(self, obs_dim: int, hidden: list[int], activation: str):
+    """Dense layers over a flat vector; with ``layer_norm``, a LayerNorm over the input's features first and after
+    each layer (MAPPO's feature normalisation and MLP layers)."""
+
+    def __init__(self, obs_dim: int, hidden: list[int], activation: str, layer_norm: bool = False):
         super().__init__()
-        layers: list[nn.Module] = []
-        width = obs_dim
-        for size in hidden:
-            layers += [orthogonal_init(nn.Linear(width, size), math.sqrt(2)), ACTIVATIONS[activation]()]
-            width = size
-        self.net = nn.Sequential(*layers)
-        self.out_dim = width
+        norm = [nn.LayerNorm(obs_dim)] if layer_norm else []
+        self.net = nn.Sequential(*norm, *dense_layers(obs_dim, hidden, activation, layer_norm))
+        self.out_dim = hidden[-1]
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         # The weights' dtype, not a fixed float32: the compile check runs a float64 copy.
@@ -53,9 +50,11 @@ class StructuredEncoder(nn.Module):
         encoders = []
         for part in parts:
             if part.image:  # the encoder moves channels last to first itself
-                encoders.append(ConvEncoder(conv_plan(part.shape, part.space.dtype, cfg), cfg.activation))
+                encoders.append(
+                    ConvEncoder(conv_plan(part.shape, part.space.dtype, cfg), cfg.activation, cfg.layer_norm)
+                )
             else:
-                encoders.append(MLPEncoder(part.size, cfg.hidden, cfg.activation))
+                encoders.append(MLPEncoder(part.size, cfg.hidden, cfg.activation, cfg.layer_norm))
         self.encoders = nn.ModuleList(encoders)
         self.out_dim = sum(e.out_dim for e in encoders)
 
@@ -84,8 +83,8 @@ def _encoder(obs_space: gym.Space, cfg: ModelConfig, leave_out: tuple[str, ...] 
             obs_space.shape[0], obs_space.shape[1], cfg.d_model, cfg.heads, cfg.layers, cfg.causal, cfg.pool
         )
     if cfg.type == "cnn":
-        return ConvEncoder(conv_plan(obs_space.shape, obs_space.dtype, cfg), cfg.activation)
-    return MLPEncoder(int(np.prod(obs_space.shape)), cfg.hidden, cfg.activation)
+        return ConvEncoder(conv_plan(obs_space.shape, obs_space.dtype, cfg), cfg.activation, cfg.layer_norm)
+    return MLPEncoder(int(np.prod(obs_space.shape)), cfg.hidden, cfg.activation, cfg.layer_norm)
 
 
 class ActorCritic(nn.Module):

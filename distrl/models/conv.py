@@ -13,13 +13,13 @@ import torch
 from torch import nn
 
 from distrl.models.image import ConvPlan
-from distrl.models.layers import ACTIVATIONS, orthogonal_init
+from distrl.models.layers import dense_layers, orthogonal_init
 
 
 class ConvEncoder(nn.Module):
     """Images ``[B, C, H, W]`` (or ``[B, H, W, C]`` where the plan says channels last) to features ``[B, F]``."""
 
-    def __init__(self, plan: ConvPlan, activation: str):
+    def __init__(self, plan: ConvPlan, activation: str, layer_norm: bool = False):
         super().__init__()
         layers: list[nn.Module] = []
         channels = plan.chw[0]
@@ -27,13 +27,8 @@ class ConvEncoder(nn.Module):
             layers += [orthogonal_init(nn.Conv2d(channels, out, kernel, stride=stride), math.sqrt(2)), nn.ReLU()]
             channels = out
         self.conv = nn.Sequential(*layers, nn.Flatten())
-        dense: list[nn.Module] = []
-        width = plan.flat
-        for size in plan.dense:
-            dense += [orthogonal_init(nn.Linear(width, size), math.sqrt(2)), ACTIVATIONS[activation]()]
-            width = size
-        self.fc = nn.Sequential(*dense)
-        self.out_dim = width
+        self.fc = nn.Sequential(*dense_layers(plan.flat, plan.dense, activation, layer_norm))
+        self.out_dim = plan.dense[-1]
         self.channels_last = plan.channels_last
         self.scale = plan.scale
 
