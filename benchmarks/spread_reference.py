@@ -62,10 +62,15 @@ def mappo_step_reward(world) -> float:
 MAPPO_LANDMARK_RANGE = 0.8  # MAPPO's MPE places landmarks in [-0.8, 0.8] (mpe2: [-1, 1]); agents in [-1, 1] in both
 
 
-def mappo_world(**kwargs):
+def mappo_world(shared_reward: bool = False, **kwargs):
     """mpe2's ``simple_spread_v3`` parallel env (``kwargs`` as its own) in MAPPO's world: landmarks placed in
     [-0.8, 0.8], as MAPPO's MPE places them; everything else is mpe2's. ``env.id:
-    benchmarks.spread_reference:mappo_world`` trains on it (``benchmarks/multiagent.py``'s ``spread_mappo_world``)."""
+    benchmarks.spread_reference:mappo_world`` trains on it (``benchmarks/multiagent.py``'s ``spread_mappo_world``).
+
+    With ``shared_reward``, every agent gets the team's mean reward each step, as MAPPO's MPE gives every agent the
+    team's sum (the same up to its scale): each agent then learns the objective MAPPO's scale measures, where mpe2's
+    own reward weighs the agent's own collisions by a half beside half the team's distance (1.5 times what the team's
+    return counts them). The per-agent return is then the team's mean, and ``mappo_return`` converts it alike."""
     from mpe2 import simple_spread_v3
 
     env = simple_spread_v3.parallel_env(**kwargs)
@@ -78,7 +83,19 @@ def mappo_world(**kwargs):
             landmark.state.p_pos = landmark.state.p_pos * MAPPO_LANDMARK_RANGE
 
     scenario.reset_world = reset_world
-    return env
+    if not shared_reward:
+        return env
+    from pettingzoo.utils import BaseParallelWrapper  # mpe2's own dependency
+
+    class SharedReward(BaseParallelWrapper):
+        """Every agent's reward is the team's mean reward of the step."""
+
+        def step(self, actions):
+            obs, rewards, terminations, truncations, infos = self.env.step(actions)
+            team = sum(rewards.values()) / len(rewards) if rewards else 0.0
+            return obs, dict.fromkeys(rewards, team), terminations, truncations, infos
+
+    return SharedReward(env)
 
 
 def spread(placement: str = "mpe2"):

@@ -436,6 +436,34 @@ def test_mappo_world_places_landmarks_as_mappos_mpe_and_leaves_the_rest_to_mpe2(
     assert theirs.state().shape == ours.state().shape
 
 
+def test_mappo_world_with_shared_reward_gives_every_agent_the_teams_mean_and_nothing_else_changes():
+    pytest.importorskip("mpe2")
+    import numpy as np
+
+    from benchmarks.spread_reference import mappo_world
+
+    shared = mappo_world(shared_reward=True, N=3, max_cycles=25, continuous_actions=False)
+    own = mappo_world(N=3, max_cycles=25, continuous_actions=False)
+    rng = np.random.default_rng(0)
+    for seed in range(3):
+        obs_shared, _ = shared.reset(seed=seed)
+        obs_own, _ = own.reset(seed=seed)
+        touched = False
+        while own.agents:
+            actions = {agent: int(rng.integers(5)) for agent in own.agents}
+            obs_shared, rewards_shared, *ends_shared = shared.step(actions)
+            obs_own, rewards_own, *ends_own = own.step(actions)
+            assert ends_shared[:2] == ends_own[:2] and list(obs_shared) == list(obs_own)
+            for agent in obs_own:
+                np.testing.assert_array_equal(obs_shared[agent], obs_own[agent])
+            team = np.mean(list(rewards_own.values()))
+            assert rewards_shared == {agent: pytest.approx(team) for agent in rewards_own}
+            touched |= len(set(rewards_own.values())) > 1  # a step where the agents' own rewards differ
+        assert shared.agents == own.agents == []
+    assert touched  # (a collision happened: the check above compared unequal rewards, not only equal ones)
+    assert shared.unwrapped is not shared and shared.state().shape == own.state().shape
+
+
 def test_a_benchmark_writes_a_fresh_directory_unless_told_to_write_the_repositorys_tables():
     import argparse
 
