@@ -23,7 +23,7 @@ code reports: ``benchmarks/spread_reference.py``, which also places scripted tea
   ``spread_reference.mappo_world``), where its users' figures come from, with MAPPO's value normaliser and Huber value
   loss (``ppo.normalize_value``, ``ppo.value_loss: huber``); with ``--variants central_obs``, MAPPO's critic on every
   agent's observation, and with ``--variants central_obs_lstm`` its recurrent policy and critic too (``rmappo``). About
-  120 minutes a seed on a 2-core box (``central_obs``), 150 (``central_obs_lstm``);
+  110 minutes a seed alone on a 2-core box (``central_obs``), 150 (``central_obs_lstm``);
 - ``cartpole_team``: distrl's team of three CartPoles (``distrl.envs.testing:cartpole_team``), where the agents do not
   interact: a central critic has nothing to add there (what --quick runs).
 
