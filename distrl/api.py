@@ -64,6 +64,9 @@ class TrainResult:
         )
 
 
+BEST_BY = {"eval_return_mean": "evaluation", "episode_return_mean": "return"}  # the end block's words for its score
+
+
 def _shown(path: Path) -> str:
     """A path as a command takes it here: relative to the working directory where it lies below it."""
     path = Path(path).absolute()
@@ -84,6 +87,8 @@ def _stopped(result) -> str:
     if reason == "episode_return_mean":
         at = f" at {result.solved_at_s:.1f} s" if result.solved_at_s is not None else ""
         return f"the return target ({stop.episode_return_mean:g}) met{at}"
+    if reason == "eval_return_mean":
+        return f"the evaluation's target ({stop.eval_return_mean:g}) met"
     if reason == "interrupted":
         return "interrupted; the final checkpoint is written" if result.checkpoint else "interrupted"
     return str(reason)
@@ -94,6 +99,8 @@ def _train_on(result) -> str:
     stop = result.config.stop
     if result.stop_reason == "episode_return_mean":
         return " --set stop.episode_return_mean=null"
+    if result.stop_reason == "eval_return_mean":
+        return " --set stop.eval_return_mean=null"
     if result.stop_reason == "env_steps":
         return f" --set stop.env_steps={2 * stop.env_steps}"
     if result.stop_reason == "time_s":
@@ -120,10 +127,11 @@ def final_report(result) -> str:
         f"  steps    {steps}",
         f"  return   {'-' if ret is None else f'{ret:.1f}'} (mean of the last 100 episodes)",
     ]
-    best_return = result.summary.get("best_checkpoint_return")
+    score = result.summary.get("best_checkpoint_score")
     if result.best_checkpoint is not None:
-        of = f"{best_return:.1f}: " if best_return is not None else ""
-        lines.append(f"  best     {of}{result.best_checkpoint}")
+        by = BEST_BY.get(result.summary.get("best_checkpoint_metric"), "newest")
+        of = f" ({by} {score:.4g})" if score is not None else " (the newest)"
+        lines.append(f"  best     {_shown(result.best_checkpoint)}{of}")
     lines.append(f"  run      {Path(result.run_dir).absolute()}")
     if result.checkpoint is not None:
         run = _shown(result.run_dir)

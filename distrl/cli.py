@@ -147,15 +147,20 @@ def _cmd_league(args) -> int:
 
 
 def _eval_league(args) -> int:
+    from distrl.deploy.policy import chosen_checkpoint
     from distrl.league.tournament import evaluate_against
 
-    matches = evaluate_against(args.checkpoint, args.opponent, args.episodes, not args.stochastic, args.seed, say=print)
+    opponent = args.opponent or "heuristic"
+    if args.opponent is None:
+        print("a league run: its learner plays the game's scripted player (--opponent names another)")
+    path, how, _ = chosen_checkpoint(args.checkpoint, args.which)
+    matches = evaluate_against(path, opponent, args.episodes, not args.stochastic, args.seed, say=print, how=how)
     for seat in (0, 1):
         scores = [m.score for m in matches if m.seat == seat]
         if scores:
             wins, draws = sum(s == 1.0 for s in scores), sum(s == 0.5 for s in scores)
             print(
-                f"seat {seat} ({'first' if seat == 0 else 'second'}): {len(scores)} games against {args.opponent}: "
+                f"seat {seat} ({'first' if seat == 0 else 'second'}): {len(scores)} games against {opponent}: "
                 f"won {wins}, drew {draws}, lost {len(scores) - wins - draws} (win rate {wins / len(scores):.3f})"
             )
     wins, points = sum(m.score == 1.0 for m in matches), sum(m.score for m in matches)
@@ -197,12 +202,19 @@ def _refuse_a_config(args) -> None:
         )
 
 
+def _is_league_run(path: str, which: str) -> bool:
+    """Whether the checkpoint ``distrl eval`` plays is a league run's (its config has a league section)."""
+    from distrl.common.checkpoint import load_checkpoint_file
+
+    return (load_checkpoint_file(path, which)[0].get("config") or {}).get("league") is not None
+
+
 def _cmd_eval(args) -> int:
     from distrl.deploy import evaluate
 
     _refuse_a_config(args)
 
-    if args.opponent is not None:
+    if args.opponent is not None or _is_league_run(args.checkpoint, args.which):
         return _eval_league(args)
 
     if args.video is not None:
@@ -388,10 +400,10 @@ def build_parser() -> argparse.ArgumentParser:
         dest="which",
         choices=CHECKPOINT_CHOICES,
         default="best",
-        help="of a run directory's checkpoints: the best (the highest mean return it was written at; "
+        help="of a run directory's checkpoints: the best (by the run's evaluation, else its mean training return; "
         "the default) or the latest",
     )
-    ev.add_argument("--episodes", type=_positive_int, default=10)
+    ev.add_argument("--episodes", type=_positive_int, default=10, help="episodes (a league run: games) to play")
     ev.add_argument(
         "--env", metavar="ID", help="play in this env instead of the checkpoint's (a factory named here is trusted)"
     )
@@ -402,7 +414,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument(
         "--opponent",
         metavar="NAME",
-        help="a league run: play its learner against random, heuristic or "
+        help="a league run: play its learner against random, heuristic (the default) or "
         "a snapshot (main@ITERATION), half the games in each seat",
     )
     ev.add_argument(

@@ -105,5 +105,5 @@ def test_pruning_keeps_the_best_checkpoint_beside_the_newest(tmp_path):
 
     best = save_checkpoint(tmp_path, 1, {"x": 1}, keep=2)
     for iteration in range(2, 6):
-        save_checkpoint(tmp_path, iteration, {"x": iteration}, keep=2, protect=best)
+        save_checkpoint(tmp_path, iteration, {"x": iteration}, keep=2, protect=[best])
     assert [p.name for p in list_checkpoints(tmp_path)] == ["ckpt_0000001.pt", "ckpt_0000004.pt", "ckpt_0000005.pt"]

@@ -161,22 +161,48 @@ def test_every_field_of_the_run_state_round_trips():
 def test_the_best_checkpoint_comes_back_with_the_run(tmp_path):
     best = None
     for iteration, score in [(1, 10.0), (2, 30.0), (3, 20.0), (4, None)]:
-        best = better(best, score, iteration)
+        best = better(best, score, iteration, "episode_return_mean")
         save_checkpoint(
             tmp_path,
             iteration,
             {"counters": {"recent_returns": []}, "best": best and best.state()},
             keep=1,
-            protect=best and best.path(tmp_path),
+            protect=[best.path(tmp_path)] if best else [],
         )
     assert best == BestCheckpoint(30.0, 2)
-    assert resumed_best(load_checkpoint(tmp_path), tmp_path) == best
+    assert resumed_best(load_checkpoint(tmp_path), tmp_path, "episode_return_mean") == best
+    # A best chosen by another measure (the run resumed with evaluation turned on) is not this run's best.
+    assert resumed_best(load_checkpoint(tmp_path), tmp_path, "eval_return_mean") is None
     # Checkpoints written before they named their best: the best on disk, from each one's counters.
     for iteration, returns in [(5, [1.0, 3.0]), (6, [50.0]), (7, [4.0])]:
         save_checkpoint(tmp_path, iteration, {"counters": {"recent_returns": returns}}, keep=10)
-    assert resumed_best(load_checkpoint(tmp_path), tmp_path) == BestCheckpoint(50.0, 6)
+    assert resumed_best(load_checkpoint(tmp_path), tmp_path, "episode_return_mean") == BestCheckpoint(50.0, 6)
     # A best that is not in this run directory (a Tune trial started from another's checkpoint) is not claimed.
-    assert resumed_best({"best": BestCheckpoint(99.0, 40).state()}, tmp_path) is None
+    assert resumed_best({"best": BestCheckpoint(99.0, 40).state()}, tmp_path, "episode_return_mean") is None
+    # Checkpoints of earlier distrl named their best by its return, in the same state without the metric's name.
+    assert BestCheckpoint.from_state({"episode_return_mean": 12.5, "iteration": 3}) == BestCheckpoint(12.5, 3)
+
+
+def test_a_best_named_after_newer_checkpoints_is_the_one_read(tmp_path):
+    """An evaluation's result makes a checkpoint the best after newer ones were written (naming the best as it was):
+    ``best.json`` has the newer word, where its checkpoint is still on disk; a league run's best by training return
+    is no best at all (its newest plays)."""
+    from distrl.common.checkpoint import load_checkpoint_file, write_best
+
+    for iteration in (1, 2, 3):
+        best = BestCheckpoint(0.5, 1, "eval_return_mean")
+        save_checkpoint(tmp_path, iteration, {"counters": {"iteration": iteration}, "best": best.state()}, keep=5)
+    assert load_checkpoint_file(tmp_path, "best")[1].name == "ckpt_0000001.pt"
+    write_best(tmp_path, BestCheckpoint(0.8, 2, "eval_return_mean"))
+    assert load_checkpoint_file(tmp_path, "best")[1].name == "ckpt_0000002.pt"
+    assert resumed_best(load_checkpoint(tmp_path), tmp_path, "eval_return_mean") == BestCheckpoint(
+        0.8, 2, "eval_return_mean"
+    )
+    write_best(tmp_path, BestCheckpoint(0.9, 9, "eval_return_mean"))  # not on disk: the checkpoint's own word
+    assert load_checkpoint_file(tmp_path, "best")[1].name == "ckpt_0000001.pt"
+    league = {"config": {"league": {}}, "best": BestCheckpoint(0.7, 1).state()}
+    assert BestCheckpoint.of(league) is None
+    assert BestCheckpoint.of({**league, "best": BestCheckpoint(0.1, 1, "eval_return_mean").state()}) is not None
 
 
 def test_the_leagues_whole_state_is_in_its_checkpoint():

@@ -123,14 +123,14 @@ def test_the_final_report_says_why_where_and_what_next_and_a_met_target_only_whe
         checkpoint=Path("runs/x/checkpoints/ckpt_0000031.pt"),
         best_checkpoint=Path("runs/x/checkpoints/ckpt_0000030.pt"),
         config=config,
-        summary={"best_checkpoint_return": 478.44},
+        summary={"best_checkpoint_score": 478.44, "best_checkpoint_metric": "episode_return_mean"},
     )
     lines = final_report(SimpleNamespace(**run, solved_at_s=None)).splitlines()
     assert lines == [
         "done: the step budget (253,952 env steps) reached",
         "  steps    253,952 env steps in 43.0 s (5,906 steps/s)",
         "  return   500.0 (mean of the last 100 episodes)",
-        "  best     478.4: runs/x/checkpoints/ckpt_0000030.pt",
+        "  best     runs/x/checkpoints/ckpt_0000030.pt (return 478.4)",
         f"  run      {Path('runs/x').absolute()}",
         "next:",
         "  distrl eval runs/x",

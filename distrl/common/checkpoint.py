@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tempfile
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
 CHECKPOINT_FORMAT = "distrl-checkpoint-v1"
+BEST_FILE = "best.json"  # beside the checkpoints: the run's best the moment it changes (``write_best``)
 
 
 class CheckpointError(Exception):
@@ -23,10 +26,11 @@ def checkpoint_path(run_dir: Path, iteration: int) -> Path:
     return checkpoint_dir(run_dir) / f"ckpt_{iteration:07d}.pt"
 
 
-def save_checkpoint(run_dir: Path, iteration: int, payload: dict, keep: int, protect: Path | None = None) -> Path:
+def save_checkpoint(run_dir: Path, iteration: int, payload: dict, keep: int, protect: Collection[Path] = ()) -> Path:
     """Write ``checkpoints/ckpt_{iteration}.pt`` so that a crash at any point leaves the previous one intact.
 
-    Keeps the newest ``keep``, and ``protect`` (the best so far) whatever its age."""
+    Keeps the newest ``keep``, and those in ``protect`` (the best so far, one waiting for its evaluation) whatever
+    their age."""
     directory = checkpoint_dir(run_dir)
     directory.mkdir(parents=True, exist_ok=True)
     final = checkpoint_path(run_dir, iteration)
@@ -47,10 +51,16 @@ def save_checkpoint(run_dir: Path, iteration: int, payload: dict, keep: int, pro
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
-    for old in list_checkpoints(run_dir)[:-keep]:
-        if protect is None or old != Path(protect):
-            old.unlink(missing_ok=True)
+    prune(run_dir, keep, protect)
     return final
+
+
+def prune(run_dir: Path, keep: int, protect: Collection[Path] = ()) -> None:
+    """Delete all but the newest ``keep`` checkpoints and those in ``protect``."""
+    kept = {Path(p) for p in protect}
+    for old in list_checkpoints(run_dir)[:-keep]:
+        if old not in kept:
+            old.unlink(missing_ok=True)
 
 
 def list_checkpoints(run_dir: Path) -> list[Path]:
@@ -82,33 +92,74 @@ def load_checkpoint(path: str | Path) -> dict:
 CHOICES = ("best", "latest")  # which of a run directory's checkpoints: `distrl eval RUN --checkpoint latest`
 
 
+METRIC_WORDS = {  # how a best checkpoint's metric reads in a sentence ("the run's best, ...")
+    "episode_return_mean": "mean training return",
+    "eval_return_mean": "evaluation's mean return",
+}
+
+
 @dataclass
 class BestCheckpoint:
     """The run's best checkpoint, as every checkpoint names it (its ``best``: ``state``)."""
 
-    episode_return_mean: float  # the mean return of the last 100 episodes when it was written
+    score: float  # the metric's value for this checkpoint
     iteration: int
+    metric: str = "episode_return_mean"  # what chose it: the mean training return, or an evaluation's
 
     def path(self, run_dir: Path) -> Path:
         return checkpoint_path(run_dir, self.iteration)
 
+    def describe(self) -> str:
+        """``mean training return 487.2`` and the like."""
+        return f"{METRIC_WORDS.get(self.metric, self.metric)} {self.score:.4g}"
+
     def state(self) -> dict:
-        return {"episode_return_mean": self.episode_return_mean, "iteration": self.iteration}
+        return {"metric": self.metric, "score": self.score, "iteration": self.iteration}
 
     @classmethod
     def from_state(cls, state: dict) -> BestCheckpoint:
-        return cls(float(state["episode_return_mean"]), int(state["iteration"]))
+        if "score" not in state:  # written before evaluation chose bests: the training return chose it
+            return cls(float(state["episode_return_mean"]), int(state["iteration"]))
+        return cls(float(state["score"]), int(state["iteration"]), str(state["metric"]))
 
     @classmethod
-    def of(cls, payload: dict) -> BestCheckpoint | None:
-        """The best a checkpoint names (None: none, as in checkpoints written before they did)."""
-        return cls.from_state(payload["best"]) if payload.get("best") is not None else None
+    def of(cls, payload: dict, run_dir: Path | None = None) -> BestCheckpoint | None:
+        """The best a checkpoint names (None: none, as in checkpoints written before they did); in ``run_dir``, the
+        newer word of its ``best.json`` where that names a checkpoint still on disk (an evaluation's result can make a
+        checkpoint the best after newer ones were written, which name the best as it was).
+
+        A league run's best chosen by its training return is no best (that return is against ever stronger opponents;
+        league runs of earlier distrl named one so): its newest plays instead."""
+        best = cls.from_state(payload["best"]) if payload.get("best") is not None else None
+        if run_dir is not None and (noted := read_best(run_dir)) is not None and noted.path(run_dir).is_file():
+            best = noted
+        if best is not None and best.metric == "episode_return_mean":
+            if (payload.get("config") or {}).get("league") is not None:
+                return None
+        return best
+
+
+def write_best(run_dir: Path, best: BestCheckpoint) -> None:
+    """``checkpoints/best.json``: the run's best as soon as it changes, written whole (a temp file, then a rename)."""
+    directory = checkpoint_dir(run_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = directory / f".{BEST_FILE}.tmp"
+    tmp.write_text(json.dumps(best.state()) + "\n")
+    os.replace(tmp, directory / BEST_FILE)
+
+
+def read_best(run_dir: Path) -> BestCheckpoint | None:
+    """What ``checkpoints/best.json`` names (read as data); None where there is none or it is not one."""
+    try:
+        return BestCheckpoint.from_state(json.loads((checkpoint_dir(run_dir) / BEST_FILE).read_text()))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def load_checkpoint_file(path: str | Path, which: str = "latest") -> tuple[dict, Path]:
     """``load_checkpoint``, and the file it read. In a run directory: its newest intact checkpoint (``latest``, what a
-    resume continues), or the best one (``best``: the highest return the run checkpointed at, which every checkpoint
-    names; the newest where none is named, as in checkpoints written before they did)."""
+    resume continues), or the best one (``best``: by the run's evaluation, or its mean training return, which every
+    checkpoint names; the newest where none is named, as in checkpoints written before they did)."""
     if which not in CHOICES:
         raise CheckpointError(f"checkpoint={which!r}: not one of {', '.join(CHOICES)}")
     path = Path(path)
@@ -116,7 +167,7 @@ def load_checkpoint_file(path: str | Path, which: str = "latest") -> tuple[dict,
     if not path.is_dir():
         return _load_file(newest), newest
     payload, file = _newest_intact(path, newest)
-    best = BestCheckpoint.of(payload)
+    best = BestCheckpoint.of(payload, path)
     if which == "best" and best is not None and best.path(path) != file:
         chosen = best.path(path)
         try:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from distrl.compile.backends import BACKENDS
 from distrl.config.agents import AgentsConfig
+from distrl.config.evaluation import EvalConfig
 from distrl.config.league import LeagueConfig, is_game_id
 
 PositiveInt = Annotated[int, Field(gt=0)]
@@ -569,12 +570,16 @@ class StopConfig(Section):
     env_steps: PositiveInt | None = 1_000_000
     time_s: PositiveFloat | None = None
     episode_return_mean: float | None = Field(None, description="mean over the last 100 episodes")
+    eval_return_mean: float | None = Field(
+        None, description="an evaluation's mean return (the eval section; a league run: its mean result, 1 a win)"
+    )
 
     @model_validator(mode="after")
     def _some_condition(self) -> StopConfig:
-        if self.env_steps is None and self.time_s is None and self.episode_return_mean is None:
+        if all(v is None for v in (self.env_steps, self.time_s, self.episode_return_mean, self.eval_return_mean)):
             raise ValueError(
-                "stop.env_steps=null, stop.time_s=null, stop.episode_return_mean=null: set at least one stop condition"
+                "stop.env_steps=null, stop.time_s=null, stop.episode_return_mean=null, stop.eval_return_mean=null: "
+                "set at least one stop condition"
             )
         return self
 
@@ -643,7 +648,34 @@ class Config(Section):
         "(docs/league.md); env.id then names the game",
     )
     agents: AgentsConfig = Field(AgentsConfig(), description="a multi-agent env's policies (docs/multiagent.md)")
+    eval: EvalConfig = Field(
+        EvalConfig(), description="evaluation during training and the best checkpoint it chooses (docs/usage.md)"
+    )
     seed: NonNegativeInt = 0
+
+    def _eval_problems(self) -> list[str]:
+        """What the best checkpoint and ``stop.eval_return_mean`` need of the eval section."""
+        league = self.league is not None
+        on = self.eval.enabled(league)
+        problems = []
+        if self.eval.best == "eval" and not on:
+            problems.append(
+                "eval.best=eval: evaluation is off (eval.every_iterations=0 and no eval.every_s); turn it on, or "
+                "choose the best by episode_return_mean or newest"
+            )
+        if self.eval.best == "episode_return_mean" and league:
+            problems.append(
+                "eval.best=episode_return_mean: a league's training return is against ever stronger opponents, so "
+                "it ranks no checkpoints; use eval (the default) or newest"
+            )
+        if self.stop.eval_return_mean is not None and not on:
+            problems.append(
+                f"stop.eval_return_mean={self.stop.eval_return_mean:g}: evaluation is off; set "
+                "eval.every_iterations (or eval.every_s)"
+            )
+        if self.eval.env_kwargs and league:
+            problems.append("eval.env_kwargs: a league run's evaluation plays its last curriculum stage's game")
+        return problems
 
     def _league_problems(self) -> list[str]:
         """A league trains two-player games with feed-forward policies; distrl's own two-player games need a league
@@ -984,6 +1016,7 @@ class Config(Section):
                 problems.append(f"learner.step=device: not with {blocker}; use learner.step: auto or loop")
         problems.extend(self._league_problems())
         problems.extend(self._agents_problems())
+        problems.extend(self._eval_problems())
         if self.learner.device == "cuda" and self.learner.num_gpus_per_learner == 0:
             problems.append("learner.device=cuda: needs learner.num_gpus_per_learner > 0")
         if problems:

@@ -151,3 +151,31 @@ class Weights:
     # eager's outputs with these weights on the workers' check inputs, for an onnxrt worker's check after this sync
     # without torch (distrl/compile/check_answers.py); None where the workers check against their own eager model
     check: Answers | None = None
+
+
+@dataclass
+class EvalResult:
+    """An evaluation of one checkpoint's policy (``distrl/driver/evaluation.py``), for the metrics row and the best."""
+
+    iteration: int  # the checkpoint evaluated
+    returns: list[float]  # each episode's (a league game's result for the learner: 1 win, 0 draw, -1 loss)
+    lengths: list[int]
+    seconds: float
+    scores: dict[str, float] = field(default_factory=dict)  # a league run: the mean score (a draw 0.5) by opponent
+
+    @property
+    def return_mean(self) -> float:
+        return float(np.mean(self.returns))
+
+    def metrics(self) -> dict[str, float]:
+        """The metrics row's ``eval_*`` keys."""
+        row = {
+            "eval_return_mean": self.return_mean,
+            "eval_return_std": float(np.std(self.returns)),
+            "eval_length_mean": float(np.mean(self.lengths)),
+            "eval_episodes": len(self.returns),
+            "eval_iteration": self.iteration,
+            "eval_s": round(self.seconds, 3),
+        }
+        row.update({f"eval_score_{name}": score for name, score in self.scores.items()})
+        return row

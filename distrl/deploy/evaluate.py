@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -63,22 +64,59 @@ def evaluate(
         from distrl.deploy.video import record_episodes
 
         return record_episodes(first, first.config.env, video_dir, episodes, seed, deterministic)
-    config = first.config
-    num_envs = copies = min(episodes, 16)  # slots, and the env copies that fill them
+    envs, views = eval_envs(first.config, names, min(episodes, 16))
+    try:
+        played = play_episodes(players, views, episodes, deterministic, seed, counted(names, policy), progress)
+    finally:
+        envs.close()
+    return np.asarray(played.returns)
+
+
+@dataclass
+class Episodes:
+    """What ``play_episodes`` saw: each counted episode's return and length, in the order they ended."""
+
+    returns: list[float]
+    lengths: list[int]
+
+
+def counted(names: tuple[str, ...], policy: str | None) -> list[int]:
+    """The views whose episodes count: ``policy``'s (None: every one)."""
+    return [k for k, name in enumerate(names or [None]) if policy is None or name == policy]
+
+
+def eval_envs(config, names: tuple[str, ...], num_envs: int, env_kwargs: dict | None = None) -> tuple:
+    """``(envs, views)``: about ``num_envs`` slots of the run's env (``env_kwargs`` over ``env.kwargs``), each trained
+    policy of ``names`` playing its slots through a view, as in a worker (its spaces its own); one policy: all
+    slots."""
+    copies = num_envs
     if env_kind(config) == "agents":  # whole copies of the env's agents (an episode is one agent's)
         agents = len(agent_names(config))
         copies = -(-num_envs // agents)
         num_envs = copies * agents
-    envs = make_run_vec_env(
-        config.model_copy(update={"env": config.env.model_copy(update={"num_envs_per_worker": copies})})
+    env = config.env.model_copy(
+        update={"num_envs_per_worker": copies, "kwargs": {**config.env.kwargs, **(env_kwargs or {})}}
     )
-    # each policy plays its slots through a view of the env, as in a worker (its spaces its own); one policy: all slots
+    envs = make_run_vec_env(config.model_copy(update={"env": env}))
     views = (
         slot_views(envs, policy_map(config).columns(num_envs), view_spaces(config))
         if names
         else slot_views(envs, [np.arange(num_envs)])
     )
-    counted = [k for k, name in enumerate(names or [None]) if policy is None or name == policy]
+    return envs, views
+
+
+def play_episodes(
+    players: list[Policy],
+    views: list,
+    episodes: int,
+    deterministic: bool,
+    seed: int,
+    counted_views: list[int],
+    progress: Callable[[int, int], object] = lambda done, total: None,
+) -> Episodes:
+    """Play until ``episodes`` episodes of the ``counted_views`` ended (each view reset with ``seed``, each player its
+    view's); the first ``episodes`` of them, in the order they ended."""
     seen = [view.reset(seed=seed)[0] for view in views]
     trackers = [EpisodeTracker(view.num_envs) for view in views]
     states = [player.initial_state(view.num_envs) for player, view in zip(players, views)]
@@ -93,9 +131,10 @@ def evaluate(
             # after a reset step an episode starts; an agent's steps after it finished (``_env_reset``) count for none
             seen[k] = obs
             starts[k] = ~trackers[k].step(reward, terminated, truncated, info.get("_env_reset"))
-        ended = sum(len(trackers[k].returns) for k in counted)
+        ended = sum(len(trackers[k].returns) for k in counted_views)
         if ended != done:
             done = ended
             progress(min(done, episodes), episodes)
-    envs.close()
-    return np.asarray([r for k in counted for r in trackers[k].returns][:episodes])
+    returns = [r for k in counted_views for r in trackers[k].returns][:episodes]
+    lengths = [n for k in counted_views for n in trackers[k].lengths][:episodes]
+    return Episodes(returns, lengths)

@@ -31,9 +31,9 @@ def chosen_checkpoint(path: str | Path, which: str = "best") -> tuple[Path, str,
     names = policy_names(payload)
     if not Path(path).is_dir():
         return file, "the file given", names
-    best = BestCheckpoint.of(payload)
+    best = BestCheckpoint.of(payload, Path(path))
     if best is not None and best.iteration == int(payload["counters"]["iteration"]):
-        how = f"the run's best, mean return {best.episode_return_mean:.1f} when written"
+        how = f"the run's best, by its {best.describe()}"
         return file, how + (", and its newest" if file == list_checkpoints(path)[-1] else ""), names
     return file, "the run's newest" + (", as asked" if which == "latest" else ": none is named the best"), names
 
@@ -76,14 +76,20 @@ def policy_from_checkpoint(
     # --trust-env keeps the checkpoint's env.kwargs; --env ID would build ID without them.
     check_env_trust(config.env.id, trusted_envs, f"checkpoint {str(path)!r}")
     try:
-        obs_space, action_space = probe_run_spaces(config, policy)  # a league run's policy: one seat of its game
-        model = build_model(obs_space, action_space, config.model)
-        model.load_state_dict(state["model"])
+        return (config, *policy_parts(config, state, policy), file)
     except (KeyError, RuntimeError) as exc:
         raise CheckpointError(f"checkpoint={str(path)!r}: does not match its own config ({exc})") from None
+
+
+def policy_parts(config: Config, state: dict, policy: str | None = None) -> tuple:
+    """The trained model (eval mode), its observation normaliser and its env spaces, from one policy's learner state
+    (``policy_state``) under ``config``, whose env is trusted already (a run's own, or one named by the caller)."""
+    obs_space, action_space = probe_run_spaces(config, policy)  # a league run's policy: one seat of its game
+    model = build_model(obs_space, action_space, config.model)
+    model.load_state_dict({k: v if torch.is_tensor(v) else torch.as_tensor(v) for k, v in state["model"].items()})
     obs_norm = state.get("obs_norm")
     rms = RunningMeanStd.from_state(obs_norm) if obs_norm else None
-    return config, model.eval(), rms, obs_space, action_space, file
+    return model.eval(), rms, obs_space, action_space
 
 
 class Policy:
@@ -127,6 +133,12 @@ class Policy:
     ) -> Policy:
         """``checkpoint``: a file, or a run directory (its best checkpoint, or its newest with ``which`` latest)."""
         return cls(*policy_from_checkpoint(checkpoint, env_id, trusted_envs, policy, which), name=policy)
+
+    @classmethod
+    def from_state(cls, config: Config, state: dict, policy: str | None = None) -> Policy:
+        """From a learner state under a run's own ``config`` (evaluation during training); ``policy``: which of
+        several."""
+        return cls(config, *policy_parts(config, state, policy), name=policy)
 
     @property
     def is_recurrent(self) -> bool:

@@ -27,16 +27,25 @@ from pathlib import Path
 
 import ray
 
-from distrl.common.checkpoint import BestCheckpoint, load_checkpoint, save_checkpoint
+from distrl.common.checkpoint import (
+    BestCheckpoint,
+    checkpoint_path,
+    load_checkpoint,
+    prune,
+    save_checkpoint,
+    write_best,
+)
 from distrl.common.errors import RunStalled
 from distrl.common.log import get_logger
 from distrl.config import Config, config_to_yaml
+from distrl.data.messages import EvalResult
 from distrl.driver import report
 from distrl.driver.actors import RunActors
 from distrl.driver.artifacts import worker_artifacts
-from distrl.driver.best import better, resumed_best
+from distrl.driver.best import best_metric, better, resumed_best
 from distrl.driver.connection import RayTarget, resolve_target
 from distrl.driver.drain import DrainWatcher
+from distrl.driver.evaluation import Evaluation
 from distrl.driver.loops import loop_class
 from distrl.driver.placement import PlacementError, impossible_requests, shortfalls, this_machine
 from distrl.driver.preflight import check_before_ray, check_gpus_of_this_machine
@@ -129,10 +138,14 @@ class Driver:
             self.counters = RunState.from_state(payload["counters"])
             self.resumed_at = RunState.from_state(payload["counters"])
             self.resumed_learner_state = payload["learner"]
-            self.best = resumed_best(payload, self.run_dir)
+            self.best = resumed_best(payload, self.run_dir, best_metric(config))
             league_state = payload.get("league")
         # What the loop tells about the run as it goes (driver/loops/host.py: LoopObserver): a self-play run's league.
         self.observers: list = []
+        self.evaluation: Evaluation | None = None  # evaluation during training (driver/evaluation.py), when on
+        self.final_eval: dict = {}  # the final checkpoint's evaluation (eval.final): summary.json's eval
+        if config.eval.enabled(config.league is not None):
+            self.evaluation = Evaluation(config, self.counters)
         if config.league is not None:
             from distrl.league.run import LeagueRun
 
@@ -254,6 +267,8 @@ class Driver:
                 summary = self._finish(reason, launch, loop_start, loop_steps_start) if started else None
             finally:
                 self.stop_signals.restore()  # after the final checkpoint: a second signal until then stops it
+                if self.evaluation is not None:
+                    self.evaluation.close()
                 self.actors.teardown()
                 self.snapshots.close()
         if error is not None:
@@ -305,7 +320,9 @@ class Driver:
         wall = self.counters.time_s + (time.perf_counter() - launch)
         self.counters.time_s = wall
         # Nothing trained and nothing resumed: no checkpoint, so the directory does not look like a run to resume.
-        checkpoint = self._checkpoint() if self.counters.iteration > 0 or self.resume else None
+        # The final policy evaluated too (eval.final), so the run's newest can be its best; not when stopping at once.
+        evaluate = self.evaluation is not None and self.config.eval.final and reason not in ("interrupted", "error")
+        checkpoint = self._checkpoint(final_eval=evaluate) if self.counters.iteration > 0 or self.resume else None
         loop_s = time.perf_counter() - loop_start
         summary = report.summary(
             self.counters,
@@ -317,7 +334,11 @@ class Driver:
         )
         best = self.best is not None and self.best.path(self.run_dir)
         summary["best_checkpoint"] = str(best) if best and best.exists() else summary["checkpoint"]
-        summary["best_checkpoint_return"] = self.best.episode_return_mean if best and best.exists() else None
+        summary["best_checkpoint_metric"] = best_metric(self.config)
+        summary["best_checkpoint_score"] = self.best.score if best and best.exists() else None
+        if self.evaluation is not None:
+            summary["final_eval"] = self.final_eval or None
+            summary["eval_failures"] = self.counters.eval_failures
         summary["this_command"] = report.this_command(self.counters, self.resumed_at)
         summary["storage"] = self.storage and self.storage.uri
         summary["startup"] = {k: round(v, 3) for k, v in self.timeline.items()}
@@ -442,28 +463,61 @@ class Driver:
         """A checkpoint at this moment, its time included (the drain watcher's, from its thread)."""
         return self.checkpoint_at(self.counters.time_s + (time.perf_counter() - self._launch))
 
-    def _checkpoint(self) -> Path:
-        """Write a checkpoint from the newest learner state the driver holds (alive learners or not)."""
-        # the best is kept beside the newest `keep`, and named in the checkpoint, which may be it
-        self.best = better(self.best, self.counters.return_mean(), self.counters.iteration)
+    def _checkpoint(self, evaluate: bool = False, final_eval: bool = False) -> Path:
+        """Write a checkpoint from the newest learner state the driver holds (alive learners or not); ``evaluate``:
+        hand it to the eval actor; ``final_eval``: evaluate it first and wait (the run's last), so it names the best
+        that evaluation chose."""
+        iteration, metric = self.counters.iteration, best_metric(self.config)
+        if metric == "episode_return_mean":  # scored as it is written; an evaluation scores it when its result is in
+            self._set_best(better(self.best, self.counters.return_mean(), iteration, metric))
         payload = self.checkpoint_payload()
-        path = save_checkpoint(
-            self.run_dir,
-            self.counters.iteration,
-            payload,
-            self.config.checkpoint.keep,
-            protect=self.best and self.best.path(self.run_dir),
-        )
+        path = checkpoint_path(self.run_dir, iteration)
+        if final_eval:  # the one in flight first, if another
+            if self.evaluation.pending is not None and self.evaluation.pending.iteration != iteration:
+                self.evaluated(self.evaluation.wait())
+            self.final_eval = self.evaluated(self.evaluation.run_now(iteration, payload["learner"], path))
+            payload["best"] = self.best and self.best.state()
+        # the best is kept beside the newest `keep`, and named in the checkpoint, which may be it; so is one waiting
+        # for its evaluation
+        protect = [self.best.path(self.run_dir)] if self.best else []
+        if evaluate:
+            self.evaluation.submit(iteration, payload["learner"], path)
+        if self.evaluation is not None:
+            protect += self.evaluation.protected
+        save_checkpoint(self.run_dir, iteration, payload, self.config.checkpoint.keep, protect=protect)
         if self.storage is not None:
             self.storage.mirror(self.run_dir)
         return path
 
-    def checkpoint_at(self, elapsed: float) -> Path:
+    def evaluated(self, result: EvalResult | None) -> dict:
+        """An evaluation's result is in (None: none, or it failed): the newest for the stop rule, the best where
+        evaluation chooses it; the metrics row's ``eval_*`` keys."""
+        if result is None:
+            return {}
+        self.counters.eval_return_mean = result.return_mean
+        if best_metric(self.config) == "eval_return_mean" and result.returns:
+            if self._set_best(better(self.best, result.return_mean, result.iteration, "eval_return_mean")):
+                pending = self.evaluation.protected if self.evaluation is not None else []
+                prune(self.run_dir, self.config.checkpoint.keep, [self.best.path(self.run_dir), *pending])
+        return result.metrics()
+
+    def _set_best(self, best: BestCheckpoint | None) -> bool:
+        """The run's best is ``best``; where it changed, ``checkpoints/best.json`` says so at once (checkpoints name
+        it from the next on). Returns whether it changed."""
+        if best is self.best:
+            return False
+        self.best = best
+        if best is not None:
+            write_best(self.run_dir, best)
+        return True
+
+    def checkpoint_at(self, elapsed: float, evaluate: bool = False) -> Path:
+        """A checkpoint recording ``elapsed`` as the run's time; ``evaluate``: hand it to the eval actor."""
         # RunState.time_s holds earlier segments only; a checkpoint records the full elapsed time.
         with self._checkpoint_lock:
             saved = self.counters.time_s
             self.counters.time_s = elapsed
             try:
-                return self._checkpoint()
+                return self._checkpoint(evaluate)
             finally:
                 self.counters.time_s = saved

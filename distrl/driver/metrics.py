@@ -65,16 +65,21 @@ GROUPS = {
         "worker_timeouts",
         "workers_lost",
         "batches_lost",
+        "eval_failures",
     ),
 }
 TAGS = {key: f"{group}/{key}" for group, keys in GROUPS.items() for key in keys}
 
 
 def tag(key: str) -> str:
-    """The grouped name of a metrics key (``league_*`` under ``league/``; a key no group names yet under ``other/``)."""
-    if key.startswith("league_"):
-        return f"league/{key.removeprefix('league_')}"
-    return TAGS.get(key, f"other/{key}")
+    """The grouped name of a metrics key (``league_*`` under ``league/``, ``eval_*`` under ``eval/``; a key no group
+    names yet under ``other/``)."""
+    if key in TAGS:
+        return TAGS[key]
+    for prefix in ("league", "eval"):
+        if key.startswith(f"{prefix}_"):
+            return f"{prefix}/{key.removeprefix(prefix + '_')}"
+    return f"other/{key}"
 
 
 def scalars(row: dict) -> dict[str, float]:

@@ -137,6 +137,7 @@ class ProgressReporter:
         self.row: dict | None = None
         self.eta: tuple[float | None, str] = (None, "")  # the newest row's time left, and to which stop
         self.first_return: float | None = None
+        self.eval_return: float | None = None
         self.fraction = 0.0
         self.progress = None
         if mode == "bar":
@@ -156,9 +157,11 @@ class ProgressReporter:
         row, ret = self.row, self.row["episode_return_mean"]
         eta, which = self.eta
         eta_text = f"ETA {_fmt_duration(eta)}" + (f" ({which})" if which and self.several_stops else "")
+        evaluated = [] if self.eval_return is None else [(6, f"eval {self.eval_return:.1f}")]
         return [
             (9, f"{row['env_steps']:,} steps"),
             (7, f"return {'-' if ret is None else f'{ret:.1f}'}"),
+            *evaluated,
             (4, f"{row['sps']:,.0f} steps/s"),
             (5, self._elapsed(row["time_s"])),
             (6, eta_text),
@@ -171,6 +174,7 @@ class ProgressReporter:
             if self.first_return is None:
                 self.first_return = ret
         self.row, self.phase_text = row, None
+        self.eval_return = row.get("eval_return_mean", self.eval_return)  # the newest evaluation's, kept until the next
         self.eta = eta_seconds(self.config, row["env_steps"], row["time_s"], row["sps_avg"], self.trend)
         which = self.eta[1]
         done = stop_fractions(self.config, row["env_steps"], row["time_s"], ret, self.first_return)

@@ -34,6 +34,8 @@ class RunState:
     stale_steps: int = 0  # async: steps of batches trained on, left out as older than rollout.max_policy_lag allows
     batches_lost: int = 0  # batches whose node died before the learner fetched them (not trained on, not counted)
     workers_lost: int = 0  # async: times a worker stopped answering (its process or node gone) or was lost for good
+    eval_failures: int = 0  # evaluations whose actor died, failed or ran out of time (distrl/driver/evaluation.py)
+    eval_return_mean: float | None = None  # the newest evaluation's (stop.eval_return_mean)
     recent_returns: collections.deque = field(default_factory=lambda: collections.deque(maxlen=RETURN_WINDOW))
     recent_lengths: collections.deque = field(default_factory=lambda: collections.deque(maxlen=RETURN_WINDOW))
     # several trained policies (agents.policies): each one's agents' recent returns, by policy name
@@ -58,6 +60,8 @@ class RunState:
             "stale_steps": self.stale_steps,
             "workers_lost": self.workers_lost,
             "batches_lost": self.batches_lost,
+            "eval_failures": self.eval_failures,
+            "eval_return_mean": self.eval_return_mean,
             "recent_returns": list(self.recent_returns),
             "recent_lengths": list(self.recent_lengths),
             "policy_returns": {name: list(returns) for name, returns in self.policy_returns.items()},
@@ -82,6 +86,8 @@ class RunState:
             stale_steps=int(state.get("stale_steps", 0)),  # absent before steps were left out one by one
             workers_lost=int(state.get("workers_lost", 0)),
             batches_lost=int(state.get("batches_lost", 0)),
+            eval_failures=int(state.get("eval_failures", 0)),  # absent before evaluation during training
+            eval_return_mean=state.get("eval_return_mean"),
         )
         run.recent_returns.extend(state["recent_returns"])
         run.recent_lengths.extend(state["recent_lengths"])
@@ -132,6 +138,9 @@ def stop_reason(stop: StopConfig, run: RunState, elapsed_s: float) -> str | None
     """Which stop condition holds now (a return target first), or None to go on."""
     if run.reached(stop.episode_return_mean):
         return "episode_return_mean"
+    evaluated = run.eval_return_mean
+    if stop.eval_return_mean is not None and evaluated is not None and evaluated >= stop.eval_return_mean:
+        return "eval_return_mean"
     if stop.env_steps is not None and run.env_steps >= stop.env_steps:
         return "env_steps"
     if stop.time_s is not None and elapsed_s >= stop.time_s:

@@ -27,10 +27,10 @@ from distrl.league.league import ANCHOR, League
 from distrl.league.matches import Match, baseline_player, model_player, play
 
 
-def load_league(path: str | Path) -> tuple:
-    """``(config, league, learner model state, iteration, file)`` of a league run's newest intact checkpoint (or a
-    file)."""
-    payload, file = load_checkpoint_file(path)
+def load_league(path: str | Path, which: str = "latest") -> tuple:
+    """``(config, league, learner model state, iteration, file)`` of a league run's newest intact checkpoint (or its
+    best, ``which``; or a file)."""
+    payload, file = load_checkpoint_file(path, which)
     config = checkpoint_config(payload, path)
     if config.league is None or "league" not in payload:
         raise CheckpointError(f"checkpoint={str(path)!r}: not a league run (its config has no league section)")
@@ -43,25 +43,45 @@ def build_players(
 ) -> dict[str, tuple]:
     """``name -> (player, kind, iteration)`` for the baselines, every snapshot and the final learner (``main``); the
     trained players named in ``greedy`` take their most likely legal move, the others sample."""
-    from distrl.models import build_model
-
-    obs_space, action_space = probe_game(config)
     game = make_game(config.env.id, 1, game_kwargs(config))
     players = {"random": (baseline_player(game, "random"), "baseline", 0)}
     if game.has_heuristic:
         players["heuristic"] = (baseline_player(game, "heuristic"), "baseline", 0)
-
-    def trained(name: str, state: dict):
-        import torch
-
-        model = build_model(obs_space, action_space, config.model)
-        model.load_state_dict({k: torch.as_tensor(np.asarray(v)) for k, v in state.items()})
-        return model_player(model, deterministic=name in greedy)
-
     for member in league.snapshots:
-        players[member.name] = (trained(member.name, member.weights), "snapshot", member.iteration)
-    players["main"] = (trained("main", learner_state), "learner", iteration)
+        players[member.name] = (
+            trained_player(config, member.weights, member.name in greedy),
+            "snapshot",
+            member.iteration,
+        )
+    players["main"] = (trained_player(config, learner_state, "main" in greedy), "learner", iteration)
     return players
+
+
+def trained_player(config, model_state: dict, deterministic: bool):
+    """A player acting with a model state of the run's model (tensors or numpy arrays)."""
+    import torch
+
+    from distrl.models import build_model
+
+    model = build_model(*probe_game(config), config.model)
+    model.load_state_dict({k: torch.as_tensor(np.asarray(v)) for k, v in model_state.items()})
+    return model_player(model, deterministic)
+
+
+def against_fixed(
+    config, model_state: dict, opponents: Collection[str], games: int, deterministic: bool, seed: int
+) -> dict[str, list[Match]]:
+    """The learner's ``games`` games against each of the fixed ``opponents`` (``random``, ``heuristic``: the game's
+    scripted player at its own settings, not a curriculum stage's), half in each seat, on the game the league last
+    played: evaluation during training, comparable across a run whatever the league's pool holds by then."""
+    game = make_game(config.env.id, 1, game_kwargs(config))
+    learner = trained_player(config, model_state, deterministic)
+    rng = np.random.default_rng(seed)
+    return {
+        name: play(config.env.id, game_kwargs(config), learner, baseline_player(game, name), games, rng)
+        for name in opponents
+        if name != "heuristic" or game.has_heuristic
+    }
 
 
 def game_kwargs(config) -> dict:
@@ -224,11 +244,14 @@ def evaluate_against(
     deterministic: bool,
     seed: int,
     say: Callable[[str], object] = lambda line: None,
+    which: str = "best",
+    how: str | None = None,
 ) -> list[Match]:
     """``distrl eval`` of a league run: its learner against ``opponent`` (random, heuristic or a snapshot's
-    name), ``episodes`` games, half in each seat; ``say`` is told which checkpoint plays."""
-    config, league, learner_state, iteration, file = load_league(path)
-    say(f"checkpoint {file} (iteration {iteration})")
+    name), ``episodes`` games, half in each seat; a run directory's best checkpoint plays, or its newest
+    (``which``); ``say`` is told which checkpoint plays (``how`` it was chosen, where the caller knows)."""
+    config, league, learner_state, iteration, file = load_league(path, which)
+    say(f"checkpoint {file} ({how})" if how else f"checkpoint {file} (iteration {iteration})")
     # A snapshot opponent samples its moves: two greedy players would replay one game.
     players = build_players(config, league, learner_state, iteration, greedy=("main",) if deterministic else ())
     if opponent not in players or opponent == "main":

@@ -12,8 +12,9 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from distrl.config import Config
-    from distrl.data.messages import SampleInfo
+    from distrl.data.messages import EvalResult, SampleInfo
     from distrl.driver.actors import RunActors
+    from distrl.driver.evaluation import Evaluation
     from distrl.driver.progress import ProgressReporter
     from distrl.driver.run_state import RunState
     from distrl.driver.snapshots import SnapshotKeeper
@@ -56,6 +57,7 @@ class RunHost(Protocol):
     snapshots: SnapshotKeeper  # each update's learner state is offered; a rebuilt learner starts from the newest
     run_dir: Path
     progress: ProgressReporter  # the live bar (or progress lines), started with the run
+    evaluation: Evaluation | None  # evaluation during training, when on: when one is due, the one in flight
 
     @property
     def stop_requested(self) -> bool: ...
@@ -65,4 +67,5 @@ class RunHost(Protocol):
     def first_update_done(self) -> str | None: ...  # the start-up line, once
     def iteration_done(self, row: dict) -> None: ...
     def workers_act_with(self, backends: list[str]) -> None: ...
-    def checkpoint_at(self, elapsed: float) -> Path: ...
+    def checkpoint_at(self, elapsed: float, evaluate: bool = False) -> Path: ...
+    def evaluated(self, result: EvalResult | None) -> dict: ...  # an evaluation's result in: the row's eval keys

@@ -79,6 +79,11 @@ class IterationRecord:
         row["workers_active"] = len(self.roster.answering)
         for observer in self.observers:
             row.update(observer.after_iteration(infos, self.counters.iteration, weights_ref))
+        evaluation = driver.evaluation
+        if evaluation is not None:  # an evaluation's result lands in the row of the iteration it came in during
+            evaluation.start()
+            row.update(driver.evaluated(evaluation.poll()))
+            row["eval_failures"] = self.counters.eval_failures
         row["driver_cpu_s"] = time.process_time() - cpu_start  # this process only: its share of the loop
         startup = driver.first_update_done()
         if startup is not None:
@@ -94,9 +99,10 @@ class IterationRecord:
         if reason is not None:
             return reason
         every = cfg.checkpoint.every_iterations
-        if every and self.counters.iteration % every == 0:
+        evaluate = evaluation is not None and evaluation.due(self.counters.iteration)
+        if evaluate or (every and self.counters.iteration % every == 0):
             self.metrics_writer.flush()  # the checkpoint's mirror uploads metrics and events up to here
-            driver.checkpoint_at(elapsed)
+            driver.checkpoint_at(elapsed, evaluate)
         return None
 
     def _count(self, infos: list[SampleInfo], elapsed: float) -> None:
