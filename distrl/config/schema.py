@@ -66,6 +66,12 @@ class EnvConfig(Section):
         3, description="an env copy whose step raises this many times in a row stops the run"
     )
     obs_clip: PositiveFloat = Field(10.0, description="clip normalised observations to [-obs_clip, obs_clip]")
+    info_metrics: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]] = Field(
+        default_factory=list,
+        description="keys of the env's info read at each episode's end (e.g. [success, distance]): their mean, min "
+        "and max over an iteration's finished episodes go beside the return (info_KEY_mean ...), in training and "
+        "evaluation; episodes without the key are counted (info_KEY_missing)",
+    )
 
     @property
     def agents_known(self) -> bool:

@@ -34,6 +34,8 @@ class PolicySample:
     episode_lengths: list[int]
     obs_stats: tuple | None = None
     return_stats: tuple | None = None
+    episode_info: dict[str, list[float]] = field(default_factory=dict)  # env.info_metrics at each episode's end
+    info_missing: dict[str, int] = field(default_factory=dict)  # episodes that ended without the key
 
 
 @dataclass
@@ -67,6 +69,8 @@ class SampleInfo:
     version_changes: list[tuple[int, int]] = field(default_factory=list)
     # several trained policies (agents.policies): each one's part of the batch, by name (the fields above: all of them)
     policies: dict[str, PolicySample] | None = None
+    episode_info: dict[str, list[float]] = field(default_factory=dict)  # env.info_metrics at each episode's end
+    info_missing: dict[str, int] = field(default_factory=dict)  # episodes that ended without the key
 
     def for_policy(self, name: str) -> SampleInfo:
         """This report as the learner of policy ``name`` reads it: its env steps, episodes and statistics."""
@@ -78,6 +82,8 @@ class SampleInfo:
             episode_lengths=part.episode_lengths,
             obs_stats=part.obs_stats,
             return_stats=part.return_stats,
+            episode_info=part.episode_info,
+            info_missing=part.info_missing,
             policies=None,
         )
 
@@ -162,6 +168,8 @@ class EvalResult:
     lengths: list[int]
     seconds: float
     scores: dict[str, float] = field(default_factory=dict)  # a league run: the mean score (a draw 0.5) by opponent
+    episode_info: dict[str, list[float]] = field(default_factory=dict)  # env.info_metrics at each episode's end
+    info_missing: dict[str, int] = field(default_factory=dict)
 
     @property
     def return_mean(self) -> float:
@@ -178,4 +186,20 @@ class EvalResult:
             "eval_s": round(self.seconds, 3),
         }
         row.update({f"eval_score_{name}": score for name, score in self.scores.items()})
+        row.update(info_metrics(self.episode_info, self.info_missing, "eval_"))
         return row
+
+
+def info_metrics(values: dict[str, list[float]], missing: dict[str, int], prefix: str = "") -> dict[str, float]:
+    """The metrics row's keys for ``env.info_metrics``: each key's mean, min and max over the episodes that reported
+    it, and how many ended without it (``info_KEY_mean`` ...; ``prefix`` before them)."""
+    row: dict[str, float] = {}
+    for key in sorted(set(values) | set(missing)):
+        seen = values.get(key, [])
+        if seen:
+            row[f"{prefix}info_{key}_mean"] = float(np.mean(seen))
+            row[f"{prefix}info_{key}_min"] = float(np.min(seen))
+            row[f"{prefix}info_{key}_max"] = float(np.max(seen))
+        if missing.get(key):
+            row[f"{prefix}info_{key}_missing"] = missing[key]
+    return row

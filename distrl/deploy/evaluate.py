@@ -78,6 +78,8 @@ class Episodes:
 
     returns: list[float]
     lengths: list[int]
+    info: dict[str, list[float]]  # env.info_metrics at each counted episode's end
+    info_missing: dict[str, int]
 
 
 def counted(names: tuple[str, ...], policy: str | None) -> list[int]:
@@ -114,11 +116,12 @@ def play_episodes(
     seed: int,
     counted_views: list[int],
     progress: Callable[[int, int], object] = lambda done, total: None,
+    info_keys: tuple[str, ...] = (),
 ) -> Episodes:
     """Play until ``episodes`` episodes of the ``counted_views`` ended (each view reset with ``seed``, each player its
-    view's); the first ``episodes`` of them, in the order they ended."""
+    view's); the first ``episodes`` of them, in the order they ended (``info_keys``: the info read at their ends)."""
     seen = [view.reset(seed=seed)[0] for view in views]
-    trackers = [EpisodeTracker(view.num_envs) for view in views]
+    trackers = [EpisodeTracker(view.num_envs, info_keys=info_keys) for view in views]
     states = [player.initial_state(view.num_envs) for player, view in zip(players, views)]
     starts = [np.ones(view.num_envs, dtype=bool) for view in views]
     done = 0
@@ -130,11 +133,13 @@ def play_episodes(
         for k, (obs, reward, terminated, truncated, info) in enumerate(results):
             # after a reset step an episode starts; an agent's steps after it finished (``_env_reset``) count for none
             seen[k] = obs
-            starts[k] = ~trackers[k].step(reward, terminated, truncated, info.get("_env_reset"))
+            starts[k] = ~trackers[k].step(reward, terminated, truncated, info.get("_env_reset"), info)
         ended = sum(len(trackers[k].returns) for k in counted_views)
         if ended != done:
             done = ended
             progress(min(done, episodes), episodes)
     returns = [r for k in counted_views for r in trackers[k].returns][:episodes]
     lengths = [n for k in counted_views for n in trackers[k].lengths][:episodes]
-    return Episodes(returns, lengths)
+    info = {key: [v for k in counted_views for v in trackers[k].info[key]] for key in info_keys}
+    missing = {key: sum(trackers[k].info_missing[key] for k in counted_views) for key in info_keys}
+    return Episodes(returns, lengths, info, missing)

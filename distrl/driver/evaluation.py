@@ -96,8 +96,19 @@ class Evaluator:
         )
         for k, player in enumerate(players):
             player.seed(seed + k)
-        played = play_episodes(players, self._views, cfg.count(False), cfg.deterministic, seed, counted(names, None))
-        return EvalResult(iteration, played.returns, played.lengths, time.perf_counter() - start)
+        played = play_episodes(
+            players,
+            self._views,
+            cfg.count(False),
+            cfg.deterministic,
+            seed,
+            counted(names, None),
+            info_keys=tuple(self.config.env.info_metrics),
+        )
+        took = time.perf_counter() - start
+        return EvalResult(
+            iteration, played.returns, played.lengths, took, episode_info=played.info, info_missing=played.info_missing
+        )
 
     def close(self) -> None:
         if self._envs is not None:

@@ -72,11 +72,11 @@ TAGS = {key: f"{group}/{key}" for group, keys in GROUPS.items() for key in keys}
 
 
 def tag(key: str) -> str:
-    """The grouped name of a metrics key (``league_*`` under ``league/``, ``eval_*`` under ``eval/``; a key no group
-    names yet under ``other/``)."""
+    """The grouped name of a metrics key (``league_*`` under ``league/``, ``eval_*`` under ``eval/``, ``info_*``
+    (``env.info_metrics``) under ``info/``; a key no group names yet under ``other/``)."""
     if key in TAGS:
         return TAGS[key]
-    for prefix in ("league", "eval"):
+    for prefix in ("league", "eval", "info"):
         if key.startswith(f"{prefix}_"):
             return f"{prefix}/{key.removeprefix(prefix + '_')}"
     return f"other/{key}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from distrl.config import Config
-from distrl.data.messages import SampleInfo, UpdateResult
+from distrl.data.messages import SampleInfo, UpdateResult, info_metrics
 from distrl.driver.connection import RayTarget
 from distrl.driver.run_state import RunState
 from distrl.envs.kinds import describe_run_env
@@ -56,9 +56,30 @@ def iteration_row(
         "batch_bytes": sum(info.batch_bytes for info in infos),
         "workers_in_update": len({info.worker_index for info in infos}),
     }
+    row.update(_info_row(infos))
     row.update(update.metrics)
     row["learner_batch_bytes"] = update.learner_batch_bytes
     row["learner_version"] = update.version
+    return row
+
+
+def _info_row(infos: list[SampleInfo]) -> dict:
+    """``env.info_metrics`` over the iteration's finished episodes (``info_KEY_mean``, min, max, missing), and each
+    trained policy's (``NAME/info_KEY_mean`` ...) where several train."""
+    values: dict[str, list[float]] = {}
+    missing: dict[str, int] = {}
+    by_policy: dict[str, tuple[dict, dict]] = {}
+    for info in infos:
+        parts = [(None, info)] + [(name, part) for name, part in (info.policies or {}).items()]
+        for name, part in parts:
+            into_values, into_missing = (values, missing) if name is None else by_policy.setdefault(name, ({}, {}))
+            for key, seen in part.episode_info.items():
+                into_values.setdefault(key, []).extend(seen)
+            for key, count in part.info_missing.items():
+                into_missing[key] = into_missing.get(key, 0) + count
+    row = info_metrics(values, missing)
+    for name, (policy_values, policy_missing) in by_policy.items():
+        row.update(info_metrics(policy_values, policy_missing, f"{name}/"))
     return row
 
 

@@ -34,13 +34,18 @@ from distrl.common.spaces import is_structured
 class AgentSlotsVectorEnv(gym.vector.VectorEnv):
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP}
 
-    def __init__(self, make_env: Callable[[], object], copies: int, critic: str = "local"):
+    def __init__(
+        self, make_env: Callable[[], object], copies: int, critic: str = "local", info_keys: tuple[str, ...] = ()
+    ):
         """``make_env()``: one PettingZoo ``ParallelEnv`` (``distrl/envs/agents.py`` checks its spaces before Ray
         starts:
         alike for every agent of a policy, vectors of one dtype where policies' differ). ``critic`` (``agents.critic``):
         ``local``, or what
         each slot's observation adds for a central critic as its ``critic`` part: the env's ``state()`` (``state``),
-        or every agent's observation in the copy, in slot order (``observations``)."""
+        or every agent's observation in the copy, in slot order (``observations``). ``info_keys``
+        (``env.info_metrics``): the agents' info entries each step's info carries, per slot (``_KEY`` marking the slots
+        that have one)."""
+        self.info_keys = tuple(info_keys)
         self.envs = [make_env() for _ in range(copies)]
         first = self.envs[0]
         self.agent_names = list(first.possible_agents)
@@ -121,6 +126,8 @@ class AgentSlotsVectorEnv(gym.vector.VectorEnv):
         terminated = np.zeros(self.num_envs, dtype=bool)
         truncated = np.zeros(self.num_envs, dtype=bool)
         dead = np.zeros(self.num_envs, dtype=bool)
+        info_values = {key: np.zeros(self.num_envs, dtype=object) for key in self.info_keys}
+        info_has = {key: np.zeros(self.num_envs, dtype=bool) for key in self.info_keys}
         for copy, env in enumerate(self.envs):
             base = copy * n
             if self._needs_reset[copy]:  # NEXT_STEP: this step only starts the copy's next episode
@@ -128,7 +135,7 @@ class AgentSlotsVectorEnv(gym.vector.VectorEnv):
                 continue
             was_alive = self._alive[base : base + n].copy()
             sent = {name: actions[base + self.slot_of[name]] for name in env.agents}
-            observations, reward, term, trunc, _ = env.step(sent)
+            observations, reward, term, trunc, infos = env.step(sent)
             self._write(copy, observations)
             for name, i in self.slot_of.items():
                 slot = base + i
@@ -136,6 +143,9 @@ class AgentSlotsVectorEnv(gym.vector.VectorEnv):
                     terminated[slot] = dead[slot] = True  # finished earlier: no transition of its own
                     continue
                 rewards[slot] = reward.get(name, 0.0)
+                for key in self.info_keys:
+                    if key in (infos.get(name) or {}):
+                        info_values[key][slot], info_has[key][slot] = infos[name][key], True
                 terminated[slot] = bool(term.get(name, False))
                 truncated[slot] = bool(trunc.get(name, False)) and not terminated[slot]
             live = set(env.agents)
@@ -147,6 +157,8 @@ class AgentSlotsVectorEnv(gym.vector.VectorEnv):
             terminated[base : base + n] |= vanished
             self._needs_reset[copy] = not live
         info = {"_env_reset": dead} if dead.any() else {}
+        for key in self.info_keys:
+            info[key], info[f"_{key}"] = info_values[key], info_has[key]
         return self._obs.copy(), rewards, terminated, truncated, info
 
     def close(self, **kwargs) -> None:

@@ -300,7 +300,9 @@ def make_run_vec_env(config, num_threads: int | None = None) -> gym.vector.Vecto
     """The ``agents`` kind's vector env: ``env.num_envs_per_worker`` copies, each agent of each a slot, behind the env
     guard (an env that raises is reset as a whole, its episodes in progress ending unscored)."""
     cfg = config.env
-    envs = AgentSlotsVectorEnv(partial(_make, cfg.id, dict(cfg.kwargs)), cfg.num_envs_per_worker, config.agents.critic)
+    envs = AgentSlotsVectorEnv(
+        partial(_make, cfg.id, dict(cfg.kwargs)), cfg.num_envs_per_worker, config.agents.critic, tuple(cfg.info_metrics)
+    )
     structured = envs.structured_observation_space
     envs = GuardedVectorEnv(envs, cfg.max_consecutive_errors)
     envs.structured_observation_space = structured

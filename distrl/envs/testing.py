@@ -161,6 +161,39 @@ def sleepy_cartpole(
     return SleepyStep(gym.make("CartPole-v1", **kwargs), step_s)
 
 
+class EpisodeReport(gym.Wrapper):
+    """Reports numbers of its own in ``info`` at each episode's end, as a task's env reports a success or a distance:
+    ``success`` (the episode lasted ``success_at`` steps or more), ``steps`` (its length), and ``label`` (a string,
+    where ``label`` is set: a value no metric takes); every ``skip_every``-th episode ends without ``success``."""
+
+    def __init__(self, env: gym.Env, success_at: int, skip_every: int, label: str | None):
+        super().__init__(env)
+        self.success_at, self.skip_every, self.label = success_at, skip_every, label
+        self.steps = self.episodes = 0
+
+    def reset(self, **kwargs):
+        self.steps = 0
+        return self.env.reset(**kwargs)
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.steps += 1
+        if terminated or truncated:
+            self.episodes += 1
+            info = {**info, "steps": self.steps}
+            if not (self.skip_every and self.episodes % self.skip_every == 0):
+                info["success"] = self.steps >= self.success_at
+            if self.label is not None:
+                info["label"] = self.label
+        return obs, reward, terminated, truncated, info
+
+
+def reporting_cartpole(success_at: int = 50, skip_every: int = 0, label: str | None = None, **kwargs) -> gym.Env:
+    """CartPole-v1 that reports ``success``, ``steps`` (and ``label``) in ``info`` at each episode's end
+    (``EpisodeReport``)."""
+    return EpisodeReport(gym.make("CartPole-v1", **kwargs), success_at, skip_every, label)
+
+
 def _worker_index() -> int | None:
     """This process's rollout worker index, from its Ray actor's name; None outside a worker."""
     try:

@@ -23,6 +23,7 @@ SHIPPED_FACTORIES = frozenset(
         "distrl.envs.testing:nan_reward_cartpole",
         "distrl.envs.testing:dict_action_cartpole",
         "distrl.envs.testing:sleepy_cartpole",
+        "distrl.envs.testing:reporting_cartpole",
         "distrl.envs.testing:dict_obs_cartpole",
         "distrl.envs.testing:image_cartpole",
         "distrl.envs.testing:pixel_cartpole",

@@ -42,6 +42,8 @@ class RunStats:
     return_stats: tuple | None = None
     episode_returns: list[float] = field(default_factory=list)
     episode_lengths: list[int] = field(default_factory=list)
+    episode_info: dict[str, list[float]] = field(default_factory=dict)  # env.info_metrics at each episode's end
+    info_missing: dict[str, int] = field(default_factory=dict)  # episodes that ended without the key
     policies: dict | None = None  # several trained policies: each one's part (``PolicySample``), by name
 
     def add_episodes(self, episodes: EpisodeTracker) -> None:
@@ -49,6 +51,13 @@ class RunStats:
         returns, lengths = episodes.pop()
         self.episode_returns.extend(returns)
         self.episode_lengths.extend(lengths)
+        self.add_info(*episodes.pop_info())
+
+    def add_info(self, values: dict[str, list[float]], missing: dict[str, int]) -> None:
+        for key, seen in values.items():
+            self.episode_info.setdefault(key, []).extend(seen)
+        for key, count in missing.items():
+            self.info_missing[key] = self.info_missing.get(key, 0) + count
 
     def add_statistics(self, raw_obs: np.ndarray | None, discounted: np.ndarray | None, obs_ndim: int) -> None:
         """The batch's observation statistics (its raw observations ``[T, n, *obs]``, where env.normalize_obs asks)
@@ -64,6 +73,7 @@ class RunStats:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for name in ("error_messages", "nonfinite_messages", "episode_returns", "episode_lengths"):
             getattr(self, name).extend(getattr(other, name))
+        self.add_info(other.episode_info, other.info_missing)
 
 
 @dataclass
@@ -94,7 +104,7 @@ class CopyRunner:
         self.action_mask: np.ndarray | None = None  # legal actions, for envs that report them
         self.state = memory.initial(n)
         self.next_is_start = np.ones(n, dtype=bool)
-        self.episodes = EpisodeTracker(n, config.env.action_repeat)
+        self.episodes = EpisodeTracker(n, config.env.action_repeat, tuple(config.env.info_metrics))
         self.discounted_returns = np.zeros(n, np.float64) if config.env.normalize_reward else None
 
     def new_batch(self, num_envs: int | None = None) -> Batch:
@@ -183,7 +193,7 @@ class EnvRunner(CopyRunner):
         raw_error = env_info.get("_env_error", no_error)  # the env raised and was reset
         raw_nonfinite = env_info.get("_env_nonfinite", no_error)  # NaN or inf in its observation or reward
         reset = raw_error | raw_nonfinite | env_info.get("_env_reset", no_error)  # reset by the guard
-        valid = self.episodes.step(reward, terminated, truncated, reset)  # False on NEXT_STEP reset steps
+        valid = self.episodes.step(reward, terminated, truncated, reset, env_info)  # False on NEXT_STEP reset steps
         error, nonfinite = raw_error & valid, raw_nonfinite & valid
         if error.any():  # keep the step out of the loss and the statistics
             stats.env_errors += int(error.sum())

@@ -61,6 +61,8 @@ class PolicySetRunner(EnvGroups):
                 env_steps=steps * runner.num_envs,
                 episode_returns=stats.episode_returns,
                 episode_lengths=stats.episode_lengths,
+                episode_info=stats.episode_info,
+                info_missing=stats.info_missing,
                 obs_stats=stats.obs_stats,
                 return_stats=stats.return_stats,
             )

@@ -96,9 +96,12 @@ class ReadyEnvRunner(CopyRunner):
                 ids = np.asarray(info["env_id"])
                 stepped = self.in_flight[ids]
                 if stepped.all():
-                    self._record(ids, raw, reward, terminated, truncated)
+                    self._record(ids, raw, reward, terminated, truncated, info=info)
                 else:  # copies whose first observation this is (ale-py returns them in their turn after a reset)
-                    self._record(ids[stepped], raw[stepped], reward[stepped], terminated[stepped], truncated[stepped])
+                    rows = {k: v[stepped] for k, v in info.items() if isinstance(v, np.ndarray) and len(v) == len(ids)}
+                    self._record(
+                        ids[stepped], raw[stepped], reward[stepped], terminated[stepped], truncated[stepped], info=rows
+                    )
                     self.raw_obs[ids[~stepped]] = raw[~stepped]
                     self.seen[ids] = True
             actions = self._act(ids, policy, before_step(), stats)
@@ -163,11 +166,12 @@ class ReadyEnvRunner(CopyRunner):
         terminated: np.ndarray,
         truncated: np.ndarray,
         error: np.ndarray | None = None,
+        info: dict | None = None,
     ) -> None:
         """The steps of copies ``ids`` into their columns at their cursors; ``error``: steps that failed (kept out of
-        the loss and the statistics)."""
+        the loss and the statistics); ``info``: the step's info, row for row with ``ids``."""
         reset = np.zeros(len(ids), dtype=bool) if error is None else error
-        valid = self.episodes.step_copies(ids, reward, terminated, truncated, reset)
+        valid = self.episodes.step_copies(ids, reward, terminated, truncated, reset, info)
         self.next_is_start[ids] = ~valid  # the observation after a reset step starts an episode
         which, row = np.divmod(self.cursor[ids], self.steps)
         for k in np.unique(which):

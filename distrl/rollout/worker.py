@@ -299,6 +299,8 @@ class RolloutWorker:
             batch_bytes=batch.nbytes,
             episode_returns=run.episode_returns,
             episode_lengths=run.episode_lengths,
+            episode_info=run.episode_info,
+            info_missing=run.info_missing,
             sample_s=time.perf_counter() - start,
             policy_s=run.policy_s,
             env_s=run.env_s,
