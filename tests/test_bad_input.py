@@ -461,6 +461,16 @@ CASES = {
         ("set at least one stop condition",),
     ),
     "checkpoint.keep": Case(f"{TRAIN} --set checkpoint.keep=0", 2, ("checkpoint.keep=0", "greater than 0")),
+    "eval.best without evaluation": Case(
+        f"{TRAIN} --set eval.best=eval", 2, ("eval.best=eval: evaluation is off",), absent=("{tmp}/new",)
+    ),
+    "stop.eval_return_mean without evaluation": Case(
+        f"{TRAIN} --set stop.eval_return_mean=400", 2, ("stop.eval_return_mean=400: evaluation is off",)
+    ),
+    "eval.episodes": Case(f"{TRAIN} --set eval.episodes=0", 2, ("eval.episodes=0: must be a whole number, 1 or more",)),
+    "env.info_metrics not a name": Case(
+        f"{TRAIN} --set 'env.info_metrics=[a b]'", 2, ("env.info_metrics.0='a b'", "should match pattern")
+    ),
     "logging.progress": Case(f"{TRAIN} --set logging.progress=loud", 2, ("logging.progress='loud'",)),
     "cluster.placement_timeout_s": Case(
         f"{TRAIN} --set cluster.placement_timeout_s=0", 2, ("cluster.placement_timeout_s=0", "greater than 0")

@@ -107,14 +107,32 @@ def test_tournament_and_eval(league_run, tmp_path):
     assert (league_run / "league" / "elo.png").stat().st_size > 1000
     replay = json.loads((tmp_path / "replays" / "replay_0.json").read_text())
     assert replay["moves"] and {replay["seat_0"], replay["seat_1"]} == {r["player"] for r in table["players"][:2]}
-    done = run_cli("eval", str(league_run), "--opponent", "random", "--episodes", "40")
+    done = run_cli("eval", str(league_run), "--opponent", "random", "--episodes", "40", "--checkpoint", "latest")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "seat 0 (first): 20 games against random" in done.stdout and "seat 1 (second)" in done.stdout
-    assert done.stdout.startswith(
-        f"checkpoint {sorted((league_run / 'checkpoints').glob('ckpt_*.pt'))[-1]} (iteration "
-    )
-    done = run_cli("eval", str(league_run))
-    assert done.returncode == 2 and "give --opponent" in done.stderr
+    newest = sorted((league_run / "checkpoints").glob("ckpt_*.pt"))[-1]
+    assert done.stdout.startswith(f"checkpoint {newest} (the run's newest")
+
+
+def test_the_best_is_chosen_by_evaluation_against_the_scripted_player(league_run):
+    """A league evaluates by default (every 10 iterations, 100 games against the scripted player, both seats): its
+    best checkpoint is the one that scored highest there, never the one with the highest training return, and
+    ``distrl eval RUN`` with no flags plays it against the scripted player."""
+    rows = _rows(league_run)
+    summary = json.loads((league_run / "summary.json").read_text())
+    evaluated = [r for r in rows if "eval_return_mean" in r]
+    assert evaluated and all(r["eval_episodes"] == 100 and 0 <= r["eval_score_heuristic"] <= 1 for r in evaluated)
+    scores = {r["eval_iteration"]: r["eval_return_mean"] for r in evaluated}
+    scores[summary["final_eval"]["eval_iteration"]] = summary["final_eval"]["eval_return_mean"]
+    assert summary["best_checkpoint_metric"] == "eval_return_mean"
+    assert summary["best_checkpoint_score"] >= max(scores.values())  # an earlier command's final one may be higher
+    best = Path(summary["best_checkpoint"])
+    assert best.is_file()
+    done = run_cli("eval", str(league_run), "--episodes", "20")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("a league run: its learner plays the game's scripted player")
+    assert f"checkpoint {best} (the run's best, by its evaluation's mean return" in done.stdout, done.stdout
+    assert "seat 0 (first): 10 games against heuristic" in done.stdout
 
 
 def test_duel_teams_league_steps_through_team_sizes_rates_and_replays_as_video(tmp_path):

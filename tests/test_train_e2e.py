@@ -131,7 +131,8 @@ def test_resume_continues_counters_the_best_checkpoint_and_the_learning_rate(tmp
     best = max(written, key=lambda r: r["episode_return_mean"])
     best_file = run_dir / "checkpoints" / f"ckpt_{best['iteration']:07d}.pt"
     assert summary["best_checkpoint"] == str(best_file) and best_file.is_file()
-    assert summary["best_checkpoint_return"] == pytest.approx(best["episode_return_mean"])
+    assert summary["best_checkpoint_score"] == pytest.approx(best["episode_return_mean"])
+    assert summary["best_checkpoint_metric"] == "episode_return_mean"
     on_disk = sorted(p.name for p in (run_dir / "checkpoints").glob("ckpt_*.pt"))
     assert on_disk == sorted({best_file.name, "ckpt_0000015.pt"})
     # The rate: annealed to 0 at the first budget, it goes on from there under the larger ones, never up.
@@ -149,7 +150,8 @@ def test_resume_continues_counters_the_best_checkpoint_and_the_learning_rate(tmp
     # eval plays the best, and says which file; --checkpoint latest plays the newest.
     played = run_cli("eval", str(run_dir), "--episodes", "2")
     assert played.returncode == 0, played.stderr[-3000:]
-    assert f"checkpoint {best_file} (the run's best, mean return {best['episode_return_mean']:.1f}" in played.stdout
+    how = f"(the run's best, by its mean training return {best['episode_return_mean']:.4g}"
+    assert f"checkpoint {best_file} {how}" in played.stdout, played.stdout
     latest = run_cli("eval", str(run_dir), "--episodes", "2", "--checkpoint", "latest")
     assert f"checkpoint {run_dir / 'checkpoints' / 'ckpt_0000015.pt'} (the run's " in latest.stdout, latest.stdout
     # Starting a new run on top of an old one is refused rather than mixing them.
@@ -392,7 +394,7 @@ def test_in_an_80_column_terminal_the_screen_fits_and_the_bar_names_each_phase(t
     end = lines.index("done: the step budget (40,000 env steps) reached")
     block = [line for line in lines[end:] if line.strip()]
     assert block[1].startswith("  steps    40,960 env steps in ") and "None" not in text, block
-    assert block[3].startswith("  best     ") and block[3].endswith(f": {run_dir}/checkpoints/ckpt_0000005.pt")
+    assert block[3].startswith(f"  best     {run_dir}/checkpoints/ckpt_0000005.pt (return "), block
     assert block[4] == f"  run      {run_dir}" and block[5] == "next:", block
     assert block[-1] == f"  distrl train --resume {run_dir} --set stop.env_steps=80000", block
     shutil.rmtree(run_dir.parent)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 PositiveInt = Annotated[int, Field(gt=0)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
@@ -57,6 +57,15 @@ class EvalConfig(BaseModel):
         "evaluation's mean return when evaluation is on, else the mean training return (a league run: the newest, "
         "since its training return is against ever stronger opponents)",
     )
+
+    @field_validator("every_iterations", "episodes", mode="before")
+    @classmethod
+    def _number_or_auto(cls, value: Any, info) -> Any:
+        """One line for either form (a plain union would report the number's failure and the literal's both)."""
+        least = 0 if info.field_name == "every_iterations" else 1
+        if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= least):
+            return value
+        raise ValueError(f"eval.{info.field_name}={value!r}: must be a whole number, {least} or more, or auto")
 
     def count(self, league: bool) -> int:
         """Episodes per evaluation (a league run's games per opponent)."""

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from distrl.common.errors import EnvFailure
 
-class InfoMetricError(ValueError):
-    """An ``env.info_metrics`` key whose value at an episode's end is not a number."""
+
+class InfoMetricError(EnvFailure):
+    """An ``env.info_metrics`` key whose value at an episode's end is not a number: the run stops with its line."""
 
 
 class EpisodeTracker:
@@ -95,8 +97,9 @@ class EpisodeTracker:
             for row in present:
                 value = values[row]
                 if not isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
+                    plain = value.item() if isinstance(value, np.generic) else value  # numpy's str_ as str
                     raise InfoMetricError(
-                        f"env.info_metrics: info[{key!r}] at an episode's end is a {type(value).__name__} "
+                        f"env.info_metrics: info[{key!r}] at an episode's end is a {type(plain).__name__} "
                         f"({str(value)[:40]!r}); a number or a bool is needed"
                     )
                 self.info[key].append(float(value))

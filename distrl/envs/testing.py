@@ -188,10 +188,13 @@ class EpisodeReport(gym.Wrapper):
         return obs, reward, terminated, truncated, info
 
 
-def reporting_cartpole(success_at: int = 50, skip_every: int = 0, label: str | None = None, **kwargs) -> gym.Env:
+def reporting_cartpole(
+    success_at: int = 50, skip_every: int = 0, label: str | None = None, step_s: float = 0.0, **kwargs
+) -> gym.Env:
     """CartPole-v1 that reports ``success``, ``steps`` (and ``label``) in ``info`` at each episode's end
-    (``EpisodeReport``)."""
-    return EpisodeReport(gym.make("CartPole-v1", **kwargs), success_at, skip_every, label)
+    (``EpisodeReport``); each step sleeps ``step_s`` where it is set."""
+    env = gym.make("CartPole-v1", **kwargs)
+    return EpisodeReport(SleepyStep(env, step_s) if step_s else env, success_at, skip_every, label)
 
 
 def _worker_index() -> int | None:

@@ -65,8 +65,11 @@ def run_trial(params: dict, base: dict, checkpoint_every: int) -> None:
         # PBT: the donor's counters and weights, this trial's settings (its perturbed config).
         resume_payload["config"] = config.model_dump(mode="json")
 
+    newest_eval: dict = {}  # an evaluation's keys, carried in every report until the next one lands
+
     def report(row: dict, driver: Driver) -> None:
-        metrics = _reportable(row)
+        newest_eval.update({k: v for k, v in _reportable(row).items() if k.startswith("eval_")})
+        metrics = {**newest_eval, **_reportable(row)}
         if driver.counters.iteration % every:
             tune.report(metrics)
             return
