@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from distrl.common.text import fit, fit_command, shown
 from distrl.config import Config, load_config
 
 
@@ -43,6 +44,11 @@ class TrainResult:
     config: Config = field(repr=False)
     summary: dict = field(repr=False)
 
+    def __str__(self) -> str:
+        """What ``print(result)`` shows: the run's end block without the next commands (why it stopped, steps and
+        time, the return, the best checkpoint, the run's directory)."""
+        return final_report(self, commands=False)
+
     @classmethod
     def from_summary(cls, run_dir: Path, config: Config, summary: dict) -> TrainResult:
         def path(key: str) -> Path | None:
@@ -65,15 +71,6 @@ class TrainResult:
 
 
 BEST_BY = {"eval_return_mean": "evaluation", "episode_return_mean": "return"}  # the end block's words for its score
-
-
-def _shown(path: Path) -> str:
-    """A path as a command takes it here: relative to the working directory where it lies below it."""
-    path = Path(path).absolute()
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
 
 
 def _stopped(result) -> str:
@@ -108,10 +105,12 @@ def _train_on(result) -> str:
     return ""
 
 
-def final_report(result) -> str:
+def final_report(result, commands: bool = True, width: int | None = None) -> str:
     """What a run ends with, a line each: why it stopped; this command's steps, time and rate (start-up included,
-    where the live bar showed the current rate; a resumed run's totals beside them); the return; the best checkpoint;
-    where the run is; and the commands that come next, with the run's path."""
+    where the live bar showed the current rate; a resumed run's totals on a line of their own); the return; the best
+    checkpoint and what chose it; where the run is; and the commands that come next, with the run's path. Every
+    line fits ``width`` (the terminal's, 80 where unknown), broken at word breaks; a command with a shell
+    continuation."""
     command = result.summary.get("this_command") or {
         "env_steps": result.env_steps,
         "wall_s": result.wall_s,
@@ -119,24 +118,28 @@ def final_report(result) -> str:
         "resumed_at_env_steps": None,
     }
     steps = f"{command['env_steps']:,} env steps in {command['wall_s']:.1f} s ({command['sps']:,.0f} steps/s)"
-    if command["resumed_at_env_steps"] is not None:  # a resumed run: this command's part, then the run's whole
-        steps += f"; the run {result.env_steps:,} in {result.wall_s:.1f} s"
     ret = result.episode_return_mean
-    lines = [
-        f"done: {_stopped(result)}",
-        f"  steps    {steps}",
-        f"  return   {'-' if ret is None else f'{ret:.1f}'} (mean of the last 100 episodes)",
-    ]
+    lines = [f"done: {_stopped(result)}", f"  steps    {steps}"]
+    if command["resumed_at_env_steps"] is not None:  # a resumed run: this command's part, then the run's whole
+        lines.append(f"  total    {result.env_steps:,} env steps in {result.wall_s:.1f} s (the whole run)")
+    lines.append(f"  return   {'-' if ret is None else f'{ret:.1f}'} (mean of the last 100 episodes)")
     score = result.summary.get("best_checkpoint_score")
     if result.best_checkpoint is not None:
         by = BEST_BY.get(result.summary.get("best_checkpoint_metric"), "newest")
         of = f" ({by} {score:.4g})" if score is not None else " (the newest)"
-        lines.append(f"  best     {_shown(result.best_checkpoint)}{of}")
+        lines.append(f"  best     {shown(result.best_checkpoint)}{of}")
     lines.append(f"  run      {Path(result.run_dir).absolute()}")
-    if result.checkpoint is not None:
-        run = _shown(result.run_dir)
-        lines += ["next:", f"  distrl eval {run}", f"  distrl export {run} policy.onnx"]
-        lines.append(f"  distrl train --resume {run}" + _train_on(result))
+    lines = [fit(line, width) for line in lines]
+    if commands and result.checkpoint is not None:
+        run = shown(result.run_dir)
+        lines.append("next:")
+        for next_command in (
+            f"  distrl eval {run}",
+            f"  distrl export {run} policy.onnx",
+            f"  distrl plot {run} --out {Path(run).name}.png",
+            f"  distrl train --resume {run}" + _train_on(result),
+        ):
+            lines.append(fit_command(next_command, width))
     return "\n".join(lines)
 
 
@@ -201,6 +204,11 @@ def train(
             )
         if not resume.is_dir():
             raise UsageError(f"--resume={str(resume)!r}: no such run directory")
+        if not (resume / "config.yaml").is_file() and not any((resume / "checkpoints").glob("ckpt_*.pt")):
+            raise UsageError(
+                f"--resume={str(resume)!r}: not a run directory (no config.yaml, no checkpoints/); give the directory "
+                "a run was trained into"
+            )
         if run_dir is not None and Path(run_dir) != resume:
             raise UsageError("--run-dir: cannot be combined with --resume RUN_DIR (the run continues in RUN_DIR)")
         run_dir = resume
@@ -236,12 +244,41 @@ def train(
     finally:
         if started_ray and ray.is_initialized():  # a Ray this call started goes with it; the caller's stays
             ray.shutdown()
+        if started_ray:  # and all of it, even where a stop came while it started (its agents would linger a minute)
+            _stop_ray_children()
         if handler is not None:
             log.remove_cli_handler(handler)
     result = TrainResult.from_summary(run_dir, cfg, summary)
     if handler is not None:  # as distrl train ends
         print(final_report(result))
     return result
+
+
+def _stop_ray_children(wait_s: float = 3.0) -> None:
+    """End the Ray processes this process started that are still running (its GCS, raylet, dashboard and agents,
+    workers): the ones ``ray.shutdown`` did not reach because a stop came while Ray was starting. Only this
+    process's own children, and only Ray's (by their command line): never another Ray, nor a caller's own."""
+    import psutil
+
+    def is_ray(proc) -> bool:
+        try:
+            line = " ".join(proc.cmdline())
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            return False
+        return "/ray/" in line or line.startswith("ray::")
+
+    leftovers = [proc for proc in psutil.Process().children(recursive=True) if is_ray(proc)]
+    for proc in leftovers:
+        try:
+            proc.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(leftovers, timeout=wait_s)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
 
 
 def _target(address: str | None):

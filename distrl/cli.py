@@ -16,6 +16,7 @@ from pathlib import Path
 from distrl.api import UsageError as _UsageError  # one class for the CLI's and the API's argument errors
 from distrl.api import check_writable as _check_writable
 from distrl.common.checkpoint import CHOICES as CHECKPOINT_CHOICES
+from distrl.common.text import fit, shown
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -91,13 +92,13 @@ def _cmd_config_show(args) -> int:
         from distrl.envs.kinds import resolve_agents
 
         config = resolve_agents(config)  # an N-agent env's slots: its copies x the agents the env has
-    print(describe_config(config))
+    print(describe_config(config), flush=True)
     if args.explain:
         from distrl import diagnose
 
-        print("\n# what auto chooses for this config on this machine, and why (a worker and a learner built here)")
+        print("\n# what auto chooses here, and why (a worker and a learner built here)", flush=True)
         for line in diagnose.explain(config):
-            print(line)
+            print(fit(line, indent=13 if line.startswith(" " * 11) else 11))
     return 0
 
 
@@ -270,8 +271,12 @@ def _cmd_export(args) -> int:
         print(f"created the directory {out.parent}")
     for info in written:
         print(
-            f"wrote {info['path']} from {info['checkpoint']} ({info['chosen']}; {info['exporter']} exporter): inputs "
-            f"{info['inputs']}, outputs {info['outputs']}; max |onnx - torch| = {info['max_abs_diff']:.2e}"
+            fit(
+                f"wrote {shown(info['path'])} from {shown(info['checkpoint'])} ({info['chosen']}; {info['exporter']} "
+                f"exporter): inputs {info['inputs']}, outputs {info['outputs']}; max |onnx - torch| = "
+                f"{info['max_abs_diff']:.2e}",
+                indent=2,
+            )
         )
     return 0
 
@@ -289,7 +294,7 @@ def _cmd_plot(args) -> int:
     runs = load_runs(args.runs)
     labels = plot_runs(runs, metric=args.metric, x=args.x, out=args.out, size=args.size, title=args.title)
     if args.out:
-        print(f"wrote {args.out}: {args.metric} against {args.x}, " + "; ".join(labels))
+        print(fit(f"wrote {args.out}: {args.metric} against {args.x}, " + "; ".join(labels), indent=2))
     return 0
 
 
@@ -304,7 +309,7 @@ def _cmd_diagnose(args) -> int:
 
     config = load_config(args.config, args.set)
     check_env_trust(config.env.id, _named_envs(args), f"config {args.config!r}")
-    console = Console(soft_wrap=True)
+    console = Console()  # wraps at word breaks to the terminal's width (80 where there is none)
     # on a terminal a spinner names each measurement as it runs (gone when the report prints)
     with console.status("diagnose: starting") as status:
         report = diagnose.run(config, quick=args.quick, phase=lambda text: status.update(f"diagnose: {text}"))

@@ -206,21 +206,35 @@ def run(config, quick: bool = False, phase=lambda text: None) -> dict:
 
 
 def print_report(report: dict, console) -> None:
+    """The report a line per part, each label in a column of its own and its text wrapped at word breaks beside it,
+    so that every line fits the console's width (80 where it is not a terminal)."""
+    from rich.table import Table
+
+    def say(label: str, text: str, indent: str = "") -> None:
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(width=9, style="bold", no_wrap=True)
+        if indent:
+            grid.add_column(width=len(indent), no_wrap=True)
+        grid.add_column(overflow="fold")
+        grid.add_row(label, *([indent] if indent else []), escape(text))
+        console.print(grid)
+
     v = report["versions"]
-    console.print("[bold]versions[/bold]  " + ", ".join(f"{k} {val}" for k, val in v.items() if val))
+    say("versions", ", ".join(f"{k} {val}" for k, val in v.items() if val))
     missing = [k for k, val in v.items() if val is None]
     if missing:
-        console.print(f"          not installed: {', '.join(missing)}")
+        say("", f"not installed: {', '.join(missing)}")
     cpu = report["cpu"]
-    console.print(
-        f"[bold]cpu[/bold]       {cpu['model']}, {cpu['cores']} cores, features {' '.join(cpu['features']) or '-'}, "
-        f"torch capability {cpu['torch_cpu_capability']}, mkldnn {cpu['mkldnn']}"
+    say(
+        "cpu",
+        f"{cpu['model']}, {cpu['cores']} cores, features {' '.join(cpu['features']) or '-'}, "
+        f"torch capability {cpu['torch_cpu_capability']}, mkldnn {cpu['mkldnn']}",
     )
     mem = report["memory"]
-    console.print(f"[bold]memory[/bold]    {mem['available_gb']} GB free of {mem['total_gb']} GB")
+    say("memory", f"{mem['available_gb']} GB free of {mem['total_gb']} GB")
     gpu = report["gpu"]
     if gpu is None:
-        console.print("[bold]gpu[/bold]       none (learners run on CPU)")
+        say("gpu", "none (learners run on CPU)")
     else:
         util = (
             f", utilisation {gpu.get('utilization_pct')}%, memory "
@@ -228,34 +242,37 @@ def print_report(report: dict, console) -> None:
             if "utilization_pct" in gpu
             else ""
         )
-        console.print(f"[bold]gpu[/bold]       {gpu['count']} x {gpu['name']}, bf16 {gpu['bf16']}{util}")
+        say("gpu", f"{gpu['count']} x {gpu['name']}, bf16 {gpu['bf16']}{util}")
     m = report["measured"]
-    console.print(f"[bold]env[/bold]       {m['env_steps_per_s']:,.0f} env steps/s (one vector env, random actions)")
-    console.print("[bold]policy[/bold]    latency per call incl. action sampling, one thread:")
+    say("env", f"{m['env_steps_per_s']:,.0f} env steps/s (one vector env, random actions)")
+    say("policy", "latency per call incl. action sampling, one thread:")
     eager = m["policy_latency"]["eager"].get("p50_us")
     for name, row in m["policy_latency"].items():
         if row["available"]:
-            speed = f"  x{eager / row['p50_us']:.2f} vs eager" if eager else ""
+            speed = f", x{eager / row['p50_us']:.2f} vs eager" if eager else ""
             check = row["check"]
             agrees = (
                 ""
                 if name == "eager"
                 else (
-                    f"  |x - eager| {check['difference']:.2g}, error vs float64 "
+                    f"; |x - eager| {check['difference']:.2g}, error vs float64 "
                     f"{check['error']:.2g} of {check['tolerance']:.2g} allowed"
                 )
             )
-            console.print(
-                f"          {name:9s} batch {row['batch']}: p50 {row['p50_us']:8.1f} us  p95 {row['p95_us']:8.1f} us  "
-                f"p99 {row['p99_us']:8.1f} us{speed}{agrees}"
+            say(
+                "",
+                f"batch {row['batch']}: p50 {row['p50_us']:.1f} us, p95 {row['p95_us']:.1f} us, "
+                f"p99 {row['p99_us']:.1f} us{speed}{agrees}",
+                indent=f"{name:9s}",
             )
         else:
-            console.print(f"          {name:9s} unavailable: {escape(row['reason'])}")
-    console.print(
-        f"[bold]learner[/bold]   one PPO update {m['learner_update_s'] * 1e3:.1f} ms on {m['learner_device']} "
-        f"({m['learner_samples_per_s']:,.0f} samples/s)"
+            say("", f"unavailable: {row['reason']}", indent=f"{name:9s}")
+    say(
+        "learner",
+        f"one PPO update {m['learner_update_s'] * 1e3:.1f} ms on {m['learner_device']} "
+        f"({m['learner_samples_per_s']:,.0f} samples/s)",
     )
-    console.print("[bold]active[/bold]    " + ", ".join(f"{k}: {val}" for k, val in report["active"].items()))
+    say("active", ", ".join(f"{k}: {val}" for k, val in report["active"].items()))
 
 
 def explain(config) -> list[str]:

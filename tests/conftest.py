@@ -1,4 +1,5 @@
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -68,3 +69,41 @@ def run_cli(
         env=env,
         cwd=cwd or ROOT,
     )
+
+
+def under_a_terminal(
+    args: list[str], columns: int = 160, env: dict | None = None, code: int = 0, cwd: Path | None = None
+) -> str:
+    """Run ``args`` in ``cwd`` (the repository) with a pseudo-terminal of ``columns`` x 40 as its stdin and stdout
+    (``env`` over this process's, a private Ray); what it wrote there, ANSI codes out, once it exited with
+    ``code``."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    main, child = pty.openpty()
+    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    base = {key: value for key, value in os.environ.items() if key not in ("COLUMNS", "LINES")}
+    proc = subprocess.Popen(
+        args,
+        cwd=cwd or ROOT,
+        stdin=child,
+        stdout=child,
+        stderr=subprocess.PIPE,
+        env={**base, "TERM": "xterm", "RAY_ADDRESS": "local", **(env or {})},
+    )
+    os.close(child)
+    chunks = []
+    while True:
+        try:
+            data = os.read(main, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=300)
+    os.close(main)
+    assert proc.returncode == code, proc.stderr.read()[-3000:]
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode(errors="replace"))

@@ -44,6 +44,9 @@ SCRIPTS = [
     "spread_reference",
     "minatar",
     "value_norm",
+    "league_best",
+    "eval_overhead",
+    "best_checkpoint",
 ]
 MINATAR = pytest.mark.skipif(importlib.util.find_spec("minatar") is None, reason="MinAtar is not installed")
 
@@ -87,6 +90,7 @@ def test_every_script_answers_help_and_has_a_quick_mode():
         pytest.param("learner_defaults", marks=pytest.mark.slow),
         pytest.param("minatar", marks=[pytest.mark.slow, MINATAR]),  # both models trained end to end on MinAtar
         pytest.param("value_norm", marks=pytest.mark.slow),
+        pytest.param("best_checkpoint", marks=pytest.mark.slow),
     ],
 )
 def test_quick_run_writes_results(name, tmp_path):

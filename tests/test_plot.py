@@ -1,5 +1,6 @@
 """distrl plot on real runs: seeds of one config drawn as one band, a PNG of the size asked for, one-line errors."""
 
+import shutil
 import struct
 
 import pytest
@@ -52,6 +53,9 @@ def test_plot_draws_seeds_as_one_line_and_each_config_in_the_legend(runs, tmp_pa
         ("ppo.lr=0.0025 (2 seeds)", ["s0", "s1"]),
         ("ppo.lr=0.001", ["lr"]),
     ]
+    twice = tmp_path / "s0_again"  # the same seed run twice is not two seeds
+    shutil.copytree(runs["s0"], twice)
+    assert [label for label, _ in group_seeds(load_runs([str(runs["s0"]), str(twice)]))] == ["s0 (2 runs, seed 0)"]
 
 
 def test_plot_against_wall_time_and_another_metric(runs, tmp_path):

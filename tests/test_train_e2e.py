@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, run_cli, under_a_terminal
 
 METRIC_KEYS = {
     "iteration",
@@ -319,38 +319,6 @@ def test_the_device_steps_first_update_is_checked_and_reported(tmp_path):
     assert step["step"] == "device" and step["step_check"]["ok"] is True
 
 
-def _under_a_terminal(args: list[str], columns: int = 160) -> str:
-    """Run ``args`` with a pseudo-terminal of ``columns`` x 40 as its stdin and stdout; what it wrote there, ANSI
-    codes out."""
-    import fcntl
-    import os
-    import pty
-    import re
-    import struct
-    import termios
-
-    main, child = pty.openpty()
-    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
-    env = {key: value for key, value in os.environ.items() if key not in ("COLUMNS", "LINES")}
-    proc = subprocess.Popen(
-        args, cwd=ROOT, stdin=child, stdout=child, stderr=subprocess.PIPE, env={**env, "TERM": "xterm"}
-    )
-    os.close(child)
-    chunks = []
-    while True:
-        try:
-            data = os.read(main, 65536)
-        except OSError:  # the child closed the terminal
-            break
-        if not data:
-            break
-        chunks.append(data)
-    proc.wait(timeout=300)
-    os.close(main)
-    assert proc.returncode == 0, proc.stderr.read()[-3000:]
-    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode(errors="replace"))
-
-
 SHORT_RUN = [
     "--set",
     "stop.env_steps=40000",
@@ -378,7 +346,7 @@ def test_in_an_80_column_terminal_the_screen_fits_and_the_bar_names_each_phase(t
     import tempfile
 
     run_dir = Path(tempfile.mkdtemp(prefix="t80_", dir="/tmp")) / "run"  # a short path, as a user's would be
-    text = _under_a_terminal(
+    text = under_a_terminal(
         [sys.executable, "-m", "distrl", "train", "configs/cartpole.yaml", "--run-dir", str(run_dir), *SHORT_RUN],
         columns=80,
     )
@@ -408,9 +376,9 @@ def test_the_python_api_shows_progress_where_a_person_watches_and_nothing_when_t
         "import sys, distrl; distrl.train('configs/cartpole.yaml', run_dir=sys.argv[1], progress=eval(sys.argv[2]), "
         f"overrides={SHORT_RUN[1::2]!r})"
     )
-    shown = _under_a_terminal([sys.executable, "-c", code, str(tmp_path / "shown"), "None"])
+    shown = under_a_terminal([sys.executable, "-c", code, str(tmp_path / "shown"), "None"])
     assert "distrl run " in shown and "started: first update at " in shown, shown[-3000:]
     assert "the first batch and update" in shown and "done: the step budget" in shown, shown[-3000:]
-    silent = _under_a_terminal([sys.executable, "-c", code, str(tmp_path / "silent"), "False"])
+    silent = under_a_terminal([sys.executable, "-c", code, str(tmp_path / "silent"), "False"])
     assert "distrl" not in silent and "train " not in silent and "done:" not in silent, silent[-3000:]
     assert (tmp_path / "silent" / "summary.json").exists()

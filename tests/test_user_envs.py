@@ -299,7 +299,9 @@ def test_export_prints_only_its_own_line(tmp_path):
     result = run_cli("export", str(checkpoint), str(tmp_path / "p.onnx"))
     assert result.returncode == 0, result.stderr
     assert result.stderr.strip() == "", result.stderr
-    assert result.stdout.count("\n") == 1 and result.stdout.startswith("wrote ")
+    lines = result.stdout.splitlines()  # its one message, wrapped at 80 columns
+    assert result.stdout.startswith("wrote ") and "max |onnx - torch|" in lines[-1] and len(lines) <= 3, lines
+    assert all(len(line) <= 80 for line in lines) and all(line.startswith("  ") for line in lines[1:]), lines
 
 
 def test_dict_observations_with_images_leave_pixels_unnormalised():

@@ -35,7 +35,7 @@ def install_cli_handler(stream=None, level: int = logging.INFO) -> logging.Handl
         from rich.console import Console
         from rich.logging import RichHandler
 
-        _console = Console(file=stream, soft_wrap=True)
+        _console = Console(file=stream)
         handler: logging.Handler = RichHandler(
             console=_console, show_time=False, show_path=False, show_level=False, markup=False, rich_tracebacks=False
         )

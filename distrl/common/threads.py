@@ -11,6 +11,7 @@ ONNX Runtime alone) has nothing to set: the first call after torch loads sets it
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 
@@ -23,3 +24,21 @@ def use_torch_threads(count: int) -> None:
     if torch is not None and getattr(_set_here, "count", None) != count:
         torch.set_num_threads(count)
         _set_here.count = count
+
+
+@contextlib.contextmanager
+def torch_threads(count: int):
+    """Torch (OpenMP and MKL) uses ``count`` threads for the calling thread's work inside the block, and its earlier
+    count after: a policy acting for a caller's process (``distrl.load_policy``) leaves the caller's setting as it
+    was. Small batches through small layers run fastest on one thread, and far faster than on a thread per core when
+    other processes keep the cores busy (docs/performance.md, eval under load)."""
+    torch = sys.modules.get("torch")
+    before = torch.get_num_threads() if torch is not None else count
+    if before != count:
+        torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        if before != count:
+            torch.set_num_threads(before)
+            _set_here.count = before

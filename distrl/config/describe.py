@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import textwrap
 import typing
 
 import yaml
@@ -62,16 +63,26 @@ def _scalar(value) -> str:
     return yaml.safe_dump(value, default_flow_style=True, width=10**9).strip().removesuffix("...").strip()
 
 
-def describe_config(config: BaseModel) -> str:
+def describe_config(config: BaseModel, width: int = 80) -> str:
+    """The config as YAML, each key with a comment: its type, default, ``(set)`` where the config changed it, and
+    its description. A comment that would take the line past ``width`` goes above its key instead, wrapped at word
+    breaks (still YAML: a comment is a comment)."""
     lines: list[str] = []
+
+    def keyed(pad: str, key: str, note: str) -> None:
+        if not note or len(f"{pad}{key}  # {note}") <= width:
+            lines.append(f"{pad}{key}  # {note}" if note else f"{pad}{key}")
+            return
+        wrapped = textwrap.wrap(note, max(20, width - len(pad) - 2), break_long_words=False, break_on_hyphens=False)
+        lines.extend(f"{pad}# {part}" for part in wrapped)
+        lines.append(f"{pad}{key}")
 
     def walk(model: BaseModel, indent: int) -> None:
         for name, field in type(model).model_fields.items():
             value = getattr(model, name)
             pad = "  " * indent
             if isinstance(value, BaseModel):
-                doc = f"  # {field.description}" if field.description else ""
-                lines.append(f"{pad}{name}:{doc}")
+                keyed(pad, f"{name}:", field.description or "")
                 walk(value, indent + 1)
                 continue
             dumped = _plain(value)
@@ -81,7 +92,7 @@ def describe_config(config: BaseModel) -> str:
                 note += " (set)"
             if field.description:
                 note += f"; {field.description}"
-            lines.append(f"{pad}{name}: {_scalar(dumped)}  # {note}")
+            keyed(pad, f"{name}: {_scalar(dumped)}", note)
 
     walk(config, 0)
     return "\n".join(lines)

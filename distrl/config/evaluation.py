@@ -46,8 +46,12 @@ class EvalConfig(BaseModel):
         "uniform random moves); the score is the mean over them",
     )
     final: bool = Field(
-        True, description="evaluate the final checkpoint too, so the run's newest policy can be its best"
+        True,
+        description="at the run's end, its newest checkpoint and its best so far each play final_scale times the "
+        "episodes on seeds of their own, and the better is the run's best: the newest can be the best, and a best "
+        "chosen among many evaluations, partly for its luck, is judged again",
     )
+    final_scale: PositiveInt = Field(4, description="the final evaluations' episodes, as a multiple of episodes")
     timeout_s: PositiveFloat = Field(
         600.0, description="an evaluation that takes longer is abandoned and its actor restarted (a fault)"
     )

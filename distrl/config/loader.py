@@ -110,6 +110,20 @@ def config_from_dict(tree: dict) -> Config:
         raise ConfigError(_with_allowed_keys(lines)) from None
 
 
+def _near_file(path: Path) -> str:
+    """``; did you mean DIR/NAME?`` for a YAML file in the same directory (or a ``configs/`` one) whose name is
+    near the one given; "" where none is."""
+    places = [path.parent] + ([Path("configs")] if path.parent != Path("configs") else [])
+    for place in places:
+        if not place.is_dir():
+            continue
+        names = [p.name for p in place.iterdir() if p.suffix in (".yaml", ".yml")]
+        near = difflib.get_close_matches(path.name, names, n=1, cutoff=0.6)
+        if near:
+            return f"; did you mean {place / near[0]}?"
+    return ""
+
+
 def load_config(path: str | Path | dict | Config | None, overrides=()) -> Config:
     """Read YAML at ``path`` (None: all defaults; a dict or a Config: that tree), apply ``overrides``
     (``key.path=value`` strings or a ``{key.path: value}`` dict), validate."""
@@ -123,7 +137,7 @@ def load_config(path: str | Path | dict | Config | None, overrides=()) -> Config
     elif path is not None:
         path = Path(path)
         if not path.is_file():
-            raise ConfigError([f"config={str(path)!r}: no such file"])
+            raise ConfigError([f"config={str(path)!r}: no such file" + _near_file(path)])
         try:
             tree = yaml.load(path.read_text(), Loader=_Loader)
         except yaml.YAMLError as exc:

@@ -11,6 +11,7 @@ import torch
 from distrl.common.checkpoint import BestCheckpoint, CheckpointError, list_checkpoints, load_checkpoint_file
 from distrl.common.running_mean_std import RunningMeanStd
 from distrl.common.spaces import flatten_batch, is_structured
+from distrl.common.threads import torch_threads
 from distrl.config import Config, checkpoint_config
 from distrl.data.batch import policy_observation
 from distrl.data.memory import memory_for
@@ -208,7 +209,7 @@ class Policy:
         inputs, seen = self.memory.inputs(
             state if state is not None else self.initial_state(len(obs)), obs, episode_start
         )
-        with torch.inference_mode():
+        with torch.inference_mode(), torch_threads(1):  # as a worker acts: one thread, whatever the cores' load
             pd, _, *extra = self.model(*(torch.as_tensor(x) for x in inputs))
         state = self.memory.after(seen, tuple(x.numpy() for x in extra))
         pd = pd.numpy()

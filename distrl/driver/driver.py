@@ -37,6 +37,7 @@ from distrl.common.checkpoint import (
 )
 from distrl.common.errors import RunStalled
 from distrl.common.log import get_logger
+from distrl.common.text import fit, shown
 from distrl.config import Config, config_to_yaml
 from distrl.data.messages import EvalResult
 from distrl.driver import report
@@ -131,6 +132,7 @@ class Driver:
         self.actors: RunActors | None = None
         self.timeline: dict[str, float] = {}  # start-up milestones, seconds from launch (export_s: a duration)
         self._launch = time.perf_counter()
+        self._clock = self._launch  # what the run's time_s counts from in this command (a resumed run: its loop)
         league_state = None
         self.resumed_at: RunState | None = None  # where this command took the run up (None: a new run)
         if resume or resume_payload is not None:
@@ -247,7 +249,10 @@ class Driver:
             self._write_run_files(joined)
             self.drain_watch = DrainWatcher(self.actors, self._checkpoint_now)
             loop_start, loop_steps_start = time.perf_counter(), self.counters.env_steps
-            reason = loop.train(launch, loop_start, loop_steps_start)
+            # A resumed run's clock goes on from where it stopped once its loop starts: its own start-up is this
+            # command's (this_command), not the run's time, which would otherwise jump with no step taken.
+            self._clock = loop_start if self.resume else launch
+            reason = loop.train(self._clock, loop_start, loop_steps_start)
         except KeyboardInterrupt:
             reason = "interrupted"
         except (
@@ -300,8 +305,9 @@ class Driver:
         if self.verbose:
             screen = self.setup_lines
         else:
-            details = f"  details  {self.run_dir / SETUP_FILE} (every auto choice and why)"
-            screen = [*report.start_screen(*described, storage), *rate, details]
+            details = f"  details  {shown(self.run_dir / SETUP_FILE)} (every auto choice and why)"
+            on_screen = (self.config, shown(self.run_dir), *described[2:])  # the run's path as typed here
+            screen = [fit(line) for line in [*report.start_screen(*on_screen, storage), *rate, details]]
         for line in screen:
             log.info(line)
 
@@ -317,7 +323,8 @@ class Driver:
 
     def _finish(self, reason: str | None, launch: float, loop_start: float, loop_steps_start: int) -> dict:
         """The final checkpoint and summary.json, whatever ended the run."""
-        wall = self.counters.time_s + (time.perf_counter() - launch)
+        now = time.perf_counter()
+        wall = self.counters.time_s + (now - (self._clock if self.resume else launch))
         self.counters.time_s = wall
         # Nothing trained and nothing resumed: no checkpoint, so the directory does not look like a run to resume.
         # The final policy evaluated too (eval.final), so the run's newest can be its best; not when stopping at once.
@@ -339,7 +346,7 @@ class Driver:
         if self.evaluation is not None:
             summary["final_eval"] = self.final_eval or None
             summary["eval_failures"] = self.counters.eval_failures
-        summary["this_command"] = report.this_command(self.counters, self.resumed_at)
+        summary["this_command"] = report.this_command(self.counters, self.resumed_at, now - launch)
         summary["storage"] = self.storage and self.storage.uri
         summary["startup"] = {k: round(v, 3) for k, v in self.timeline.items()}
         summary["learner_step"] = self.learner_step or self.actors.learner_info or None
@@ -461,7 +468,7 @@ class Driver:
 
     def _checkpoint_now(self) -> Path:
         """A checkpoint at this moment, its time included (the drain watcher's, from its thread)."""
-        return self.checkpoint_at(self.counters.time_s + (time.perf_counter() - self._launch))
+        return self.checkpoint_at(self.counters.time_s + (time.perf_counter() - self._clock))
 
     def _checkpoint(self, evaluate: bool = False, final_eval: bool = False) -> Path:
         """Write a checkpoint from the newest learner state the driver holds (alive learners or not); ``evaluate``:
@@ -472,10 +479,8 @@ class Driver:
             self._set_best(better(self.best, self.counters.return_mean(), iteration, metric))
         payload = self.checkpoint_payload()
         path = checkpoint_path(self.run_dir, iteration)
-        if final_eval:  # the one in flight first, if another
-            if self.evaluation.pending is not None and self.evaluation.pending.iteration != iteration:
-                self.evaluated(self.evaluation.wait())
-            self.final_eval = self.evaluated(self.evaluation.run_now(iteration, payload["learner"], path))
+        if final_eval:
+            self._final_round(iteration, payload["learner"], path)
             payload["best"] = self.best and self.best.state()
         # the best is kept beside the newest `keep`, and named in the checkpoint, which may be it; so is one waiting
         # for its evaluation
@@ -500,6 +505,32 @@ class Driver:
                 pending = self.evaluation.protected if self.evaluation is not None else []
                 prune(self.run_dir, self.config.checkpoint.keep, [self.best.path(self.run_dir), *pending])
         return result.metrics()
+
+    def _final_round(self, iteration: int, learner_state: dict, path: Path) -> None:
+        """The run's last evaluation (``eval.final``): the one in flight first; then the newest checkpoint and the best
+        so far each play ``eval.final_scale`` times the episodes on seeds of their own, and the better is the best.
+        A best chosen as the highest of many evaluations was chosen partly for its luck; judged again on a larger
+        sample beside the newest, it keeps its place only on the merit of those games."""
+        self.evaluated(self.evaluation.wait())
+        scale = self.config.eval.final_scale
+        final = self.evaluation.run_now(iteration, learner_state, path, scale)
+        self.final_eval = final.metrics() if final is not None else {}
+        if best_metric(self.config) != "eval_return_mean" or final is None or not final.returns:
+            self.evaluated(final)
+            return
+        scores = {iteration: final.return_mean}
+        best = self.best
+        if best is not None and best.iteration != iteration and best.path(self.run_dir).is_file():
+            state = load_checkpoint(best.path(self.run_dir))["learner"]
+            again = self.evaluation.run_now(best.iteration, state, best.path(self.run_dir), scale)
+            if again is not None and again.returns:
+                scores[best.iteration] = again.return_mean
+                self.final_eval["eval_best_again"] = {"iteration": best.iteration, **again.metrics()}
+        self.counters.eval_return_mean = final.return_mean
+        chosen = max(scores, key=lambda k: (scores[k], -k))  # a tie keeps the earlier
+        self._set_best(BestCheckpoint(scores[chosen], chosen, "eval_return_mean"))
+        pending = self.evaluation.protected
+        prune(self.run_dir, self.config.checkpoint.keep, [self.best.path(self.run_dir), *pending])
 
     def _set_best(self, best: BestCheckpoint | None) -> bool:
         """The run's best is ``best``; where it changed, ``checkpoints/best.json`` says so at once (checkpoints name

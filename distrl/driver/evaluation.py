@@ -63,19 +63,20 @@ class Evaluator:
                 config, self._names, min(cfg.num_envs, cfg.count(False)), cfg.env_kwargs
             )
 
-    def evaluate(self, iteration: int, weights: dict) -> EvalResult:
-        """Play the policy of ``weights`` (``policy_weights``) of the checkpoint at ``iteration``."""
+    def evaluate(self, iteration: int, weights: dict, scale: int = 1) -> EvalResult:
+        """Play the policy of ``weights`` (``policy_weights``) of the checkpoint at ``iteration``; ``scale``: that
+        many times the episodes, from seeds of their own (the final round: ``eval.final_scale``)."""
         from distrl.common.threads import use_torch_threads
 
         use_torch_threads(1)  # on the thread that runs torch here; one core's share, as a worker's
         start = time.perf_counter()
         cfg = self.config.eval
-        seed = self.config.seed + EVAL_SEED_OFFSET
+        seed = self.config.seed + EVAL_SEED_OFFSET + (scale > 1) * EVAL_SEED_OFFSET
         if self.league:
             from distrl.league.tournament import against_fixed
 
             played = against_fixed(
-                self.config, weights["model"], cfg.opponents, cfg.count(True), cfg.deterministic, seed
+                self.config, weights["model"], cfg.opponents, scale * cfg.count(True), cfg.deterministic, seed
             )
             matches = [m for games in played.values() for m in games]
             return EvalResult(
@@ -99,7 +100,7 @@ class Evaluator:
         played = play_episodes(
             players,
             self._views,
-            cfg.count(False),
+            scale * cfg.count(False),
             cfg.deterministic,
             seed,
             counted(names, None),
@@ -159,10 +160,10 @@ class Evaluation:
                 .remote(self.config, self.config.rollout.worker_niceness)
             )
 
-    def submit(self, iteration: int, learner_state: dict, path: Path) -> None:
+    def submit(self, iteration: int, learner_state: dict, path: Path, scale: int = 1) -> None:
         self.start()
         self._last_start = time.perf_counter()
-        ref = self.actor.evaluate.remote(iteration, policy_weights(learner_state))
+        ref = self.actor.evaluate.remote(iteration, policy_weights(learner_state), scale)
         self.pending = Pending(iteration, Path(path), ref, self._last_start)
 
     def poll(self, wait_s: float = 0.0) -> EvalResult | None:
@@ -188,10 +189,10 @@ class Evaluation:
         """The result in flight, waited for (up to ``eval.timeout_s``); None where none is."""
         return self.poll(self.config.eval.timeout_s)
 
-    def run_now(self, iteration: int, learner_state: dict, path: Path) -> EvalResult | None:
-        """Evaluate the checkpoint at ``iteration`` and wait for it (the final one; ``wait`` for any other first)."""
-        if self.pending is None or self.pending.iteration != iteration:
-            self.submit(iteration, learner_state, path)
+    def run_now(self, iteration: int, learner_state: dict, path: Path, scale: int = 1) -> EvalResult | None:
+        """Evaluate the checkpoint at ``iteration`` with ``scale`` times the episodes, and wait for it (the final
+        round; ``wait`` for one in flight first)."""
+        self.submit(iteration, learner_state, path, scale)
         return self.wait()
 
     def _failed(self, why: str) -> None:

@@ -113,7 +113,13 @@ class LineColumn(ProgressColumn):
         status = fitted(fields, width - BAR_WIDTH[0] - 1)
         bar = max(BAR_WIDTH[0], min(BAR_WIDTH[1], width - len(status) - 1))
         line = Table.grid(padding=(0, 1))
-        line.add_row(ProgressBar(total=1.0, completed=self.reporter.fraction, width=bar), Text(status, no_wrap=True))
+        console = self.reporter.console
+        if console.color_system is None or console.no_color:  # monochrome: the done part must differ in its characters
+            done = round(bar * self.reporter.fraction)
+            drawn = Text("#" * done + "-" * (bar - done))
+        else:
+            drawn = ProgressBar(total=1.0, completed=self.reporter.fraction, width=bar)
+        line.add_row(drawn, Text(status, no_wrap=True))
         return line
 
 

@@ -279,11 +279,12 @@ def summary(
     }
 
 
-def this_command(run: RunState, resumed_at: RunState | None) -> dict:
+def this_command(run: RunState, resumed_at: RunState | None, command_s: float | None = None) -> dict:
     """What this command did of the run, from the run's counters at its end and where it took the run up (a resumed
-    run's ``summary.json`` totals count every command's)."""
+    run's ``summary.json`` totals count every command's); ``command_s``: its own time from launch, start-up included
+    (which a resumed run's ``time_s`` leaves out)."""
     start = resumed_at or RunState()
-    wall_s = run.time_s - start.time_s
+    wall_s = command_s if command_s is not None else run.time_s - start.time_s
     return {
         "wall_s": round(wall_s, 3),
         "env_steps": run.env_steps - start.env_steps,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from distrl.common.threads import torch_threads
 from distrl.envs.games import Game, baseline_actions, make_game
 
 Player = Callable[[np.ndarray, np.ndarray | None, np.random.Generator], np.ndarray]
@@ -36,7 +37,7 @@ def model_player(model, deterministic: bool) -> Player:
     dist = model.dist
 
     def act(obs: np.ndarray, mask: np.ndarray | None, rng: np.random.Generator) -> np.ndarray:
-        with torch.inference_mode():
+        with torch.inference_mode(), torch_threads(1):  # as a worker acts: one thread, whatever the cores' load
             pd_params = model(torch.from_numpy(np.ascontiguousarray(obs, dtype=np.float32)))[0].numpy()
         if deterministic:
             return dist.greedy_numpy(pd_params, mask)

@@ -108,7 +108,9 @@ def group_seeds(runs: list[RunCurve]) -> list[tuple[str, list[RunCurve]]]:
     for group, config in zip(members, configs):
         said = [f"{k}={json.loads(config[k]) if k in config else None}" for k in differing]
         label = ", ".join(said) if said and len(", ".join(said)) <= 60 else group[0].path.name
-        if len(group) > 1:
-            label += f" ({len(group)} seeds)"
+        if len(group) > 1:  # runs of one config: seeds, unless a seed ran more than once
+            seeds = len({run.config.get("seed") for run in group})
+            many = f"{seeds} seeds" if seeds > 1 else f"seed {group[0].config.get('seed')}"
+            label += f" ({many})" if seeds == len(group) else f" ({len(group)} runs, {many})"
         labelled.append((label, group))
     return labelled

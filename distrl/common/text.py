@@ -1,0 +1,83 @@
+"""Lines a person reads in a terminal: each fits its width (80 columns where the width is unknown), broken at word
+breaks, never inside a word; a path shown relative to the working directory where that is shorter; a command broken
+before an option with a shell continuation, so it still pastes as one command."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import textwrap
+from pathlib import Path
+
+DEFAULT_WIDTH = 80
+
+
+def screen_width(stream=None) -> int:
+    """The terminal's columns where ``stream`` (stdout) is one, else 80."""
+    stream = stream or sys.stdout
+    try:
+        if stream.isatty():
+            return max(40, shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns)
+    except (AttributeError, ValueError, OSError):
+        pass
+    return DEFAULT_WIDTH
+
+
+def shown(path: str | Path) -> str:
+    """``path`` as a command takes it here: relative to the working directory where that is shorter."""
+    absolute = Path(path).absolute()
+    try:
+        relative = os.path.relpath(absolute)
+    except ValueError:  # another drive
+        return str(absolute)
+    return relative if len(relative) < len(str(absolute)) else str(absolute)
+
+
+def fit(line: str, width: int | None = None, indent: int | None = None) -> str:
+    """``line`` broken at word breaks into lines of at most ``width`` (a word longer than that stands alone), each
+    after the first indented to ``indent`` (default: where its text starts past a ``label`` column, as in ``  best
+    PATH``)."""
+    width = width or screen_width()
+    if len(line) <= width:
+        return line
+    if indent is None:
+        stripped = line.lstrip(" ")
+        lead = len(line) - len(stripped)
+        label, _, rest = stripped.partition(" ")
+        indent = lead + len(label) + len(rest) - len(rest.lstrip(" ")) + 1 if rest.strip() else lead + 2
+        indent = min(indent, width // 2)
+    return textwrap.fill(
+        line,
+        width,
+        subsequent_indent=" " * indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+        drop_whitespace=True,
+    )
+
+
+def fit_command(command: str, width: int | None = None) -> str:
+    """A shell command (with its leading spaces) in lines of at most ``width``: broken before an option (``--x``) with
+    `` \\`` at the end of each line but the last, the continuation indented two more."""
+    width = width or screen_width()
+    if len(command) <= width:
+        return command
+    lead = len(command) - len(command.lstrip(" "))
+    words = command.split()
+    groups: list[str] = []
+    for word in words:  # an option and its value stay together
+        if groups and not word.startswith("-") and groups[-1].split()[-1].startswith("--") and " " not in groups[-1]:
+            groups[-1] += " " + word
+        else:
+            groups.append(word)
+    lines, current = [], " " * lead
+    for group in groups:
+        candidate = current + ("" if current.strip() == "" else " ") + group
+        if current.strip() and len(candidate) + 2 > width:
+            lines.append(current + " \\")
+            current = " " * (lead + 4) + group
+        else:
+            current = candidate
+    lines.append(current)
+    return "\n".join(lines)
