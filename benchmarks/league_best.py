@@ -92,6 +92,8 @@ def main() -> None:
         f"`{args.config}`, {args.seconds:g} s of training (seed {args.seed}, {summary['env_steps']:,} env steps); "
         f"{args.games} games a seat, greedy. Best chosen: {best['chosen_by']}.\n\n" + markdown_table(rows, columns)
     )
+    kept = ("env_steps", "wall_s", "iterations", "best_checkpoint_metric", "best_checkpoint_score", "final_eval")
+    summary = {key: summary.get(key) for key in kept}  # the run's summary without its league's whole record
     payload = {"machine": machine, "summary": summary, "rows": rows, "evaluations": evals, "best_holds": held}
     write_results(f"league_best_seed{args.seed}", payload, table, quick=args.quick, results_dir=args.results_dir)
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from distrl.common.text import fit, fit_command, shown
+from distrl.common.text import fit, fit_command, screen_width, shown
 from distrl.config import Config, load_config
 
 
@@ -127,8 +127,10 @@ def final_report(result, commands: bool = True, width: int | None = None) -> str
     if result.best_checkpoint is not None:
         by = BEST_BY.get(result.summary.get("best_checkpoint_metric"), "newest")
         of = f" ({by} {score:.4g})" if score is not None else " (the newest)"
-        lines.append(f"  best     {shown(result.best_checkpoint)}{of}")
-    lines.append(f"  run      {Path(result.run_dir).absolute()}")
+        best = f"  best     {shown(result.best_checkpoint)}"
+        too_long = len(best + of) > (width or screen_width())
+        lines += [best, " " * 11 + of.strip()] if too_long else [best + of]  # what chose it on a line of its own
+    lines.append(f"  run      {shown(result.run_dir)}")
     lines = [fit(line, width) for line in lines]
     if commands and result.checkpoint is not None:
         run = shown(result.run_dir)
@@ -136,7 +138,7 @@ def final_report(result, commands: bool = True, width: int | None = None) -> str
         for next_command in (
             f"  distrl eval {run}",
             f"  distrl export {run} policy.onnx",
-            f"  distrl plot {run} --out {Path(run).name}.png",
+            f"  distrl plot {run} --out curve.png",
             f"  distrl train --resume {run}" + _train_on(result),
         ):
             lines.append(fit_command(next_command, width))

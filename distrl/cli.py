@@ -270,12 +270,12 @@ def _cmd_export(args) -> int:
     if created:  # as train does for a --run-dir that is not there yet: made, and said
         print(f"created the directory {out.parent}")
     for info in written:
+        print(fit(f"wrote {shown(info['path'])} from {shown(info['checkpoint'])} ({info['chosen']})", indent=2))
         print(
             fit(
-                f"wrote {shown(info['path'])} from {shown(info['checkpoint'])} ({info['chosen']}; {info['exporter']} "
-                f"exporter): inputs {info['inputs']}, outputs {info['outputs']}; max |onnx - torch| = "
-                f"{info['max_abs_diff']:.2e}",
-                indent=2,
+                f"  checked against torch, max_abs_diff={info['max_abs_diff']:.2e} ({info['exporter']} exporter); "
+                f"inputs {','.join(info['inputs'])}; outputs {','.join(info['outputs'])}",
+                indent=4,
             )
         )
     return 0

@@ -490,6 +490,9 @@ CASES = {
     "config not a mapping": Case("train {listcfg} --run-dir {tmp}/new", 2, ("must be a mapping of sections",)),
     "config not YAML": Case("train {badyaml} --run-dir {tmp}/new", 2, ("not valid YAML line",)),
     "config missing": Case("train {tmp}/nope.yaml", 2, ("nope.yaml': no such file",)),
+    "config missing, a near name": Case(
+        "train configs/cartpol.yaml", 2, ("cartpol.yaml': no such file; did you mean configs/cartpole.yaml?",)
+    ),
     "no config": Case("train", 2, ("give a CONFIG file, or --resume RUN_DIR",)),
     # --- trust: an env factory named by a file someone sent is never imported -----------------------------------
     "factory in a config": Case(
@@ -541,6 +544,9 @@ CASES = {
         "train --resume {ckpt}", 2, ("give the run directory", "not a checkpoint file"), untouched=("{ckpt}",)
     ),
     "resume nothing": Case("train --resume {tmp}/none", 2, ("no such run directory",)),
+    "resume a directory that is not a run": Case(
+        "train --resume {tmp}", 2, ("not a run directory (no config.yaml, no checkpoints/)",)
+    ),
     "resume with another run dir": Case(
         "train --resume {run} --run-dir {tmp}/other", 2, ("cannot be combined with --resume",), untouched=("{ckpt}",)
     ),

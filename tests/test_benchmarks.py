@@ -47,6 +47,7 @@ SCRIPTS = [
     "league_best",
     "eval_overhead",
     "best_checkpoint",
+    "eval_under_load",
 ]
 MINATAR = pytest.mark.skipif(importlib.util.find_spec("minatar") is None, reason="MinAtar is not installed")
 

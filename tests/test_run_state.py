@@ -131,20 +131,21 @@ def test_the_final_report_says_why_where_and_what_next_and_a_met_target_only_whe
         "  steps    253,952 env steps in 43.0 s (5,906 steps/s)",
         "  return   500.0 (mean of the last 100 episodes)",
         "  best     runs/x/checkpoints/ckpt_0000030.pt (return 478.4)",
-        f"  run      {Path('runs/x').absolute()}",
+        "  run      runs/x",
         "next:",
         "  distrl eval runs/x",
         "  distrl export runs/x policy.onnx",
+        "  distrl plot runs/x --out curve.png",
         "  distrl train --resume runs/x --set stop.env_steps=507904",
     ]
     assert "None" not in final_report(SimpleNamespace(**{**run, "episode_return_mean": None}, solved_at_s=None))
     met = final_report(SimpleNamespace(**{**run, "stop_reason": "episode_return_mean"}, solved_at_s=14.42))
     assert met.startswith("done: the return target (475) met at 14.4 s\n")
     assert met.endswith("distrl train --resume runs/x --set stop.episode_return_mean=null")
-    # A resumed run: this command's steps, time and rate first, the run's totals beside them.
+    # A resumed run: this command's steps, time and rate first, the run's totals on a line of their own.
     command = {"env_steps": 81920, "wall_s": 21.0, "sps": 3900.9, "resumed_at_env_steps": 172032}
     resumed = final_report(SimpleNamespace(**{**run, "summary": {"this_command": command}}, solved_at_s=None))
-    assert "  steps    81,920 env steps in 21.0 s (3,901 steps/s); the run 253,952 in 43.0 s" in resumed
+    assert "  steps    81,920 env steps in 21.0 s (3,901 steps/s)\n  total    253,952 env steps in 43.0 s" in resumed
     # Nothing trained: no checkpoint, so no next commands.
     empty = final_report(SimpleNamespace(**{**run, "checkpoint": None, "best_checkpoint": None}, solved_at_s=None))
     assert "next:" not in empty and "best" not in empty

@@ -21,7 +21,16 @@ def _search(tmp_path: Path, **changes) -> Path:
 
 @pytest.mark.slow
 def test_asha_sweep_of_four_trials_finishes_on_two_cores(tmp_path):
-    search = _search(tmp_path, scheduler={"type": "asha", "max_t": 12, "grace_period": 3, "reduction_factor": 2})
+    """Four trials ranked by their evaluation's return (rows before the first evaluation lack it: the scheduler waits
+    for it), each inside its trial's placement group."""
+    search = _search(
+        tmp_path,
+        metric="eval_return_mean",
+        scheduler={"type": "asha", "max_t": 12, "grace_period": 3, "reduction_factor": 2},
+    )
+    tree = yaml.safe_load(search.read_text())
+    tree["overrides"]["eval.every_iterations"] = 2
+    search.write_text(yaml.safe_dump(tree))
     result = run_cli(
         "tune",
         "configs/cartpole.yaml",
@@ -36,7 +45,7 @@ def test_asha_sweep_of_four_trials_finishes_on_two_cores(tmp_path):
         timeout=900,
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
-    assert "4 trials in" in result.stdout and "best: episode_return_mean" in result.stdout
+    assert "4 trials in" in result.stdout and "best: eval_return_mean" in result.stdout
     trials = sorted(p for p in (tmp_path / "tune" / "sweep").iterdir() if p.is_dir() and p.name.startswith("run_trial"))
     assert len(trials) == 4
     lrs = set()

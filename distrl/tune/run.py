@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -80,6 +81,8 @@ def tune(
                     raise PlacementError("one trial needs more than this machine has: " + "; ".join(problems))
         base_tree = base.model_dump(mode="json")
         trainable = ray_tune.with_parameters(run_trial, base=base_tree, checkpoint_every=spec.checkpoint_every)
+        if spec.metric.startswith(("eval_", "info_")):  # rows before the first evaluation (or episode) lack it
+            os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")  # the schedulers wait for it
         tune_config = ray_tune.TuneConfig(
             metric=spec.metric,
             mode=spec.mode,
