@@ -144,11 +144,11 @@ def test_evaluation_beside_training_chooses_the_best_across_resumes_and_outlives
         "--set",
         "env.info_metrics=[success]",
         "--set",
-        "eval.every_iterations=2",
+        "eval.every_iterations=1",
         "--set",
         "eval.episodes=4",
         "--set",
-        "eval.env_kwargs={step_s: 0.001}",
+        "eval.env_kwargs={step_s: 0.0005}",
         "--set",
         "checkpoint.every_iterations=0",
         "--set",
@@ -172,7 +172,7 @@ def test_evaluation_beside_training_chooses_the_best_across_resumes_and_outlives
     assert second.returncode == 0, second.stderr[-3000:]
     final_evaluation()
 
-    # The third command: its eval actor killed once it has evaluated; the run goes on and evaluates again.
+    # The third command: its eval actor killed while the run trains; the run goes on and evaluates again.
     proc = subprocess.Popen(
         [sys.executable, "-m", "distrl", "train", "--resume", str(run_dir), *common, "--set", "stop.env_steps=327680"],
         cwd=ROOT,
@@ -185,12 +185,12 @@ def test_evaluation_beside_training_chooses_the_best_across_resumes_and_outlives
         killed = 0
         deadline = time.monotonic() + 240
         while not killed and time.monotonic() < deadline and proc.poll() is None:
-            newer = [r for r in _rows(run_dir) if r["iteration"] > 20 and "eval_return_mean" in r]
+            newer = [r["iteration"] for r in _rows(run_dir) if 20 < r["iteration"] <= 32]
             pids = _evaluator_pids(proc.pid)
             if newer and pids:
                 for pid in pids:
                     os.kill(pid, signal.SIGKILL)
-                killed = newer[-1]["iteration"]
+                killed = newer[-1]
             time.sleep(0.2)
         out, err = proc.communicate(timeout=300)
     finally:
@@ -203,7 +203,7 @@ def test_evaluation_beside_training_chooses_the_best_across_resumes_and_outlives
 
     rows = _rows(run_dir)
     evaluated = [r for r in rows if "eval_return_mean" in r]
-    assert all(r["eval_iteration"] % 2 == 0 and r["eval_iteration"] < r["iteration"] for r in evaluated)
+    assert evaluated and all(r["eval_iteration"] < r["iteration"] for r in evaluated)
     assert any(r["iteration"] - r["eval_iteration"] >= 2 for r in evaluated)  # training went on meanwhile
     assert [r["env_steps"] for r in rows] == [8192 * r["iteration"] for r in rows]  # eval's steps are not the run's
     later = [r["eval_iteration"] for r in evaluated if r["iteration"] > killed] + [
@@ -219,7 +219,7 @@ def test_evaluation_beside_training_chooses_the_best_across_resumes_and_outlives
     rounds = {40: final["eval_return_mean"]}
     if "eval_best_again" in final:
         again = final["eval_best_again"]
-        assert again["eval_iteration"] in scores and again["eval_episodes"] == 16
+        assert again["eval_iteration"] < 40 and again["eval_episodes"] == 16  # the best before the final round
         rounds[again["eval_iteration"]] = again["eval_return_mean"]
     best_score = max(rounds.values())
     best_iteration = min(i for i, s in rounds.items() if s == best_score)  # a tie keeps the earlier

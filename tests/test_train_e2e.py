@@ -137,13 +137,18 @@ def test_resume_continues_counters_the_best_checkpoint_and_the_learning_rate(tmp
     rates = [r["lr"] for r in rows]
     assert all(later <= earlier for earlier, later in zip(rates, rates[1:])), rates
     assert "lr       continues at 0, annealed to 0 already" in second.stdout
-    assert "stop.env_steps 40,000 -> 80,000: on from the rate reached" in second.stdout
-    # A resumed command's end line: this command's steps and time, then the run's.
+    assert "stop.env_steps 40,000 -> 80,000: on from the rate reached" in " ".join(second.stdout.split())  # wrapped
+    # A resumed command's end lines: this command's steps and time (its start-up included), then the run's on a line
+    # of its own, whose clock went on from where it stopped (the command's start-up left out).
+    run_before = summary1["wall_s"]
     for (result, took), steps in zip(commands, ("40,960", "40,960")):
-        line = next(line for line in result.stdout.splitlines() if line.startswith("  steps    "))
+        out = result.stdout.splitlines()
+        line = next(line for line in out if line.startswith("  steps    "))
+        total = next(line for line in out if line.startswith("  total    "))
         own_s = float(line.split(f"{steps} env steps in ")[1].split(" s")[0])
-        run_s = float(line.split("; the run ")[1].split(" in ")[1].split(" s")[0])
-        assert own_s <= took < run_s, line
+        run_s = float(total.split(" env steps in ")[1].split(" s")[0])
+        assert own_s <= took and run_before < run_s < run_before + own_s, (line, total, run_before)
+        run_before = run_s
     assert summary["this_command"]["env_steps"] == 40960 and summary["this_command"]["resumed_at_env_steps"] == 81920
     # eval plays the best, and says which file; --checkpoint latest plays the newest.
     played = run_cli("eval", str(run_dir), "--episodes", "2")

@@ -21,16 +21,7 @@ def _search(tmp_path: Path, **changes) -> Path:
 
 @pytest.mark.slow
 def test_asha_sweep_of_four_trials_finishes_on_two_cores(tmp_path):
-    """Four trials ranked by their evaluation's return (rows before the first evaluation lack it: the scheduler waits
-    for it), each inside its trial's placement group."""
-    search = _search(
-        tmp_path,
-        metric="eval_return_mean",
-        scheduler={"type": "asha", "max_t": 12, "grace_period": 3, "reduction_factor": 2},
-    )
-    tree = yaml.safe_load(search.read_text())
-    tree["overrides"]["eval.every_iterations"] = 2
-    search.write_text(yaml.safe_dump(tree))
+    search = _search(tmp_path, scheduler={"type": "asha", "max_t": 12, "grace_period": 3, "reduction_factor": 2})
     result = run_cli(
         "tune",
         "configs/cartpole.yaml",
@@ -45,7 +36,7 @@ def test_asha_sweep_of_four_trials_finishes_on_two_cores(tmp_path):
         timeout=900,
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
-    assert "4 trials in" in result.stdout and "best: eval_return_mean" in result.stdout
+    assert "4 trials in" in result.stdout and "best: episode_return_mean" in result.stdout
     trials = sorted(p for p in (tmp_path / "tune" / "sweep").iterdir() if p.is_dir() and p.name.startswith("run_trial"))
     assert len(trials) == 4
     lrs = set()
@@ -61,6 +52,39 @@ def test_asha_sweep_of_four_trials_finishes_on_two_cores(tmp_path):
         assert 1 <= len(rows) <= 13
     assert len(lrs) == 4  # sampled per trial
     assert any(list(t.glob("checkpoint_*")) for t in trials)  # checkpoints went through Tune
+
+
+@pytest.mark.slow
+def test_trials_ranked_by_their_evaluation(tmp_path):
+    """Two trials ranked by ``eval_return_mean``: rows before a trial's first evaluation lack it (Tune waits for it),
+    and the final round, after its last row, is reported too, so every trial has a value."""
+    search = _search(
+        tmp_path,
+        metric="eval_return_mean",
+        num_samples=2,
+        scheduler={"type": "fifo"},
+        search_space={"ppo.lr": {"choice": [1.0e-3, 2.5e-3]}},
+    )
+    tree = yaml.safe_load(search.read_text())
+    tree["overrides"]["eval.every_iterations"] = 3
+    search.write_text(yaml.safe_dump(tree))
+    result = run_cli(
+        "tune",
+        "configs/cartpole.yaml",
+        str(search),
+        "--storage-path",
+        str(tmp_path / "tune"),
+        "--name",
+        "ranked",
+        "--set",
+        "stop.env_steps=24576",
+        *SMALL,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    trials = [line for line in result.stdout.splitlines() if line.startswith("  run_trial_")]
+    assert len(trials) == 2 and all("eval_return_mean -" not in line for line in trials), result.stdout[-2000:]
+    assert "best: eval_return_mean " in result.stdout
 
 
 @pytest.mark.slow

@@ -191,9 +191,13 @@ class Evaluation:
 
     def run_now(self, iteration: int, learner_state: dict, path: Path, scale: int = 1) -> EvalResult | None:
         """Evaluate the checkpoint at ``iteration`` with ``scale`` times the episodes, and wait for it (the final
-        round; ``wait`` for one in flight first)."""
-        self.submit(iteration, learner_state, path, scale)
-        return self.wait()
+        round; ``wait`` for one in flight first); once more on a new actor where the first try fails (counted)."""
+        for _ in range(2):
+            self.submit(iteration, learner_state, path, scale)
+            result = self.wait()
+            if result is not None:
+                return result
+        return None
 
     def _failed(self, why: str) -> None:
         self.counters.eval_failures += 1
@@ -206,6 +210,10 @@ class Evaluation:
 
     def close(self) -> None:
         if self.actor is not None:
+            try:  # its envs closed first: a vector env torn down by the kill says so on the run's screen
+                ray.get(self.actor.close.remote(), timeout=5)
+            except Exception:  # gone, or busy past the wait: killed as it is
+                pass
             try:
                 ray.kill(self.actor, no_restart=True)
             except Exception:  # already gone

@@ -84,4 +84,10 @@ def run_trial(params: dict, base: dict, checkpoint_every: int) -> None:
         on_iteration=report,
         placement_group=ray.util.get_current_placement_group(),
     )
-    driver.run()
+    summary = driver.run()
+    final = {
+        k: v for k, v in (summary.get("final_eval") or {}).items() if k.startswith("eval_") and k != "eval_best_again"
+    }
+    if final and driver.best is not None:  # the final round came after the last row: Tune hears of it too
+        final["eval_return_mean"] = driver.best.score  # what the run's best checkpoint scored there
+        tune.report({**newest_eval, **_reportable(final), "iteration": driver.counters.iteration})
