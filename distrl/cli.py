@@ -541,5 +541,25 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
+# Commands that read a checkpoint and have written all they write (atomically) when they return: their process
+# ends without the interpreter's teardown of torch's modules, which costs a few tenths of a second of a command that
+# takes two (docs/performance.md, distrl eval on a busy machine).
+QUICK_EXIT = ("eval", "export")
+
+
+def run() -> None:
+    """The ``distrl`` command: ``main`` as a process, which ends at once after a command in ``QUICK_EXIT``."""
+    argv = sys.argv[1:]
+    code = main(argv)
+    if argv and argv[0] in QUICK_EXIT:
+        import logging
+
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
