@@ -19,9 +19,8 @@ def _search(tmp_path: Path, **changes) -> Path:
     return path
 
 
-@pytest.mark.slow
-def test_asha_sweep_of_four_trials_finishes_on_two_cores(tmp_path):
-    search = _search(tmp_path, scheduler={"type": "asha", "max_t": 12, "grace_period": 3, "reduction_factor": 2})
+def _sweep(tmp_path: Path, search: Path, name: str, env_steps: int):
+    """``distrl tune`` of the shipped CartPole config with ``search``, its trials under ``tmp_path/tune/name``."""
     result = run_cli(
         "tune",
         "configs/cartpole.yaml",
@@ -29,13 +28,20 @@ def test_asha_sweep_of_four_trials_finishes_on_two_cores(tmp_path):
         "--storage-path",
         str(tmp_path / "tune"),
         "--name",
-        "sweep",
+        name,
         "--set",
-        "stop.env_steps=40000",
+        f"stop.env_steps={env_steps}",
         *SMALL,
         timeout=900,
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    return result
+
+
+@pytest.mark.slow
+def test_asha_sweep_of_four_trials_finishes_on_two_cores(tmp_path):
+    search = _search(tmp_path, scheduler={"type": "asha", "max_t": 12, "grace_period": 3, "reduction_factor": 2})
+    result = _sweep(tmp_path, search, "sweep", 40000)
     assert "4 trials in" in result.stdout and "best: episode_return_mean" in result.stdout
     trials = sorted(p for p in (tmp_path / "tune" / "sweep").iterdir() if p.is_dir() and p.name.startswith("run_trial"))
     assert len(trials) == 4
@@ -68,20 +74,7 @@ def test_trials_ranked_by_their_evaluation(tmp_path):
     tree = yaml.safe_load(search.read_text())
     tree["overrides"]["eval.every_iterations"] = 3
     search.write_text(yaml.safe_dump(tree))
-    result = run_cli(
-        "tune",
-        "configs/cartpole.yaml",
-        str(search),
-        "--storage-path",
-        str(tmp_path / "tune"),
-        "--name",
-        "ranked",
-        "--set",
-        "stop.env_steps=24576",
-        *SMALL,
-        timeout=900,
-    )
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    result = _sweep(tmp_path, search, "ranked", 24576)
     trials = [line for line in result.stdout.splitlines() if line.startswith("  run_trial_")]
     assert len(trials) == 2 and all("eval_return_mean -" not in line for line in trials), result.stdout[-2000:]
     assert "best: eval_return_mean " in result.stdout
