@@ -468,6 +468,13 @@ CASES = {
         f"{TRAIN} --set stop.eval_return_mean=400", 2, ("stop.eval_return_mean=400: evaluation is off",)
     ),
     "eval.episodes": Case(f"{TRAIN} --set eval.episodes=0", 2, ("eval.episodes=0: must be a whole number, 1 or more",)),
+    "env.info_metrics, a string": Case(
+        f"{TRAIN} --set env.id=distrl.envs.testing:reporting_cartpole --set env.vectorization=sync "
+        "--set 'env.kwargs={{label: blue}}' --set 'env.info_metrics=[label]'",
+        2,
+        ("env.info_metrics: info['label'] at an episode's end is a str ('blue'); a number or a bool is needed",),
+        ray=True,
+    ),
     "env.info_metrics not a name": Case(
         f"{TRAIN} --set 'env.info_metrics=[a b]'", 2, ("env.info_metrics.0='a b'", "should match pattern")
     ),

@@ -37,6 +37,16 @@ def test_budgets_stop_in_order_and_none_means_go_on():
     assert stop_reason(stop(env_steps=1000, time_s=10), run, elapsed_s=10.0) == "time_s"
     run.env_steps = 1000
     assert stop_reason(stop(env_steps=1000, time_s=10), run, elapsed_s=10.0) == "env_steps"
+    # An evaluation's target: the newest evaluation's mean return (none yet: go on), 0 a value like any other.
+    from distrl.config.schema import StopConfig
+
+    at_zero = StopConfig(env_steps=None, eval_return_mean=0.0)
+    run = RunState()
+    assert stop_reason(at_zero, run, elapsed_s=1.0) is None
+    run.eval_return_mean = -0.5
+    assert stop_reason(at_zero, run, elapsed_s=1.0) is None
+    run.eval_return_mean = 0.0
+    assert stop_reason(at_zero, run, elapsed_s=1.0) == "eval_return_mean"
 
 
 def test_state_round_trips_and_reads_checkpoints_without_fault_counters():
