@@ -47,34 +47,34 @@ def fit(line: str, width: int | None = None, indent: int | None = None) -> str:
         label, _, rest = stripped.partition(" ")
         indent = lead + len(label) + len(rest) - len(rest.lstrip(" ")) + 1 if rest.strip() else lead + 2
         indent = min(indent, width // 2)
-    return textwrap.fill(
-        line,
-        width,
-        subsequent_indent=" " * indent,
-        break_long_words=False,
-        break_on_hyphens=False,
-        drop_whitespace=True,
-    )
+    lines = textwrap.wrap(line, width, subsequent_indent=" " * indent, break_long_words=False, break_on_hyphens=False)
+    joined: list[str] = []
+    for part in lines:  # a word too long for any line stays where it was: a break before it would gain nothing
+        if joined and len(part) > width and " " not in part.strip():
+            joined[-1] += " " * max(1, indent - len(joined[-1])) + part.strip()
+        else:
+            joined.append(part)
+    return "\n".join(joined)
 
 
 def fit_command(command: str, width: int | None = None) -> str:
-    """A shell command (with its leading spaces) in lines of at most ``width``: broken before an option (``--x``) with
-    `` \\`` at the end of each line but the last, the continuation indented two more."""
+    """A shell command (with its leading spaces) in lines of at most ``width`` where it can be: broken only before an
+    option (``--x``), with `` \\`` at the end of each line but the last, the continuation indented four more."""
     width = width or screen_width()
     if len(command) <= width:
         return command
     lead = len(command) - len(command.lstrip(" "))
-    words = command.split()
     groups: list[str] = []
-    for word in words:  # an option and its value stay together
-        if groups and not word.startswith("-") and groups[-1].split()[-1].startswith("--") and " " not in groups[-1]:
+    for word in command.split():  # a break comes only before an option; its value and any argument stay with it
+        if groups and not word.startswith("-"):
             groups[-1] += " " + word
         else:
             groups.append(word)
     lines, current = [], " " * lead
     for group in groups:
         candidate = current + ("" if current.strip() == "" else " ") + group
-        if current.strip() and len(candidate) + 2 > width:
+        fits_alone = lead + 4 + len(group) + 2 <= width  # a break helps only where the option then fits its line
+        if current.strip() and len(candidate) + 2 > width and fits_alone:
             lines.append(current + " \\")
             current = " " * (lead + 4) + group
         else:
