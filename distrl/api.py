@@ -128,7 +128,8 @@ def final_report(result, commands: bool = True, width: int | None = None) -> str
         by = BEST_BY.get(result.summary.get("best_checkpoint_metric"), "newest")
         of = f" ({by} {score:.4g})" if score is not None else " (the newest)"
         best = f"  best     {shown(result.best_checkpoint)}"
-        too_long = len(best + of) > (width or screen_width())
+        room = width or screen_width()
+        too_long = room is not None and len(best + of) > room
         lines += [best, " " * 11 + of.strip()] if too_long else [best + of]  # what chose it on a line of its own
     lines.append(f"  run      {shown(result.run_dir)}")
     lines = [fit(line, width) for line in lines]

@@ -98,7 +98,7 @@ def _cmd_config_show(args) -> int:
 
         print("\n# what auto chooses here, and why (a worker and a learner built here)", flush=True)
         for line in diagnose.explain(config):
-            print(fit(line, indent=13 if line.startswith(" " * 11) else 11))
+            print(fit(line, 80, indent=13 if line.startswith(" " * 11) else 11))  # a document, as the YAML above
     return 0
 
 

@@ -299,10 +299,8 @@ def test_export_prints_only_its_own_line(tmp_path):
     result = run_cli("export", str(checkpoint.relative_to(tmp_path)), "p.onnx", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stderr.strip() == "", result.stderr
-    lines = result.stdout.splitlines()  # its one message, wrapped at 80 columns
-    assert result.stdout.startswith("wrote p.onnx from run/") and "max_abs_diff=" in result.stdout, lines
-    assert len(lines) <= 3, lines
-    assert all(len(line) <= 80 for line in lines) and all(line.startswith("  ") for line in lines[1:]), lines
+    lines = result.stdout.splitlines()  # what it wrote, and how it was checked
+    assert result.stdout.startswith("wrote p.onnx from run/") and "max_abs_diff=" in lines[1] and len(lines) == 2, lines
 
 
 def test_dict_observations_with_images_leave_pixels_unnormalised():

@@ -1,6 +1,7 @@
-"""Lines a person reads in a terminal: each fits its width (80 columns where the width is unknown), broken at word
-breaks, never inside a word; a path shown relative to the working directory where that is shorter; a command broken
-before an option with a shell continuation, so it still pastes as one command."""
+"""Lines a person reads in a terminal: each fits its width (80 columns where the terminal does not say), broken at
+word breaks, never inside a word; a path shown relative to the working directory where that is shorter; a command
+broken before an option with a shell continuation, so it still pastes as one command. Output to a file or a pipe
+keeps a line per fact, as it was written (what reads it is a program, or a person with a pager)."""
 
 from __future__ import annotations
 
@@ -13,15 +14,15 @@ from pathlib import Path
 DEFAULT_WIDTH = 80
 
 
-def screen_width(stream=None) -> int:
-    """The terminal's columns where ``stream`` (stdout) is one, else 80."""
+def screen_width(stream=None) -> int | None:
+    """The terminal's columns where ``stream`` (stdout) is one (80 where it does not say); None where it is none."""
     stream = stream or sys.stdout
     try:
         if stream.isatty():
             return max(40, shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns)
     except (AttributeError, ValueError, OSError):
         pass
-    return DEFAULT_WIDTH
+    return None
 
 
 def shown(path: str | Path) -> str:
@@ -39,7 +40,7 @@ def fit(line: str, width: int | None = None, indent: int | None = None) -> str:
     after the first indented to ``indent`` (default: where its text starts past a ``label`` column, as in ``  best
     PATH``)."""
     width = width or screen_width()
-    if len(line) <= width:
+    if width is None or len(line) <= width:
         return line
     if indent is None:
         stripped = line.lstrip(" ")
@@ -61,7 +62,7 @@ def fit_command(command: str, width: int | None = None) -> str:
     """A shell command (with its leading spaces) in lines of at most ``width`` where it can be: broken only before an
     option (``--x``), with `` \\`` at the end of each line but the last, the continuation indented four more."""
     width = width or screen_width()
-    if len(command) <= width:
+    if width is None or len(command) <= width:
         return command
     lead = len(command) - len(command.lstrip(" "))
     groups: list[str] = []
