@@ -144,6 +144,8 @@ def test_evaluation_beside_training_chooses_the_best_across_resumes_and_outlives
         "--set",
         "env.info_metrics=[success]",
         "--set",
+        "env.kwargs={step_s: 0.0001}",  # an iteration of about a second: evaluations land within each command
+        "--set",
         "eval.every_iterations=1",
         "--set",
         "eval.episodes=4",
