@@ -501,9 +501,7 @@ class Driver:
             return {}
         self.counters.eval_return_mean = result.return_mean
         if best_metric(self.config) == "eval_return_mean" and result.returns:
-            if self._set_best(better(self.best, result.return_mean, result.iteration, "eval_return_mean")):
-                pending = self.evaluation.protected if self.evaluation is not None else []
-                prune(self.run_dir, self.config.checkpoint.keep, [self.best.path(self.run_dir), *pending])
+            self._evaluated_best(better(self.best, result.return_mean, result.iteration, "eval_return_mean"))
         return result.metrics()
 
     def _final_round(self, iteration: int, learner_state: dict, path: Path) -> None:
@@ -528,9 +526,14 @@ class Driver:
                 self.final_eval["eval_best_again"] = {"iteration": best.iteration, **again.metrics()}
         self.counters.eval_return_mean = final.return_mean
         chosen = max(scores, key=lambda k: (scores[k], -k))  # a tie keeps the earlier
-        self._set_best(BestCheckpoint(scores[chosen], chosen, "eval_return_mean"))
-        pending = self.evaluation.protected
-        prune(self.run_dir, self.config.checkpoint.keep, [self.best.path(self.run_dir), *pending])
+        self._evaluated_best(BestCheckpoint(scores[chosen], chosen, "eval_return_mean"))
+
+    def _evaluated_best(self, best: BestCheckpoint | None) -> None:
+        """An evaluation chose ``best``: where it changed, the older best may go (the checkpoint waiting for its own
+        evaluation stays)."""
+        if self._set_best(best):
+            pending = self.evaluation.protected if self.evaluation is not None else []
+            prune(self.run_dir, self.config.checkpoint.keep, [self.best.path(self.run_dir), *pending])
 
     def _set_best(self, best: BestCheckpoint | None) -> bool:
         """The run's best is ``best``; where it changed, ``checkpoints/best.json`` says so at once (checkpoints name

@@ -39,8 +39,8 @@ def policy_weights(learner_state: dict) -> dict:
 
 
 class Evaluator:
-    """What the eval actor runs (a plain class: tests drive it in-process). Its env copies are built at the first
-    evaluation and kept; every evaluation starts them from the same seeds, so checkpoints are compared on the same
+    """What the eval actor runs (a plain class: tests drive it in-process). Its env copies are built with it and
+    kept; every evaluation starts them from the same seeds, so checkpoints are compared on the same
     episodes."""
 
     def __init__(self, config, niceness: int = 0):
