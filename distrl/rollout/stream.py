@@ -65,6 +65,7 @@ class Round:
         self.sampled: set[int] = set()  # members whose sample returned (its batch may still be on its way here)
         self.done: set[int] = set()  # members whose batch is in, or that it went on without (timed out, lost)
         self.batches: dict[int, tuple[SampleInfo, tuple]] = {}
+        self.timeouts: list[dict] = []  # handed over with this round's batches, whichever gather wakes first
         self.weights, self.plan = weights, plan  # what its samples act with, a resubmitted one's too
         self.started_at = time.monotonic()
         self.complete = False
@@ -225,20 +226,26 @@ class SampleStream:
             while number not in self.rounds_in:
                 if self.error is not None:
                     raise self.error
-                if not self.timeouts:  # a timeout is reported first, with the round the pump completes without it
-                    self._check_workers_left()
+                current = self.round
+                if not self.timeouts and (current is None or current.number != number or not current.timeouts):
+                    self._check_workers_left()  # a timeout is reported first, with the round it happened in
                 self.cond.wait(timeout=PUMP_WAIT_S)
             done = self.rounds_in.pop(number)
-            if not done.batches and not self.timeouts:  # nothing to hand over: with no worker left the run ends
+            if not (
+                done.batches or done.timeouts or self.timeouts
+            ):  # nothing to hand over: with no worker left the run ends
                 self._check_workers_left()
-            return self._hand_over([done.batches[index] for index in sorted(done.batches)])
+            return self._hand_over([done.batches[index] for index in sorted(done.batches)], timeouts=done.timeouts)
 
-    def _hand_over(self, taken: list[tuple[SampleInfo, tuple]], min_version: int | None = None) -> tuple:
+    def _hand_over(
+        self, taken: list[tuple[SampleInfo, tuple]], min_version: int | None = None, timeouts: list | None = None
+    ) -> tuple:
         """Under the lock: ``(SampleReport, shards of rank 0, ...)`` for the batches ``taken``, the report with what
-        happened since the last (timeouts, resubmissions, stale batches, membership events)."""
+        happened since the last (timeouts, resubmissions, stale batches, membership events); ``timeouts``: a round's
+        own, reported with it."""
         report = SampleReport(
             [info for info, _ in taken],
-            self.timeouts,
+            [*(timeouts or ()), *self.timeouts],
             self.resubmitted,
             self.stale,
             min_version=min_version,
@@ -409,7 +416,10 @@ class SampleStream:
         now = time.monotonic()
         for index, (kind, refs, since) in list(self.inflight.items()):
             if kind == "sample" and now - since > self.timeout_s:
-                self.timeouts.append({"worker": index, "waited_s": round(now - since, 1)})
+                # in rounds the sample was the round sampling now's: its gather reports it, not a later round's
+                current = self.round
+                timeouts = current.timeouts if current is not None and not current.complete else self.timeouts
+                timeouts.append({"worker": index, "waited_s": round(now - since, 1)})
                 self.members.abandon(refs)
                 self.members.budget.timed_out(index)  # killed for a restart, or for good once its restarts are spent
                 self._probe(index)
