@@ -160,6 +160,7 @@ def train(
     resume: str | Path | None = None,
     address=None,
     trusted_envs: Collection[str] = (),
+    trusted_models: Collection[str] = (),
     console=None,
     launch: float | None = None,
     progress: bool | None = None,
@@ -173,8 +174,9 @@ def train(
     run to ``URI/RUN_NAME`` (a path, s3://, gs://). ``resume``: a run directory or its storage URI
     to continue. ``address``: a Ray cluster to join (default: a Ray this process already
     initialised, else ``RAY_ADDRESS``, else a private one). ``trusted_envs``: env factories
-    (``module:callable``) a config file may name and distrl may import. A YAML file's env factory
-    must be named there; a dict or ``Config`` built by the caller is the caller's own.
+    (``module:callable``) a config file may name and distrl may import; ``trusted_models`` the same for
+    encoders (``model.encoder``). A YAML file's env factory and encoder must be named there (or in an
+    override); a dict or ``Config`` built by the caller is the caller's own.
     ``progress``: print the start-up summary and the live progress as ``distrl train`` does (a bar on a
     terminal or in a notebook, lines elsewhere); default: where a person watches (a terminal, a notebook).
     False: print nothing. ``verbose``: the start-up summary in full, every ``auto`` choice and why (the run's
@@ -185,9 +187,9 @@ def train(
     """
     launch = time.perf_counter() if launch is None else launch
     target = _target(address)  # before anything imports ray: it reads its auth settings then
+    from distrl.config.trust import check_code_trust, named_code
     from distrl.driver import Driver
     from distrl.driver.storage import RunStorage, is_uri
-    from distrl.envs import check_env_trust
 
     overrides = _as_override_list(overrides) + ([f"storage.uri={storage}"] if storage else [])
     fetched = None
@@ -219,8 +221,9 @@ def train(
     elif config is None:
         raise UsageError("train: give a CONFIG file, or --resume RUN_DIR")
     cfg = load_config(config, overrides)
-    if isinstance(config, (str, Path)):  # a file may have come from anyone: its env factory must be named
-        check_env_trust(cfg.env.id, [*trusted_envs, *_named_envs(overrides)], f"config {str(config)!r}")
+    if isinstance(config, (str, Path)):  # a file may have come from anyone: its code must be named
+        named = [*trusted_envs, *trusted_models, *named_code(overrides)]
+        check_code_trust(cfg, named, f"config {str(config)!r}")
     run_dir = Path(run_dir or default_run_dir(cfg.env.id))
     if resume is None:
         check_new_run_dir(run_dir)
@@ -315,11 +318,6 @@ def _as_override_list(overrides) -> list[str]:
     return list(overrides)
 
 
-def _named_envs(overrides: list[str]) -> list[str]:
-    """Env ids named by ``env.id=ID`` overrides: named by the caller, so trusted to import."""
-    return [a.partition("=")[2].strip() for a in overrides if a.partition("=")[0].strip() == "env.id"]
-
-
 def check_new_run_dir(run_dir: Path) -> None:
     """A new run never writes into a directory that holds anything: nothing of a user's is overwritten or mixed."""
     if (run_dir / "checkpoints").exists():
@@ -355,6 +353,7 @@ def load_policy(
     *,
     env_id: str | None = None,
     trusted_envs: Collection[str] = (),
+    trusted_models: Collection[str] = (),
     policy: str | None = None,
     which: str = "best",
 ):
@@ -363,9 +362,11 @@ def load_policy(
     (``agents.policies``).
 
     Returns a ``distrl.deploy.Policy``: ``predict(obs, state=None, episode_start=None, deterministic=True)
-    -> (actions, state)`` as in Stable-Baselines3. The checkpoint is data: nothing in it is executed, and an
-    env factory it names is imported only when in ``trusted_envs`` (or given as ``env_id``).
+    -> (actions, state)`` as in Stable-Baselines3. The checkpoint is data: nothing in it is executed, an
+    env factory it names is imported only when in ``trusted_envs`` (or given as ``env_id``), and an encoder
+    (``model.encoder``) only when in ``trusted_models``.
     """
     from distrl.deploy.policy import Policy
 
-    return Policy.from_checkpoint(checkpoint, env_id=env_id, trusted_envs=trusted_envs, policy=policy, which=which)
+    trusted = [*trusted_envs, *trusted_models]
+    return Policy.from_checkpoint(checkpoint, env_id=env_id, trusted_envs=trusted, policy=policy, which=which)

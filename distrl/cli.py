@@ -20,6 +20,7 @@ from distrl.common.text import fit, shown
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+TRUST_MODEL = "import and call this encoder (package.module:factory) named by the config or checkpoint"
 
 
 def _cmd_train(args) -> int:
@@ -36,6 +37,7 @@ def _cmd_train(args) -> int:
         resume=args.resume,
         address=args.address,
         trusted_envs=args.trust_env,
+        trusted_models=args.trust_model,
         console=console,
         launch=args.launch,
         verbose=args.verbose,
@@ -55,6 +57,7 @@ def _cmd_tune(args) -> int:
         name=args.name,
         address=args.address,
         trusted_envs=args.trust_env,
+        trusted_models=args.trust_model,
     )
     print(f"{len(result.trials)} trials in {result.wall_s:.1f} s, experiment {result.experiment_dir}")
     for trial in sorted(
@@ -86,9 +89,9 @@ def _cmd_config_show(args) -> int:
 
     config = load_config(args.config, args.set)
     if args.explain:  # building the env imports it: a factory named only by the file is refused first
-        from distrl.envs import check_env_trust
+        from distrl.config.trust import check_code_trust
 
-        check_env_trust(config.env.id, _named_envs(args), f"config {args.config!r}")
+        check_code_trust(config, _named_code(args), f"config {args.config!r}")
         from distrl.envs.kinds import resolve_agents
 
         config = resolve_agents(config)  # an N-agent env's slots: its copies x the agents the env has
@@ -102,9 +105,17 @@ def _cmd_config_show(args) -> int:
     return 0
 
 
-def _named_envs(args) -> list[str]:
-    """Env ids the user named on this command line (``--set env.id=ID``, ``--trust-env ID``): trusted to import."""
-    return [a.partition("=")[2].strip() for a in args.set if a.partition("=")[0].strip() == "env.id"] + args.trust_env
+def _named_code(args) -> list[str]:
+    """Env factories and encoders the user named on this command line (``--set env.id=ID``, ``--set
+    model.encoder=ID``, ``--trust-env ID``, ``--trust-model ID``): trusted to import."""
+    from distrl.config.trust import named_code
+
+    return named_code(args.set) + _trusted(args)
+
+
+def _trusted(args) -> list[str]:
+    """The code ids trusted by flag (``--trust-env``, ``--trust-model``)."""
+    return [*args.trust_env, *args.trust_model]
 
 
 def _key_value(text: str) -> str:
@@ -231,7 +242,7 @@ def _cmd_eval(args) -> int:
             deterministic=not args.stochastic,
             seed=args.seed,
             env_id=args.env,
-            trusted_envs=args.trust_env,
+            trusted_envs=_trusted(args),
             video_dir=args.video,
             say=print,
             policy=args.policy,
@@ -262,7 +273,7 @@ def _cmd_export(args) -> int:
         args.checkpoint,
         out,
         env_id=args.env,
-        trusted_envs=args.trust_env,
+        trusted_envs=_trusted(args),
         exporter=args.exporter,
         policy=args.policy,
         which=args.which,
@@ -305,10 +316,10 @@ def _cmd_diagnose(args) -> int:
 
     from distrl import diagnose
     from distrl.config import load_config
-    from distrl.envs import check_env_trust
+    from distrl.config.trust import check_code_trust
 
     config = load_config(args.config, args.set)
-    check_env_trust(config.env.id, _named_envs(args), f"config {args.config!r}")
+    check_code_trust(config, _named_code(args), f"config {args.config!r}")
     console = Console()  # wraps at word breaks to the terminal's width (80 where there is none)
     # on a terminal a spinner names each measurement as it runs (gone when the report prints)
     with console.status("diagnose: starting") as status:
@@ -349,6 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     trust = "import and call this env factory (package.module:callable) named by the config or checkpoint"
     train.add_argument("--trust-env", action="append", default=[], metavar="ID", help=trust)
+    train.add_argument("--trust-model", action="append", default=[], metavar="ID", help=TRUST_MODEL)
     train.add_argument(
         "--storage", metavar="URI", help="mirror the run to URI/RUN_NAME: a path, s3://, gs:// (sets storage.uri)"
     )
@@ -382,6 +394,7 @@ def build_parser() -> argparse.ArgumentParser:
     tn.add_argument("--storage-path", help="where Tune keeps the experiment (default runs/tune)")
     tn.add_argument("--name", help="the experiment's folder name (default ENV-TIMESTAMP)")
     tn.add_argument("--trust-env", action="append", default=[], metavar="ID", help=trust)
+    tn.add_argument("--trust-model", action="append", default=[], metavar="ID", help=TRUST_MODEL)
     tn.add_argument("--address", help="Ray cluster to join (as for train)")
     tn.set_defaults(func=_cmd_tune)
 
@@ -396,6 +409,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--explain", action="store_true", help="also what each auto setting chooses on this machine, and why"
     )
     show.add_argument("--trust-env", action="append", default=[], metavar="ID", help=trust)
+    show.add_argument("--trust-model", action="append", default=[], metavar="ID", help=TRUST_MODEL)
     show.set_defaults(func=_cmd_config_show)
 
     ev = sub.add_parser("eval", help="play episodes with a trained policy")
@@ -413,6 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--env", metavar="ID", help="play in this env instead of the checkpoint's (a factory named here is trusted)"
     )
     ev.add_argument("--trust-env", action="append", default=[], metavar="ID", help=trust)
+    ev.add_argument("--trust-model", action="append", default=[], metavar="ID", help=TRUST_MODEL)
     ev.add_argument("--stochastic", action="store_true", help="sample actions instead of taking the most likely")
     ev.add_argument("--seed", type=int, default=12345)
     ev.add_argument("--video", metavar="DIR", help="record each episode as an MP4 in DIR (gymnasium RecordVideo)")
@@ -452,6 +467,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("out", help="output .onnx path")
     ex.add_argument("--env", metavar="ID", help="build the policy for this env instead of the checkpoint's")
     ex.add_argument("--trust-env", action="append", default=[], metavar="ID", help=trust)
+    ex.add_argument("--trust-model", action="append", default=[], metavar="ID", help=TRUST_MODEL)
     ex.add_argument(
         "--exporter",
         choices=["dynamo", "torchscript"],
@@ -487,6 +503,7 @@ def build_parser() -> argparse.ArgumentParser:
     dg.add_argument("--json", action="store_true", help="print the report as JSON")
     dg.add_argument("--quick", action="store_true", help="shorter measurements")
     dg.add_argument("--trust-env", action="append", default=[], metavar="ID", help=trust)
+    dg.add_argument("--trust-model", action="append", default=[], metavar="ID", help=TRUST_MODEL)
     dg.set_defaults(func=_cmd_diagnose)
     return parser
 

@@ -99,6 +99,16 @@ class ModelConfig(Section):
         "1/255, bool and float pixels as they are; model.conv_layers); attention: a transformer over the last "
         "model.window observations (or over observations that are already [tokens, features])",
     )
+    encoder: str | None = Field(
+        None,
+        description="your own encoder, package.module:factory: factory(observation_space, **model.encoder_kwargs) "
+        "returns a torch module from a batch of observations to features [B, F] (docs/models.md); distrl adds the "
+        "heads, the LSTM core, the critic's copy, and builds no encoder of model.type's. It is code: imported only "
+        "when named on the command line (--set model.encoder=ID, or --trust-model ID)",
+    )
+    encoder_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="keyword arguments for model.encoder's factory (YAML values)"
+    )
     hidden: list[PositiveInt] = Field(
         default_factory=lambda: [64, 64],
         min_length=1,
@@ -147,6 +157,14 @@ class ModelConfig(Section):
         "group; distrl's central critic, agents.critic); the actor reads the others. Needs shared_trunk: false",
     )
 
+    @field_validator("encoder")
+    @classmethod
+    def _encoder_form(cls, value: str | None) -> str | None:
+        module, _, name = (value or "").partition(":")
+        if value is not None and not (all(part.isidentifier() for part in module.split(".")) and name.isidentifier()):
+            raise ValueError(f"model.encoder={value!r}: give package.module:factory (a module path, a colon, a name)")
+        return value
+
     @field_validator("conv_layers", mode="before")
     @classmethod
     def _conv_layers_form(cls, value: Any) -> Any:
@@ -163,8 +181,13 @@ class ModelConfig(Section):
             )
         return value
 
-    def describe_layers(self) -> str:
-        """The encoder in the words of the start-up summary and setup.txt, e.g. "mlp [64, 64] relu, layer norm"."""
+    def describe_layers(self, parameters: int | None = None) -> str:
+        """The encoder in the words of the start-up summary and setup.txt, e.g. "mlp [64, 64] relu, layer norm", or
+        "encoder my_module:factory (12,416 parameters)" for a user's (``parameters``: its count, where known)."""
+        if self.encoder is not None:
+            kwargs = f" {self.encoder_kwargs}" if self.encoder_kwargs else ""
+            counted = f" ({parameters:,} parameters)" if parameters is not None else ""
+            return f"encoder {self.encoder}{kwargs}{counted}"
         return f"{self.type} {self.hidden} {self.activation}" + (", layer norm" if self.layer_norm else "")
 
     def describe_lstm(self) -> str:
@@ -916,7 +939,17 @@ class Config(Section):
                 f"env.vectorization=native: an env factory ('{self.env.id}') has no native vector env; use auto, sync "
                 "or async"
             )
-        if self.model.type == "attention":
+        if self.model.encoder is not None:
+            fixed = {"type": self.model.type != "mlp", "layer_norm": self.model.layer_norm}
+            fixed["conv_layers"] = self.model.conv_layers is not None
+            for key in (key for key, set_here in fixed.items() if set_here):
+                problems.append(
+                    f"model.{key}={getattr(self.model, key)}: not with model.encoder={self.model.encoder!r} (your "
+                    f"module is the encoder); leave model.{key} at its default"
+                )
+        elif self.model.encoder_kwargs:
+            problems.append("model.encoder_kwargs: given without model.encoder; name the factory they are for")
+        if self.model.type == "attention" and self.model.encoder is None:
             if self.model.d_model % self.model.heads:
                 problems.append(f"model.heads={self.model.heads}: must divide model.d_model={self.model.d_model}")
             if self.model.lstm_size > 0:

@@ -13,9 +13,10 @@ from distrl.common.running_mean_std import RunningMeanStd
 from distrl.common.spaces import flatten_batch, is_structured
 from distrl.common.threads import torch_threads
 from distrl.config import Config, checkpoint_config
+from distrl.config.trust import check_code_trust
 from distrl.data.batch import policy_observation
 from distrl.data.memory import memory_for
-from distrl.envs import check_env_trust, probe_run_spaces
+from distrl.envs import probe_run_spaces
 from distrl.models import ActorCritic, build_model
 
 
@@ -65,8 +66,8 @@ def policy_from_checkpoint(
     (``agents.policies``; None for a run's one policy).
 
     The env is the checkpoint's own, or ``env_id`` (named by the caller, so trusted). An env
-    factory read from the checkpoint is imported only when named in ``trusted_envs``
-    (``distrl/envs/trust.py``): a checkpoint is data.
+    factory or encoder read from the checkpoint is imported only when named in ``trusted_envs``
+    (``distrl/config/trust.py``): a checkpoint is data.
     """
     payload, file = load_checkpoint_file(path, which)
     state = policy_state(payload, path, policy)
@@ -75,7 +76,7 @@ def policy_from_checkpoint(
         config = config.model_copy(update={"env": config.env.model_copy(update={"id": env_id, "kwargs": {}})})
         trusted_envs = [*trusted_envs, env_id]
     # --trust-env keeps the checkpoint's env.kwargs; --env ID would build ID without them.
-    check_env_trust(config.env.id, trusted_envs, f"checkpoint {str(path)!r}")
+    check_code_trust(config, trusted_envs, f"checkpoint {str(path)!r}")
     try:
         return (config, *policy_parts(config, state, policy), file)
     except (KeyError, RuntimeError) as exc:

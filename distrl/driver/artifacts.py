@@ -16,6 +16,12 @@ def worker_artifacts(config: Config, obs_space, action_space) -> dict | None:
     """Export / compile the worker policy once here; None when nothing is shared (each worker then builds its own)."""
     cfg = config.rollout.compile
     if config.agents.several:  # each policy acts on its own slots' batch size: each worker builds its own
+        if config.model.encoder is not None:  # a user's encoder built once here: its problems said before any actor
+            from distrl.envs.agents import policy_spaces
+            from distrl.models import build_model
+
+            for spaces in policy_spaces(config).values():
+                build_model(*spaces, config.model)
         return None
     import torch
 

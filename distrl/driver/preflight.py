@@ -9,7 +9,8 @@ from distrl.envs.agents import policy_spaces
 
 def check_before_ray(config: Config) -> tuple:
     """What can be found wrong without Ray, found now (``distrl train`` and every trial of ``distrl tune``): the
-    env builds and has spaces distrl supports, the model fits them, a logging feature's package is installed, and
+    env builds and has spaces distrl supports, the model fits them (a user's encoder module is found), a logging
+    feature's package is installed, and
     a strict compile backend is available, and a bf16 policy has the CPU's bf16 instructions. Returns the env's
     spaces."""
     import importlib.util

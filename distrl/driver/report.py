@@ -115,7 +115,8 @@ def start_screen(
     slots = f" x {agents} agents" if agents > 1 else ""  # each agent of each copy a slot of the batch
     lines.append(f"  env      {cfg.env.id}: {workers} x {cfg.env.num_envs_per_worker} envs{slots}")
     lstm = f" + {cfg.model.describe_lstm()}" if cfg.model.lstm_size else ""
-    lines.append(f"  model    {cfg.model.describe_layers()}{lstm}")
+    counted = actors.learner_info.get("encoder_parameters")
+    lines.append(f"  model    {cfg.model.describe_layers(counted)}{lstm}")
     used = backends_in_use([i["backend"] for i in actors.backend_infos])
     requested = actors.backend_infos[0]["requested"]
     if requested not in ("auto", used):  # a backend asked for by name and not given is said at a glance
@@ -155,7 +156,8 @@ def choice_lines(config: Config, backend_infos: list[dict], learner_info: dict, 
         f"({vectorization}), action_repeat {cfg.env.action_repeat}, normalize {cfg.env.describe_normalize()}"
     )
     lstm = f", {cfg.model.describe_lstm()}" if cfg.model.lstm_size else ""
-    say(f"  model    {cfg.model.describe_layers()}, shared_trunk {cfg.model.shared_trunk}{lstm}")
+    counted = (learner_info or {}).get("encoder_parameters")
+    say(f"  model    {cfg.model.describe_layers(counted)}, shared_trunk {cfg.model.shared_trunk}{lstm}")
     info = backend_infos[0]
     used = backends_in_use([i["backend"] for i in backend_infos])
     backend = used if used == info["requested"] else f"{used} (requested {info['requested']})"

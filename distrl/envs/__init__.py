@@ -1,5 +1,6 @@
 """Vector environments for rollout workers."""
 
+from distrl.config.trust import SHIPPED_FACTORIES, check_env_trust, is_factory
 from distrl.envs.factory import (
     EnvSpecError,
     make_env,
@@ -10,7 +11,6 @@ from distrl.envs.factory import (
 )
 from distrl.envs.guard import EnvFailure
 from distrl.envs.kinds import ENV_KINDS, make_run_vec_env, probe_run_spaces
-from distrl.envs.trust import SHIPPED_FACTORIES, check_env_trust, is_factory
 
 __all__ = [
     "ENV_KINDS",

@@ -7,7 +7,7 @@ A run is of this kind (and not a league's: that is a ``league`` section) when it
 - a PettingZoo registry id with distrl's ``pettingzoo/`` prefix (``pettingzoo/butterfly/knights_archers_zombies-v11``)
   naming a parallel env, or
 - a ``package.module:factory`` returning a PettingZoo ``ParallelEnv`` (``env.kwargs`` are its arguments), with the
-  trust rule of any factory (``distrl/envs/trust.py``).
+  trust rule of any factory (``distrl/config/trust.py``).
 
 ``env.num_envs_per_worker`` counts env copies, as for a single-agent env; each copy fills ``env.agents_per_copy``
 slots (its agent count, which distrl reads from the env: ``agents_per_copy``), so a worker's batch is copies x agents

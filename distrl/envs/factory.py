@@ -12,12 +12,12 @@ import importlib
 import sys
 from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 
 import gymnasium as gym
 from gymnasium.vector import AutoresetMode
 
 from distrl.common.errors import EnvSpecError, describe_error, install_hint
+from distrl.common.imports import import_named_module
 from distrl.common.spaces import is_structured
 from distrl.config.schema import EnvConfig
 from distrl.envs.guard import GuardedEnv, GuardedVectorEnv
@@ -42,22 +42,7 @@ REGISTERING_PACKAGES = {
 
 
 def _import_env_module(env_id: str, module_name: str):
-    """Import the module of a ``module:name`` id. A module in the current directory imports as it would for
-    ``python script.py`` there: the directory is added to the end of ``sys.path`` (after everything installed, so
-    it shadows nothing), in this process and, through Ray's copy of the driver's path, in its workers."""
-    try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        top = module_name.partition(".")[0]
-        here = Path.cwd()
-        in_cwd = (here / f"{top}.py").is_file() or (here / top / "__init__.py").is_file()
-        if exc.name != top or not in_cwd or str(here) in sys.path:
-            hint = install_hint(exc.name)
-            raise EnvSpecError(f"env.id={env_id!r}: cannot import module {module_name!r} ({exc}){hint}") from None
-        sys.path.append(str(here))
-        return _import_env_module(env_id, module_name)
-    except ImportError as exc:
-        raise EnvSpecError(f"env.id={env_id!r}: cannot import module {module_name!r} ({exc})") from None
+    return import_named_module(module_name, f"env.id={env_id!r}", EnvSpecError)
 
 
 def resolve_env_id(env_id: str) -> str | Callable[..., gym.Env]:

@@ -39,6 +39,7 @@ from distrl.learner.step_rules import choose_kernels, choose_precision, choose_s
 from distrl.learner.trial import TrialEpochs, Way
 from distrl.learner.update import MinibatchLoss, Update
 from distrl.models import build_model
+from distrl.models.user import encoder_parameters
 
 __all__ = ["Learner", "resolve_device"]
 
@@ -188,6 +189,7 @@ class Learner(UpdatesByRef):
             "memory_format_reason": self.memory_format_reason,
             "threads": self.hardware.threads,
             "threads_reason": self.hardware.threads_reason,
+            "encoder_parameters": encoder_parameters(self.model) if self.config.model.encoder else None,
         }
 
     def placement(self) -> dict:

@@ -70,6 +70,10 @@ class StructuredEncoder(nn.Module):
 
 def _encoder(obs_space: gym.Space, cfg: ModelConfig, leave_out: tuple[str, ...] = ()) -> nn.Module:
     """The encoder of ``obs_space``; a Dict's or Tuple's parts named in ``leave_out`` are not read (the actor's)."""
+    if cfg.encoder is not None:
+        from distrl.models.user import build_user_encoder
+
+        return build_user_encoder(obs_space, cfg, leave_out)
     if is_structured(obs_space):
         return StructuredEncoder([part for part in obs_layout(obs_space) if part.name not in leave_out], cfg)
     if cfg.type == "attention":

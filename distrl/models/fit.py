@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 
+from distrl.common.imports import find_named_module
 from distrl.common.spaces import action_space_problem, is_structured, obs_layout
 from distrl.config.schema import ModelConfig
 from distrl.models.image import conv_plan
@@ -62,6 +63,14 @@ def check_model_fits(obs_space: gym.Space, action_space: gym.Space, cfg: ModelCo
     problem = action_space_problem(action_space)
     if problem:
         raise ValueError(problem)
+    if cfg.encoder is not None:  # the user's module takes the observation as it is (checked when built)
+        problem = critic_parts_problem(obs_space, cfg)
+        if problem:
+            raise ValueError(problem)
+        # Found, not run (torch loads while Ray starts): a module in the working directory goes on the path Ray's
+        # workers copy.
+        find_named_module(cfg.encoder.partition(":")[0], f"model.encoder={cfg.encoder!r}", ValueError)
+        return
     if is_structured(obs_space):
         problem = _structured_problem(obs_space, cfg)
         if problem:

@@ -41,15 +41,16 @@ def tune(
     name: str | None = None,
     address=None,
     trusted_envs: Collection[str] = (),
+    trusted_models: Collection[str] = (),
 ) -> TuneResult:
     """Run the trials; the config and the search are checked (every domain's edges) before Ray starts.
 
     ``storage_path``: where Tune keeps the experiment (default ``runs/tune``), ``name`` its folder.
     Ray as in ``distrl.train``: one this process joined is used and left running; one started here stops.
     """
-    from distrl.api import _as_override_list, _named_envs, _target
+    from distrl.api import _as_override_list, _target
+    from distrl.config.trust import check_code_trust, named_code
     from distrl.driver.preflight import check_before_ray
-    from distrl.envs import check_env_trust
 
     launch = time.perf_counter()
     override_list = _as_override_list(overrides)
@@ -57,7 +58,8 @@ def tune(
     # The config, then the search file's overrides, then the caller's (the command line's --set) on top.
     base = load_config(load_config(config, spec.overrides), override_list)
     if isinstance(config, (str, Path)):
-        check_env_trust(base.env.id, [*trusted_envs, *_named_envs(override_list)], f"config {str(config)!r}")
+        named = [*trusted_envs, *trusted_models, *named_code(override_list)]
+        check_code_trust(base, named, f"config {str(config)!r}")
     check_trials_configs(base, spec)
     check_before_ray(base)
     storage_path = Path(storage_path or "runs/tune").resolve()

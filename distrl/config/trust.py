@@ -1,4 +1,4 @@
-"""Which env ids distrl may import: an env factory is code, and code runs only when the user names it.
+"""Which code distrl may import: an env factory or an encoder is code, and code runs only when the user names it.
 
 A registered gymnasium id (``CartPole-v1``, ``ALE/Breakout-v5``) is a name and is always built.
 An id with a ``:`` (``package.module:factory``, or gymnasium's ``module:EnvId``) imports a
@@ -7,13 +7,17 @@ any other is built only when the user names that exact id on the command line: `
 env.id=ID`` or ``--trust-env ID`` for ``train`` and ``diagnose``, ``--env ID`` or
 ``--trust-env ID`` for ``eval`` and ``export``. A config file, a checkpoint or a run
 directory someone sent can therefore never make distrl import or call anything.
+
+``model.encoder`` (``package.module:factory``) follows the same rule: a shipped one is data, any other is built only
+when named on the command line (``--set model.encoder=ID`` or ``--trust-model ID``; in Python ``trusted_models``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
 
-from distrl.envs.factory import EnvSpecError
+from distrl.common.errors import EnvSpecError
+from distrl.config.loader import ConfigError
 
 SHIPPED_FACTORIES = frozenset(
     {
@@ -50,3 +54,33 @@ def check_env_trust(env_id: str, named: Collection[str], source: str, flag: str 
         f"env.id={env_id!r} (from {source}): an env factory is code, and distrl imports code only when you name "
         f"it; if you trust it, add {flag} {env_id} (in Python: trusted_envs=[{env_id!r}])"
     )
+
+
+SHIPPED_ENCODERS = frozenset(
+    {"distrl.models.examples:residual_mlp", "distrl.models.examples:dict_cnn", "distrl.models.examples:minatar_cnn"}
+)
+
+
+def check_encoder_trust(encoder: str | None, named: Collection[str], source: str) -> None:
+    """Refuse an encoder from ``source`` (a config file, a checkpoint) that the user did not name."""
+    if encoder is None or encoder in SHIPPED_ENCODERS or encoder in named:
+        return
+    raise ConfigError(
+        [
+            f"model.encoder={encoder!r} (from {source}): an encoder is code, and distrl imports code only when you "
+            f"name it; if you trust it, add --trust-model {encoder} (in Python: trusted_models=[{encoder!r}])"
+        ]
+    )
+
+
+def check_code_trust(config, named: Collection[str], source: str, env_flag: str = "--trust-env") -> None:
+    """Both rules for a config read from ``source``: its env factory and its encoder, each named by the user (in
+    ``named``: the ids given on the command line) or shipped with distrl."""
+    check_env_trust(config.env.id, named, source, env_flag)
+    check_encoder_trust(config.model.encoder, named, source)
+
+
+def named_code(overrides: Collection[str]) -> list[str]:
+    """The code ids named by ``env.id=ID`` and ``model.encoder=ID`` overrides: named by the caller, so trusted."""
+    keys = ("env.id", "model.encoder")
+    return [o.partition("=")[2].strip() for o in overrides if o.partition("=")[0].strip() in keys]
