@@ -86,6 +86,12 @@ def test_two_learners_recurrent(ray_local):
     run_two_learners(ray_local, ["model.lstm_size=16", "model.shared_trunk=true", "ppo.seq_len=8"])
 
 
+def test_two_learners_with_a_user_encoder_and_an_lstm_core(ray_local):
+    run_two_learners(
+        ray_local, ["model.encoder=distrl.models.examples:residual_mlp", "model.lstm_size=16", "ppo.seq_len=8"]
+    )
+
+
 def test_two_learners_train_a_policy_per_agent(ray_local):
     """Each rank holds every policy and trains it on its half of that policy's slots (4 copies of the CartPole team:
     4 slots a policy, 2 a rank); each policy's gradients average over the ranks, so the ranks agree policy by policy."""

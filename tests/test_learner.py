@@ -71,6 +71,14 @@ STEP_CONFIGS = {
         "ppo.minibatch_size=32",
         "ppo.epochs=2",
     ],
+    "user_encoder": [  # model.encoder: a user's module (LayerNorm, GELU, residual), the loss compiled by inductor
+        "model.encoder=distrl.models.examples:residual_mlp",
+        "learner.compile=inductor",
+        "env.num_envs_per_worker=8",
+        "rollout.rollout_length=64",
+        "ppo.minibatch_size=128",
+        "ppo.epochs=2",
+    ],
     "gaussian_bf16": [
         "env.id=Pendulum-v1",
         "env.vectorization=sync",
@@ -127,7 +135,7 @@ def test_device_step_takes_the_same_optimiser_steps_as_the_loop_on_cpu(name):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.parametrize("name", ["mlp", "mlp_target_kl", "cnn", "gaussian_bf16"])
+@pytest.mark.parametrize("name", ["mlp", "mlp_target_kl", "cnn", "gaussian_bf16", "user_encoder"])
 def test_cuda_graph_step_takes_the_same_optimiser_steps_as_the_loop(name):
     """On CUDA the device step is a captured graph: same steps as the loop on the same GPU, within float32 rounding
     of a few updates, its statistics too (cuDNN and cuBLAS pick their own algorithms under capture: a CNN's value loss

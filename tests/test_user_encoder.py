@@ -186,7 +186,7 @@ def _distrl(*args: str, cwd):
 
 
 @pytest.mark.slow
-def test_a_run_with_an_encoder_from_the_working_directory_trains_resumes_plays_and_exports(tmp_path):
+def test_a_run_with_an_encoder_from_the_working_directory_trains_resumes_plays_and_exports(tmp_path, monkeypatch):
     """A module beside the user (no PYTHONPATH): trained on onnxrt workers, which run its export, with an LSTM core;
     the config file that names it is refused until the module is named; resume, eval and export take the same."""
     (tmp_path / "my_encoders.py").write_text(textwrap.dedent(ENCODER_MODULE))
@@ -236,3 +236,13 @@ def test_a_run_with_an_encoder_from_the_working_directory_trains_resumes_plays_a
         done = _distrl(*command, *trust, cwd=tmp_path)
         assert done.returncode == 0, done.stderr[-3000:]
     assert "checked against torch" in done.stdout and (tmp_path / "p.onnx").is_file()
+
+    # In Python: load_policy takes the same rule (trusted_models).
+    import distrl
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=r"trusted_models=\['my_encoders:residual'\]"):
+        distrl.load_policy("run")
+    policy = distrl.load_policy("run", trusted_models=["my_encoders:residual"])
+    actions, state = policy.predict(np.zeros((3, 4), np.float32))
+    assert actions.shape == (3,) and state is not None  # the LSTM core's state
