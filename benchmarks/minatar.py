@@ -1,4 +1,5 @@
-"""MinAtar Breakout: the shipped convolutional policy beside a flattened MLP, at the same env step budget.
+"""MinAtar Breakout: the shipped convolutional policy beside a flattened MLP and beside the same network written as a
+user's module (``model.encoder``), at the same env step budget.
 
 ``configs/minatar_breakout.yaml`` as shipped (one 3 x 3 convolution of 16 channels, then 128 units: the MinAtar
 paper's network) against the same config with ``model.type=mlp`` over the flattened 10 x 10 x 4 frame (two layers
@@ -8,7 +9,8 @@ and over the last 10 % of its reports, the wall time, and the curve. Needs ``pip
 
     python benchmarks/minatar.py                   # 2M env steps, seeds 0-2, both models
     python benchmarks/minatar.py --seeds 3 4 --steps 1000000
-    python benchmarks/minatar.py --quick           # 30k steps, seed 0: a check that both run
+    python benchmarks/minatar.py --quick           # 30k steps, seed 0: a check that both CNNs run
+    python benchmarks/minatar.py --models "cnn (shipped)" "cnn, user module" --name minatar_user_cnn
 """
 
 from __future__ import annotations
@@ -34,6 +36,12 @@ CONFIG = "configs/minatar_breakout.yaml"
 MODELS = {  # name -> overrides of the shipped config
     "cnn (shipped)": [],
     "mlp, flattened": ["model.type=mlp", "model.conv_layers=null", "model.hidden=[128,128]"],
+    # the shipped network written as a user's module (model.encoder, docs/models.md)
+    "cnn, user module": [
+        "model.encoder=distrl.models.examples:minatar_cnn",
+        "model.type=mlp",
+        "model.conv_layers=null",
+    ],
 }
 
 
@@ -57,16 +65,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=2_000_000, help="env steps a run")
-    parser.add_argument("--quick", action="store_true", help="30k steps, seed 0")
+    parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS), help="the models to run")
+    parser.add_argument("--name", default="minatar_breakout", help="the results' file name")
+    parser.add_argument("--quick", action="store_true", help="30k steps, seed 0, the two CNNs")
     add_results_dir_argument(parser)
     args = parser.parse_args()
-    if args.quick:
+    if args.quick:  # the two ways to one network, each a short run
         args.seeds, args.steps = [0], 30_000
+        args.models = [m for m in args.models if m != "mlp, flattened"] or args.models
     machine = machine_info()
     print_machine(machine)
     runs = []
     for seed in args.seeds:
-        for model in list(MODELS) if seed % 2 == 0 else list(MODELS)[::-1]:
+        for model in args.models if seed % 2 == 0 else args.models[::-1]:
             r = run(model, seed, args.steps)
             runs.append(r)
             print(
@@ -75,7 +86,7 @@ def main() -> int:
                 flush=True,
             )
     rows = []
-    for model in MODELS:
+    for model in args.models:
         mine = [r for r in runs if r["model"] == model]
         rows.append(
             {
@@ -96,7 +107,7 @@ def main() -> int:
         ("wall_s", "wall s (median)"),
     ]
     ok = write_results(
-        "minatar_breakout",
+        args.name,
         {
             "machine": machine,
             "settings": vars(args) | {"results_dir": str(args.results_dir)},

@@ -221,6 +221,7 @@ def test_a_run_with_an_encoder_from_the_working_directory_trains_resumes_plays_a
     assert "encoder my_encoders:residual (" in setup and " parameters)" in setup, setup
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert set(summary["worker_backends"]) == {"onnxrt"}, summary["worker_backends"]
+    assert "built without torch" in setup  # the worker ran the export: neither torch nor the module imported there
 
     # The run's own config.yaml is a file: its encoder is named again to go on.
     again = ["train", "--resume", "run", "--set", f"stop.env_steps={summary['env_steps'] + 1}"]

@@ -1,7 +1,8 @@
 """The typed, frozen configuration of a distrl run.
 
-Every section is a pydantic model that forbids unknown keys; cross-field rules live in
-``Config._check_combinations`` so that one validation pass reports every problem.
+Every section is a pydantic model that forbids unknown keys; a section's own rules are its validators, beside its
+fields; rules across sections live in ``distrl/config/rules.py``, a function per topic, all run in one validation pass
+so that it reports every problem.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from distrl.compile.backends import BACKENDS
 from distrl.config.agents import AgentsConfig
 from distrl.config.evaluation import EvalConfig
-from distrl.config.league import LeagueConfig, is_game_id
+from distrl.config.league import LeagueConfig
+from distrl.config.rules import problems_of
 
 PositiveInt = Annotated[int, Field(gt=0)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
@@ -204,7 +206,6 @@ WorkerBackend = Literal[WORKER_BACKENDS]  # type: ignore[valid-type]
 MIN_MINIBATCHES = 4
 LEARNER_BACKENDS = ("auto", "eager", "inductor")  # the learner's loss: eager kernels, inductor's, or the faster
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 
 
 def count_or_auto(value: Any) -> bool:
@@ -682,87 +683,6 @@ class Config(Section):
     )
     seed: NonNegativeInt = 0
 
-    def _eval_problems(self) -> list[str]:
-        """What the best checkpoint and ``stop.eval_return_mean`` need of the eval section."""
-        league = self.league is not None
-        on = self.eval.enabled(league)
-        problems = []
-        if self.eval.best == "eval" and not on:
-            problems.append(
-                "eval.best=eval: evaluation is off (eval.every_iterations=0 and no eval.every_s); turn it on, or "
-                "choose the best by episode_return_mean or newest"
-            )
-        if self.eval.best == "episode_return_mean" and league:
-            problems.append(
-                "eval.best=episode_return_mean: a league's training return is against ever stronger opponents, so "
-                "it ranks no checkpoints; use eval (the default) or newest"
-            )
-        if self.stop.eval_return_mean is not None and not on:
-            problems.append(
-                f"stop.eval_return_mean={self.stop.eval_return_mean:g}: evaluation is off; set "
-                "eval.every_iterations (or eval.every_s)"
-            )
-        if self.eval.env_kwargs and league:
-            problems.append("eval.env_kwargs: a league run's evaluation plays its last curriculum stage's game")
-        return problems
-
-    def _league_problems(self) -> list[str]:
-        """A league trains two-player games with feed-forward policies; distrl's own two-player games need a league
-        (a PettingZoo parallel env without one trains its agents with a shared policy: ``distrl/envs/agents.py``)."""
-        game = is_game_id(self.env.id)
-        if self.league is None:
-            own_game = game and not self.env.id.startswith("pettingzoo/")
-            return (
-                [f"env.id={self.env.id!r}: a two-player game; add a league section to train it by self-play"]
-                if own_game
-                else []
-            )
-        problems = []
-        if not game:
-            problems.append(
-                f"env.id={self.env.id!r}: a league needs a two-player game (pettingzoo/REGISTRY_ID, e.g. "
-                "pettingzoo/classic/connect_four-v3, or distrl/Duel-v0), not a single-agent env"
-            )
-        if self.model.lstm_size > 0 or (self.model.type == "attention" and self.model.window > 0):
-            problems.append(
-                "league: opponents act without a recurrent state or observation window of their own; use a "
-                "feed-forward model (model.lstm_size: 0, and no attention window)"
-            )
-        if self.env.normalize_obs:
-            problems.append("env.normalize_obs=true: not with a league (each snapshot would need its own statistics)")
-        if self.env.action_repeat > 1:
-            problems.append(
-                f"env.action_repeat={self.env.action_repeat}: not with a league (the opponent moves between)"
-            )
-        return problems
-
-    def _agents_problems(self) -> list[str]:
-        """Several policies (``agents.policies``) train one learner each inside one learner actor: not yet beside DDP
-        ranks or a league."""
-        problems = []
-        if self.agents.critic != "local":
-            if self.league is not None:
-                problems.append(
-                    f"agents.critic={self.agents.critic}: a league's game has no central critic yet; use local"
-                )
-            if "critic" not in self.model.critic_parts:
-                problems.append(
-                    f"agents.critic={self.agents.critic}: the central critic's part is the observation's "
-                    f"'critic' part, which model.critic_parts={self.model.critic_parts} leaves to the actor; "
-                    "add critic to model.critic_parts"
-                )
-            if self.model.shared_trunk:
-                problems.append(
-                    f"agents.critic={self.agents.critic}: the actor needs an encoder of its own (it does not "
-                    "read the critic's part); use model.shared_trunk: false"
-                )
-        if not self.agents.several:
-            return problems
-        shown = self.agents.policies if isinstance(self.agents.policies, str) else "{...}"
-        if self.league is not None:
-            problems.append(f"agents.policies={shown}: a league trains one policy against its snapshots; use shared")
-        return problems
-
     @property
     def worker_batch_size(self) -> int:
         """Transitions in one worker's batch: its slots (env copies x agents) times the rollout length."""
@@ -810,272 +730,10 @@ class Config(Section):
                 return size
         return self.batch_size  # no fewer whole batches fit the minibatch: a round, which the checks below judge
 
-    def _ready_envs_problems(self) -> list[str]:
-        """rollout.ready_envs: the envs and models it can act for (distrl/rollout/ready_runner.py)."""
-        ready, env = self.rollout.ready_envs, self.env
-        if not ready:
-            return []
-        problems = []
-        if ready >= env.num_envs_per_worker:
-            problems.append(
-                f"rollout.ready_envs={ready}: must be fewer than env.num_envs_per_worker="
-                f"{env.num_envs_per_worker} (the copies acted on at once; 0: all of them together)"
-            )
-        if not env.id.startswith("ALE/") or env.vectorization not in ("auto", "native") or env.action_repeat > 1:
-            problems.append(
-                f"rollout.ready_envs={ready}: needs ale-py's native vector env (an ALE/ env id with "
-                f"env.vectorization auto or native; here env.id={env.id!r}, env.vectorization="
-                f"{env.vectorization}), the one env here that returns its copies as they become ready; "
-                "use 0"
-            )
-        if self.model.type == "attention" and self.model.window > 0:
-            problems.append(
-                f"rollout.ready_envs={ready}: not with an attention window (model.window="
-                f"{self.model.window}); use model.window: 0, an LSTM (model.lstm_size) or ready_envs: 0"
-            )
-        if self.rollout.env_groups not in (1, "auto"):
-            problems.append(
-                f"rollout.ready_envs={ready}: not with rollout.env_groups={self.rollout.env_groups} (acting "
-                "on ready copies already overlaps the env and the policy); use env_groups 1 or auto"
-            )
-        if self.league is not None:
-            problems.append(f"rollout.ready_envs={ready}: a league's game table steps as one; use 0")
-        return problems
-
-    def _async_problems(self) -> list[str]:
-        rollout = self.rollout
-        if rollout.pipeline != "async":
-            problems = (
-                [
-                    f"rollout.samples_per_update={rollout.samples_per_update}: only with rollout.pipeline: async (a "
-                    f"{rollout.pipeline} round is every worker's batch)"
-                ]
-                if isinstance(rollout.samples_per_update, int)
-                else []
-            )
-            if rollout.updates_ahead != 1:
-                problems.append(
-                    f"rollout.updates_ahead={rollout.updates_ahead:g}: only with rollout.pipeline: async (a "
-                    f"{rollout.pipeline} round samples one update's batches)"
-                )
-            if isinstance(rollout.num_workers, WorkerRange):
-                problems.append(
-                    f"rollout.num_workers={{min: {rollout.num_workers.min}, max: {rollout.num_workers.max}}}: "
-                    f"a range needs rollout.pipeline: async (a {rollout.pipeline} round waits for a fixed set "
-                    "of workers)"
-                )
-            return problems
-        problems = []
-        if isinstance(rollout.num_workers, WorkerRange) and rollout.num_workers.min > rollout.num_workers.max:
-            problems.append(
-                f"rollout.num_workers={{min: {rollout.num_workers.min}, max: {rollout.num_workers.max}}}: "
-                "min must be <= max"
-            )
-        if rollout.max_policy_lag < 1:
-            problems.append(
-                "rollout.max_policy_lag=0: async workers sample while the learner updates, so every batch "
-                "is at least 1 version old at its update; use 1 or more (or rollout.pipeline: sync)"
-            )
-        if rollout.max_policy_lag >= 1 and rollout.updates_ahead > rollout.max_policy_lag:
-            problems.append(
-                f"rollout.updates_ahead={rollout.updates_ahead:g}: must be <= rollout.max_policy_lag="
-                f"{rollout.max_policy_lag} (batches sampled further ahead would be dropped as stale)"
-            )
-        if (
-            self.env.agents_known
-            and isinstance(rollout.samples_per_update, int)
-            and rollout.samples_per_update % self.worker_batch_size
-        ):
-            problems.append(
-                f"rollout.samples_per_update={rollout.samples_per_update}: must be a multiple of one "
-                f"worker's batch, {self.worker_batch_words}={self.worker_batch_size}"
-            )
-        return problems
-
     @model_validator(mode="after")
     def _check_combinations(self) -> Config:
-        problems = self._async_problems()
-        spu = self.rollout.samples_per_update if self.rollout.pipeline == "async" else None
-        size = (
-            "rollout.samples_per_update"
-            if isinstance(spu, int)
-            else "rollout.samples_per_update=auto (as many worker batches, "
-            f"{self.worker_batch_words} "
-            "each, as ceil(rollout.num_workers*rollout.num_cpus_per_worker))"
-            if spu == "auto" and self.update_size != self.batch_size
-            else f"rollout.num_workers*{self.worker_batch_words}"
-        )
-        # The batch's size needs the agents of each env copy: where the env may hold several, checked again once
-        # distrl has read them from it (distrl/envs/kinds.py, resolve_agents), before Ray starts.
-        if self.env.agents_known:
-            if self.ppo.minibatch_size > self.update_size:
-                problems.append(
-                    f"ppo.minibatch_size={self.ppo.minibatch_size}: must be <= the batch size {size}={self.update_size}"
-                )
-            elif self.update_size % self.ppo.minibatch_size:
-                problems.append(
-                    f"ppo.minibatch_size={self.ppo.minibatch_size}: must divide the batch size {size}="
-                    f"{self.update_size}, so every gradient step sees exactly that many samples"
-                )
-        if self.ppo.minibatch_size % self.learner.num_learners:
-            problems.append(
-                f"ppo.minibatch_size={self.ppo.minibatch_size}: must divide by learner.num_learners="
-                f"{self.learner.num_learners} (each learner takes an equal part of every minibatch)"
-            )
-        if self.ppo.behaviour_weight_clip is not None and self.proximal != "learner":
-            problems.append(
-                f"ppo.behaviour_weight_clip={self.ppo.behaviour_weight_clip}: weights samples towards the "
-                f"learner's policy; needs ppo.proximal=learner (it is {self.ppo.proximal}"
-                f"{' here: behaviour without pipeline async' if self.ppo.proximal == 'auto' else ''}), "
-                "or leave it null"
-            )
-        if self.env.action_repeat > 1 and self.env.vectorization == "native":
-            problems.append(
-                f"env.action_repeat={self.env.action_repeat}: needs env.vectorization auto, sync or async "
-                "(a native vector env autoresets between repeats)"
-            )
-        if ":" in self.env.id and self.env.vectorization == "native":
-            problems.append(
-                f"env.vectorization=native: an env factory ('{self.env.id}') has no native vector env; use auto, sync "
-                "or async"
-            )
-        if self.model.encoder is not None:
-            fixed = {"type": self.model.type != "mlp", "layer_norm": self.model.layer_norm}
-            fixed["conv_layers"] = self.model.conv_layers is not None
-            for key in (key for key, set_here in fixed.items() if set_here):
-                problems.append(
-                    f"model.{key}={getattr(self.model, key)}: not with model.encoder={self.model.encoder!r} (your "
-                    f"module is the encoder); leave model.{key} at its default"
-                )
-        elif self.model.encoder_kwargs:
-            problems.append("model.encoder_kwargs: given without model.encoder; name the factory they are for")
-        if self.model.type == "attention" and self.model.encoder is None:
-            if self.model.d_model % self.model.heads:
-                problems.append(f"model.heads={self.model.heads}: must divide model.d_model={self.model.d_model}")
-            if self.model.lstm_size > 0:
-                problems.append(
-                    f"model.lstm_size={self.model.lstm_size}: an attention model keeps its memory in "
-                    "model.window; use lstm_size: 0"
-                )
-            if self.model.layer_norm:
-                problems.append(
-                    "model.layer_norm=true: an attention model has its own LayerNorms (pre-norm blocks); use "
-                    "layer_norm: false"
-                )
-            if self.env.normalize_obs and self.model.window > 0:
-                problems.append(
-                    "env.normalize_obs=true: not with model.type=attention and a window (the window's "
-                    "padding would be normalised away); use normalize_obs: false"
-                )
-        if self.model.lstm_size > 0:
-            if self.rollout.rollout_length % self.ppo.seq_len:
-                problems.append(
-                    f"ppo.seq_len={self.ppo.seq_len}: must divide rollout.rollout_length={self.rollout.rollout_length}"
-                )
-            elif self.ppo.minibatch_size % self.ppo.seq_len:
-                problems.append(
-                    f"ppo.minibatch_size={self.ppo.minibatch_size}: must be a multiple of "
-                    f"ppo.seq_len={self.ppo.seq_len}"
-                )
-        problems.extend(self._ready_envs_problems())
-        groups = self.rollout.env_groups if self.rollout.env_groups != "auto" else 1
-        if groups > 1 and self.env.num_envs_per_worker % groups:
-            problems.append(
-                f"rollout.env_groups={groups}: must divide env.num_envs_per_worker="
-                f"{self.env.num_envs_per_worker} (each group is an equal vector env of the worker's copies)"
-            )
-        if groups > 1 and self.league is not None:
-            problems.append(f"rollout.env_groups={groups}: a league run's seats step as one game table; use 1")
-        if self.env.agents_known and self.env.slots % self.learner.num_learners:
-            slots = (
-                f"env.num_envs_per_worker={self.env.num_envs_per_worker}"
-                if (self.env.agents_per_copy or 1) == 1
-                else f"the worker's {self.env.slots} slots ({self.env.num_envs_per_worker} env copies x "
-                f"{self.env.agents_per_copy} agents)"
-            )
-            problems.append(
-                f"learner.num_learners={self.learner.num_learners}: must divide {slots} so every learner gets an "
-                "equal shard of each worker's batch"
-            )
-        if self.model.lstm_size > 0:
-            for key, mode in (
-                ("learner.compile.mode", self.learner.compile.mode),
-                ("learner.compile.critic_mode", self.learner.compile.critic_mode),
-                ("rollout.compile.mode", self.rollout.compile.mode),
-            ):
-                if mode in CUDA_GRAPH_MODES:
-                    problems.append(
-                        f"{key}={mode}: CUDA-graph modes cannot run recurrent models (model.lstm_size>0): replays "
-                        "overwrite their outputs, corrupting the rollout buffer, and LSTM allocations fall outside "
-                        "the graph pool; use mode: default"
-                    )
-        if self.learner.compile.critic_mode is not None and self.model.shared_trunk:
-            problems.append(
-                f"learner.compile.critic_mode={self.learner.compile.critic_mode}: needs a separate critic tower "
-                "(model.shared_trunk: false)"
-            )
-        rc = self.rollout.compile
-        spec = BACKENDS[rc.backend]
-        if rc.options and not spec.options:
-            problems.append(f"rollout.compile.options={rc.options}: the {rc.backend} backend takes no options")
-        if rc.options and spec.options_exclude_mode and rc.mode != "default":
-            problems.append(
-                f"rollout.compile.options={rc.options}: {rc.backend} takes options or a mode, not both "
-                f"(rollout.compile.mode={rc.mode}); torch.compile refuses the pair"
-            )
-        torch_backends = ", ".join(name for name, b in BACKENDS.items() if b.runs_torch or b.chooses)
-        if rc.precision == "bf16" and not (spec.runs_torch or spec.chooses):
-            problems.append(
-                f"rollout.compile.precision=bf16: the {rc.backend} backend runs fp32 only; allowed with "
-                f"rollout.compile.backend {torch_backends}"
-            )
-        if rc.memory_format == "channels_last" and not (spec.runs_torch or spec.chooses):
-            problems.append(
-                f"rollout.compile.memory_format=channels_last: the {rc.backend} backend lays out its own "
-                f"kernels; allowed with rollout.compile.backend {torch_backends}"
-            )
-        gpus = self.rollout.num_gpus_per_worker
-        if rc.backend == "cuda" and gpus == 0:
-            problems.append(
-                "rollout.compile.backend=cuda: needs a GPU share per worker, rollout.num_gpus_per_worker > 0 "
-                "(e.g. 0.1: ten workers to a GPU)"
-            )
-        if gpus > 0 and rc.backend not in ("cuda", "auto"):
-            problems.append(
-                f"rollout.num_gpus_per_worker={gpus:g}: the {rc.backend} policy backend runs on the CPU and "
-                "would leave the GPU idle; allowed with rollout.compile.backend cuda or auto"
-            )
-        if rc.strict and spec.chooses:
-            problems.append(
-                f"rollout.compile.strict=true: {rc.backend} keeps the fastest backend that passes its checks, eager "
-                "included, so it never fails; name one backend to make its failure an error"
-            )
-        if self.learner.step == "device":
-            for blocker in step_blockers(self):
-                problems.append(f"learner.step=device: not with {blocker}; use learner.step: auto or loop")
-        problems.extend(self._league_problems())
-        problems.extend(self._agents_problems())
-        problems.extend(self._eval_problems())
-        if self.learner.device == "cuda" and self.learner.num_gpus_per_learner == 0:
-            problems.append("learner.device=cuda: needs learner.num_gpus_per_learner > 0")
+        """The cross-field rules, topic by topic (``distrl/config/rules.py``): every problem in one pass."""
+        problems = problems_of(self)
         if problems:
             raise ValueError("\n".join(problems))
         return self
-
-
-def step_blockers(config: Config, world_size: int | None = None) -> list[str]:
-    """Why the learner's device step (``learner.step``, ``distrl/learner/step.py``) cannot run this config (empty when
-    it can); ``distrl/learner/step_rules.py`` chooses the step with them."""
-    out = []
-    world = config.learner.num_learners if world_size is None else world_size
-    if config.model.lstm_size > 0:
-        out.append("recurrent models (model.lstm_size>0) train through a per-step loop the graph cannot hold")
-    if world > 1:
-        out.append("DDP (learner.num_learners>1): its gradient all-reduce hooks run outside a captured graph")
-    if config.learner.amp == "fp16":
-        out.append("learner.amp=fp16: the gradient scaler reads and updates its scale on the host")
-    lc = config.learner.compile
-    graph_modes = [mode for mode in (lc.mode, lc.critic_mode) if mode in CUDA_GRAPH_MODES and lc.backend != "eager"]
-    if graph_modes:
-        out.append(f"learner.compile mode {graph_modes[0]}: torch.compile captures its own CUDA graphs")
-    return out

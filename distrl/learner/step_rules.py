@@ -13,7 +13,8 @@ matches the plain fp32 loop is kept (``trial.py``).
 
 from __future__ import annotations
 
-from distrl.config.schema import Config, step_blockers
+from distrl.config.rules import step_blockers
+from distrl.config.schema import Config
 
 KERNELS = ("eager", "inductor")
 PRECISIONS = ("fp32", "bf16", "fp16")
