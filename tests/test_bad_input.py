@@ -3,7 +3,7 @@
 One row per bad input: the command line, the exit code, words the message must contain, and
 the paths that must be left untouched (or never created). Add a case by adding a row. Paths
 in a row are templates: {run} is a finished run directory, {ckpt} its checkpoint, {evil} a
-checkpoint whose env is `os:system` writing {marker}, {empty} an empty file, {tmp} a fresh
+checkpoint whose env is `os:system` writing {marker} ({evilenc}: its encoder), {empty} an empty file, {tmp} a fresh
 directory. Rows marked `ray` need a Ray (they cannot be answered before it starts).
 """
 
@@ -524,6 +524,21 @@ CASES = {
     "factory in a run dir, resume": Case(
         "train --resume {evilrun}", 2, ("env.id='os:system' (from config",), absent=("{marker}",)
     ),
+    "encoder in a config": Case(
+        "train {evilenccfg} --run-dir {tmp}/new",
+        2,
+        ("model.encoder='os:system' (from config", "--trust-model os:system"),
+        absent=("{marker}", "{tmp}/new"),
+    ),
+    "encoder in a checkpoint, export": Case(
+        "export {evilenc} {tmp}/p.onnx",
+        2,
+        ("model.encoder='os:system' (from checkpoint", "trusted_models=['os:system']"),
+        absent=("{marker}", "{tmp}/p.onnx"),
+    ),
+    "model.encoder form": Case(
+        f"{TRAIN} --set model.encoder=my_encoders", 2, ("model.encoder='my_encoders'", "package.module:factory")
+    ),
     "checkpoint env replaced by --env": Case(
         "eval {evil} --env CartPole-v1 --episodes 2", 0, ("2 episodes: return mean",), absent=("{marker}",)
     ),
@@ -642,6 +657,15 @@ def files(tmp_path_factory):
         f"env: {{id: 'os:system', vectorization: sync, kwargs: {{command: 'touch {marker}'}}}}\n"
     )
     paths["evilcfg"] = str(base / "evil.yaml")
+    encoder = {"encoder": "os:system", "encoder_kwargs": {"command": f"touch {marker}"}}
+    payload = torch.load(paths["ckpt"], weights_only=True)
+    payload["config"]["model"].update(encoder)
+    torch.save(payload, base / "evil_encoder.pt")
+    paths["evilenc"] = str(base / "evil_encoder.pt")
+    (base / "evil_encoder.yaml").write_text(
+        f"model: {{encoder: 'os:system', encoder_kwargs: {{command: 'touch {marker}'}}}}\n"
+    )
+    paths["evilenccfg"] = str(base / "evil_encoder.yaml")
     (base / "empty.yaml").write_text("")
     paths["empty"] = str(base / "empty.yaml")
     (base / "list.yaml").write_text("- env\n- ppo\n")
@@ -747,6 +771,7 @@ def test_the_table_covers_every_section_command_and_both_trust_cases():
     for command in ("train ", "eval ", "export ", "diagnose ", "--resume "):
         assert command in text, command
     assert "{evilcfg}" in text and "{evil}" in text  # a config that names a factory, and a checkpoint
+    assert "{evilenccfg}" in text and "{evilenc}" in text  # the same for an encoder
     assert len(CASES) >= 40
 
 
