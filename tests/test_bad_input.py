@@ -40,6 +40,7 @@ class Case:
     untouched: tuple[str, ...] = ()  # existing paths whose content must not change
     absent: tuple[str, ...] = ()  # paths that must not exist afterwards
     ray: bool = False  # answered only once Ray is up (the cluster's resources are needed)
+    rule: str = ""  # the cross-section rule it breaks (distrl/config/rules.py), where it breaks one
 
 
 TRAIN = f"train {CARTPOLE} --run-dir {{tmp}}/new"
@@ -217,6 +218,7 @@ CASES = {
         2,
         ("agents.critic=observations: the actor needs an encoder of its own", "use model.shared_trunk: false"),
         absent=("{tmp}/new",),
+        rule="agents",
     ),
     "model.critic_parts, every part": Case(
         f"{TRAIN} --set env.id=distrl.envs.testing:dict_obs_cartpole --set env.vectorization=sync --set "
@@ -229,6 +231,7 @@ CASES = {
         f"{TRAIN} --set env.action_repeat=4 --set env.vectorization=native",
         2,
         ("env.action_repeat=4", "auto, sync or async"),
+        rule="vector_env",
     ),
     "model.type": Case(
         f"{TRAIN} --set model.type=cnn", 2, ("model.type=cnn: needs image observations",), absent=("{tmp}/new",)
@@ -263,6 +266,7 @@ CASES = {
         f"{TRAIN} --set model.lstm_size=16 --set ppo.seq_len=48",
         2,
         ("ppo.seq_len=48: must divide rollout.rollout_length=128",),
+        rule="recurrent",
     ),
     "rollout.num_workers": Case(f"{TRAIN} --set rollout.num_workers=0", 2, ("rollout.num_workers=0", "greater than 0")),
     "rollout.pipeline": Case(
@@ -277,11 +281,13 @@ CASES = {
         f"{TRAIN} --set rollout.pipeline=async --set rollout.max_policy_lag=0",
         2,
         ("rollout.max_policy_lag=0: async workers sample while the learner updates",),
+        rule="async_pipeline",
     ),
     "async samples_per_update": Case(
         f"{TRAIN} --set rollout.pipeline=async --set rollout.samples_per_update=1000",
         2,
         ("rollout.samples_per_update=1000: must be a multiple of one worker's batch", "=8192"),
+        rule="async_pipeline",
     ),
     "samples_per_update a word": Case(
         f"{TRAIN} --set rollout.pipeline=async --set rollout.samples_per_update=half",
@@ -292,14 +298,19 @@ CASES = {
         f"{TRAIN} --set rollout.samples_per_update=16384",
         2,
         ("rollout.samples_per_update=16384: only with rollout.pipeline: async",),
+        rule="async_pipeline",
     ),
     "updates_ahead without async": Case(
-        f"{TRAIN} --set rollout.updates_ahead=2", 2, ("rollout.updates_ahead=2: only with rollout.pipeline: async",)
+        f"{TRAIN} --set rollout.updates_ahead=2",
+        2,
+        ("rollout.updates_ahead=2: only with rollout.pipeline: async",),
+        rule="async_pipeline",
     ),
     "updates_ahead past max_policy_lag": Case(
         f"{TRAIN} --set rollout.pipeline=async --set rollout.updates_ahead=3 --set rollout.max_policy_lag=2",
         2,
         ("rollout.updates_ahead=3: must be <= rollout.max_policy_lag=2",),
+        rule="async_pipeline",
     ),
     "updates_ahead negative": Case(
         f"{TRAIN} --set rollout.pipeline=async --set rollout.updates_ahead=-1",
@@ -307,7 +318,10 @@ CASES = {
         ("rollout.updates_ahead=-1", "greater than or equal to 0"),
     ),
     "env_groups that do not divide the envs": Case(
-        f"{TRAIN} --set rollout.env_groups=3", 2, ("rollout.env_groups=3: must divide env.num_envs_per_worker=",)
+        f"{TRAIN} --set rollout.env_groups=3",
+        2,
+        ("rollout.env_groups=3: must divide env.num_envs_per_worker=",),
+        rule="env_groups",
     ),
     "env_groups zero": Case(
         f"{TRAIN} --set rollout.env_groups=0",
@@ -318,31 +332,37 @@ CASES = {
         "train configs/league_duel.yaml --set rollout.env_groups=2",
         2,
         ("rollout.env_groups=2: a league run's seats step as one game table",),
+        rule="env_groups",
     ),
     "ready_envs on an env that cannot say which copies are ready": Case(
         f"{TRAIN} --set rollout.ready_envs=32",
         2,
         ("rollout.ready_envs=32: needs ale-py's native vector env", "env.id='CartPole-v1'"),
+        rule="ready_envs",
     ),
     "ready_envs as many as the copies": Case(
         "train configs/breakout.yaml --set rollout.ready_envs=8",
         2,
         ("rollout.ready_envs=8: must be fewer than env.num_envs_per_worker=8",),
+        rule="ready_envs",
     ),
     "ready_envs with an attention window": Case(
         "train configs/breakout.yaml --set rollout.ready_envs=4 --set model.type=attention",
         2,
         ("rollout.ready_envs=4: not with an attention window (model.window=16)",),
+        rule="ready_envs",
     ),
     "worker range min > max": Case(
         f"{TRAIN} --set rollout.pipeline=async --set 'rollout.num_workers={{{{min: 4, max: 2}}}}'",
         2,
         ("rollout.num_workers={min: 4, max: 2}: min must be <= max",),
+        rule="async_pipeline",
     ),
     "worker range without async": Case(
         f"{TRAIN} --set 'rollout.num_workers={{{{min: 1, max: 2}}}}'",
         2,
         ("rollout.num_workers={min: 1, max: 2}: a range needs rollout.pipeline: async",),
+        rule="async_pipeline",
     ),
     "algo": Case(f"{TRAIN} --set algo=impala", 2, ("algo='impala'", "'ppo' or 'appo'")),
     "ppo.proximal": Case(
@@ -352,6 +372,7 @@ CASES = {
         f"{TRAIN} --set ppo.proximal=auto --set ppo.behaviour_weight_clip=2",
         2,
         ("ppo.behaviour_weight_clip=2.0", "it is auto here: behaviour without pipeline async"),
+        rule="proximal",
     ),
     "rollout.compile.backend": Case(
         f"{TRAIN} --set rollout.compile.backend=tensorrt", 2, ("rollout.compile.backend='tensorrt'",)
@@ -365,12 +386,14 @@ CASES = {
         f"{TRAIN} --set rollout.compile.backend=ipex --set 'rollout.compile.options={{{{x: 1}}}}'",
         2,
         ("the ipex backend takes no options",),
+        rule="rollout_compile",
     ),
     "rollout.compile.options with a mode": Case(
         f"{TRAIN} --set rollout.compile.backend=inductor --set rollout.compile.mode=max-autotune --set "
         f"'rollout.compile.options={{{{freezing: true}}}}'",
         2,
         ("inductor takes options or a mode, not both",),
+        rule="rollout_compile",
     ),
     "learner.snapshot_every_s": Case(
         f"{TRAIN} --set learner.snapshot_every_s=-1",
@@ -391,6 +414,7 @@ CASES = {
         f"{TRAIN} --set rollout.compile.precision=bf16",
         2,
         ("rollout.compile.precision=bf16: the onnxrt backend runs fp32 only", "eager, inductor, ipex, auto"),
+        rule="rollout_compile",
     ),
     "rollout.compile.precision no bf16 CPU": Case(
         f"{TRAIN} --set rollout.compile.backend=eager --set rollout.compile.precision=bf16",
@@ -402,19 +426,27 @@ CASES = {
         f"{TRAIN} --set rollout.compile.memory_format=channels_last",
         2,
         ("rollout.compile.memory_format=channels_last: the onnxrt backend lays out its own kernels",),
+        rule="rollout_compile",
     ),
     "rollout.compile auto strict": Case(
         f"{TRAIN} --set rollout.compile.backend=auto --set rollout.compile.strict=true",
         2,
         ("rollout.compile.strict=true: auto keeps the fastest",),
+        rule="rollout_compile",
     ),
     "learner.amp": Case(f"{TRAIN} --set learner.amp=fp8", 2, ("learner.amp='fp8'", "'off', 'bf16' or 'fp16'")),
     "learner.compile.mode": Case(f"{TRAIN} --set learner.compile.mode=fast", 2, ("learner.compile.mode='fast'",)),
     "learner.device cuda": Case(
-        f"{TRAIN} --set learner.device=cuda", 2, ("learner.device=cuda: needs learner.num_gpus_per_learner > 0",)
+        f"{TRAIN} --set learner.device=cuda",
+        2,
+        ("learner.device=cuda: needs learner.num_gpus_per_learner > 0",),
+        rule="learner",
     ),
     "learner.num_learners": Case(
-        f"{TRAIN} --set learner.num_learners=3", 2, ("learner.num_learners=3: must divide env.num_envs_per_worker=64",)
+        f"{TRAIN} --set learner.num_learners=3",
+        2,
+        ("learner.num_learners=3: must divide env.num_envs_per_worker=64",),
+        rule="batch",
     ),
     "learner GPU on a private Ray": Case(
         f"{TRAIN} --set learner.num_gpus_per_learner=1 --address local",
@@ -426,11 +458,13 @@ CASES = {
         f"{TRAIN} --set rollout.compile.backend=cuda",
         2,
         ("rollout.compile.backend=cuda: needs a GPU share per worker, rollout.num_gpus_per_worker > 0",),
+        rule="rollout_compile",
     ),
     "rollout.num_gpus_per_worker onnxrt": Case(
         f"{TRAIN} --set rollout.num_gpus_per_worker=0.1",
         2,
         ("rollout.num_gpus_per_worker=0.1: the onnxrt policy backend runs on the CPU", "cuda or auto"),
+        rule="rollout_compile",
     ),
     "worker GPU on a private Ray": Case(
         f"{TRAIN} --set rollout.num_gpus_per_worker=0.1 --set rollout.compile.backend=cuda --address local",
@@ -450,10 +484,16 @@ CASES = {
     "ppo.lr negative": Case(f"{TRAIN} --set ppo.lr=-1", 2, ("ppo.lr=-1", "greater than 0")),
     "ppo.gamma": Case(f"{TRAIN} --set ppo.gamma=1.5", 2, ("ppo.gamma=1.5", "less than or equal to 1")),
     "ppo.minibatch_size divides": Case(
-        f"{TRAIN} --set ppo.minibatch_size=1000", 2, ("ppo.minibatch_size=1000: must divide the batch size", "8192")
+        f"{TRAIN} --set ppo.minibatch_size=1000",
+        2,
+        ("ppo.minibatch_size=1000: must divide the batch size", "8192"),
+        rule="batch",
     ),
     "ppo.minibatch_size too big": Case(
-        f"{TRAIN} --set ppo.minibatch_size=100000", 2, ("ppo.minibatch_size=100000: must be <= the batch size",)
+        f"{TRAIN} --set ppo.minibatch_size=100000",
+        2,
+        ("ppo.minibatch_size=100000: must be <= the batch size",),
+        rule="batch",
     ),
     "stop all null": Case(
         f"{TRAIN} --set stop.env_steps=null --set stop.episode_return_mean=null",
@@ -462,10 +502,17 @@ CASES = {
     ),
     "checkpoint.keep": Case(f"{TRAIN} --set checkpoint.keep=0", 2, ("checkpoint.keep=0", "greater than 0")),
     "eval.best without evaluation": Case(
-        f"{TRAIN} --set eval.best=eval", 2, ("eval.best=eval: evaluation is off",), absent=("{tmp}/new",)
+        f"{TRAIN} --set eval.best=eval",
+        2,
+        ("eval.best=eval: evaluation is off",),
+        absent=("{tmp}/new",),
+        rule="evaluation",
     ),
     "stop.eval_return_mean without evaluation": Case(
-        f"{TRAIN} --set stop.eval_return_mean=400", 2, ("stop.eval_return_mean=400: evaluation is off",)
+        f"{TRAIN} --set stop.eval_return_mean=400",
+        2,
+        ("stop.eval_return_mean=400: evaluation is off",),
+        rule="evaluation",
     ),
     "eval.episodes": Case(f"{TRAIN} --set eval.episodes=0", 2, ("eval.episodes=0: must be a whole number, 1 or more",)),
     "env.info_metrics, a string": Case(
@@ -538,6 +585,24 @@ CASES = {
     ),
     "model.encoder form": Case(
         f"{TRAIN} --set model.encoder=my_encoders", 2, ("model.encoder='my_encoders'", "package.module:factory")
+    ),
+    "model.encoder with distrl's own encoder keys": Case(
+        f"{TRAIN} --set model.encoder=distrl.models.examples:residual_mlp --set model.layer_norm=true",
+        2,
+        ("model.layer_norm=True: not with model.encoder='distrl.models.examples:residual_mlp'",),
+        rule="user_encoder",
+    ),
+    "attention heads": Case(
+        f"{TRAIN} --set model.type=attention --set model.heads=3",
+        2,
+        ("model.heads=3: must divide model.d_model=64",),
+        rule="attention",
+    ),
+    "a recurrent league": Case(
+        "train configs/league_duel.yaml --set model.lstm_size=16 --set ppo.seq_len=16",
+        2,
+        ("league: opponents act without a recurrent state",),
+        rule="league",
     ),
     "checkpoint env replaced by --env": Case(
         "eval {evil} --env CartPole-v1 --episodes 2", 0, ("2 episodes: return mean",), absent=("{marker}",)
@@ -827,3 +892,28 @@ def test_an_env_module_that_needs_a_missing_optional_package_names_the_extra(tmp
     monkeypatch.setitem(sys.modules, "pettingzoo", None)  # as if not installed: its import fails by name
     with pytest.raises(EnvSpecError, match=r"cannot import module 'my_team_env' .*pip install 'distrl\[multiagent\]'"):
         resolve_env_id("my_team_env:make")
+
+
+def test_each_cross_section_rule_is_named_by_a_case_and_answers_it_alone(monkeypatch):
+    """Every rule in ``distrl/config/rules.py`` has a row; a row's message comes from the rule it names: with that
+    rule alone the config is refused with the row's words, with every rule but it they are not said."""
+    import collections
+
+    from distrl.config import ConfigError, rules
+
+    every = rules.RULES
+    assert {case.rule for case in CASES.values() if case.rule} == {rule.__name__ for rule in every}
+    for name, case in CASES.items():
+        if not case.rule:
+            continue
+        argv = shlex.split(case.argv.format_map(collections.defaultdict(lambda: "/tmp/unused")))
+        overrides = [argv[i + 1] for i, arg in enumerate(argv) if arg == "--set"]
+        monkeypatch.setattr(rules, "RULES", tuple(r for r in every if r.__name__ == case.rule))
+        with pytest.raises(ConfigError) as refused:
+            load_config(argv[1], overrides)
+        assert all(words in str(refused.value) for words in case.words), (name, str(refused.value))
+        monkeypatch.setattr(rules, "RULES", tuple(r for r in every if r.__name__ != case.rule))
+        try:
+            load_config(argv[1], overrides)
+        except ConfigError as other:
+            assert case.words[0] not in str(other), (name, str(other))
