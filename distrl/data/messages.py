@@ -2,7 +2,7 @@
 
 - ``SampleInfo``: a worker's small report on one batch (to the driver, through the coordinator, and to
   every learner, which reads the env steps, the policy version and the observation statistics).
-- ``SampleReport``: what the coordinator's ``collect`` says of one round (the infos that came in, the
+- ``SampleReport``: what the coordinator's ``gather`` says of one update's batches (the infos that came in, the
   samples given up on, the workers whose sample was sent again).
 - ``UpdateResult``: what a learner's update says to the loop: the metrics row's learner keys apart from what the
   loop acts on (the new version, batches lost with their node, stale steps, the update's time, the device step's

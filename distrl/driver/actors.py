@@ -89,7 +89,7 @@ class RunActors:
         # (a Ray object dies with its owner's process), so it must live where the run lives: pinned to the driver's
         # node (not soft: an actor that asks for nothing may otherwise land on any node, and a worker node lost
         # would take every batch with it). Not restartable: it holds nothing that outlives an iteration, and the
-        # driver's node going down ends the run anyway. Threads: the next round is submitted while `collect` waits
+        # driver's node going down ends the run anyway. Threads: the next round is submitted while `gather` waits
         # on the current one (overlap); the async stream's `gather` waits while new weights come in and restarted
         # workers ask for artifacts. Created first: it also hands workers large compile artifacts (a restartable
         # actor given an object-store argument makes Ray warn that a restart could lose it; a worker that asks the

@@ -177,7 +177,7 @@ class SampleStream:
     ) -> tuple:
         """The next ``count`` batches whose newest steps acted with version >= ``min_version`` (older ones dropped as
         stale), waiting at most ``timeout_s``; returns ``(SampleReport, shards of rank 0, ...)`` like
-        ``SampleCoordinator.collect``.
+        ``SampleCoordinator.gather``.
         ``hold_until``: the number of the update that runs while this gather waits (None: none runs); until ``release``
         says it is over, no more is sampled for this gather than the bound allows, and what it took counts against
         it. ``plan``: the league's plan as the loop has it now, for the samples sent from now on. In rounds the gather
