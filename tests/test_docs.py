@@ -53,5 +53,12 @@ def test_the_readmes_python_runs_as_written(tmp_path):
         env={"PATH": "/usr/bin:/bin", "RAY_ADDRESS": "local", "HOME": str(tmp_path)},
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.strip().splitlines()[-1] in ("ACTION 0", "ACTION 1"), result.stdout[-2000:]
+    printed = result.stdout.strip().splitlines()
+    assert printed[-1] in ("ACTION 0", "ACTION 1"), result.stdout[-2000:]
     assert list((tmp_path / "runs").glob("CartPole-v1-*/checkpoints/ckpt_*.pt"))
+    # Its output to a pipe, where no one watches: distrl prints nothing, and print(result) says why the run stopped,
+    # its steps, return, best checkpoint and directory, without the next commands a terminal is shown.
+    assert printed[0].startswith("done: the return target (475) met at "), printed
+    assert any(line.startswith("  best     runs/CartPole-v1-") for line in printed), printed
+    assert any(line.startswith("  run      ") and "runs/CartPole-v1-" in line for line in printed), printed
+    assert not any(line.startswith("next:") for line in printed), printed

@@ -587,7 +587,9 @@ def test_clean_cartpole_and_breakout_runs_print_only_distrls_lines(tmp_path):
         "stop.env_steps=3072",
     )
     assert breakout.returncode == 0 and clean_output_lines(breakout) == [], breakout.stdout + breakout.stderr
-    assert "policy backend onnxrt" in breakout.stdout
+    assert "policy backend onnxrt" in breakout.stdout and "model    cnn [512] relu" in breakout.stdout
+    rows, summary = check_run_dir(tmp_path / "breakout")  # the CNN end to end: every row has its value loss
+    assert summary["env_steps"] >= 3072 and all(r["loss_value"] is not None for r in rows)
     assert "artifacts shared" in (tmp_path / "breakout" / "setup.txt").read_text()  # the start-up summary in full
 
 

@@ -93,33 +93,6 @@ def test_every_screen_fits_an_80_column_terminal(tmp_path):
         assert shown.strip(), args
 
 
-@pytest.mark.slow
-def test_the_readmes_python_snippet_prints_its_result(tmp_path):
-    """The README's snippet as a script with its output to a file: ``print(result)`` says why the run stopped, its
-    steps, return, best checkpoint and directory (distrl prints nothing else where no one watches)."""
-    readme = (ROOT / "README.md").read_text()
-    snippet = next(block for block in re.findall(r"```python\n(.*?)```", readme, re.S) if "distrl.train(" in block)
-    script = tmp_path / "snippet.py"
-    script.write_text(snippet.replace('"configs/cartpole.yaml"', repr(str(ROOT / "configs" / "cartpole.yaml"))))
-    out = tmp_path / "out.txt"
-    with out.open("w") as stream:
-        done = subprocess.run(
-            [sys.executable, str(script)],
-            cwd=tmp_path,
-            stdout=stream,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=600,
-            env={**os.environ, "RAY_ADDRESS": "local"},
-        )
-    assert done.returncode == 0, done.stderr[-3000:]
-    printed = out.read_text().splitlines()
-    assert printed[0].startswith("done: the return target (475) met at "), printed
-    assert any(line.startswith("  best     runs/CartPole-v1-") for line in printed), printed
-    assert any(line.startswith("  run      ") and "runs/CartPole-v1-" in line for line in printed), printed
-    assert not any(line.startswith("next:") for line in printed), printed
-
-
 def _tree(pid: int) -> list[psutil.Process]:
     try:
         root = psutil.Process(pid)

@@ -275,27 +275,6 @@ def test_training_with_compiled_workers_and_learner(tmp_path, backend):
 
 
 @pytest.mark.slow
-def test_breakout_cnn_runs_end_to_end(tmp_path):
-    run_dir = tmp_path / "breakout"
-    result = run_cli(
-        "train",
-        "configs/breakout.yaml",
-        "--run-dir",
-        str(run_dir),
-        "--set",
-        "stop.env_steps=3000",
-        "--set",
-        "rollout.rollout_length=64",
-        "--set",
-        "ppo.minibatch_size=128",
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "model    cnn [512] relu" in result.stdout
-    rows, summary = check_run_dir(run_dir)
-    assert summary["env_steps"] >= 3000 and all(r["loss_value"] is not None for r in rows)
-
-
-@pytest.mark.slow
 def test_the_device_steps_first_update_is_checked_and_reported(tmp_path):
     """On CPU the device step runs uncaptured: its first update is held to the loop's, said in the log and
     summary.json."""
