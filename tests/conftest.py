@@ -46,6 +46,9 @@ def ray_local():
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     import ray
 
+    from distrl.driver.connection import agent_port_of_its_own
+
+    agent_port_of_its_own()  # Ray's fixed agent port left to the runs the tests start beside it
     ray.init(num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1", configure_logging=False)
     yield ray
     ray.shutdown()

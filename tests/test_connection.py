@@ -132,3 +132,17 @@ def test_train_joins_a_live_ray_start_head_waits_for_resources_there_and_survive
         p for p in local_dev_cluster.psutil.process_iter(["cmdline"]) if base in " ".join(p.info["cmdline"] or [])
     ]
     shutil.rmtree(base, ignore_errors=True)  # the cluster's temp dir and the runs' private Rays', logs and all
+
+
+def test_a_private_rays_dashboard_agent_takes_any_free_port_not_rays_fixed_one():
+    """ray.init has no setting for the agent's HTTP port: distrl's private Ray gives it port 0 (any free one), so a
+    second Ray on the machine does not make its agent retry a taken 52365 while the raylet waits; a port given
+    explicitly (ray start's) is kept."""
+    from ray._private.parameter import RayParams
+
+    from distrl.driver.connection import agent_port_of_its_own
+
+    agent_port_of_its_own()
+    agent_port_of_its_own()  # once is enough; twice changes nothing
+    assert RayParams().dashboard_agent_listen_port == 0
+    assert RayParams(dashboard_agent_listen_port=52366).dashboard_agent_listen_port == 52366

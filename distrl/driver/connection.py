@@ -124,3 +124,27 @@ def prepare_private_ray_environment() -> None:
     os.environ.setdefault("RAY_AUTH_MODE", "token")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     os.environ.setdefault("RAY_enable_worker_prestart", "1")
+
+
+def agent_port_of_its_own() -> None:
+    """A Ray this process starts (``ray.init``) lets its dashboard agent's HTTP server take any free port instead of
+    Ray's fixed 52365. ``ray.init`` takes no such setting (``ray start --dashboard-agent-listen-port`` does), and where
+    another Ray on the machine holds 52365 (a second run, a test session's Ray, a ``ray start`` cluster) the agent
+    retries its bind for seconds, which the raylet waits out before it registers: the whole start-up waits with it
+    (docs/performance.md, start-up). A private Ray's agent serves no job submission (it has no dashboard), so any port
+    does. Applied once; Ray's own default stays for every ``RayParams`` given the port."""
+    import functools
+
+    from ray._private import parameter
+
+    init = parameter.RayParams.__init__
+    if getattr(init, "distrl_agent_port", False):
+        return
+
+    @functools.wraps(init)
+    def any_free_agent_port(self, *args, **kwargs):
+        kwargs.setdefault("dashboard_agent_listen_port", 0)
+        init(self, *args, **kwargs)
+
+    any_free_agent_port.distrl_agent_port = True
+    parameter.RayParams.__init__ = any_free_agent_port

@@ -44,7 +44,7 @@ from distrl.driver import report
 from distrl.driver.actors import RunActors
 from distrl.driver.artifacts import worker_artifacts
 from distrl.driver.best import best_metric, better, resumed_best
-from distrl.driver.connection import RayTarget, resolve_target
+from distrl.driver.connection import RayTarget, agent_port_of_its_own, resolve_target
 from distrl.driver.drain import DrainWatcher
 from distrl.driver.evaluation import Evaluation
 from distrl.driver.loops import loop_class
@@ -77,6 +77,7 @@ def connect_ray(target: RayTarget) -> RayTarget:
         return RayTarget(ray.get_runtime_context().gcs_address, "ray.init() before distrl")
     if target.private:
         # address="local": never join a cluster through Ray's address file (resolve_target already looked).
+        agent_port_of_its_own()
         ray.init(address="local", include_dashboard=False, log_to_driver=True, configure_logging=False)
     else:
         ray.init(address=target.address, log_to_driver=True)
