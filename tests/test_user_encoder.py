@@ -18,7 +18,7 @@ from distrl.compile import CompileError
 from distrl.compile.build import CheckedPolicy
 from distrl.config import ConfigError, load_config
 from distrl.data.memory import example_inputs
-from distrl.envs.testing import image_cartpole, tuple_obs_cartpole
+from distrl.envs.testing import image_cartpole, pixel_cartpole, tuple_obs_cartpole
 from distrl.models import build_model
 from distrl.models.user import UserEncoder, encoder_parameters
 from tests.conftest import ROOT
@@ -49,7 +49,7 @@ def test_a_dict_reaches_the_module_as_a_dict_of_its_parts_in_their_shapes_and_pi
     assert model.actor_encoder.out_dim == 8  # read off one forward: the module declares no out_dim
 
 
-def test_a_tuple_reaches_the_module_as_a_tuple_and_a_box_as_it_is():
+def test_a_tuple_reaches_the_module_as_a_tuple_and_a_box_as_it_is_pixels_as_uint8():
     env = tuple_obs_cartpole()
     model = _model(env, "model.encoder=tests.encoders:recorder")
     flat = torch.as_tensor(np.stack([gym.spaces.flatten(env.observation_space, env.observation_space.sample())] * 2))
@@ -60,6 +60,13 @@ def test_a_tuple_reaches_the_module_as_a_tuple_and_a_box_as_it_is():
     model = _model(box, "model.encoder=tests.encoders:recorder")
     model(torch.zeros(5, 4))
     assert isinstance(Recorder.seen[-1], torch.Tensor) and tuple(Recorder.seen[-1].shape) == (5, 4)
+    pixels = pixel_cartpole(height=8, width=8, channels=1)  # a uint8 Box of [8, 8, 1]
+    model = _model(pixels, "model.encoder=tests.encoders:recorder")
+    frames = torch.as_tensor(np.stack([pixels.observation_space.sample() for _ in range(3)]))
+    model(frames)
+    assert Recorder.seen[-1].dtype == torch.uint8 and torch.equal(Recorder.seen[-1], frames)  # as the env gives them
+    model(frames.float() / 7.0)  # normalised by env.normalize_obs: floats, as they come
+    assert Recorder.seen[-1].dtype == torch.float32
 
 
 def test_distrl_adds_its_heads_the_critics_copy_and_an_lstm_core():

@@ -43,8 +43,9 @@ def _is_image(space: gym.Space) -> bool:
 class UserEncoder(nn.Module):
     """The user's ``module`` behind distrl's tensor-in interface. A Box observation reaches it in the space's shape;
     a Dict or Tuple as a dict or tuple of its parts, each cut from gymnasium's flattening (which distrl carries) in
-    its own shape (a Discrete part one-hot, as gymnasium flattens it). uint8 pixels arrive as uint8, every other
-    value in the module's floating dtype."""
+    its own shape (a Discrete part one-hot, as gymnasium flattens it). uint8 pixels arrive as uint8 (a whole-Box
+    image normalised by env.normalize_obs as floats, like any normalised observation), every other value in the
+    module's floating dtype."""
 
     def __init__(self, module: nn.Module, obs_space: gym.Space, what: str, leave_out: tuple[str, ...] = ()):
         super().__init__()
@@ -68,8 +69,8 @@ class UserEncoder(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         dtype = self._dtype()
-        if self.kind == "box":
-            return self.module(obs.to(torch.uint8 if self.pixels else dtype))
+        if self.kind == "box":  # uint8 frames come as they are; normalised ones (env.normalize_obs) as floats
+            return self.module(obs if self.pixels and obs.dtype == torch.uint8 else obs.to(dtype))
         parts = [
             obs[:, offset : offset + size].reshape(-1, *shape).to(torch.uint8 if pixels else dtype)
             for _, offset, size, shape, pixels in self.parts
