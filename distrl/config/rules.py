@@ -92,10 +92,10 @@ def vector_env(config) -> list[str]:
 def user_encoder(config) -> list[str]:
     """``model.encoder``: the user's module is the encoder, so the keys that describe distrl's own are left alone."""
     model = config.model
+    if model.encoder is None and model.encoder_kwargs:
+        return ["model.encoder_kwargs: given without model.encoder; name the factory they are for"]
     if model.encoder is None:
-        return ["model.encoder_kwargs: given without model.encoder; name the factory they are for"] * bool(
-            model.encoder_kwargs
-        )
+        return []
     fixed = {"type": model.type != "mlp", "layer_norm": model.layer_norm, "conv_layers": model.conv_layers is not None}
     return [
         f"model.{key}={getattr(model, key)}: not with model.encoder={model.encoder!r} (your module is the encoder); "
