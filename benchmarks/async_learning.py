@@ -37,7 +37,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -46,21 +45,19 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import (
-    add_results_dir_argument,
     machine_info,
     markdown_table,
-    metrics_rows,
     print_machine,
     stop_cleanly_on_sigterm,
+    study_parser,
     write_results,
 )
+from benchmarks.training import train
 from clusters import local_dev_cluster
 
 WORKERS = [
     "rollout.num_workers=4",
     "rollout.num_cpus_per_worker=0.25",
-    "checkpoint.every_iterations=0",
-    "logging.tensorboard=false",
     "logging.progress=lines",
 ]
 TASKS = {  # name -> (config, overrides, target, env step budget)
@@ -109,36 +106,10 @@ NODE_CORES = {"learner": "0", "rollout": "1"}
 ON_NODES = ["learner.resources={learner: 1}", "rollout.resources={rollout: 0.25}"]
 
 
-def train_command(
-    config: str, items: list[str], run_dir: Path, cluster: local_dev_cluster.DevCluster | None = None
-) -> tuple[list[str], dict]:
-    """``distrl train CONFIG --set ITEM...`` into ``run_dir``, and its environment: a private Ray of its own, or a
-    driver on the learner node's core that joins ``cluster``."""
-    cmd = [sys.executable, "-m", "distrl", "train", config, "--run-dir", str(run_dir)]
-    for item in [*items, *(ON_NODES if cluster is not None else [])]:
-        cmd += ["--set", item]
-    if cluster is None:
-        return cmd, {**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"}
-    cmd = local_dev_cluster.on_cores([*cmd, "--address", cluster.gcs_address], NODE_CORES["learner"])
-    return cmd, {**cluster.env, "PYTHONUNBUFFERED": "1"}
-
-
-def train_run(
-    config: str,
-    items: list[str],
-    what: str,
-    cluster: local_dev_cluster.DevCluster | None = None,
-    timeout: float = 3600,
-) -> tuple[dict, list[dict]]:
-    """``distrl train CONFIG --set ITEM...`` to its end in a temporary run directory (``train_command``): its
-    ``summary.json`` and metrics rows; ``RuntimeError`` naming ``what`` where it fails."""
-    with tempfile.TemporaryDirectory() as tmp:
-        run_dir = Path(tmp) / "run"
-        cmd, env = train_command(config, items, run_dir, cluster)
-        result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=timeout, check=False)
-        if result.returncode != 0:
-            raise RuntimeError(f"{what} failed:\n{result.stderr[-3000:]}")
-        return json.loads((run_dir / "summary.json").read_text()), metrics_rows(run_dir)
+def on_nodes(cluster: local_dev_cluster.DevCluster | None) -> dict:
+    """How a run joins ``cluster`` (``benchmarks.training.train``'s settings): its driver on the learner node's core,
+    the learner and the workers on their nodes; nothing where there is no cluster (a private Ray)."""
+    return {} if cluster is None else {"cluster": cluster, "cores": NODE_CORES["learner"]}
 
 
 def run(
@@ -168,7 +139,9 @@ def run(
     if updates_ahead != 1.0:
         items.append(f"rollout.updates_ahead={updates_ahead:g}")
     items += extra
-    summary, metrics = train_run(config, items, f"{task} {pipeline} seed {seed}", cluster)
+    items += ON_NODES if cluster is not None else []
+    done = train(config, items, what=f"{task} {pipeline} seed {seed}", timeout=3600, **on_nodes(cluster))
+    summary, metrics = done.summary, done.rows
     first_update_s = metrics[0]["time_s"]
     lag = statistics.mean(row["policy_lag_mean"] for row in metrics[1:]) if len(metrics) > 1 else 0.0
     # Why a pipeline needs the steps it needs: how far each update's batches lagged (the spread over updates), how much
@@ -203,12 +176,11 @@ def run(
     }
 
 
-def add_task_arguments(parser: argparse.ArgumentParser, quick: str = "CartPole, seed 0") -> None:
-    """``--tasks``, ``--seeds`` (0-2), ``--quick`` and ``--results-dir``, for the benchmarks that run these tasks."""
+def task_parser(doc: str, quick: str = "CartPole, seed 0") -> argparse.ArgumentParser:
+    """A study's parser (``study_parser``, seeds 0-2) with ``--tasks``, for the benchmarks that run these tasks."""
+    parser = study_parser(doc, quick=quick, seeds=[0, 1, 2])
     parser.add_argument("--tasks", nargs="+", default=list(TASKS))
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--quick", action="store_true", help=quick)
-    add_results_dir_argument(parser)
+    return parser
 
 
 def parse_task_arguments(parser: argparse.ArgumentParser) -> tuple[argparse.Namespace, dict]:
@@ -236,7 +208,7 @@ def run_all(args: argparse.Namespace, cluster: local_dev_cluster.DevCluster | No
                     args.async_algo if lagged else "ppo",
                     proximal,
                     args.updates_ahead if lagged else 1.0,
-                    [*args.set, *(args.async_set if lagged else [])],
+                    [*args.overrides, *(args.async_set if lagged else [])],
                     cluster,
                     args.shipped,
                 )
@@ -402,8 +374,8 @@ def seed_triples(runs: list[dict]) -> list[dict]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_task_arguments(parser)
+    # --set: a study, written as async_learning_set_...
+    parser = task_parser(__doc__)
     parser.add_argument(
         "--async-algo",
         default="ppo",
@@ -422,13 +394,6 @@ def main() -> None:
         default=1.0,
         help="the async runs' rollout.updates_ahead (0.5: half the next update's batches sampled during "
         "an update, half after it)",
-    )
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a config override for both pipelines' runs (a study: written as async_learning_set_...)",
     )
     parser.add_argument(
         "--async-set",
@@ -528,7 +493,7 @@ def main() -> None:
         name += "_pooled"
     if not args.quick and args.tasks != list(TASKS):  # a study of some tasks: apart from the whole one
         name += "_" + "-".join(task.split("-")[0].lower() for task in args.tasks)
-    for flag, items in (("set", args.set), ("async-set", args.async_set)):
+    for flag, items in (("set", args.overrides), ("async-set", args.async_set)):
         for item in items:
             name += f"_{flag}_" + "".join(c if c.isalnum() else "-" for c in item)
     triples = seed_triples(runs)

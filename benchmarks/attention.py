@@ -12,57 +12,31 @@ onnxrt >= 2x eager at batch 64.
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import (
-    add_results_dir_argument,
     machine_info,
     markdown_table,
     print_machine,
     spread,
+    study_parser,
     time_calls,
     write_results,
 )
+from benchmarks.training import train
 
 CONFIGS = {"attention": "configs/cartpole_attention.yaml", "lstm": "configs/cartpole_lstm.yaml"}
 
 
-def time_to_solve(config: str, seed: int) -> dict:
-    with tempfile.TemporaryDirectory() as tmp:
-        run_dir = Path(tmp) / "run"
-        args = [
-            sys.executable,
-            "-m",
-            "distrl",
-            "train",
-            config,
-            "--run-dir",
-            str(run_dir),
-            "--set",
-            f"seed={seed}",
-            "--set",
-            "stop.episode_return_mean=475",
-            "--set",
-            "stop.env_steps=1500000",
-            "--set",
-            "logging.tensorboard=false",
-        ]
-        result = subprocess.run(
-            args, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "RAY_ADDRESS": "local"}
-        )
-        if result.returncode != 0:
-            raise RuntimeError(f"{config} seed {seed} failed:\n{result.stderr[-3000:]}")
-        summary = json.loads((run_dir / "summary.json").read_text())
+def time_to_solve(config: str, seed: int, overrides: list[str]) -> dict:
+    # a user's run: checkpoints as the config ships them (their writing is part of the time to 475)
+    items = [f"seed={seed}", "stop.episode_return_mean=475", "stop.env_steps=1500000", *overrides]
+    summary = train(config, items, what=f"{config} seed {seed}", checkpoints=True).summary
     return {
         "solved_at_s": summary["solved_at_s"],
         "env_steps": summary["env_steps"],
@@ -110,10 +84,7 @@ def forward_rows(batch: int, repeats: int) -> list[dict]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--quick", action="store_true", help="the forward table only")
-    add_results_dir_argument(parser)
+    parser = study_parser(__doc__, quick="the forward table only", seeds=[0, 1, 2])
     args = parser.parse_args()
     machine = machine_info()
     print_machine(machine)
@@ -126,7 +97,7 @@ def main() -> None:
     runs = []
     for seed in [] if args.quick else args.seeds:
         for model, config in CONFIGS.items():
-            run = {"model": model, "seed": seed, **time_to_solve(config, seed)}
+            run = {"model": model, "seed": seed, **time_to_solve(config, seed, args.overrides)}
             runs.append(run)
             print(
                 f"{model:9s} seed {seed}: mean return 475 at {run['solved_at_s']} s, {run['env_steps']:,} env steps",

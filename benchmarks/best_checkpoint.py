@@ -12,11 +12,8 @@ mean training return when it was written (what they played before evaluation cho
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -24,24 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results
-
-
-def train(config: str, run_dir: Path, every: int, overrides: list[str]) -> dict:
-    args = [sys.executable, "-m", "distrl", "train", config, "--run-dir", str(run_dir)]
-    settings = [
-        f"eval.every_iterations={every}",
-        f"checkpoint.every_iterations={every}",
-        "checkpoint.keep=100000",
-        "logging.tensorboard=false",
-        *overrides,
-    ]
-    for item in settings:
-        args += ["--set", item]
-    done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "RAY_ADDRESS": "local"})
-    if done.returncode != 0:
-        raise RuntimeError(f"training failed:\n{done.stderr[-3000:]}")
-    return json.loads((run_dir / "summary.json").read_text())
+from benchmarks.common import machine_info, markdown_table, print_machine, study_parser, write_results
+from benchmarks.training import train
 
 
 def by_training_return(run_dir: Path) -> Path:
@@ -53,14 +34,10 @@ def by_training_return(run_dir: Path) -> Path:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = study_parser(__doc__, quick="CartPole, 60k env steps, one seed, 10 episodes", seeds=[0, 1, 2])
     parser.add_argument("--config", default="configs/mujoco/hopper.yaml")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--every", type=int, default=25, help="iterations between evaluations (and checkpoints)")
     parser.add_argument("--episodes", type=int, default=100, help="greedy episodes each checkpoint plays after")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--quick", action="store_true", help="CartPole, 60k env steps, one seed, 10 episodes")
-    add_results_dir_argument(parser)
     args = parser.parse_args()
     if args.quick:
         args.config, args.seeds, args.every, args.episodes = "configs/cartpole.yaml", [0], 2, 10
@@ -74,7 +51,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for seed in args.seeds:
             run_dir = Path(tmp) / f"seed{seed}"
-            summary = train(args.config, run_dir, args.every, [f"seed={seed}", *args.overrides])
+            items = [f"eval.every_iterations={args.every}", f"checkpoint.every_iterations={args.every}"]
+            items += ["checkpoint.keep=100000", f"seed={seed}", *args.overrides]
+            summary = train(args.config, items, keep=run_dir, checkpoints=True).summary
             chosen = {
                 "best by evaluation": Path(summary["best_checkpoint"]),
                 "best by training return": by_training_return(run_dir),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -167,6 +168,22 @@ def fresh_results_dir() -> Path:
     ``benchmarks/results``, which only an explicit ``--results-dir`` writes)."""
     script = Path(sys.argv[0]).stem or "benchmark"
     return RESULTS.parents[1] / "runs" / "benchmarks" / f"{script}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def study_parser(doc: str, quick: str, seeds: list[int] | None = None, overrides: bool = True):
+    """A study's argument parser with the options every study shares: ``--quick`` (``quick`` says what it runs),
+    ``--seeds`` (where ``seeds`` gives the default), ``--set KEY=VALUE`` for every run (``args.overrides``) and
+    ``--results-dir``. The study adds its own options to it."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help=quick)
+    if seeds is not None:
+        parser.add_argument("--seeds", type=int, nargs="+", default=seeds, help="the seeds, a run each")
+    if overrides:
+        parser.add_argument(
+            "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="a setting of every run"
+        )
+    add_results_dir_argument(parser)
+    return parser
 
 
 def add_results_dir_argument(parser) -> None:

@@ -13,7 +13,6 @@ JSON and Markdown.
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import subprocess
@@ -28,15 +27,16 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.async_learning import PROXIMAL, TASKS, WORKERS, train_command
+from benchmarks.async_learning import PROXIMAL, TASKS, WORKERS
 from benchmarks.common import (
-    add_results_dir_argument,
     machine_info,
     markdown_table,
     metrics_rows,
     print_machine,
+    study_parser,
     write_results,
 )
+from benchmarks.training import command
 
 
 def machine_busy() -> tuple[float, float]:
@@ -76,7 +76,7 @@ def cpu_by_role(driver: psutil.Process) -> dict[str, float]:
     return totals
 
 
-def measure(task: str, pipeline: str, seed: int, skip: int, window_s: float) -> dict:
+def measure(task: str, pipeline: str, seed: int, skip: int, window_s: float, extra: list[str]) -> dict:
     config, overrides, _target, _budget = TASKS[task]
     proximal = PROXIMAL[pipeline]
     items = [
@@ -87,10 +87,11 @@ def measure(task: str, pipeline: str, seed: int, skip: int, window_s: float) -> 
         "stop.episode_return_mean=null",
         "stop.env_steps=100000000",
         f"ppo.proximal={proximal}",
+        *extra,
     ]
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
-        cmd, env = train_command(config, items, run_dir)
+        cmd, env = command(config, items, run_dir)
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         driver = psutil.Process(proc.pid)
         try:
@@ -135,16 +136,13 @@ def measure(task: str, pipeline: str, seed: int, skip: int, window_s: float) -> 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = study_parser(__doc__, quick="Pendulum, 3 updates skipped, a 3 s window", seeds=[0])
     parser.add_argument("--tasks", nargs="+", default=["Pendulum-v1", "CartPole-v1"], choices=list(TASKS))
     parser.add_argument("--pipelines", nargs="+", default=["sync", "async"], choices=["sync", "overlap", "async"])
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument(
         "--skip", type=int, default=10, help="updates before the window (start-up, first compile checks)"
     )
     parser.add_argument("--window-s", type=float, default=8.0)
-    parser.add_argument("--quick", action="store_true", help="Pendulum, 3 updates skipped, a 3 s window")
-    add_results_dir_argument(parser)
     args = parser.parse_args()
     if args.quick:
         args.tasks, args.skip, args.window_s = ["Pendulum-v1"], 3, 3.0
@@ -154,7 +152,7 @@ def main() -> None:
     for task in args.tasks:
         for seed in args.seeds:
             for pipeline in args.pipelines:
-                r = measure(task, pipeline, seed, args.skip, args.window_s)
+                r = measure(task, pipeline, seed, args.skip, args.window_s, args.overrides)
                 runs.append(r)
                 cpu = r["cpu_s_per_update"]
                 workers, learner = cpu.get("RolloutWorker", 0.0), cpu.get("Learner", 0.0)

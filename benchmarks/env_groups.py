@@ -24,14 +24,10 @@ the copies is ready first, while the rest step). Reported per run:
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import re
 import statistics
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,17 +35,17 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import (
     STEPPING,
-    add_results_dir_argument,
     machine_info,
     markdown_table,
-    metrics_rows,
     print_machine,
     stepping_label,
     stepping_settings,
     study_name,
+    study_parser,
     write_results,
 )
 from benchmarks.scale_machine import env_alone_aggregate
+from benchmarks.training import train
 
 WARMUP_ITERATIONS = 2
 TIMES = re.compile(r"(_s|^sps.*|^time.*|_per_s|_bytes)$")  # what differs from run to run without the learning differing
@@ -102,34 +98,10 @@ def run(config_path: str, overrides: list[str], pipeline: str, way: str, iterati
     base = load_config(config_path, items)
     per_worker = base.env.num_envs_per_worker * base.rollout.rollout_length * base.env.action_repeat
     steps = base.update_size * base.env.action_repeat * iterations
-    with tempfile.TemporaryDirectory() as tmp:
-        run_dir = Path(tmp) / "run"
-        cmd = [
-            sys.executable,
-            "-m",
-            "distrl",
-            "train",
-            config_path,
-            "--run-dir",
-            str(run_dir),
-            "--set",
-            f"stop.env_steps={steps}",
-            "--set",
-            "stop.episode_return_mean=null",
-            "--set",
-            "checkpoint.every_iterations=0",
-            "--set",
-            "logging.tensorboard=false",
-        ]
-        for item in items:
-            cmd += ["--set", item]
-        env = {**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"}
-        result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=3600, check=False)
-        if result.returncode != 0:
-            raise RuntimeError(f"{pipeline} {stepping_label(way, copies)} failed:\n{result.stderr[-3000:]}")
-        rows = metrics_rows(run_dir)
-        summary = json.loads((run_dir / "summary.json").read_text())
-        setup = (run_dir / "setup.txt").read_text().splitlines()  # the start-up summary in full
+    stop = [f"stop.env_steps={steps}", "stop.episode_return_mean=null"]
+    run = train(config_path, [*stop, *items], what=f"{pipeline} {stepping_label(way, copies)}", timeout=3600)
+    rows, summary = run.rows, run.summary
+    setup = run.setup.splitlines()  # the start-up summary in full
     steady = rows[WARMUP_ITERATIONS:] or rows[-1:]
     sample_s = statistics.median(r["sample_s"] for r in steady)
     line = next((s.strip() for s in setup if s.strip().startswith(("env groups", "env copies"))), "")
@@ -163,9 +135,8 @@ def learned_alike(rows_1: list[dict], rows_2: list[dict]) -> tuple[bool, list[st
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = study_parser(__doc__, quick="sync only, 4 iterations, 3 s env-alone")
     parser.add_argument("--config", default="configs/breakout.yaml")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--pipelines", nargs="+", default=["sync", "overlap"], choices=["sync", "overlap", "async"])
     parser.add_argument(
         "--stepping",
@@ -176,8 +147,6 @@ def main() -> int:
     )
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--env-seconds", type=float, default=8.0, help="seconds of each env-alone measurement")
-    parser.add_argument("--quick", action="store_true", help="sync only, 4 iterations, 3 s env-alone")
-    add_results_dir_argument(parser)
     args = parser.parse_args()
     if args.quick:
         args.pipelines, args.iterations, args.env_seconds = ["sync"], 4, 3.0

@@ -12,38 +12,21 @@ the median without.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results
-
-
-def solve(seed: int, overrides: list[str], run_dir: Path) -> dict:
-    """One ``distrl train configs/cartpole.yaml`` to 475; its summary."""
-    args = [sys.executable, "-m", "distrl", "train", "configs/cartpole.yaml", "--run-dir", str(run_dir)]
-    for item in [f"seed={seed}", "logging.tensorboard=false", *overrides]:
-        args += ["--set", item]
-    done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "RAY_ADDRESS": "local"})
-    if done.returncode != 0:
-        raise RuntimeError(f"training failed:\n{done.stderr[-3000:]}")
-    return json.loads((run_dir / "summary.json").read_text())
+from benchmarks.common import machine_info, markdown_table, print_machine, study_parser, write_results
+from benchmarks.training import train
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser = study_parser(__doc__, quick="seed 0 only", seeds=[0, 1, 2, 3, 4])
     parser.add_argument("--every", type=int, default=5, help="iterations between evaluations")
-    parser.add_argument("--quick", action="store_true", help="seed 0 only")
-    add_results_dir_argument(parser)
     args = parser.parse_args()
     seeds = [0] if args.quick else args.seeds
     machine = machine_info()
@@ -53,20 +36,21 @@ def main() -> None:
         f"evaluation every {args.every} iterations": [f"eval.every_iterations={args.every}"],
     }
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for seed in seeds:
-            for name, overrides in cases.items():
-                summary = solve(seed, overrides, Path(tmp) / f"{seed}-{len(rows)}")
-                row = {
-                    "case": name,
-                    "seed": seed,
-                    "solved_at_s": summary["solved_at_s"],
-                    "env_steps": summary["env_steps"],
-                    "best_by": summary["best_checkpoint_metric"],
-                    "best_score": summary["best_checkpoint_score"],
-                }
-                rows.append(row)
-                print(json.dumps(row), flush=True)
+    for seed in seeds:
+        for name, overrides in cases.items():
+            # a user's run to 475: checkpoints as shipped (the best is chosen among them)
+            items = [f"seed={seed}", *overrides, *args.overrides]
+            summary = train("configs/cartpole.yaml", items, what=f"{name}, seed {seed}", checkpoints=True).summary
+            row = {
+                "case": name,
+                "seed": seed,
+                "solved_at_s": summary["solved_at_s"],
+                "env_steps": summary["env_steps"],
+                "best_by": summary["best_checkpoint_metric"],
+                "best_score": summary["best_checkpoint_score"],
+            }
+            rows.append(row)
+            print(json.dumps(row), flush=True)
     medians = {}
     for name in cases:
         times = [r["solved_at_s"] for r in rows if r["case"] == name and r["solved_at_s"] is not None]

@@ -10,7 +10,6 @@ with a long budget, started first and sampling by the time it is timed). The tar
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -24,10 +23,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results
+from benchmarks.common import machine_info, markdown_table, print_machine, study_parser, write_results
+from benchmarks.training import start, train
 
 ENV = {**os.environ, "RAY_ADDRESS": "local"}
 DISTRL = [sys.executable, "-m", "distrl"]
+# a training beside the eval: a long budget, stopped by the study once it has timed its evals
+LOAD = ["stop.env_steps=100000000", "stop.episode_return_mean=null", "stop.time_s=600"]
 
 
 def timed_eval(run_dir: Path) -> float:
@@ -40,11 +42,9 @@ def timed_eval(run_dir: Path) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = study_parser(__doc__, quick="one training beside it, one repeat")
     parser.add_argument("--beside", type=int, default=4, help="trainings running beside the eval")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--quick", action="store_true", help="one training beside it, one repeat")
-    add_results_dir_argument(parser)
     args = parser.parse_args()
     if args.quick:
         args.beside, args.repeats = 1, 1
@@ -53,50 +53,11 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "cartpole"
-        subprocess.run(
-            [
-                *DISTRL,
-                "train",
-                "configs/cartpole.yaml",
-                "--run-dir",
-                str(run_dir),
-                "--set",
-                "logging.tensorboard=false",
-            ],
-            cwd=ROOT,
-            capture_output=True,
-            env=ENV,
-            check=True,
-        )
+        train("configs/cartpole.yaml", args.overrides, keep=run_dir, checkpoints=True)  # what eval plays
         idle = [timed_eval(run_dir) for _ in range(args.repeats)]
         rows.append({"case": "idle", "trainings_beside": 0, "eval_s": statistics.median(idle), "each_s": idle})
         print(json.dumps(rows[-1]), flush=True)
-        beside = [
-            subprocess.Popen(
-                [
-                    *DISTRL,
-                    "train",
-                    "configs/cartpole.yaml",
-                    "--run-dir",
-                    str(Path(tmp) / f"load{i}"),
-                    "--set",
-                    "stop.env_steps=100000000",
-                    "--set",
-                    "stop.episode_return_mean=null",
-                    "--set",
-                    "stop.time_s=600",
-                    "--set",
-                    "logging.tensorboard=false",
-                    "--set",
-                    "checkpoint.every_iterations=0",
-                ],
-                cwd=ROOT,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                env=ENV,
-            )
-            for i in range(args.beside)
-        ]
+        beside = [start("configs/cartpole.yaml", LOAD, Path(tmp) / f"load{i}") for i in range(args.beside)]
         try:
             deadline = time.monotonic() + 300
             while time.monotonic() < deadline and not all(

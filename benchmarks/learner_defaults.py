@@ -17,27 +17,16 @@ contiguous, the plain loop, the learner's own CPUs), and reports each run's retu
 
 from __future__ import annotations
 
-import argparse
-import os
 import statistics
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import (
-    add_results_dir_argument,
-    machine_info,
-    markdown_table,
-    metrics_rows,
-    print_machine,
-    write_results,
-)
+from benchmarks.common import machine_info, markdown_table, print_machine, study_parser, write_results
 from benchmarks.same_learning import TIMING_KEYS
+from benchmarks.training import train
 
 OFF = [
     "learner.compile.backend=eager",
@@ -52,52 +41,10 @@ def timeless(row: dict) -> dict:
     return {k: v for k, v in row.items() if k not in TIMING_KEYS}
 
 
-def train(config: str, seed: int, env_steps: int, overrides: list[str]) -> dict:
-    with tempfile.TemporaryDirectory() as tmp:
-        run_dir = Path(tmp) / "run"
-        cmd = [
-            sys.executable,
-            "-m",
-            "distrl",
-            "train",
-            config,
-            "--run-dir",
-            str(run_dir),
-            "--set",
-            f"seed={seed}",
-            "--set",
-            f"stop.env_steps={env_steps}",
-            "--set",
-            "stop.episode_return_mean=null",
-            "--set",
-            "checkpoint.every_iterations=0",
-            "--set",
-            "logging.tensorboard=false",
-        ]
-        for item in overrides:
-            cmd += ["--set", item]
-        start = time.perf_counter()
-        proc = subprocess.run(
-            cmd,
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            timeout=3600,
-            env={**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"},
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"distrl train failed:\n{proc.stderr[-3000:]}")
-        rows = metrics_rows(run_dir)
-    return {"rows": rows, "wall_s": time.perf_counter() - start}
-
-
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = study_parser(__doc__, quick="CartPole, seed 0, 16k env steps", seeds=[0, 1, 2])
     parser.add_argument("--configs", nargs="+", default=["configs/cartpole.yaml", "configs/breakout.yaml"])
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--env-steps", type=int, default=None, help="per run (default: 60k CartPole, 30k otherwise)")
-    parser.add_argument("--quick", action="store_true", help="CartPole, seed 0, 16k env steps")
-    add_results_dir_argument(parser)
     args = parser.parse_args(argv)
     if args.quick:
         args.configs, args.seeds, args.env_steps = ["configs/cartpole.yaml"], [0], 16384
@@ -109,8 +56,9 @@ def main(argv=None) -> int:
         runs = {}
         for seed in args.seeds:
             for variant, overrides in (("defaults", []), ("off", OFF)):  # in turns: a slow spell hits both
-                run = train(config, seed, steps, overrides)
-                last = run["rows"][-1]
+                items = [f"seed={seed}", f"stop.env_steps={steps}", "stop.episode_return_mean=null"]
+                run = train(config, [*items, *overrides, *args.overrides], what=f"{config} {variant} seed {seed}")
+                last = run.rows[-1]
                 runs[(variant, seed)] = run
                 row = {
                     "config": Path(config).stem,
@@ -118,8 +66,8 @@ def main(argv=None) -> int:
                     "seed": seed,
                     "env_steps": last["env_steps"],
                     "return": last.get("episode_return_mean"),
-                    "wall_s": run["wall_s"],
-                    "learn_s": statistics.median(r["learn_s"] for r in run["rows"][2:] or run["rows"]),
+                    "wall_s": run.wall_s,
+                    "learn_s": statistics.median(r["learn_s"] for r in run.rows[2:] or run.rows),
                 }
                 rows.append(row)
                 print(
@@ -128,7 +76,7 @@ def main(argv=None) -> int:
                     flush=True,
                 )
         identical = all(
-            [timeless(r) for r in runs[("defaults", s)]["rows"]] == [timeless(r) for r in runs[("off", s)]["rows"]]
+            [timeless(r) for r in runs[("defaults", s)].rows] == [timeless(r) for r in runs[("off", s)].rows]
             for s in args.seeds
         )
         returns = {

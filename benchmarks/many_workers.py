@@ -19,26 +19,21 @@ the worker count). Writes JSON, Markdown and a PNG.
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import (
-    add_results_dir_argument,
     machine_info,
     markdown_table,
-    metrics_rows,
     print_machine,
     pyplot,
+    study_parser,
     write_results,
 )
+from benchmarks.training import train
 
 WARMUP_ROWS = 2  # updates after every worker answers, left out of the steady figure
 
@@ -62,23 +57,13 @@ def run(workers: int, args) -> dict:
         # --updates: a budget of that many rounds of every worker's batch (the time limit stays as a bound)
         f"stop.env_steps={per_batch * workers * args.updates if args.updates else 'null'}",
         "stop.episode_return_mean=null",
-        "checkpoint.every_iterations=0",
-        "logging.tensorboard=false",
         "logging.progress=lines",
+        *args.overrides,
     ]
-    with tempfile.TemporaryDirectory() as tmp:
-        run_dir = Path(tmp) / "run"
-        cmd = [sys.executable, "-m", "distrl", "train", "configs/cartpole.yaml", "--run-dir", str(run_dir)]
-        for item in overrides:
-            cmd += ["--set", item]
-        env = {**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"}
-        result = subprocess.run(
-            cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=args.startup_s + args.seconds + 600
-        )
-        if result.returncode != 0:
-            raise RuntimeError(f"{workers} workers failed:\n{result.stderr[-3000:]}")
-        rows = metrics_rows(run_dir)
-        summary = json.loads((run_dir / "summary.json").read_text())
+    run = train(
+        "configs/cartpole.yaml", overrides, what=f"{workers} workers", timeout=args.startup_s + args.seconds + 600
+    )
+    rows, summary = run.rows, run.summary
     full = [i for i, r in enumerate(rows) if r.get("workers_active") == workers]
     if not full or len(rows) - full[0] < WARMUP_ROWS + 3:
         raise RuntimeError(
@@ -99,7 +84,7 @@ def run(workers: int, args) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = study_parser(__doc__, quick="3 workers, 12 batches a worker, a 2 ms step")
     parser.add_argument("--workers", type=int, default=48)
     parser.add_argument("--cpus-per-worker", type=float, default=0.02)
     parser.add_argument(
@@ -120,8 +105,6 @@ def main() -> None:
     parser.add_argument(
         "--updates", type=int, default=0, help="stop each run after this many batches a worker (0: at --seconds)"
     )
-    parser.add_argument("--quick", action="store_true", help="3 workers, 12 batches a worker, a 2 ms step")
-    add_results_dir_argument(parser)
     args = parser.parse_args()
     if args.quick:
         args.workers, args.seconds, args.startup_s, args.step_s, args.updates = 3, 8.0, 30.0, 0.002, 12

@@ -15,7 +15,6 @@ and over the last 10 % of its reports, the wall time, and the curve. Needs ``pip
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from pathlib import Path
@@ -23,14 +22,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.async_learning import train_run
 from benchmarks.common import (
-    add_results_dir_argument,
     machine_info,
     markdown_table,
     print_machine,
+    study_parser,
     write_results,
 )
+from benchmarks.training import train
 
 CONFIG = "configs/minatar_breakout.yaml"
 MODELS = {  # name -> overrides of the shipped config
@@ -45,9 +44,9 @@ MODELS = {  # name -> overrides of the shipped config
 }
 
 
-def run(model: str, seed: int, steps: int) -> dict:
-    items = [*MODELS[model], f"seed={seed}", f"stop.env_steps={steps}", "logging.tensorboard=false"]
-    _, rows = train_run(CONFIG, items, f"{model} seed {seed}", timeout=7200)
+def run(model: str, seed: int, steps: int, overrides: list[str]) -> dict:
+    items = [*MODELS[model], f"seed={seed}", f"stop.env_steps={steps}", *overrides]
+    rows = train(CONFIG, items, what=f"{model} seed {seed}", checkpoints=True).rows
     reported = [r for r in rows if r.get("episode_return_mean") is not None]
     tail = reported[-max(1, len(reported) // 10) :]
     return {
@@ -62,13 +61,10 @@ def run(model: str, seed: int, steps: int) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser = study_parser(__doc__, quick="30k steps, seed 0, the two CNNs", seeds=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=2_000_000, help="env steps a run")
     parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS), help="the models to run")
     parser.add_argument("--name", default="minatar_breakout", help="the results' file name")
-    parser.add_argument("--quick", action="store_true", help="30k steps, seed 0, the two CNNs")
-    add_results_dir_argument(parser)
     args = parser.parse_args()
     if args.quick:  # the two ways to one network, each a short run
         args.seeds, args.steps = [0], 30_000
@@ -78,7 +74,7 @@ def main() -> int:
     runs = []
     for seed in args.seeds:
         for model in args.models if seed % 2 == 0 else args.models[::-1]:
-            r = run(model, seed, args.steps)
+            r = run(model, seed, args.steps, args.overrides)
             runs.append(r)
             print(
                 f"{model:16s} seed {seed}: return {r['return_end']:.2f} at {r['env_steps']:,} steps "

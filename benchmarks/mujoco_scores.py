@@ -22,10 +22,7 @@ several invocations; the table, curves and summary come from all of them (``--re
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import re
 import statistics
 import subprocess
 import sys
@@ -37,14 +34,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import (
-    add_results_dir_argument,
     machine_info,
     markdown_table,
-    metrics_rows,
     print_machine,
     pyplot,
+    study_parser,
     write_results,
 )
+from benchmarks.training import play, train
 
 ENVS = ["Hopper-v5", "Walker2d-v5", "HalfCheetah-v5", "Ant-v5"]
 PUBLISHED = {  # PPO at 1M env steps
@@ -113,46 +110,19 @@ def config_env_kwargs(env: str) -> dict:
 
 
 def run_distrl(env: str, seed: int, steps: int, overrides: list[str]) -> dict:
-    config = config_path(env)
-    with tempfile.TemporaryDirectory() as tmp:
-        run_dir = Path(tmp) / "run"
-        cmd = [
-            sys.executable,
-            "-m",
-            "distrl",
-            "train",
-            str(config),
-            "--run-dir",
-            str(run_dir),
-            "--set",
-            f"seed={seed}",
-            "--set",
-            f"stop.env_steps={steps}",
-            "--set",
-            "logging.tensorboard=false",
-            "--set",
-            "logging.progress=lines",
-        ]
-        for item in overrides:
-            cmd += ["--set", item]
-        env_vars = {**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"}
-        result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env_vars, timeout=4 * 3600)
-        if result.returncode != 0:
-            raise RuntimeError(f"distrl {env} seed {seed} failed:\n{result.stderr[-3000:]}")
-        summary = json.loads((run_dir / "summary.json").read_text())
-        rows = metrics_rows(run_dir)
-        curve = [(r["env_steps"], r["episode_return_mean"]) for r in rows if r.get("episode_return_mean") is not None]
-        evaluated = subprocess.run(
-            [sys.executable, "-m", "distrl", "eval", summary["checkpoint"], "--episodes", str(GREEDY_EPISODES)],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            env=env_vars,
-            timeout=1800,
+    items = [f"seed={seed}", f"stop.env_steps={steps}", "logging.progress=lines", *overrides]
+    with tempfile.TemporaryDirectory() as tmp:  # the run, kept while its newest checkpoint plays
+        run = train(
+            str(config_path(env)),
+            items,
+            what=f"distrl {env} seed {seed}",
+            keep=Path(tmp) / "run",
+            checkpoints=True,
+            timeout=4 * 3600,
         )
-        match = re.search(r"return mean (-?[\d.]+)", evaluated.stdout)
-        if evaluated.returncode != 0 or match is None:
-            raise RuntimeError(f"distrl eval {env} seed {seed} failed:\n{evaluated.stderr[-3000:]}")
+        summary, rows = run.summary, run.rows
+        curve = [(r["env_steps"], r["episode_return_mean"]) for r in rows if r.get("episode_return_mean") is not None]
+        greedy = play(summary["checkpoint"], GREEDY_EPISODES)
     policy_share = statistics.median(r["policy_s"] / r["sample_s"] for r in rows[1:] if r.get("sample_s"))
     return {
         "env": env,
@@ -161,7 +131,7 @@ def run_distrl(env: str, seed: int, steps: int, overrides: list[str]) -> dict:
         "env_steps": summary["env_steps"],
         "wall_s": summary["wall_s"],
         "train_return": summary["episode_return_mean"],
-        "greedy_return": float(match.group(1)),
+        "greedy_return": greedy,
         "curve": curve,
         "policy_backend": summary["policy_backend"],
         "policy_share_of_sample": policy_share,
@@ -348,23 +318,14 @@ def report(machine: dict, quick: bool, results_dir: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = study_parser(__doc__, quick="Hopper, 8k steps, seed 0", seeds=[0, 1, 2])
     parser.add_argument("--envs", nargs="+", default=ENVS[:3], choices=ENVS)
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--systems", nargs="+", default=["distrl", "sb3"], choices=["distrl", "sb3"])
     parser.add_argument("--steps", type=int, default=1_000_000)
     parser.add_argument("--report", action="store_true", help="only rewrite the table and plot from the runs on disk")
-    parser.add_argument("--quick", action="store_true", help="Hopper, 8k steps, seed 0")
-    parser.add_argument("--variant", help="name a study run: the shipped config with --set changes, reported apart")
     parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="with --variant: a change to distrl's config (as distrl train --set)",
+        "--variant", help="name a study run: the shipped config with --set changes (both or neither), reported apart"
     )
-    add_results_dir_argument(parser)
     args = parser.parse_args()
     runs_dir = args.results_dir / "mujoco_runs"
     if bool(args.variant) != bool(args.overrides):

@@ -46,7 +46,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -54,15 +53,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import (
-    add_results_dir_argument,
     machine_info,
     markdown_table,
-    metrics_rows,
     print_machine,
     study_name,
+    study_parser,
     write_results,
 )
 from benchmarks.spread_reference import AGENTS, STEPS, mappo_return, spread
+from benchmarks.training import train
 
 # The world mappo_return converts returns of (spread_reference.py): AGENTS agents, STEPS steps an episode.
 SPREAD_ENV = [
@@ -301,36 +300,11 @@ def run(task: str, variant: str, seed: int, steps: int, extra: list[str], runs_d
     if variant == "rllib":
         return run_rllib(task, seed, steps)
     overrides, _ = TASKS[task]
-    with tempfile.TemporaryDirectory() as tmp:
-        run_dir = runs_dir / run_name(task, variant, seed) if runs_dir else Path(tmp) / "run"
-        cmd = [
-            sys.executable,
-            "-m",
-            "distrl",
-            "train",
-            str(ROOT / "configs" / "cartpole.yaml"),
-            "--run-dir",
-            str(run_dir),
-            "--set",
-            f"seed={seed}",
-            "--set",
-            f"stop.env_steps={steps}",
-            "--set",
-            "logging.tensorboard=false",
-            "--set",
-            "logging.progress=lines",
-        ]
-        for item in overrides + VARIANTS[variant] + extra:
-            cmd += ["--set", item]
-        env = {**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"}
-        start = time.perf_counter()
-        result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=4 * 3600)
-        wall = time.perf_counter() - start
-        if result.returncode != 0:
-            raise RuntimeError(
-                f"{task} {variant} seed {seed}: exit {result.returncode}: {result.stderr.strip()[-600:]}"
-            )
-        rows = metrics_rows(run_dir)
+    items = [f"seed={seed}", f"stop.env_steps={steps}", "logging.progress=lines", *overrides, *VARIANTS[variant]]
+    keep = runs_dir / run_name(task, variant, seed) if runs_dir else None
+    config = str(ROOT / "configs" / "cartpole.yaml")
+    run = train(config, [*items, *extra], what=f"{task} {variant} seed {seed}", keep=keep, checkpoints=True)
+    rows, wall = run.rows, run.wall_s
     returns = [row["episode_return_mean"] for row in rows if row.get("episode_return_mean") is not None]
     return {
         "task": task,
@@ -345,23 +319,12 @@ def run(task: str, variant: str, seed: int, steps: int, extra: list[str], runs_d
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    # --set: distrl's runs only, after the task's and the variant's settings (RLlib's keep theirs); the results are
+    # written apart from the plain run's
+    parser = study_parser(__doc__, quick="cartpole_team, 20k agent steps, independent and central_obs", seeds=[0, 1])
     parser.add_argument("--tasks", nargs="+", default=["spread"], choices=list(TASKS))
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
     parser.add_argument("--steps", type=int, help="agent steps per run (default: the task's)")
-    parser.add_argument(
-        "--quick", action="store_true", help="cartpole_team, 20k agent steps, independent and central_obs"
-    )
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="distrl's runs: this setting after the task's and the variant's (repeatable; RLlib's runs "
-        "keep theirs); the results are written apart from the plain run's",
-    )
     parser.add_argument(
         "--runs-dir",
         type=Path,
@@ -369,7 +332,6 @@ def main(argv=None) -> int:
         "distrl plot), not in a temporary directory; an existing run directory is refused",
     )
     parser.add_argument("--rllib-run", nargs=3, metavar=("TASK", "SEED", "STEPS"), help=argparse.SUPPRESS)
-    add_results_dir_argument(parser)
     args = parser.parse_args(argv)
     if args.rllib_run:
         task, seed, steps = args.rllib_run

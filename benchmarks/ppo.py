@@ -24,25 +24,14 @@ modes incl. CUDA graphs, AMP bf16/fp16).
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import (
-    add_results_dir_argument,
-    machine_info,
-    markdown_table,
-    metrics_rows,
-    print_machine,
-    pyplot,
-    write_results,
-)
+from benchmarks.common import machine_info, markdown_table, print_machine, pyplot, study_parser, write_results
+from benchmarks.training import train
 from distrl.compile import available_backends
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,34 +87,9 @@ def first_update(row: dict) -> str:
 
 
 def run_training(config: str, backend: str, mode: str, overrides: list[str], seed: int) -> dict:
-    with tempfile.TemporaryDirectory() as tmp:
-        run_dir = Path(tmp) / "run"
-        cmd = [
-            sys.executable,
-            "-m",
-            "distrl",
-            "train",
-            config,
-            "--run-dir",
-            str(run_dir),
-            "--set",
-            f"rollout.compile.backend={backend}",
-            "--set",
-            f"rollout.compile.mode={mode}",
-            "--set",
-            f"seed={seed}",
-            "--set",
-            "logging.tensorboard=false",
-            "--set",
-            "checkpoint.every_iterations=0",
-        ]
-        for item in overrides:
-            cmd += ["--set", item]
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-        if proc.returncode != 0:
-            raise RuntimeError(f"distrl train failed ({proc.returncode}): {proc.stderr[-2000:]}")
-        summary = json.loads((run_dir / "summary.json").read_text())
-        rows = metrics_rows(run_dir)
+    items = [f"rollout.compile.backend={backend}", f"rollout.compile.mode={mode}", f"seed={seed}", *overrides]
+    run = train(config, items, what=f"{backend} {mode} seed {seed}")
+    summary, rows = run.summary, run.rows
     policy_share = sum(r["policy_s"] for r in rows) / max(1e-9, sum(r["sample_s"] for r in rows))
     return {
         "backend": backend,
@@ -151,15 +115,13 @@ def run_training(config: str, backend: str, mode: str, overrides: list[str], see
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = study_parser(__doc__, quick="a 20k-step run each of eager and onnxrt")
     parser.add_argument("--backend", default="onnxrt", choices=["inductor", "onnxrt", "ipex", "auto"])
     parser.add_argument("--mode", default="default")
     parser.add_argument("--all", action="store_true", help="every available compiled backend")
     parser.add_argument("--config", default="configs/cartpole.yaml")
-    parser.add_argument("--set", action="append", default=[], help="extra config overrides for every run")
     parser.add_argument("--repeats", type=int, default=1, help="runs per backend (seeds 0..N-1)")
     parser.add_argument("--breakout", action="store_true", help="Breakout, every backend x mode, sampling-bound")
-    parser.add_argument("--quick", action="store_true", help="a 20k-step run each of eager and onnxrt")
     parser.add_argument(
         "--learner-table-only",
         action="store_true",
@@ -168,9 +130,8 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--no-learner-table", action="store_true", help="with --breakout on CUDA: only the backend table"
     )
-    add_results_dir_argument(parser)
     args = parser.parse_args(argv)
-    overrides = list(args.set)
+    overrides = list(args.overrides)
     backends = [(args.backend, args.mode)]
     if args.all:
         backends = [

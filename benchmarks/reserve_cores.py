@@ -11,7 +11,6 @@ the learner's update time (median ``learn_s``) and the policy lag. Writes JSON a
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from pathlib import Path
@@ -19,8 +18,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.async_learning import TASKS, WORKERS, add_task_arguments, parse_task_arguments, train_run
+from benchmarks.async_learning import TASKS, WORKERS, parse_task_arguments, task_parser
 from benchmarks.common import markdown_table, write_results
+from benchmarks.training import train
 
 BUDGETS = {"CartPole-v1": 200_000, "Acrobot-v1": 120_000, "Pendulum-v1": 100_000}
 VARIANTS = {  # name -> overrides
@@ -30,7 +30,7 @@ VARIANTS = {  # name -> overrides
 }
 
 
-def run(task: str, variant: str, seed: int, budget: int) -> dict:
+def run(task: str, variant: str, seed: int, budget: int, extra: list[str]) -> dict:
     config, overrides, _, _ = TASKS[task]
     items = [
         *overrides,
@@ -39,8 +39,9 @@ def run(task: str, variant: str, seed: int, budget: int) -> dict:
         f"seed={seed}",
         f"stop.env_steps={budget}",
         "stop.episode_return_mean=null",
+        *extra,
     ]
-    _, rows = train_run(config, items, f"{task} {variant} seed {seed}", timeout=1800)
+    rows = train(config, items, what=f"{task} {variant} seed {seed}", timeout=1800).rows
     first, last = rows[0], rows[-1]
     return {
         "task": task,
@@ -53,15 +54,14 @@ def run(task: str, variant: str, seed: int, budget: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_task_arguments(parser, quick="CartPole, seed 0, 16,000 env steps")
+    parser = task_parser(__doc__, quick="CartPole, seed 0, 16,000 env steps")
     args, machine = parse_task_arguments(parser)
     runs, rows = [], []
     for task in args.tasks:
         budget = 16_000 if args.quick else BUDGETS[task]
         for seed in args.seeds:
             for variant in list(VARIANTS) if seed % 2 == 0 else list(VARIANTS)[::-1]:
-                r = run(task, variant, seed, budget)
+                r = run(task, variant, seed, budget, args.overrides)
                 runs.append(r)
                 print(
                     f"{task:12s} {variant:21s} seed {seed}: {r['sps']:,.0f} env steps/s, update {r['learn_s']:.3f} s, "

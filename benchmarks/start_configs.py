@@ -10,11 +10,7 @@ scores where there are some.
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -22,7 +18,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results
+from benchmarks.common import machine_info, markdown_table, print_machine, study_parser, write_results
+from benchmarks.training import play, train
 
 # env id -> (starting config, RL Zoo's PPO score at 1M env steps (greedy, rl-baselines3-zoo benchmark.md), or None)
 ENVS = {
@@ -35,26 +32,13 @@ ENVS = {
 QUICK = ["Acrobot-v1", "Pendulum-v1"]
 
 
-def distrl(*args: str, timeout: float = 7200) -> subprocess.CompletedProcess:
-    env = {**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"}
-    cmd = [sys.executable, "-m", "distrl", *args]
-    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
-
-
-def one(env_id: str, seed: int, steps: int, episodes: int) -> dict:
+def one(env_id: str, seed: int, steps: int, episodes: int, overrides: list[str]) -> dict:
     config, _ = ENVS[env_id]
-    with tempfile.TemporaryDirectory() as tmp:
+    items = [f"env.id={env_id}", f"seed={seed}", f"stop.env_steps={steps}", *overrides]
+    with tempfile.TemporaryDirectory() as tmp:  # the run, kept while its best checkpoint plays
         run_dir = Path(tmp) / "run"
-        items = [f"env.id={env_id}", f"seed={seed}", f"stop.env_steps={steps}", "logging.tensorboard=false"]
-        trained = distrl("train", config, "--run-dir", str(run_dir), *(a for i in items for a in ("--set", i)))
-        if trained.returncode != 0:
-            raise RuntimeError(f"{env_id} seed {seed}: training failed\n{trained.stderr[-3000:]}")
-        summary = json.loads((run_dir / "summary.json").read_text())
-        played = distrl("eval", str(run_dir), "--episodes", str(episodes), "--seed", str(1000 + seed))
-        if played.returncode != 0:
-            raise RuntimeError(f"{env_id} seed {seed}: eval failed\n{played.stderr[-3000:]}")
-        line = next(ln for ln in played.stdout.splitlines() if "episodes: return mean" in ln)
-        greedy = float(line.split("return mean ")[1].split()[0])
+        summary = train(config, items, what=f"{env_id} seed {seed}", keep=run_dir, checkpoints=True).summary
+        greedy = play(run_dir, episodes, seed=1000 + seed)
     return {
         "env": env_id,
         "seed": seed,
@@ -67,13 +51,10 @@ def one(env_id: str, seed: int, steps: int, episodes: int) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = study_parser(__doc__, quick="Acrobot and Pendulum, 20k env steps, seed 0", seeds=[0, 1, 2])
     parser.add_argument("--envs", nargs="+", choices=list(ENVS), default=list(ENVS))
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=1_000_000, help="env steps a run")
     parser.add_argument("--episodes", type=int, default=100, help="greedy episodes the best checkpoint plays after")
-    parser.add_argument("--quick", action="store_true", help="Acrobot and Pendulum, 20k env steps, seed 0")
-    add_results_dir_argument(parser)
     args = parser.parse_args()
     if args.quick:
         args.envs, args.seeds, args.steps, args.episodes = QUICK, [0], 20_000, 5
@@ -82,7 +63,7 @@ def main() -> int:
     runs = []
     for seed in args.seeds:
         for env_id in args.envs:
-            runs.append(one(env_id, seed, args.steps, args.episodes))
+            runs.append(one(env_id, seed, args.steps, args.episodes, args.overrides))
             print(runs[-1], flush=True)
     rows = []
     for env_id in args.envs:

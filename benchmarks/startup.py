@@ -15,28 +15,16 @@ Target (2-core machine, idle): launch to first update <= Ray's floor + 2 s.
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import (
-    add_results_dir_argument,
-    machine_info,
-    markdown_table,
-    print_machine,
-    study_name,
-    write_results,
-)
+from benchmarks.common import machine_info, markdown_table, print_machine, study_name, study_parser, write_results
 from benchmarks.peers import RAY_FLOOR_CHILD, child
+from benchmarks.training import train
 from distrl.driver.report import STARTUP_MILESTONES
 
 
@@ -46,55 +34,15 @@ def distrl_startup(config: str, overrides: list[str]) -> dict:
 
     base = load_config(config, overrides)
     steps = 2 * base.update_size * base.env.action_repeat
-    with tempfile.TemporaryDirectory() as tmp:
-        run_dir = Path(tmp) / "run"
-        cmd = [
-            sys.executable,
-            "-m",
-            "distrl",
-            "train",
-            config,
-            "--run-dir",
-            str(run_dir),
-            "--address",
-            "local",
-            "--set",
-            f"stop.env_steps={steps}",
-            "--set",
-            "stop.episode_return_mean=null",
-            "--set",
-            "stop.time_s=null",
-            "--set",
-            "checkpoint.every_iterations=0",
-            "--set",
-            "logging.tensorboard=false",
-        ]
-        for item in overrides:
-            cmd += ["--set", item]
-        start = time.perf_counter()
-        result = subprocess.run(
-            cmd,
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=900,
-            check=False,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        wall = time.perf_counter() - start
-        if result.returncode != 0:
-            raise RuntimeError(f"distrl train failed:\n{result.stderr[-3000:]}")
-        startup = json.loads((run_dir / "summary.json").read_text())["startup"]
-    return {**startup, "process_s": wall}
+    stop = [f"stop.env_steps={steps}", "stop.episode_return_mean=null", "stop.time_s=null"]
+    run = train(config, [*stop, *overrides], what="distrl train", timeout=900)
+    return {**run.summary["startup"], "process_s": run.wall_s}
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = study_parser(__doc__, quick="one run")
     parser.add_argument("--config", default="configs/cartpole.yaml")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--quick", action="store_true", help="one run")
-    add_results_dir_argument(parser)
     args = parser.parse_args()
     if args.quick:
         args.runs = 1

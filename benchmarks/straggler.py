@@ -22,25 +22,21 @@ give at least the throughput of three fast workers alone. Writes JSON, Markdown 
 
 from __future__ import annotations
 
-import argparse
-import os
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import (
-    add_results_dir_argument,
     machine_info,
     markdown_table,
-    metrics_rows,
     print_machine,
     pyplot,
+    study_parser,
     write_results,
 )
+from benchmarks.training import train
 
 STARTUP_S = 25.0  # launch to first update on a 2-core machine is 15-20 s: stop.time_s counts from launch
 WARMUP_ROWS = 2
@@ -85,23 +81,13 @@ def run(pipeline: str, workers: int, slow: int | None, args) -> dict:
         "rollout.compile.backend=eager",
         *stop_settings(pipeline, workers, args),
         "stop.episode_return_mean=null",
-        "checkpoint.every_iterations=0",
-        "logging.tensorboard=false",
         "logging.progress=lines",
     ]
     if pipeline == "async":
         overrides.append(f"rollout.samples_per_update={ASYNC_SAMPLES_PER_UPDATE}")
-    overrides += args.set
-    with tempfile.TemporaryDirectory() as tmp:
-        run_dir = Path(tmp) / "run"
-        cmd = [sys.executable, "-m", "distrl", "train", "configs/cartpole.yaml", "--run-dir", str(run_dir)]
-        for item in overrides:
-            cmd += ["--set", item]
-        env = {**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"}
-        result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=time_cap_s(args) + 300)
-        if result.returncode != 0:
-            raise RuntimeError(f"{pipeline} with {workers} workers failed:\n{result.stderr[-3000:]}")
-        rows = metrics_rows(run_dir)
+    overrides += args.overrides
+    what = f"{pipeline} with {workers} workers"
+    rows = train("configs/cartpole.yaml", overrides, what=what, timeout=time_cap_s(args) + 300).rows
     if len(rows) < WARMUP_ROWS + 2:
         raise RuntimeError(f"{pipeline} with {workers} workers: only {len(rows)} updates; raise --seconds")
     first, last = rows[WARMUP_ROWS], rows[-1]
@@ -127,7 +113,7 @@ def median_run(results: list[dict]) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = study_parser(__doc__, quick="async only, 8 updates a run")
     parser.add_argument("--pipelines", nargs="+", default=["sync", "overlap", "async"])
     parser.add_argument("--seconds", type=float, default=30.0, help="each run's stop.time_s")
     parser.add_argument("--step-s", type=float, default=0.0005, help="a fast env copy's sleep per step")
@@ -139,11 +125,6 @@ def main() -> None:
         help="runs of each case, in turns (case by case, then again): the table has their medians",
     )
     parser.add_argument("--updates", type=int, help="stop each run after this many updates instead of --seconds")
-    parser.add_argument("--quick", action="store_true", help="async only, 16 updates a run")
-    parser.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="a config override for every run"
-    )
-    add_results_dir_argument(parser)
     args = parser.parse_args()
     if args.quick:
         # by updates, not by time from launch: on a loaded box a long start-up left 15 s runs two updates

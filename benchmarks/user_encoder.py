@@ -12,7 +12,6 @@ Ray started to the first update (Ray's own start differs by machine and is left 
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from pathlib import Path
@@ -20,8 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.async_learning import train_run
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results
+from benchmarks.common import machine_info, markdown_table, print_machine, study_parser, write_results
+from benchmarks.training import train
 
 CASES = {  # name -> (config, worker backend)
     "built-in mlp, onnxrt": ("configs/cartpole.yaml", "onnxrt"),
@@ -31,13 +30,12 @@ CASES = {  # name -> (config, worker backend)
 }
 
 
-def one(case: str, seed: int, quick: bool) -> dict:
+def one(case: str, seed: int, quick: bool, overrides: list[str]) -> dict:
     config, backend = CASES[case]
     items = [f"rollout.compile.backend={backend}", "rollout.compile.strict=true", f"seed={seed}"]
-    items += ["logging.tensorboard=false", "checkpoint.every_iterations=0"]
     if quick:
         items += ["stop.env_steps=60000", "stop.episode_return_mean=null"]
-    summary, rows = train_run(config, items, f"{case} seed {seed}")
+    summary = train(config, [*items, *overrides], what=f"{case} seed {seed}").summary
     marks = summary["startup"]
     return {
         "case": case,
@@ -53,10 +51,7 @@ def one(case: str, seed: int, quick: bool) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--quick", action="store_true", help="one seed, 60k env steps a run")
-    add_results_dir_argument(parser)
+    parser = study_parser(__doc__, quick="one seed, 60k env steps a run", seeds=[0, 1, 2])
     args = parser.parse_args()
     machine = machine_info()
     print_machine(machine)
@@ -64,7 +59,7 @@ def main() -> None:
     runs = []
     for seed in seeds:  # seed by seed, every case in turn: a machine's drift falls on all of them alike
         for case in CASES:
-            runs.append(one(case, seed, args.quick))
+            runs.append(one(case, seed, args.quick, args.overrides))
             print(runs[-1], flush=True)
     rows, failures = [], []
     for case in CASES:

@@ -14,7 +14,6 @@ the one the async pipeline was held to: the median of the seeds needs at most 1.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from pathlib import Path
@@ -22,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.async_learning import train_run
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results
+from benchmarks.common import machine_info, markdown_table, print_machine, study_parser, write_results
+from benchmarks.training import train
 
 TASKS = {  # name -> (config, target or None: the return at the budget)
     "CartPole-v1": ("configs/cartpole.yaml", 475.0),
@@ -37,7 +36,7 @@ def run(task: str, seed: int, normalize: bool, extra: list[str]) -> dict:
     config, target = TASKS[task]
     items = [f"seed={seed}", f"ppo.normalize_value={str(normalize).lower()}", *extra]
     what = f"{task} seed {seed} normalize_value={normalize}"
-    summary, _ = train_run(config, items, what)
+    summary = train(config, items, what=what, checkpoints=True).summary
     row = {
         "task": task,
         "seed": seed,
@@ -86,15 +85,13 @@ def verdicts(rows: list[dict]) -> list[dict]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = study_parser(__doc__, quick="CartPole, seed 0, 16k env steps (a smoke run)", seeds=[0, 1, 2])
     parser.add_argument("--tasks", nargs="+", choices=list(TASKS), default=list(TASKS))
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--quick", action="store_true", help="CartPole, seed 0, 16k env steps (a smoke run)")
-    add_results_dir_argument(parser)
     args = parser.parse_args()
-    extra = []
+    extra = list(args.overrides)
     if args.quick:
-        args.tasks, args.seeds, extra = ["CartPole-v1"], [0], ["stop.env_steps=16384", "stop.episode_return_mean=null"]
+        args.tasks, args.seeds = ["CartPole-v1"], [0]
+        extra = ["stop.env_steps=16384", "stop.episode_return_mean=null", *extra]
     machine = machine_info()
     print_machine(machine)
     rows = [

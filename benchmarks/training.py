@@ -1,0 +1,116 @@
+"""One way for a study to run a training: ``distrl train`` in a process of its own, to its end, returning what the
+run wrote (its summary, its metrics rows, its setup.txt) and the command's wall time from launch to exit.
+
+A run gets a private Ray of its own (``RAY_ADDRESS=local``) unless it joins a cluster on 127.0.0.1
+(``clusters/local_dev_cluster.py``), and it writes no TensorBoard files. It writes no checkpoints unless the study
+asks for them (``checkpoints=True``), and trains in a temporary directory that goes with it unless the study keeps
+one (``keep=``). Settings are ``--set`` items: the study's come after these defaults, so a study can change any.
+
+    from benchmarks.training import train
+    run = train("configs/cartpole.yaml", ["seed=1", "stop.env_steps=50000"], what="CartPole seed 1")
+    run.summary["episode_return_mean"], run.rows[-1]["sps"], run.wall_s
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.common import metrics_rows
+
+ROOT = Path(__file__).resolve().parents[1]
+NO_CHECKPOINTS = "checkpoint.every_iterations=0"
+DEFAULTS = ("logging.tensorboard=false",)
+
+
+@dataclass(frozen=True)
+class Training:
+    summary: dict
+    rows: list[dict]
+    setup: str  # setup.txt: the start-up summary with every auto choice
+    wall_s: float  # the command's launch to its exit, Ray's start and shutdown included
+    stdout: str
+    stderr: str
+    run_dir: Path | None  # the run's directory where the study kept it, else None (it is gone)
+
+
+def command(
+    config: str,
+    items: list[str] | tuple[str, ...] = (),
+    run_dir: Path | str = "run",
+    *,
+    checkpoints: bool = False,
+    cluster=None,
+    cores: str | None = None,
+    args: list[str] | tuple[str, ...] = (),
+) -> tuple[list[str], dict]:
+    """The ``distrl train`` command line and its environment: a private Ray, or a driver joining ``cluster`` (a
+    ``DevCluster``) on ``cores`` (``taskset``) where given; ``args`` go before the ``--set`` items."""
+    settings = [*DEFAULTS, *([] if checkpoints else [NO_CHECKPOINTS]), *items]
+    cmd = [sys.executable, "-m", "distrl", "train", config, "--run-dir", str(run_dir), *args]
+    for item in settings:
+        cmd += ["--set", item]
+    if cluster is None:
+        return cmd, {**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"}
+    from clusters import local_dev_cluster
+
+    cmd = local_dev_cluster.on_cores([*cmd, "--address", cluster.gcs_address], cores)
+    return cmd, {**cluster.env, "PYTHONUNBUFFERED": "1"}
+
+
+def start(config: str, items=(), run_dir: Path | str = "run", **how) -> subprocess.Popen:
+    """``distrl train`` started and left running (a training beside the study's measurement); its output is
+    discarded. ``how``: as ``command``'s."""
+    cmd, env = command(config, items, run_dir, **how)
+    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def train(
+    config: str,
+    items: list[str] | tuple[str, ...] = (),
+    *,
+    what: str | None = None,
+    keep: Path | None = None,
+    timeout: float = 7200,
+    **how,
+) -> Training:
+    """``distrl train CONFIG --set ITEM...`` to its end; ``RuntimeError`` naming ``what`` (the config by default)
+    with the end of its stderr where it fails. ``keep``: train into that directory and leave it there. ``how``:
+    ``checkpoints``, ``cluster``, ``cores``, ``args``, as ``command`` takes them."""
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = keep or Path(tmp) / "run"
+        cmd, env = command(config, items, run_dir, **how)
+        began = time.perf_counter()
+        result = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+        wall_s = time.perf_counter() - began
+        if result.returncode != 0:
+            raise RuntimeError(f"{what or config} failed ({result.returncode}):\n{result.stderr[-3000:]}")
+        return Training(
+            summary=json.loads((run_dir / "summary.json").read_text()),
+            rows=metrics_rows(run_dir),
+            setup=(run_dir / "setup.txt").read_text(),
+            wall_s=wall_s,
+            stdout=result.stdout,
+            stderr=result.stderr,
+            run_dir=keep,
+        )
+
+
+def play(path: Path | str, episodes: int, seed: int | None = None, timeout: float = 1800) -> float:
+    """``distrl eval PATH`` (a run directory: its best checkpoint; or a checkpoint): the mean return of ``episodes``
+    greedy episodes."""
+    cmd = [sys.executable, "-m", "distrl", "eval", str(path), "--episodes", str(episodes)]
+    cmd += [] if seed is None else ["--seed", str(seed)]
+    env = {**os.environ, "RAY_ADDRESS": "local"}
+    result = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    found = re.search(r"return mean (-?[\d.]+)", result.stdout)
+    if result.returncode != 0 or found is None:
+        raise RuntimeError(f"distrl eval {path} failed ({result.returncode}):\n{result.stderr[-3000:]}")
+    return float(found.group(1))
