@@ -15,7 +15,6 @@ before trusting the check there.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import sys
 from pathlib import Path
@@ -25,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 import torch
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results
+from benchmarks.common import machine_info, markdown_table, print_machine, study_parser, write_results
 from benchmarks.inference import MODELS, collect_observations
 from distrl.compile import EagerPolicy, Float64Reference, available_backends, build_inference_policy, check_output
 from distrl.envs import make_vec_env
@@ -97,12 +96,10 @@ def measure(model_name: str, backend: str, batch: int, updates: int) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = study_parser(__doc__, quick="seconds: MLP, onnxrt, batch 16, 3 updates", overrides=False)
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--batch-sizes", nargs="+", type=int, default=[1, 16, 64])
     parser.add_argument("--updates", type=int, default=10, help="weight updates measured per row")
-    parser.add_argument("--quick", action="store_true", help="seconds: MLP, onnxrt, batch 16, 3 updates")
-    add_results_dir_argument(parser)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     info = machine_info()

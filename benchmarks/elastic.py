@@ -15,7 +15,6 @@ the full worker count within 60 s; nothing counted twice. Writes JSON, Markdown 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -29,20 +28,21 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import (
-    add_results_dir_argument,
     machine_info,
     markdown_table,
     metrics_rows,
     print_machine,
     pyplot,
     stop_cleanly_on_sigterm,
+    study_parser,
     write_results,
 )
+from benchmarks.training import command
 from clusters import local_dev_cluster
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = study_parser(__doc__, quick="lose at 10 s, add at 20 s, 35 s in all")
     parser.add_argument("--node-cpus", type=int, default=2)
     parser.add_argument("--lose-at", type=float, default=20.0, help="seconds after the first update")
     parser.add_argument("--add-at", type=float, default=45.0, help="seconds after the first update")
@@ -53,8 +53,6 @@ def main() -> None:
         default=1.0,
         help="rollout.updates_ahead: updates' worth of batches sampled while the learner updates",
     )
-    parser.add_argument("--quick", action="store_true", help="lose at 10 s, add at 20 s, 35 s in all")
-    add_results_dir_argument(parser)
     args = parser.parse_args()
     if args.quick:
         args.lose_at, args.add_at, args.seconds = 10.0, 20.0, 35.0
@@ -82,25 +80,12 @@ def main() -> None:
             "stop.env_steps=null",
             "stop.episode_return_mean=null",
             f"stop.time_s={args.seconds + 40}",
-            "checkpoint.every_iterations=0",
             "rollout.compile.backend=eager",
             "logging.progress=lines",
             f"rollout.updates_ahead={args.updates_ahead}",
         ]
-        cmd = [
-            sys.executable,
-            "-m",
-            "distrl",
-            "train",
-            "configs/cartpole.yaml",
-            "--run-dir",
-            str(run_dir),
-            "--address",
-            dev.gcs_address,
-        ]
-        for item in overrides:
-            cmd += ["--set", item]
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dev.env)
+        cmd, env = command("configs/cartpole.yaml", [*overrides, *args.overrides], run_dir, cluster=dev)
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         while not metrics_rows(run_dir):
             if proc.poll() is not None:
                 raise RuntimeError(proc.communicate()[1][-3000:])

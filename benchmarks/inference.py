@@ -12,7 +12,6 @@ numpy sampling) and the usual torch policy (forward + torch.distributions).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -23,12 +22,12 @@ import numpy as np
 import torch
 
 from benchmarks.common import (
-    add_results_dir_argument,
     machine_info,
     markdown_table,
     print_machine,
     pyplot,
     spread,
+    study_parser,
     time_calls,
     write_results,
 )
@@ -322,7 +321,7 @@ def chart(rows: list[dict]):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = study_parser(__doc__, quick="seconds: MLP at batch 64, onnxrt, few repeats", overrides=False)
     parser.add_argument("--backend", default="onnxrt", choices=["eager", "inductor", "onnxrt", "ipex", "auto"])
     parser.add_argument("--mode", default="default")
     parser.add_argument("-bs", "--batch-size", type=int, default=64)
@@ -333,8 +332,6 @@ def main(argv=None) -> int:
     parser.add_argument("--batch-sizes", nargs="+", type=int, default=[1, 4, 16, 64, 256, 1024])
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--min-seconds", type=float, default=0.25, help="minimum duration of one repeat")
-    parser.add_argument("--quick", action="store_true", help="seconds: MLP at batch 64, onnxrt, few repeats")
-    add_results_dir_argument(parser)
     args = parser.parse_args(argv)
     if args.quick:
         args.all, args.model, args.backend, args.batch_size, args.repeats, args.min_seconds = (

@@ -14,7 +14,6 @@ bf16 is timed only on a CPU with bf16 instructions (AMX, AVX512-BF16) unless ``-
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -24,11 +23,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch
 
 from benchmarks.common import (
-    add_results_dir_argument,
     machine_info,
     markdown_table,
     print_machine,
     spread,
+    study_parser,
     time_calls,
     write_results,
 )
@@ -118,15 +117,13 @@ def measure(
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = study_parser(__doc__, quick="seconds: the MLP at batch 16, eager and onnxrt", overrides=False)
     parser.add_argument("--models", nargs="+", default=["cnn"], choices=["cnn", "mlp", "lstm"])
     parser.add_argument("--batch-sizes", nargs="+", type=int, default=[8, 32])
     parser.add_argument("--backends", nargs="+", help="only these (default: every available one but auto)")
     parser.add_argument("--bf16-anyway", action="store_true", help="time bf16 on a CPU without bf16 instructions too")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--min-seconds", type=float, default=0.3, help="minimum duration of one repeat")
-    parser.add_argument("--quick", action="store_true", help="seconds: the MLP at batch 16, eager and onnxrt")
-    add_results_dir_argument(parser)
     args = parser.parse_args(argv)
     if args.quick:
         args.models, args.batch_sizes, args.backends, args.repeats, args.min_seconds = (

@@ -24,10 +24,6 @@ win rate is below its ``CHECK_FLOOR``: a league that learns markedly less from t
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,7 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results
+from benchmarks import training
+from benchmarks.common import machine_info, markdown_table, print_machine, study_parser, write_results
 
 # Win rates to reach against each baseline, both seats, by game (env.id): the issues' targets.
 TARGETS = {
@@ -53,27 +50,10 @@ CHECK_FLOOR = (0.36, 0.18)
 
 
 def train(config: str, run_dir: Path, seconds: float, every: int, overrides: list[str] | tuple = ()) -> dict:
-    args = [
-        sys.executable,
-        "-m",
-        "distrl",
-        "train",
-        config,
-        "--run-dir",
-        str(run_dir),
-        "--set",
-        f"stop.time_s={seconds}",
-        "--set",
-        f"checkpoint.every_iterations={every}",
-        "--set",
-        "checkpoint.keep=1000",
-    ]
-    for override in overrides:
-        args += ["--set", override]
-    result = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "RAY_ADDRESS": "local"})
-    if result.returncode != 0:
-        raise RuntimeError(f"training failed:\n{result.stderr[-3000:]}")
-    return json.loads((run_dir / "summary.json").read_text())
+    """The league trained for ``seconds`` from launch into ``run_dir``, a checkpoint every ``every`` iterations, all
+    kept: its summary."""
+    items = [f"stop.time_s={seconds}", f"checkpoint.every_iterations={every}", "checkpoint.keep=1000", *overrides]
+    return training.train(config, items, what="training", keep=run_dir, checkpoints=True).summary
 
 
 def checkpoint_rows(run_dir: Path, games: int, judge: bool = False) -> list[dict]:
@@ -254,16 +234,8 @@ def first_reached(rows: list[dict], opponent: str) -> dict | None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = study_parser(__doc__, quick="30 s of training, 4 games per seat (a smoke run)")
     parser.add_argument("--config", default="configs/league_connect4.yaml")
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY.PATH=VALUE",
-        help="a config override for the training run (repeatable)",
-    )
     parser.add_argument("--name", help="the results' file name (default: from the config's)")
     parser.add_argument("--seconds", type=float, default=600)
     parser.add_argument("--games", type=int, default=100, help="games per seat and opponent at each checkpoint")
@@ -275,14 +247,12 @@ def main() -> None:
         help="games a pair in the closing round robin (its Elo's noise shrinks with them; 100 take seconds)",
     )
     parser.add_argument("--keep-run", type=Path, help="train into this directory and keep it")
-    parser.add_argument("--quick", action="store_true", help="30 s of training, 4 games per seat (a smoke run)")
     parser.add_argument(
         "--check",
         action="store_true",
         help=f"the guard: {CHECK_ENV_STEPS:,} env steps, then the 1-ply judge; exit 1 below a win rate of "
         f"{CHECK_FLOOR[0]:.2f} in the 1st seat or {CHECK_FLOOR[1]:.2f} in the 2nd",
     )
-    add_results_dir_argument(parser)
     args = parser.parse_args()
     if args.quick:
         args.seconds, args.games, args.every, args.tournament_games = 30, 4, 5, 20

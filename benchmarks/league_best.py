@@ -11,7 +11,6 @@ as the newest against the scripted player in both seats.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
@@ -20,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results
+from benchmarks.common import machine_info, markdown_table, print_machine, study_parser, write_results
 from benchmarks.league import judge_row, train
 
 
@@ -38,14 +37,12 @@ def seat_rates(path: Path, opponent: str, games: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = study_parser(__doc__, quick="40 s of training, 20 games a seat")
     parser.add_argument("--config", default="configs/league_connect4.yaml")
     parser.add_argument("--seconds", type=float, default=600)
     parser.add_argument("--games", type=int, default=200, help="games per seat against each player")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--quick", action="store_true", help="40 s of training, 20 games a seat")
     parser.add_argument("--keep-run", type=Path, help="train into this directory and keep it")
-    add_results_dir_argument(parser)
     args = parser.parse_args()
     if args.quick:
         args.seconds, args.games = 40, 20
@@ -56,7 +53,9 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = args.keep_run or Path(tmp) / "run"
-        summary = train(args.config, run_dir, args.seconds, 25, [f"seed={args.seed}", "checkpoint.keep=3"])
+        summary = train(
+            args.config, run_dir, args.seconds, 25, [f"seed={args.seed}", "checkpoint.keep=3", *args.overrides]
+        )
         rows = []
         for which in ("best", "latest"):
             path, how, _ = chosen_checkpoint(run_dir, which)

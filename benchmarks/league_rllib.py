@@ -14,7 +14,6 @@ run's ``metrics.jsonl``: the first iteration whose training games against random
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import subprocess
@@ -26,11 +25,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import (
-    add_results_dir_argument,
     machine_info,
     markdown_table,
     metrics_rows,
     print_machine,
+    study_parser,
     write_results,
 )
 
@@ -84,11 +83,9 @@ def distrl_time_to_threshold(run: Path) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = study_parser(__doc__, quick="RLlib gets 120 s", overrides=False)
     parser.add_argument("--distrl-run", type=Path, required=True, help="a run of configs/league_connect4.yaml")
     parser.add_argument("--limit", type=float, default=900, help="seconds RLlib may take")
-    parser.add_argument("--quick", action="store_true", help="RLlib gets 120 s")
-    add_results_dir_argument(parser)
     args = parser.parse_args()
     if args.quick:
         args.limit = 120

@@ -12,7 +12,6 @@ synced (built and checked) before the timing starts. Medians of ``--samples`` sa
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -22,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results
+from benchmarks.common import machine_info, markdown_table, print_machine, study_parser, write_results
 
 
 def plan_with(worker, snapshots: int, seed: int = 0) -> dict:
@@ -71,12 +70,10 @@ def measure(config_path: str, snapshots: int, samples: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = study_parser(__doc__, quick="2 snapshots, 3 samples", overrides=False)
     parser.add_argument("--config", default="configs/league_connect4.yaml")
     parser.add_argument("--snapshots", nargs="+", type=int, default=[20])
     parser.add_argument("--samples", type=int, default=8)
-    parser.add_argument("--quick", action="store_true", help="2 snapshots, 3 samples")
-    add_results_dir_argument(parser)
     args = parser.parse_args()
     if args.quick:
         args.snapshots, args.samples = [2], 3

@@ -10,7 +10,6 @@ variant whose first update disagrees with eager's (same weights, same batch) fai
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -21,12 +20,12 @@ import numpy as np
 import torch
 
 from benchmarks.common import (
-    add_results_dir_argument,
     machine_info,
     markdown_table,
     print_machine,
     pyplot,
     spread,
+    study_parser,
     write_results,
 )
 from distrl.config import load_config
@@ -120,15 +119,13 @@ def transfer_rows(model: str, batch) -> list[dict]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = study_parser(__doc__, quick="the MLP only, 2 updates", overrides=False)
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--updates", type=int, default=5, help="steady-state updates timed per variant")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (a learner actor's CPUs)")
-    parser.add_argument("--quick", action="store_true")
     parser.add_argument(
         "--variants", nargs="+", help="only these variants (names as printed, e.g. eager 'inductor default')"
     )
-    add_results_dir_argument(parser)
     args = parser.parse_args(argv)
     if args.variants and "eager" not in args.variants:
         parser.error("--variants must include eager (every other variant is compared with it)")

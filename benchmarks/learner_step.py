@@ -21,7 +21,6 @@ distrl's step within 1.2x of the bare step.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -33,11 +32,11 @@ import torch
 from torch import nn
 
 from benchmarks.common import (
-    add_results_dir_argument,
     machine_info,
     markdown_table,
     print_machine,
     spread,
+    study_parser,
     write_results,
 )
 from distrl.algo.ppo import gae
@@ -147,12 +146,10 @@ def timed_ms(fn, calls: int, steps_per_call: int, cuda: bool) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = study_parser(__doc__, quick="the MLP only, 2 repeats", overrides=False)
     parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
     parser.add_argument("--threads", type=int, default=1, help="torch threads on CPU (a learner actor's CPUs)")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--quick", action="store_true")
-    add_results_dir_argument(parser)
     args = parser.parse_args()
     if args.quick:
         args.models, args.repeats = ["mlp"], 2

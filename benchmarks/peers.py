@@ -16,33 +16,31 @@ which distrl's launch-to-first-batch is read.
 Peers are optional extras: pip install 'distrl[peers]' (stable-baselines3, ray[rllib]).
 
     python benchmarks/peers.py                  # 3 seeds, every system
-    python benchmarks/peers.py --systems distrl sb3 --seeds 5
+    python benchmarks/peers.py --systems distrl sb3 --seeds 0 1 2 3 4
     python benchmarks/peers.py --quick
     python benchmarks/peers.py --systems distrl sb3 --set rollout.pipeline=async   # a variant of distrl's config
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import (
-    add_results_dir_argument,
     machine_info,
     markdown_table,
-    metrics_rows,
     print_machine,
     study_name,
+    study_parser,
     write_results,
 )
+from benchmarks.training import train
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = 475.0
@@ -156,38 +154,11 @@ def child(code: str, spec: dict | None = None) -> dict:
 
 def run_distrl(seed: int, limits: dict, overrides: list[str]) -> dict:
     """``configs/cartpole.yaml`` with ``overrides`` (``--set``) to the target or a limit."""
-    with tempfile.TemporaryDirectory() as tmp:
-        run_dir = Path(tmp) / "run"
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "distrl",
-                "train",
-                "configs/cartpole.yaml",
-                "--run-dir",
-                str(run_dir),
-                "--set",
-                f"seed={seed}",
-                "--set",
-                f"stop.env_steps={limits['max_steps']}",
-                "--set",
-                f"stop.time_s={limits['max_wall_s']}",
-                "--set",
-                f"stop.episode_return_mean={limits['target']}",
-                "--set",
-                "logging.tensorboard=false",
-                *[arg for item in overrides for arg in ("--set", item)],
-            ],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            env={**__import__("os").environ, "RAY_ADDRESS": "local"},
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"distrl train failed: {proc.stderr[-2000:]}")
-        summary = json.loads((run_dir / "summary.json").read_text())
-        rows = metrics_rows(run_dir)
+    stop = [f"stop.env_steps={limits['max_steps']}", f"stop.time_s={limits['max_wall_s']}"]
+    stop += [f"stop.episode_return_mean={limits['target']}"]
+    # a user's run: checkpoints as shipped
+    done = train("configs/cartpole.yaml", [f"seed={seed}", *stop, *overrides], what="distrl train", checkpoints=True)
+    summary, rows = done.summary, done.rows
     return {
         # [s from launch, env steps, mean return], as the peers' children record it: the learning-curve figure's data
         "curve": [
@@ -210,25 +181,15 @@ def median_or_none(values: list) -> float | None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    # --set: distrl's run (configs/cartpole.yaml with the setting); RLlib's same-settings run follows it
+    parser = study_parser(__doc__, quick="one short run each, no return target", seeds=[0, 1, 2])
     systems = ["distrl", "sb3", "rllib_same", "rllib_tuned"]
     parser.add_argument("--systems", nargs="+", default=systems, choices=systems)
-    parser.add_argument("--seeds", type=int, default=3, help="runs per system (seeds 0..N-1)")
     parser.add_argument("--max-steps", type=int, default=1_000_000)
     parser.add_argument("--max-wall-s", type=float, default=300.0)
-    parser.add_argument("--quick", action="store_true", help="one short run each, no return target")
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="distrl's run: configs/cartpole.yaml with this setting (repeatable; RLlib's same-settings run follows it)",
-    )
-    add_results_dir_argument(parser)
     args = parser.parse_args(argv)
     if args.quick:
-        args.max_steps, args.max_wall_s, args.seeds = 8_000, 60.0, 1
+        args.max_steps, args.max_wall_s, args.seeds = 8_000, 60.0, [0]
     missing = []
     if "sb3" in args.systems and not _importable("stable_baselines3"):
         missing.append("stable-baselines3")
@@ -295,7 +256,7 @@ def main(argv=None) -> int:
     runs = ", ".join(f"{f['floor_s']:.1f}" for f in floors)
     print(f"Ray's floor (import ray + ray.init + one task): {floor:.1f} s (runs: {runs})")
     rows = []
-    for seed in range(args.seeds):  # seeds interleaved across systems, so machine drift hits them alike
+    for seed in args.seeds:  # seeds interleaved across systems, so machine drift hits them alike
         for system in args.systems:
             start = time.perf_counter()
             row = {"system": names[system], "key": system, "seed": seed, **runners[system](seed)}

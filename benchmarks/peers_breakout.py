@@ -28,7 +28,6 @@ ale-py 0.10+ registers its envs only with gymnasium 1.x; the Sample Factory chil
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import shutil
@@ -44,13 +43,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import (
-    add_results_dir_argument,
     machine_info,
     markdown_table,
-    metrics_rows,
     print_machine,
+    study_parser,
     write_results,
 )
+from benchmarks.training import train
 
 SF_FRAMESKIP = 4  # sf_examples.atari's env_frameskip: its frames are four per agent step
 SF_LIMIT_S = 1800.0  # a Sample Factory run is stopped past this (its runner can wait for ever on a child that died)
@@ -79,40 +78,9 @@ def steady_rate(points: list[tuple[float, int]]) -> float | None:
 
 
 def run_distrl(env_steps: int, seed: int, overrides: list[str]) -> dict:
-    with tempfile.TemporaryDirectory() as tmp:
-        run_dir = Path(tmp) / "run"
-        cmd = [
-            sys.executable,
-            "-m",
-            "distrl",
-            "train",
-            "configs/breakout.yaml",
-            "--run-dir",
-            str(run_dir),
-            "--set",
-            f"stop.env_steps={env_steps}",
-            "--set",
-            f"seed={seed}",
-            "--set",
-            "checkpoint.every_iterations=0",
-            "--set",
-            "logging.tensorboard=false",
-        ]
-        for item in overrides:
-            cmd += ["--set", item]
-        started = time.perf_counter()
-        proc = subprocess.run(
-            cmd,
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            timeout=3600,
-            env={**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"},
-        )
-        wall = time.perf_counter() - started
-        if proc.returncode != 0:
-            raise RuntimeError(f"distrl train failed:\n{proc.stderr[-3000:]}")
-        rows = metrics_rows(run_dir)
+    items = [f"stop.env_steps={env_steps}", f"seed={seed}", *overrides]
+    done = train("configs/breakout.yaml", items, what=f"distrl seed {seed}", timeout=3600)
+    rows, wall = done.rows, done.wall_s
     points = [(r["time_s"], r["env_steps"]) for r in rows]
     return {
         "system": "distrl",
@@ -200,20 +168,11 @@ def sf_version(python: str) -> str | None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    # --set: distrl's settings on top of configs/breakout.yaml
+    parser = study_parser(__doc__, quick="one short run each (8,192 agent steps)")
     parser.add_argument("--sf-python", required=False, help="an interpreter with Sample Factory 2 installed")
     parser.add_argument("--env-steps", type=int, default=20_480, help="agent steps per run")
     parser.add_argument("--repeats", type=int, default=1, help="runs per system, interleaved")
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="distrl settings on top of configs/breakout.yaml",
-    )
-    parser.add_argument("--quick", action="store_true", help="one short run each (8,192 agent steps)")
-    add_results_dir_argument(parser)
     args = parser.parse_args()
     if not args.sf_python:
         parser.error("--sf-python: the interpreter of an environment with Sample Factory 2 (see --help)")

@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import machine_info, metrics_rows
+from benchmarks.common import machine_info
+from benchmarks.training import train
 
 ROOT = Path(__file__).resolve().parents[1]
 # Keys that measure time or the machine, not learning.
@@ -52,15 +51,8 @@ CASES = {
 
 
 def run_case(config: str, overrides: list[str]) -> list[dict]:
-    with tempfile.TemporaryDirectory(prefix="distrl-same-") as tmp:
-        run_dir = Path(tmp) / "run"
-        command = [sys.executable, "-m", "distrl", "train", config, "--run-dir", str(run_dir), "--address", "local"]
-        for override in [*overrides, "checkpoint.every_iterations=0"]:
-            command += ["--set", override]
-        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise SystemExit(f"{config} {overrides}: exit {done.returncode}\n{done.stderr[-2000:]}")
-        return [{k: v for k, v in row.items() if k not in TIMING_KEYS} for row in metrics_rows(run_dir)]
+    rows = train(config, overrides, what=f"{config} {overrides}").rows
+    return [{k: v for k, v in row.items() if k not in TIMING_KEYS} for row in rows]
 
 
 def first_difference(a: list[dict], b: list[dict]) -> str | None:

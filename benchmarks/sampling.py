@@ -19,7 +19,6 @@ fails the run.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -31,12 +30,12 @@ import torch
 
 from benchmarks.common import (
     STEPPING,
-    add_results_dir_argument,
     machine_info,
     markdown_table,
     print_machine,
     stepping_label,
     stepping_settings,
+    study_parser,
     write_results,
 )
 from distrl.compile import available_backends
@@ -191,7 +190,7 @@ def bare_loop_rate(config, min_seconds: float) -> float | None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = study_parser(__doc__, quick="seconds: CartPole MLP, eager and onnxrt", overrides=False)
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     parser.add_argument("--backends", nargs="+", help="default: every available one (auto included)")
     parser.add_argument("--min-seconds", type=float, default=3.0, help="time per measurement")
@@ -208,8 +207,6 @@ def main(argv=None) -> int:
         action="store_true",
         help="also each backend's bare loop (policy, greedy action, env step: nothing else), one group",
     )
-    parser.add_argument("--quick", action="store_true", help="seconds: CartPole MLP, eager and onnxrt")
-    add_results_dir_argument(parser)
     args = parser.parse_args(argv)
     backends = args.backends or [row["name"] for row in available_backends() if row["available"]]
     if args.quick:

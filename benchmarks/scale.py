@@ -17,11 +17,9 @@ from its metrics rows (warm-up iterations dropped):
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,19 +29,19 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import (
-    add_results_dir_argument,
     machine_info,
     markdown_table,
-    metrics_rows,
     print_machine,
     stop_cleanly_on_sigterm,
+    study_parser,
     write_results,
 )
+from benchmarks.training import train
 
 ENVS_PER_WORKER, ROLLOUT_LENGTH, LEARNERS, WARMUP = 16, 64, 2, 2
 
 
-def run(cluster, workers: int, iterations: int, run_dir: Path) -> dict:
+def run(cluster, workers: int, iterations: int, run_dir: Path, extra: list[str]) -> dict:
     steps = workers * ENVS_PER_WORKER * ROLLOUT_LENGTH
     overrides = [
         f"rollout.num_workers={workers}",
@@ -61,26 +59,11 @@ def run(cluster, workers: int, iterations: int, run_dir: Path) -> dict:
         "ppo.epochs=1",
         f"stop.env_steps={steps * iterations}",
         "stop.episode_return_mean=null",
-        "checkpoint.every_iterations=0",
-        "logging.tensorboard=false",
+        *extra,
     ]
-    args = [
-        sys.executable,
-        "-m",
-        "distrl",
-        "train",
-        str(ROOT / "configs" / "cartpole.yaml"),
-        "--run-dir",
-        str(run_dir),
-        "--address",
-        cluster.gcs_address,
-    ]
-    for item in overrides:
-        args += ["--set", item]
-    result = subprocess.run(args, capture_output=True, text=True, env=cluster.env, timeout=900, cwd=ROOT)
-    if result.returncode != 0:
-        raise RuntimeError(f"{workers} workers: distrl train failed:\n{result.stderr[-3000:]}")
-    rows = metrics_rows(run_dir)[WARMUP:]
+    config = str(ROOT / "configs" / "cartpole.yaml")
+    rows = train(config, overrides, what=f"{workers} workers", keep=run_dir, cluster=cluster, timeout=900).rows
+    rows = rows[WARMUP:]
     per_worker_sps = statistics.median(ENVS_PER_WORKER * ROLLOUT_LENGTH / r["sample_s"] for r in rows)
     return {
         "workers": workers,
@@ -96,11 +79,9 @@ def run(cluster, workers: int, iterations: int, run_dir: Path) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = study_parser(__doc__, quick="workers 1 and 2, 4 iterations")
     parser.add_argument("--workers", nargs="+", type=int, default=[1, 2, 4, 8])
     parser.add_argument("--iterations", type=int, default=12)
-    parser.add_argument("--quick", action="store_true", help="workers 1 and 2, 4 iterations")
-    add_results_dir_argument(parser)
     args = parser.parse_args(argv)
     if args.quick:
         args.workers, args.iterations = [1, 2], WARMUP + 3
@@ -119,7 +100,7 @@ def main(argv=None) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             for workers in args.workers:
                 started = time.perf_counter()
-                row = run(cluster, workers, args.iterations, Path(tmp) / f"w{workers}")
+                row = run(cluster, workers, args.iterations, Path(tmp) / f"w{workers}", args.overrides)
                 rows.append(row)
                 print(
                     f"{workers} workers: driver CPU {row['driver_cpu_ms_per_iter']:.1f} ms/iter, each learner fetches "

@@ -21,7 +21,6 @@ machine. Writes JSON, Markdown and a PNG (throughput and the env-alone ceiling a
 
 from __future__ import annotations
 
-import argparse
 import json
 import multiprocessing as mp
 import os
@@ -36,15 +35,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import (
-    add_results_dir_argument,
     machine_info,
     markdown_table,
     metrics_rows,
     print_machine,
     pyplot,
     study_name,
+    study_parser,
     write_results,
 )
+from benchmarks.training import command
 
 WARMUP_ITERATIONS = 2
 
@@ -142,30 +142,9 @@ def run_distrl(config_path: str, overrides: list[str], workers: int, cpus_per_wo
     steps = workers * base.env.num_envs_per_worker * base.rollout.rollout_length * iterations
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
-        args = [
-            sys.executable,
-            "-m",
-            "distrl",
-            "train",
-            config_path,
-            "--run-dir",
-            str(run_dir),
-            "--set",
-            f"rollout.num_workers={workers}",
-            "--set",
-            f"rollout.num_cpus_per_worker={cpus_per_worker:g}",
-            "--set",
-            f"stop.env_steps={steps}",
-            "--set",
-            "stop.episode_return_mean=null",
-            "--set",
-            "checkpoint.every_iterations=0",
-            "--set",
-            "logging.tensorboard=false",
-        ]
-        for item in overrides:
-            args += ["--set", item]
-        env = {**os.environ, "RAY_ADDRESS": "local", "PYTHONUNBUFFERED": "1"}
+        items = [f"rollout.num_workers={workers}", f"rollout.num_cpus_per_worker={cpus_per_worker:g}"]
+        items += [f"stop.env_steps={steps}", "stop.episode_return_mean=null", *overrides]
+        args, env = command(config_path, items, run_dir)
         proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         threads: list[int] = []
         while proc.poll() is None:
@@ -193,14 +172,11 @@ def run_distrl(config_path: str, overrides: list[str], workers: int, cpus_per_wo
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = study_parser(__doc__, quick="1 and 2 workers, 5 iterations, 3 s env-alone")
     parser.add_argument("--config", default="configs/cartpole.yaml")
     parser.add_argument("--workers", nargs="+", type=int, default=None, help="worker counts (default: 1 2)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--iterations", type=int, default=10, help="iterations per distrl run")
     parser.add_argument("--env-seconds", type=float, default=10.0, help="seconds of each env-alone measurement")
-    parser.add_argument("--quick", action="store_true", help="1 and 2 workers, 5 iterations, 3 s env-alone")
-    add_results_dir_argument(parser)
     args = parser.parse_args()
     if args.quick:
         args.workers, args.iterations, args.env_seconds = args.workers or [1, 2], 5, 3.0

@@ -13,7 +13,6 @@ real sample.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
@@ -23,11 +22,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import (
-    add_results_dir_argument,
     machine_info,
     markdown_table,
     print_machine,
     spread,
+    study_parser,
     write_results,
 )
 
@@ -116,12 +115,10 @@ def measure(model: str, updates: int, repeats: int) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = study_parser(__doc__, quick="seconds: CartPole only, fewer repeats", overrides=False)
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--updates", type=int, default=3, help="timed updates after the first, for the share")
     parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--quick", action="store_true", help="seconds: CartPole only, fewer repeats")
-    add_results_dir_argument(parser)
     args = parser.parse_args(argv)
     if args.quick:
         args.models, args.updates, args.repeats = ["mlp"], 1, 3

@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results
+from benchmarks.common import machine_info, markdown_table, print_machine, study_parser, write_results
 
 MODELS = {"mlp": "configs/cartpole.yaml", "lstm": "configs/cartpole_lstm.yaml", "cnn": "configs/breakout.yaml"}
 BACKENDS = ("eager", "onnxrt", "inductor")
@@ -100,14 +100,12 @@ def soak_in_subprocess(config_path: str, backend: str, syncs: int, timeout: floa
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="mlp only, 200 syncs")
+    parser = study_parser(__doc__, quick="mlp only, 200 syncs", overrides=False)
     parser.add_argument("--models", nargs="+", choices=list(MODELS), default=None)
     parser.add_argument("--backends", nargs="+", choices=list(BACKENDS), default=list(BACKENDS))
     parser.add_argument("--syncs", type=int, default=None, help="syncs per run (default: per model)")
     parser.add_argument("--label", default="", help="a suffix for the results' name (e.g. 'before')")
     parser.add_argument("--one", nargs=3, metavar=("CONFIG", "BACKEND", "SYNCS"), help=argparse.SUPPRESS)
-    add_results_dir_argument(parser)
     args = parser.parse_args()
     if args.one:
         print(json.dumps(soak_one(args.one[0], args.one[1], int(args.one[2]))))

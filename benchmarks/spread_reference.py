@@ -27,7 +27,6 @@ mpe2 is installed apart (``pip install --no-deps mpe2``; docs/multiagent.md).
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import sys
 from pathlib import Path
@@ -37,7 +36,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results
+from benchmarks.common import machine_info, markdown_table, print_machine, study_parser, write_results
 
 AGENTS, STEPS = 3, 25
 # Actions of mpe2's discrete MPE agents: 0 no-op, 1 left, 2 right, 3 down, 4 up.
@@ -189,7 +188,7 @@ def play(policy: str, episodes: int, seed: int, placement: str = "mpe2") -> dict
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = study_parser(__doc__, quick="10 episodes a policy", overrides=False)
     parser.add_argument("--episodes", type=int, default=200, help="episodes a policy")
     parser.add_argument("--seed", type=int, default=1000, help="the first episode's seed")
     parser.add_argument("--policies", nargs="+", choices=sorted(POLICIES), default=list(POLICIES))
@@ -207,8 +206,6 @@ def main(argv=None) -> int:
         metavar="RETURN",
         help="print these per-agent returns in MAPPO's scale and stop",
     )
-    parser.add_argument("--quick", action="store_true", help="10 episodes a policy")
-    add_results_dir_argument(parser)
     args = parser.parse_args(argv)
     if args.scale:
         for value in args.scale:

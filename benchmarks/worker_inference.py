@@ -17,7 +17,6 @@ What each way adds to one step of a group of env copies, measured on this machin
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
@@ -31,11 +30,11 @@ import numpy as np
 import torch
 
 from benchmarks.common import (
-    add_results_dir_argument,
     machine_info,
     markdown_table,
     print_machine,
     spread,
+    study_parser,
     time_calls,
     write_results,
 )
@@ -101,13 +100,11 @@ def measure(name: str, backends: list[str], seconds: float, repeats: int) -> dic
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = study_parser(__doc__, quick="seconds: CartPole, eager and onnxrt", overrides=False)
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     parser.add_argument("--backends", nargs="+", help="default: every available one but auto")
     parser.add_argument("--seconds", type=float, default=1.0, help="time per repeat")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--quick", action="store_true", help="seconds: CartPole, eager and onnxrt")
-    add_results_dir_argument(parser)
     args = parser.parse_args(argv)
     backends = args.backends or [r["name"] for r in available_backends() if r["available"] and not r["chooses"]]
     if args.quick:
