@@ -66,6 +66,9 @@ def test_every_script_answers_help_and_has_a_quick_mode():
         results = dict(zip(SCRIPTS, pool.map(lambda name: run_script(name, "--help"), SCRIPTS)))
     failed = {name: r.stderr[-1000:] for name, r in results.items() if r.returncode != 0 or "--quick" not in r.stdout}
     assert not failed, failed
+    # every study's shared options come from one parser (benchmarks.common.study_parser)
+    apart = [name for name, r in results.items() if "--results-dir" not in r.stdout]
+    assert not apart, apart
 
 
 @pytest.mark.parametrize(
@@ -514,3 +517,17 @@ def test_the_one_ply_judge_wins_blocks_and_never_hands_over_a_win_on_top():
     win = board.copy()
     win[5, 1] = [1, 0]  # our three in the bottom row: column 3 wins now
     assert (one_ply_judge(win[None], None, rng) == 3).all()
+
+
+def test_a_studys_training_command_puts_its_settings_after_the_runners_defaults():
+    from benchmarks.training import NO_CHECKPOINTS, command
+    from distrl.config import load_config
+
+    cmd, env = command("configs/cartpole.yaml", ["checkpoint.every_iterations=7", "seed=3"], "somewhere")
+    assert cmd[1:6] == ["-m", "distrl", "train", "configs/cartpole.yaml", "--run-dir"] and env["RAY_ADDRESS"] == "local"
+    items = [cmd[i + 1] for i, arg in enumerate(cmd) if arg == "--set"]
+    assert items[-2:] == ["checkpoint.every_iterations=7", "seed=3"] and NO_CHECKPOINTS in items
+    config = load_config(ROOT / "configs" / "cartpole.yaml", items)  # as distrl reads them: the study's last
+    assert config.checkpoint.every_iterations == 7 and config.seed == 3 and not config.logging.tensorboard
+    kept, _ = command("configs/cartpole.yaml", [], "somewhere", checkpoints=True)
+    assert NO_CHECKPOINTS not in kept
