@@ -14,7 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
 
 
 def machine_info() -> dict:
@@ -226,3 +227,28 @@ def write_results(
         chart(results_dir / f"{name}.png")
     print(f"wrote {results_dir / name}.json, .md" + (", .png" if chart is not None else ""))
     return True
+
+
+# Ray's own start in a fresh process (import ray, ray.init, one task's round trip): the floor no Ray program is under.
+RAY_FLOOR_CHILD = r"""
+import json, time
+launch = time.perf_counter()
+import ray
+imported = time.perf_counter() - launch
+ray.init(address="local", include_dashboard=False, configure_logging=False, log_to_driver=False)
+started = time.perf_counter() - launch
+ray.get(ray.remote(lambda: 1).remote())
+floor = time.perf_counter() - launch
+print("RESULT " + json.dumps({"import_s": imported, "init_s": started - imported, "floor_s": floor}))
+ray.shutdown()
+"""
+
+
+def child(code: str, spec: dict | None = None) -> dict:
+    """Run ``code`` in a fresh Python process; its last ``RESULT {json}`` line."""
+    args = [sys.executable, "-c", code] + ([json.dumps(spec)] if spec is not None else [])
+    proc = subprocess.run(args, capture_output=True, text=True, cwd=ROOT)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"child run failed ({proc.returncode}): {proc.stderr[-3000:]}")
+    return json.loads(lines[-1][len("RESULT ") :])

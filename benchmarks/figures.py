@@ -3,9 +3,9 @@
 Rerun a benchmark into its study folder (``--results-dir benchmarks/results/STUDY``), then this script, and the
 picture in the docs follows. It trains nothing and reads only JSON; each figure names the machine its data came from.
 
-    python benchmarks/figures.py                       # every figure, into docs/img/
-    python benchmarks/figures.py --only mujoco peers   # some of them
-    python benchmarks/figures.py --out-dir /tmp/figs   # elsewhere
+    python benchmarks/figures.py                      # every figure, into docs/img/
+    python benchmarks/figures.py --only mujoco peers  # some of them
+    python benchmarks/figures.py --out-dir /tmp/figs  # elsewhere
 """
 
 from __future__ import annotations

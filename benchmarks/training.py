@@ -28,6 +28,8 @@ from benchmarks.common import metrics_rows
 ROOT = Path(__file__).resolve().parents[1]
 NO_CHECKPOINTS = "checkpoint.every_iterations=0"
 DEFAULTS = ("logging.tensorboard=false",)
+# A metrics row's timings: the keys two runs of the same learning may differ in
+TIMING_KEYS = {"time_s", "sps", "sps_avg", "sample_s", "policy_s", "env_s", "learn_s", "driver_cpu_s", "eta_s"}
 
 
 @dataclass(frozen=True)

@@ -12,49 +12,17 @@ import pytest
 
 from tests.conftest import ROOT
 
-SCRIPTS = [
-    "inference",
-    "sampling",
-    "learner",
-    "ppo",
-    "peers",
-    "compile_check",
-    "scale",
-    "scale_machine",
-    "soak",
-    "learner_step",
-    "attention",
-    "league",
-    "league_rllib",
-    "straggler",
-    "async_learning",
-    "elastic",
-    "mujoco_scores",
-    "many_workers",
-    "cpu_accounting",
-    "reserve_cores",
-    "env_groups",
-    "startup",
-    "peers_breakout",
-    "inference_forms",
-    "learner_defaults",
-    "snapshot_cost",
-    "worker_inference",
-    "multiagent",
-    "spread_reference",
-    "minatar",
-    "value_norm",
-    "league_best",
-    "eval_overhead",
-    "best_checkpoint",
-    "eval_under_load",
-]
+# Every study, by its file's name: the scripts in benchmarks/QUESTION/ (the library beside them is not a study), but
+# for two tools a reader runs on what studies wrote (runs, recordings), which have no quick mode.
+TOOLS = {"same_learning", "critic_extrapolation"}
+PATHS = {path.stem: path for path in sorted((ROOT / "benchmarks").glob("*/*.py")) if path.stem != "__init__"}
+SCRIPTS = [name for name in PATHS if name not in TOOLS]
 MINATAR = pytest.mark.skipif(importlib.util.find_spec("minatar") is None, reason="MinAtar is not installed")
 
 
 def run_script(name, *args, timeout=900):
     return subprocess.run(
-        [sys.executable, f"benchmarks/{name}.py", *args], capture_output=True, text=True, cwd=ROOT, timeout=timeout
+        [sys.executable, PATHS[name], *args], capture_output=True, text=True, cwd=ROOT, timeout=timeout
     )
 
 
@@ -108,7 +76,7 @@ def test_quick_run_writes_results(name, tmp_path):
 
 
 def test_every_multiagent_task_and_variant_is_a_config_distrl_takes():
-    from benchmarks.multiagent import SKIPPED, TASKS, VARIANTS
+    from benchmarks.learning.multiagent import SKIPPED, TASKS, VARIANTS
     from distrl.config import load_config
 
     for task, (overrides, _) in TASKS.items():
@@ -119,7 +87,7 @@ def test_every_multiagent_task_and_variant_is_a_config_distrl_takes():
             assert config.stop.episode_return_mean is None, (task, variant)  # every run takes its whole budget
     rmappo = TASKS["spread_mappo_world"][0] + VARIANTS["central_obs_lstm"]
     world = load_config(ROOT / "configs" / "cartpole.yaml", rmappo)
-    assert world.env.id == "benchmarks.spread_reference:mappo_world" and world.model.lstm_size == 64
+    assert world.env.id == "benchmarks.learning.spread_reference:mappo_world" and world.model.lstm_size == 64
     assert world.ppo.normalize_value and world.ppo.value_loss == "huber" and world.agents.critic == "observations"
 
 
@@ -354,7 +322,7 @@ def test_a_benchmark_stopped_with_sigterm_stops_its_cluster_and_removes_its_temp
 
     before = set(Path("/tmp").glob("rel_*"))
     proc = subprocess.Popen(
-        [sys.executable, "benchmarks/elastic.py", "--quick", "--results-dir", "/nonexistent"],
+        [sys.executable, "benchmarks/faults/elastic.py", "--quick", "--results-dir", "/nonexistent"],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -379,7 +347,7 @@ def test_a_benchmark_stopped_with_sigterm_stops_its_cluster_and_removes_its_temp
 
 
 def test_same_learning_compares_rows_key_by_key_timings_aside(tmp_path):
-    from benchmarks.same_learning import TIMING_KEYS, first_difference
+    from benchmarks.learning.same_learning import TIMING_KEYS, first_difference
 
     rows = [{"iteration": 1, "loss_value": 0.5, "learner_version": 1}, {"iteration": 2, "loss_value": 0.25}]
     assert first_difference(rows, [dict(r) for r in rows]) is None
@@ -397,7 +365,7 @@ def test_same_learning_compares_rows_key_by_key_timings_aside(tmp_path):
 
 
 def test_spread_reference_scales_a_per_agent_return_to_mappos_and_checks_it_on_the_world(tmp_path):
-    from benchmarks.spread_reference import mappo_return
+    from benchmarks.learning.spread_reference import mappo_return
 
     # 25 steps of 3 agents: 6 x the per-agent return, less the 75 touches of each agent with itself.
     assert mappo_return(0.0) == -75 and mappo_return(-20.0) == -195
@@ -429,7 +397,7 @@ def test_mappo_world_places_landmarks_as_mappos_mpe_and_leaves_the_rest_to_mpe2(
     import numpy as np
     from mpe2 import simple_spread_v3
 
-    from benchmarks.spread_reference import mappo_world
+    from benchmarks.learning.spread_reference import mappo_world
 
     theirs = mappo_world(N=3, max_cycles=25, continuous_actions=False)
     ours = simple_spread_v3.parallel_env(N=3, max_cycles=25, continuous_actions=False)
@@ -448,7 +416,7 @@ def test_mappo_world_with_shared_reward_gives_every_agent_the_teams_mean_and_not
     pytest.importorskip("mpe2")
     import numpy as np
 
-    from benchmarks.spread_reference import mappo_world
+    from benchmarks.learning.spread_reference import mappo_world
 
     shared = mappo_world(shared_reward=True, N=3, max_cycles=25, continuous_actions=False)
     own = mappo_world(N=3, max_cycles=25, continuous_actions=False)
@@ -486,7 +454,7 @@ def test_a_benchmark_writes_a_fresh_directory_unless_told_to_write_the_repositor
 
 @pytest.mark.slow
 def test_league_check_passes_on_the_shipped_config_and_fails_on_a_learner_that_barely_trained(tmp_path):
-    from benchmarks.league import CHECK_ENV_STEPS, CHECK_FLOOR
+    from benchmarks.league.league import CHECK_ENV_STEPS, CHECK_FLOOR
 
     result = run_script("league", "--check", "--results-dir", str(tmp_path / "full"))
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
@@ -506,7 +474,7 @@ def test_the_one_ply_judge_wins_blocks_and_never_hands_over_a_win_on_top():
     own scripted player plays the centre often; the judge never does, yet wins or blocks where it can."""
     import numpy as np
 
-    from benchmarks.league import one_ply_judge
+    from benchmarks.league.league import one_ply_judge
     from distrl.envs.games.connect_four import heuristic
 
     board = np.zeros((6, 7, 2), np.float32)

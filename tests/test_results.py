@@ -1,5 +1,6 @@
 """The results the docs stand on: every results file and picture a page cites exists, every study folder is in the
-index and cited by a page, and the docs' figures draw from the shipped results files (no training)."""
+index and cited by a page, every benchmark command names a script that is there, and the docs' figures draw from the
+shipped results files (no training)."""
 
 import re
 import struct
@@ -53,6 +54,13 @@ def test_every_study_is_in_the_index_and_cited_by_a_page():
     cited_studies = {path.split("/")[0] for _, path in citations()}
     assert set(STUDIES) <= cited_studies, f"studies no page cites: {sorted(set(STUDIES) - cited_studies)}"
     assert not [p.name for p in RESULTS.iterdir() if p.is_file() and p.name != "README.md"], "results live in studies"
+
+
+def test_every_benchmark_command_a_page_or_script_gives_names_a_script_that_is_there():
+    texts = [*PAGES, RESULTS / "README.md", *sorted((ROOT / "benchmarks").rglob("*.py"))]
+    named = {path for text in texts for path in re.findall(r"benchmarks/[\w/]+\.(?:py|sh)\b", text.read_text())}
+    assert len(named) > 30, named  # the pages give the studies' commands: a change of form would check nothing
+    assert not sorted(path for path in named if not (ROOT / path).is_file())
 
 
 def test_every_picture_and_relative_link_on_a_page_exists():

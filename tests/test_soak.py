@@ -1,8 +1,8 @@
-"""No memory grows with the number of weight syncs (benchmarks/soak.py measures the same at length)."""
+"""No memory grows with the number of weight syncs (benchmarks/policy_call/soak.py measures the same at length)."""
 
 import pytest
 
-from benchmarks.soak import soak_in_subprocess
+from benchmarks.policy_call.soak import soak_in_subprocess
 
 
 @pytest.mark.parametrize("backend", ["eager", "onnxrt", "inductor"])

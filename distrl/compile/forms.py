@@ -61,7 +61,8 @@ def memory_format_for(setting: str, backend: str, module: nn.Module, precision: 
     """The layout for ``rollout.compile.memory_format`` on ``backend`` in ``precision``, and why.
 
     ``auto``: channels-last for a convolutional model in bf16 (oneDNN's bf16 convolutions work in NHWC), contiguous
-    in fp32, where channels-last is as often slower as faster (docs/performance.md: benchmarks/inference_forms.py)."""
+    in fp32, where channels-last is as often slower as faster (docs/performance.md:
+    benchmarks/policy_call/inference_forms.py)."""
     spec = BACKENDS[backend]
     if not spec.runs_torch:
         return "contiguous", f"{backend} lays out its own kernels"

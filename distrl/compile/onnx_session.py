@@ -9,13 +9,13 @@ the every-sync check against eager would catch it if it did). ``SessionOptions.a
 would skip the serialisation, but ONNX Runtime folds constants with the model's own initializer
 values before applying those overrides: the LSTM's gate weights (sliced and concatenated in the
 graph) came out stale. A sync costs one serialisation and one session build (measured in
-``benchmarks/inference.py``).
+``benchmarks/policy_call/inference.py``).
 
 The weights are written into a ModelProto parsed anew for each sync from a skeleton whose
 initializers hold no data, and dropped after the session is built. protobuf's upb runtime
 allocates an assigned bytes field in the message's arena and frees nothing until the message
 itself goes: a ModelProto kept for the run and rewritten at every sync grew by one copy of the
-weights per sync (about 70 KB for the MLP, megabytes for the Nature-CNN; ``benchmarks/soak.py``).
+weights per sync (about 70 KB for the MLP, megabytes for the Nature-CNN; ``benchmarks/policy_call/soak.py``).
 """
 
 from __future__ import annotations

@@ -113,7 +113,7 @@ def prepare_private_ray_environment() -> None:
     Ray's worker processes started with the raylet rather than when the driver connects, so the run's first actors
     take processes that have already started and imported Ray. Those processes do not import torch before they take
     an actor (``RAY_preload_python_modules``): one of them goes to the coordinator, which needs no torch, and on two
-    cores its import would slow the learner's and the workers' own (benchmarks/startup.py measures it).
+    cores its import would slow the learner's and the workers' own (benchmarks/startup/startup.py measures it).
 
     A private Ray is one node that no other machine joins, so it registers at 127.0.0.1 and its servers listen there
     only: Ray would take the machine's own address (its rule for a node others may join) unless told, as it tells

@@ -155,7 +155,8 @@ def sleepy_cartpole(
     step_s: float = 0.0005, slow_worker: int | None = None, slow_factor: float = 10.0, **kwargs
 ) -> gym.Env:
     """CartPole-v1 whose step sleeps ``step_s``; in rollout worker ``slow_worker`` (by its Ray actor's name,
-    ``...-worker-N``) ``slow_factor`` times longer: one slow machine among fast ones (benchmarks/straggler.py)."""
+    ``...-worker-N``) ``slow_factor`` times longer: one slow machine among fast ones
+    (benchmarks/faults/straggler.py)."""
     if slow_worker is not None and _worker_index() == slow_worker:
         step_s *= slow_factor
     return SleepyStep(gym.make("CartPole-v1", **kwargs), step_s)

@@ -4,7 +4,7 @@
 ``torch._disable_dynamo``, and ``step`` in ``_use_grad_for_differentiable``: wrappers that keep a compiler from
 tracing the optimiser, and that import ``torch._dynamo`` on their first call (creating an optimiser is one). That
 import is 1-3 s of CPU (sympy, the tracer's rules), paid on the way to a run's first update by every learner,
-though distrl compiles only the minibatch loss and never traces the optimiser (``benchmarks/startup.py``).
+though distrl compiles only the minibatch loss and never traces the optimiser (``benchmarks/startup/startup.py``).
 
 ``Adam`` here is ``torch.optim.Adam`` with those methods taken from under their wrappers (``inspect.unwrap``), and
 ``step`` with gradients off (unless ``differentiable``), as its wrapper sets them. The update, the state and

@@ -2,7 +2,7 @@
 
 The plain loop (``epochs.LoopEpochs``) launches every kernel of a step from Python and, with
 the plan's ``target_kl``, reads the KL on the host after each minibatch. On a GPU such a step is bound by its
-launches, which one captured CUDA graph removes (docs/performance.md has ``benchmarks/learner_step.py``'s
+launches, which one captured CUDA graph removes (docs/performance.md has ``benchmarks/learner/learner_step.py``'s
 figures). The device step is one function over static buffers: forward, loss,
 backward, global-norm clipping, the non-finite guard and fused Adam, with every decision that the loop takes on the
 host taken on the device:

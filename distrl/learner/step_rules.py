@@ -31,8 +31,8 @@ def choose_step(config: Config, device_type: str, world_size: int) -> tuple[str,
         )
     blockers = step_blockers(config, world_size)
     if device_type != "cuda":
-        # On a CPU the uncaptured device step and the loop take the same time (benchmarks/learner_step.py's figures
-        # in docs/performance.md): the loop, which every other way is checked against, stays.
+        # On a CPU the uncaptured device step and the loop take the same time (benchmarks/learner/learner_step.py's
+        # figures in docs/performance.md): the loop, which every other way is checked against, stays.
         blockers.insert(
             0,
             "the learner is on CPU, where op by op is as fast as a captured graph (each op's own work is "

@@ -1,0 +1,97 @@
+"""``distrl eval`` of a CartPole run while the machine trains others: its time, idle and beside four trainings.
+
+One CartPole run is trained to 475 first. Then ``distrl eval RUN`` (10 greedy episodes) is timed from launch to exit,
+``--repeats`` times idle, then as many times while four ``distrl train configs/cartpole.yaml`` run beside it (each
+with a long budget, started first and sampling by the time it is timed). The target: at most 3 s beside the four.
+
+    python benchmarks/evaluation/eval_under_load.py
+    python benchmarks/evaluation/eval_under_load.py --quick  # one training beside it, one repeat
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.common import machine_info, markdown_table, print_machine, study_parser, write_results
+from benchmarks.training import start, train
+
+ENV = {**os.environ, "RAY_ADDRESS": "local"}
+DISTRL = [sys.executable, "-m", "distrl"]
+# a training beside the eval: a long budget, stopped by the study once it has timed its evals
+LOAD = ["stop.env_steps=100000000", "stop.episode_return_mean=null", "stop.time_s=600"]
+
+
+def timed_eval(run_dir: Path) -> float:
+    start = time.perf_counter()
+    done = subprocess.run([*DISTRL, "eval", str(run_dir)], cwd=ROOT, capture_output=True, text=True, env=ENV)
+    took = time.perf_counter() - start
+    if done.returncode != 0:
+        raise RuntimeError(f"eval failed:\n{done.stderr[-3000:]}")
+    return took
+
+
+def main() -> None:
+    parser = study_parser(__doc__, quick="one training beside it, one repeat")
+    parser.add_argument("--beside", type=int, default=4, help="trainings running beside the eval")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    if args.quick:
+        args.beside, args.repeats = 1, 1
+    machine = machine_info()
+    print_machine(machine)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = Path(tmp) / "cartpole"
+        train("configs/cartpole.yaml", args.overrides, keep=run_dir, checkpoints=True)  # what eval plays
+        idle = [timed_eval(run_dir) for _ in range(args.repeats)]
+        rows.append({"case": "idle", "trainings_beside": 0, "eval_s": statistics.median(idle), "each_s": idle})
+        print(json.dumps(rows[-1]), flush=True)
+        beside = [start("configs/cartpole.yaml", LOAD, Path(tmp) / f"load{i}") for i in range(args.beside)]
+        try:
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline and not all(
+                (Path(tmp) / f"load{i}" / "metrics.jsonl").exists() for i in range(args.beside)
+            ):
+                time.sleep(0.5)
+            time.sleep(3)
+            load = os.getloadavg()[0]
+            loaded = [timed_eval(run_dir) for _ in range(args.repeats)]
+            rows.append(
+                {
+                    "case": f"{args.beside} trainings beside",
+                    "trainings_beside": args.beside,
+                    "eval_s": statistics.median(loaded),
+                    "each_s": loaded,
+                    "load_1min": round(load, 1),
+                }
+            )
+            print(json.dumps(rows[-1]), flush=True)
+        finally:
+            for proc in beside:
+                proc.send_signal(signal.SIGINT)
+            for proc in beside:
+                try:
+                    proc.wait(timeout=120)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+    table = markdown_table(
+        rows, [("case", "case"), ("eval_s", "distrl eval, 10 episodes, median (s)"), ("each_s", "each (s)")]
+    )
+    write_results(
+        "eval_under_load", {"machine": machine, "rows": rows}, table, quick=args.quick, results_dir=args.results_dir
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""RLlib's connect-four self-play example beside distrl's league, to each one's first win-rate threshold.
+
+RLlib's ``examples/multi_agent/self_play_with_open_spiel.py`` (OpenSpiel's connect_four, PPO,
+``main`` against the random player, both seats) freezes its first copy of ``main`` when the
+win rate in its training episodes passes ``--win-rate-threshold`` (0.95). This script runs it
+as shipped with one env runner (this machine has 2 cores), time-stamps its output, and reports
+the time from launch to that moment. distrl's figure on the same terms comes from a league
+run's ``metrics.jsonl``: the first iteration whose training games against random were won at
+>= 0.95 (``league_win_random``), from launch.
+
+    pip install open_spiel                      # RLlib's example needs OpenSpiel
+    python benchmarks/league/league_rllib.py --distrl-run RUN_DIR  # a run of configs/league_connect4.yaml
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.common import (
+    machine_info,
+    markdown_table,
+    metrics_rows,
+    print_machine,
+    study_parser,
+    write_results,
+)
+
+THRESHOLD = 0.95
+
+
+def rllib_time_to_threshold(limit_s: float) -> dict:
+    import ray.rllib
+
+    script = Path(ray.rllib.__file__).parent / "examples" / "multi_agent" / "self_play_with_open_spiel.py"
+    args = [
+        sys.executable,
+        "-u",
+        str(script),
+        "--num-env-runners=1",
+        "--num-episodes-human-play=0",
+        f"--win-rate-threshold={THRESHOLD}",
+        "--min-league-size=3",
+    ]
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "RAY_ADDRESS": "local"},
+    )
+    found, iterations, last_rate = None, 0, None
+    try:
+        for line in proc.stdout:
+            if time.perf_counter() - start > limit_s:
+                break
+            match = re.search(r"Iter=(\d+) win-rate=([\d.]+)", line)
+            if match:
+                iterations, last_rate = int(match.group(1)), float(match.group(2))
+            if "adding new opponent" in line:
+                found = round(time.perf_counter() - start, 1)
+                break
+    finally:
+        proc.kill()
+        proc.wait()
+    return {"time_s": found, "iterations": iterations, "last_win_rate": last_rate, "limit_s": limit_s}
+
+
+def distrl_time_to_threshold(run: Path) -> dict:
+    rows = metrics_rows(run)
+    for row in rows:
+        if row.get("league_win_random", 0) >= THRESHOLD:
+            return {"time_s": round(row["time_s"], 1), "iterations": row["iteration"], "env_steps": row["env_steps"]}
+    return {"time_s": None, "iterations": rows[-1]["iteration"] if rows else 0}
+
+
+def main() -> None:
+    parser = study_parser(__doc__, quick="RLlib gets 120 s", overrides=False)
+    parser.add_argument("--distrl-run", type=Path, required=True, help="a run of configs/league_connect4.yaml")
+    parser.add_argument("--limit", type=float, default=900, help="seconds RLlib may take")
+    args = parser.parse_args()
+    if args.quick:
+        args.limit = 120
+    machine = machine_info()
+    print_machine(machine)
+    rows = [{"system": "distrl (configs/league_connect4.yaml)", **distrl_time_to_threshold(args.distrl_run)}]
+    print(rows[0], flush=True)
+    rows.append({"system": "RLlib self_play_with_open_spiel.py (1 env runner)", **rllib_time_to_threshold(args.limit)})
+    print(rows[1], flush=True)
+    table = markdown_table(
+        rows,
+        [
+            ("system", "system"),
+            ("time_s", f"s to win rate {THRESHOLD} vs random"),
+            ("iterations", "iterations"),
+            ("env_steps", "env steps"),
+        ],
+    )
+    write_results(
+        "league_rllib",
+        {"machine": machine, "rows": rows, "threshold": THRESHOLD},
+        table,
+        quick=args.quick,
+        results_dir=args.results_dir,
+    )
+
+
+if __name__ == "__main__":
+    main()

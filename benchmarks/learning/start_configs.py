@@ -1,0 +1,102 @@
+"""The starting configs on envs no one tuned them for: ``configs/start_discrete.yaml`` and
+``configs/start_continuous.yaml`` with only ``env.id`` changed, each run to its budget and then its best checkpoint
+(chosen by the run's own greedy evaluation) played greedily for ``--episodes`` episodes, beside RL Zoo's published PPO
+scores where there are some.
+
+    python benchmarks/learning/start_configs.py                              # every env below, seeds 0-2, 1M env steps
+    python benchmarks/learning/start_configs.py --envs Acrobot-v1 --seeds 0
+    python benchmarks/learning/start_configs.py --quick  # Acrobot and Pendulum, 20k env steps, seed 0
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.common import machine_info, markdown_table, print_machine, study_parser, write_results
+from benchmarks.training import play, train
+
+# env id -> (starting config, RL Zoo's PPO score at 1M env steps (greedy, rl-baselines3-zoo benchmark.md), or None)
+ENVS = {
+    "Acrobot-v1": ("configs/start_discrete.yaml", -73.5),
+    "MountainCar-v0": ("configs/start_discrete.yaml", -110.4),
+    "CartPole-v1": ("configs/start_discrete.yaml", 500.0),
+    "Pendulum-v1": ("configs/start_continuous.yaml", None),
+    "Hopper-v5": ("configs/start_continuous.yaml", None),
+}
+QUICK = ["Acrobot-v1", "Pendulum-v1"]
+
+
+def one(env_id: str, seed: int, steps: int, episodes: int, overrides: list[str]) -> dict:
+    config, _ = ENVS[env_id]
+    items = [f"env.id={env_id}", f"seed={seed}", f"stop.env_steps={steps}", *overrides]
+    with tempfile.TemporaryDirectory() as tmp:  # the run, kept while its best checkpoint plays
+        run_dir = Path(tmp) / "run"
+        summary = train(config, items, what=f"{env_id} seed {seed}", keep=run_dir, checkpoints=True).summary
+        greedy = play(run_dir, episodes, seed=1000 + seed)
+    return {
+        "env": env_id,
+        "seed": seed,
+        "env_steps": summary["env_steps"],
+        "wall_s": summary["wall_s"],
+        "return_last_100": summary["episode_return_mean"],
+        "greedy": greedy,
+        "best_metric": summary["best_checkpoint_metric"],
+    }
+
+
+def main() -> int:
+    parser = study_parser(__doc__, quick="Acrobot and Pendulum, 20k env steps, seed 0", seeds=[0, 1, 2])
+    parser.add_argument("--envs", nargs="+", choices=list(ENVS), default=list(ENVS))
+    parser.add_argument("--steps", type=int, default=1_000_000, help="env steps a run")
+    parser.add_argument("--episodes", type=int, default=100, help="greedy episodes the best checkpoint plays after")
+    args = parser.parse_args()
+    if args.quick:
+        args.envs, args.seeds, args.steps, args.episodes = QUICK, [0], 20_000, 5
+    machine = machine_info()
+    print_machine(machine)
+    runs = []
+    for seed in args.seeds:
+        for env_id in args.envs:
+            runs.append(one(env_id, seed, args.steps, args.episodes, args.overrides))
+            print(runs[-1], flush=True)
+    rows = []
+    for env_id in args.envs:
+        mine = sorted((r for r in runs if r["env"] == env_id), key=lambda r: r["seed"])
+        zoo = ENVS[env_id][1]
+        median = statistics.median(r["greedy"] for r in mine)
+        rows.append(
+            {
+                "env": env_id,
+                "config": Path(ENVS[env_id][0]).name,
+                "greedy_median": round(median, 1),
+                "each": ", ".join(f"{r['greedy']:.1f}" for r in mine),
+                "rl_zoo": zoo if zoo is not None else "",
+                "reached": ("yes" if median >= zoo else "no") if zoo is not None else "",
+                "wall_s": round(statistics.median(r["wall_s"] for r in mine)),
+            }
+        )
+    columns = [
+        ("env", "env"),
+        ("config", "config"),
+        ("greedy_median", f"greedy return, {args.episodes} episodes (median)"),
+        ("each", "each seed"),
+        ("rl_zoo", "RL Zoo PPO"),
+        ("reached", "at RL Zoo's"),
+        ("wall_s", "wall s (median)"),
+    ]
+    payload = {"machine": machine, "settings": vars(args) | {"results_dir": str(args.results_dir)}, "runs": runs}
+    payload["rows"] = rows
+    ok = write_results(
+        "start_configs", payload, markdown_table(rows, columns), quick=args.quick, results_dir=args.results_dir
+    )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
