@@ -122,6 +122,51 @@ def test_every_worker_backend_takes_a_user_encoder_and_matches_eager_after_weigh
         assert policy.sync_checks == 2
 
 
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_a_user_cnn_acts_in_bf16_channels_last_where_the_cpu_has_bf16_and_follows_weight_syncs(backend, monkeypatch):
+    import distrl.compile.forms as forms
+    from distrl.compile.backends.base import Form
+
+    monkeypatch.setattr(forms, "cpu_bf16", lambda: "AMX")  # as on a CPU with bf16 instructions
+    model = _model(image_cartpole(), "model.encoder=distrl.models.examples:dict_cnn")
+    example = example_inputs(model, 8, seed=1)
+    policy = CheckedPolicy(model, backend, example, precision="bf16", memory_format="auto", strict=True)
+    assert policy.report.form == Form("bf16", "channels_last") and policy.backend == backend
+    for step in range(2):  # the bf16 check at each weight sync
+        generator = torch.Generator().manual_seed(20 + step)
+        policy.update_weights(
+            {k: v + 0.05 * torch.randn(v.shape, generator=generator) for k, v in model.state_dict().items()}
+        )
+        policy.verify(example, f"after update {step}")
+    assert policy.sync_checks == 2
+
+
+def test_the_learner_updates_a_user_encoder_under_bf16_autocast():
+    from distrl.envs import probe_spaces
+    from distrl.learner import Learner
+    from distrl.rollout import RolloutWorker
+
+    config = load_config(
+        CARTPOLE,
+        [
+            "model.encoder=distrl.models.examples:residual_mlp",
+            "learner.amp=bf16",
+            "env.num_envs_per_worker=8",
+            "rollout.rollout_length=32",
+            "ppo.minibatch_size=64",
+            "ppo.epochs=2",
+        ],
+    )
+    worker, learner = RolloutWorker(config), Learner(config, *probe_spaces(config.env))
+    before = {k: v.clone() for k, v in learner.model.state_dict().items()}
+    result = learner.update(worker.sample())
+    assert learner.describe()["precision"] == "bf16" and result["gradient_steps"] == 8
+    assert all(np.isfinite(result[key]) for key in ("loss_policy", "loss_value", "entropy", "grad_norm"))
+    changed = [k for k, v in learner.model.state_dict().items() if not torch.equal(v, before[k])]
+    assert any(".module." in k for k in changed), changed  # the user's module trained, its weights in fp32
+    assert all(v.dtype == torch.float32 for v in learner.model.state_dict().values())
+
+
 def test_a_backend_that_cannot_take_the_module_names_itself_and_the_operation(caplog):
     env = gym.make("CartPole-v1")
     model = _model(env, "model.encoder=tests.encoders:bessel")
