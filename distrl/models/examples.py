@@ -77,15 +77,19 @@ def dict_cnn(observation_space: gym.Space, channels: int = 16, features: int = 6
     return DictCNN(observation_space, channels, features)
 
 
+def _orthogonal(layer: nn.Module) -> nn.Module:
+    nn.init.orthogonal_(layer.weight, math.sqrt(2))
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
 class MinAtarCNN(nn.Module):
     def __init__(self, height: int, width: int, channels: int, filters: int, hidden: int):
         super().__init__()
-        self.conv = nn.Conv2d(channels, filters, 3, stride=1)
-        self.fc = nn.Linear(filters * (height - 2) * (width - 2), hidden)
-        # The orthogonal initialisation distrl gives its own CNN (gain sqrt 2, zero bias).
-        for layer in (self.conv, self.fc):
-            nn.init.orthogonal_(layer.weight, math.sqrt(2))
-            nn.init.zeros_(layer.bias)
+        # The orthogonal initialisation distrl gives its own CNN (gain sqrt 2, zero bias), each layer as it is made:
+        # with the same seed, the same initial weights as model.type cnn draws.
+        self.conv = _orthogonal(nn.Conv2d(channels, filters, 3, stride=1))
+        self.fc = _orthogonal(nn.Linear(filters * (height - 2) * (width - 2), hidden))
         self.out_dim = hidden
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
