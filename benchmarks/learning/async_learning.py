@@ -232,8 +232,16 @@ def summarize(runs: list[dict]) -> list[dict]:
 
 
 # What makes two invocations one study: the same machine (its commit aside) and the same settings of the runs.
-STUDY_SETTINGS = ("layout", "async_algo", "async_proximal", "updates_ahead", "set", "async_set", "shipped")
+STUDY_SETTINGS = ("layout", "async_algo", "async_proximal", "updates_ahead", "overrides", "async_set", "shipped")
 UNRECORDED = {"shipped": False}  # settings files from before they existed ran with
+FORMER_NAMES = {"overrides": "set"}  # --set's settings, as files from before the studies' shared parser name them
+
+
+def recorded(settings: dict, key: str):
+    """A results file's setting ``key``, under its former name where the file is older than the name."""
+    if key not in settings and FORMER_NAMES.get(key) in settings:
+        return settings[FORMER_NAMES[key]]
+    return settings.get(key, UNRECORDED.get(key))
 
 
 def pool_runs(paths: list[Path], settings: dict) -> tuple[list[dict], dict]:
@@ -255,9 +263,9 @@ def pool_runs(paths: list[Path], settings: dict) -> tuple[list[dict], dict]:
                     f"{paths[0]} on {machine.get(key)!r}: only runs of one machine are pooled"
                 )
         for key in STUDY_SETTINGS:
-            if results["settings"].get(key, UNRECORDED.get(key)) != settings.get(key):
+            if recorded(results["settings"], key) != settings.get(key):
                 raise ValueError(
-                    f"{path} has settings.{key}={results['settings'].get(key)!r}, this invocation "
+                    f"{path} has settings.{key}={recorded(results['settings'], key)!r}, this invocation "
                     f"{settings.get(key)!r}: only runs of one study are pooled"
                 )
         kept = [r for r in results["runs"] if r["task"] in settings["tasks"]]
