@@ -61,6 +61,7 @@ def test_every_script_answers_help_and_has_a_quick_mode():
         pytest.param("startup", marks=pytest.mark.slow),
         pytest.param("learner_defaults", marks=pytest.mark.slow),
         pytest.param("minatar", marks=[pytest.mark.slow, MINATAR]),  # both models trained end to end on MinAtar
+        pytest.param("minatar_suite", marks=[pytest.mark.slow, MINATAR]),
         pytest.param("value_norm", marks=pytest.mark.slow),
         pytest.param("best_checkpoint", marks=pytest.mark.slow),
     ],

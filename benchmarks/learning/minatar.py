@@ -9,7 +9,7 @@ and over the last 10 % of its reports, the wall time, and the curve. Needs ``pip
 
     python benchmarks/learning/minatar.py  # 2M env steps, seeds 0-2, both models
     python benchmarks/learning/minatar.py --seeds 3 4 --steps 1000000
-    python benchmarks/learning/minatar.py --quick  # 30k steps, seed 0: a check that both CNNs run
+    python benchmarks/learning/minatar.py --quick  # 16k steps, seed 0: a check that both CNNs run
     python benchmarks/learning/minatar.py --models "cnn (shipped)" "cnn, user module" --name minatar_user_cnn
 """
 
@@ -61,13 +61,13 @@ def run(model: str, seed: int, steps: int, overrides: list[str]) -> dict:
 
 
 def main() -> int:
-    parser = study_parser(__doc__, quick="30k steps, seed 0, the two CNNs", seeds=[0, 1, 2])
+    parser = study_parser(__doc__, quick="16k steps, seed 0, the two CNNs", seeds=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=2_000_000, help="env steps a run")
     parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS), help="the models to run")
     parser.add_argument("--name", default="minatar_breakout", help="the results' file name")
     args = parser.parse_args()
     if args.quick:  # the two ways to one network, each a short run
-        args.seeds, args.steps = [0], 30_000
+        args.seeds, args.steps = [0], 16_384
         args.models = [m for m in args.models if m != "mlp, flattened"] or args.models
     machine = machine_info()
     print_machine(machine)

@@ -1,0 +1,126 @@
+"""MinAtar's suite with one config (``configs/minatar.yaml``, the game a setting) beside the published PPO returns.
+
+Each game is a fresh ``distrl train`` to ``--steps`` env steps (10M, as gymnax-blines trains its PPO checkpoints),
+seeds in turns; then the run's best checkpoint (chosen by its greedy evaluation) plays ``--episodes`` greedy episodes.
+Reported beside gymnax's README table (its PPO checkpoints' returns) and PureJaxRL's PPO curves at 10M: the mean
+return of the last 100 training episodes, the greedy return, each seed, the wall time a run, and the curves.
+Needs ``pip install -e ".[minatar]"``.
+
+    python benchmarks/learning/minatar_suite.py                        # Asterix, Breakout, SpaceInvaders; seeds 0-2
+    python benchmarks/learning/minatar_suite.py --games Breakout --seeds 0 --steps 2000000
+    python benchmarks/learning/minatar_suite.py --quick                # Breakout, 16k env steps, seed 0
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.common import machine_info, markdown_table, print_machine, pyplot, study_parser, write_results
+from benchmarks.training import play, train
+
+CONFIG = "configs/minatar.yaml"
+# game -> (gymnax's PPO return (its README), PureJaxRL's PPO at 10M env steps read off its plots, or None)
+PUBLISHED = {
+    "Asterix": (15.0, None),
+    "Breakout": (28.0, 40.0),
+    "SpaceInvaders": (131.0, 170.0),
+    "Freeway": (58.0, None),
+    "Seaquest": (None, None),
+}
+
+
+def one(game: str, seed: int, steps: int, episodes: int, overrides: list[str]) -> dict:
+    items = [f"env.id=MinAtar/{game}-v1", f"seed={seed}", f"stop.env_steps={steps}", *overrides]
+    with tempfile.TemporaryDirectory() as tmp:  # the run, kept while its best checkpoint plays
+        run_dir = Path(tmp) / "run"
+        done = train(CONFIG, items, what=f"{game} seed {seed}", keep=run_dir, checkpoints=True)
+        greedy = play(run_dir, episodes, seed=1000 + seed)
+    reported = [r for r in done.rows if r.get("episode_return_mean") is not None]
+    return {
+        "game": game,
+        "seed": seed,
+        "env_steps": done.summary["env_steps"],
+        "wall_s": done.summary["wall_s"],
+        "return_last_100": done.summary["episode_return_mean"],
+        "greedy": greedy,
+        "curve": [[r["env_steps"], r["episode_return_mean"]] for r in reported],
+    }
+
+
+def main() -> int:
+    parser = study_parser(__doc__, quick="Breakout, 16k env steps, seed 0, 5 episodes", seeds=[0, 1, 2])
+    parser.add_argument("--games", nargs="+", choices=list(PUBLISHED), default=["Asterix", "Breakout", "SpaceInvaders"])
+    parser.add_argument("--steps", type=int, default=10_000_000, help="env steps a run")
+    parser.add_argument("--episodes", type=int, default=100, help="greedy episodes the best checkpoint plays after")
+    args = parser.parse_args()
+    if args.quick:
+        args.games, args.seeds, args.steps, args.episodes = ["Breakout"], [0], 16_384, 5
+    machine = machine_info()
+    print_machine(machine)
+    runs = []
+    for seed in args.seeds:
+        for game in args.games if seed % 2 == 0 else args.games[::-1]:
+            runs.append(one(game, seed, args.steps, args.episodes, args.overrides))
+            r = runs[-1]
+            print(
+                f"{game:13s} seed {seed}: last 100 {r['return_last_100']:.2f}, greedy {r['greedy']:.2f} at "
+                f"{r['env_steps']:,} env steps, {r['wall_s']:.0f} s",
+                flush=True,
+            )
+    rows = []
+    for game in args.games:
+        mine = sorted((r for r in runs if r["game"] == game), key=lambda r: r["seed"])
+        gymnax, purejaxrl = PUBLISHED[game]
+        rows.append(
+            {
+                "game": game,
+                "last_100": round(statistics.median(r["return_last_100"] for r in mine), 2),
+                "greedy": round(statistics.median(r["greedy"] for r in mine), 2),
+                "each": ", ".join(f"{r['return_last_100']:.1f} / {r['greedy']:.1f}" for r in mine),
+                "gymnax": "" if gymnax is None else gymnax,
+                "purejaxrl": "" if purejaxrl is None else purejaxrl,
+                "wall_s": round(statistics.median(r["wall_s"] for r in mine)),
+            }
+        )
+    columns = [
+        ("game", "game"),
+        ("last_100", "last 100 episodes (median)"),
+        ("greedy", f"greedy, {args.episodes} episodes (median)"),
+        ("each", "each seed: last 100 / greedy"),
+        ("gymnax", "gymnax PPO"),
+        ("purejaxrl", "PureJaxRL PPO at 10M"),
+        ("wall_s", "wall s a run (median)"),
+    ]
+
+    def chart(path: Path) -> None:
+        plt = pyplot()
+        fig, axes = plt.subplots(1, len(args.games), figsize=(4 * len(args.games), 3.2), squeeze=False)
+        for ax, game in zip(axes[0], args.games):
+            for r in (r for r in runs if r["game"] == game):
+                ax.plot([p[0] for p in r["curve"]], [p[1] for p in r["curve"]], label=f"seed {r['seed']}")
+            for value, style, name in zip(PUBLISHED[game], ("--", ":"), ("gymnax", "PureJaxRL")):
+                if value is not None:
+                    ax.axhline(value, color="grey", linestyle=style, label=name)
+            ax.set_title(f"MinAtar {game}")
+            ax.set_xlabel("env steps")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+        axes[0][0].set_ylabel("mean return, last 100 episodes")
+        fig.tight_layout()
+        fig.savefig(path, dpi=120)
+
+    payload = {"machine": machine, "settings": vars(args) | {"results_dir": str(args.results_dir)}, "runs": runs}
+    payload["rows"] = rows
+    table = markdown_table(rows, columns)
+    ok = write_results("minatar_suite", payload, table, chart=chart, quick=args.quick, results_dir=args.results_dir)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
