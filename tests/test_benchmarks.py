@@ -116,8 +116,10 @@ def test_cpu_accounting_adds_up_to_what_the_machine_was_busy(tmp_path):
     assert [r["pipeline"] for r in runs] == ["sync", "async"]
     for r in runs:
         assert r["updates"] >= 2 and r["cpu_s_per_update"]["Learner"] > 0 and r["cpu_s_per_update"]["RolloutWorker"] > 0
-        # What the run's processes used is part of what the whole machine was busy (clock ticks: a little slack).
-        assert sum(r["cores_busy"].values()) <= r["machine_busy_cores"] + 0.1 <= r["machine_cores"] + 0.1
+        # What the run's processes used is part of what the whole machine was busy, which is at most its cores (clock
+        # ticks over a wall-clock window: a little slack either way; a machine busy throughout reads 2.0003 of 2).
+        assert sum(r["cores_busy"].values()) <= r["machine_busy_cores"] + 0.1
+        assert r["machine_busy_cores"] <= r["machine_cores"] * 1.01
 
 
 def test_inference_rows_are_checked_and_sampled_from_real_observations(tmp_path):
