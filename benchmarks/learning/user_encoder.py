@@ -6,7 +6,8 @@ The user's module is ``distrl.models.examples:residual_mlp`` (two residual Layer
 is one ``distrl train`` per seed to the config's stop (mean return 475, or its step budget). Start-up is the time from
 Ray started to the first update (Ray's own start differs by machine and is left out).
 
-    python benchmarks/learning/user_encoder.py          # seeds 0-2, four cases
+    python benchmarks/learning/user_encoder.py          # seeds 0-2, five cases
+    python benchmarks/learning/user_encoder.py --cases "built-in mlp, inductor" "residual_mlp, inductor"
     python benchmarks/learning/user_encoder.py --quick  # one seed, 60k env steps a run (no target)
 """
 
@@ -26,6 +27,7 @@ CASES = {  # name -> (config, worker backend)
     "built-in mlp, onnxrt": ("configs/cartpole.yaml", "onnxrt"),
     "residual_mlp, onnxrt": ("configs/cartpole_residual.yaml", "onnxrt"),
     "residual_mlp, inductor": ("configs/cartpole_residual.yaml", "inductor"),
+    "built-in mlp, inductor": ("configs/cartpole.yaml", "inductor"),  # inductor's own start-up, like for like
     "residual_mlp, eager": ("configs/cartpole_residual.yaml", "eager"),
 }
 
@@ -52,17 +54,18 @@ def one(case: str, seed: int, quick: bool, overrides: list[str]) -> dict:
 
 def main() -> None:
     parser = study_parser(__doc__, quick="one seed, 60k env steps a run", seeds=[0, 1, 2])
+    parser.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES), help="the cases to run")
     args = parser.parse_args()
     machine = machine_info()
     print_machine(machine)
     seeds = args.seeds[:1] if args.quick else args.seeds
     runs = []
     for seed in seeds:  # seed by seed, every case in turn: a machine's drift falls on all of them alike
-        for case in CASES:
+        for case in args.cases:
             runs.append(one(case, seed, args.quick, args.overrides))
             print(runs[-1], flush=True)
     rows, failures = [], []
-    for case in CASES:
+    for case in args.cases:
         mine = [r for r in runs if r["case"] == case]
         if any(r["backend"] != CASES[case][1] for r in mine):
             failures.append(f"{case}: the workers acted with {[r['backend'] for r in mine]}")
