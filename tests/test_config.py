@@ -107,8 +107,7 @@ def test_bad_yaml_and_missing_file(tmp_path):
     bad.write_text("env: {id: CartPole-v1\n")
     (line,) = errors([], bad)
     assert "not valid YAML" in line
-    # a name near no other file's there nor a shipped config's (those are suggested)
-    (line,) = errors([], tmp_path / "elsewhere" / "zzzzzzzz.yaml")
+    (line,) = errors([], tmp_path / "missing.yaml")  # near no name of a file beside it or of a shipped config
     assert line.endswith("no such file")
     (line,) = errors(["ppo.lr"])
     assert "expected key.path=value" in line

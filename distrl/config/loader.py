@@ -117,10 +117,11 @@ def _near_file(path: Path) -> str:
     for place in places:
         if not place.is_dir():
             continue
-        names = [p.name for p in place.iterdir() if p.suffix in (".yaml", ".yml")]
-        near = difflib.get_close_matches(path.name, names, n=1, cutoff=0.6)
+        # by stem: the shared ".yaml" alone would make short names look near
+        names = {p.stem: p.name for p in place.iterdir() if p.suffix in (".yaml", ".yml")}
+        near = difflib.get_close_matches(path.stem, list(names), n=1, cutoff=0.6)
         if near:
-            return f"; did you mean {place / near[0]}?"
+            return f"; did you mean {place / names[near[0]]}?"
     return ""
 
 
