@@ -23,9 +23,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.common import metrics_rows
+from benchmarks.common import ROOT, metrics_rows
 
-ROOT = Path(__file__).resolve().parents[1]
 NO_CHECKPOINTS = "checkpoint.every_iterations=0"
 DEFAULTS = ("logging.tensorboard=false",)
 # A metrics row's timings: the keys two runs of the same learning may differ in
@@ -38,9 +37,6 @@ class Training:
     rows: list[dict]
     setup: str  # setup.txt: the start-up summary with every auto choice
     wall_s: float  # the command's launch to its exit, Ray's start and shutdown included
-    stdout: str
-    stderr: str
-    run_dir: Path | None  # the run's directory where the study kept it, else None (it is gone)
 
 
 def command(
@@ -51,12 +47,11 @@ def command(
     checkpoints: bool = False,
     cluster=None,
     cores: str | None = None,
-    args: list[str] | tuple[str, ...] = (),
 ) -> tuple[list[str], dict]:
     """The ``distrl train`` command line and its environment: a private Ray, or a driver joining ``cluster`` (a
-    ``DevCluster``) on ``cores`` (``taskset``) where given; ``args`` go before the ``--set`` items."""
+    ``DevCluster``) on ``cores`` (``taskset``) where given."""
     settings = [*DEFAULTS, *([] if checkpoints else [NO_CHECKPOINTS]), *items]
-    cmd = [sys.executable, "-m", "distrl", "train", config, "--run-dir", str(run_dir), *args]
+    cmd = [sys.executable, "-m", "distrl", "train", config, "--run-dir", str(run_dir)]
     for item in settings:
         cmd += ["--set", item]
     if cluster is None:
@@ -85,7 +80,7 @@ def train(
 ) -> Training:
     """``distrl train CONFIG --set ITEM...`` to its end; ``RuntimeError`` naming ``what`` (the config by default)
     with the end of its stderr where it fails. ``keep``: train into that directory and leave it there. ``how``:
-    ``checkpoints``, ``cluster``, ``cores``, ``args``, as ``command`` takes them."""
+    ``checkpoints``, ``cluster``, ``cores``, as ``command`` takes them."""
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = keep or Path(tmp) / "run"
         cmd, env = command(config, items, run_dir, **how)
@@ -99,10 +94,18 @@ def train(
             rows=metrics_rows(run_dir),
             setup=(run_dir / "setup.txt").read_text(),
             wall_s=wall_s,
-            stdout=result.stdout,
-            stderr=result.stderr,
-            run_dir=keep,
         )
+
+
+def train_and_play(
+    config: str, items: list[str], episodes: int, seed: int | None = None, what: str | None = None
+) -> tuple[Training, float]:
+    """A training to its end with checkpoints, then its best checkpoint (chosen by the run's evaluation) played
+    greedily for ``episodes`` episodes (``play``, with ``seed``): the training and the mean return."""
+    with tempfile.TemporaryDirectory() as tmp:  # the run, kept while its best checkpoint plays
+        run_dir = Path(tmp) / "run"
+        done = train(config, items, what=what, keep=run_dir, checkpoints=True)
+        return done, play(run_dir, episodes, seed=seed)
 
 
 def play(path: Path | str, episodes: int, seed: int | None = None, timeout: float = 1800) -> float:

@@ -55,7 +55,7 @@ from clusters import local_dev_cluster
 
 # --shipped: the shipped configs as a user runs them with four workers (CartPole at the 16 envs per worker the async
 # study measured, Pendulum as shipped), nothing else set: ppo.proximal stays at its default in both pipelines.
-# Acrobot has no shipped config: the task above, its proximal left at the default too.
+# Acrobot has no shipped config: benchmarks/tasks.py's task, its proximal left at the default too.
 SHIPPED = {
     "CartPole-v1": ("configs/cartpole.yaml", ["env.num_envs_per_worker=16"], 475.0, 1_500_000),
     "Acrobot-v1": TASKS["Acrobot-v1"],

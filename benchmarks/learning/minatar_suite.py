@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import machine_info, markdown_table, print_machine, pyplot, study_parser, write_results
-from benchmarks.training import play, train
+from benchmarks.training import train_and_play
 
 CONFIG = "configs/minatar.yaml"
 # game -> (gymnax's PPO return (its README), PureJaxRL's PPO at 10M env steps read off its plots, or None)
@@ -37,10 +36,7 @@ PUBLISHED = {
 
 def one(game: str, seed: int, steps: int, episodes: int, overrides: list[str]) -> dict:
     items = [f"env.id=MinAtar/{game}-v1", f"seed={seed}", f"stop.env_steps={steps}", *overrides]
-    with tempfile.TemporaryDirectory() as tmp:  # the run, kept while its best checkpoint plays
-        run_dir = Path(tmp) / "run"
-        done = train(CONFIG, items, what=f"{game} seed {seed}", keep=run_dir, checkpoints=True)
-        greedy = play(run_dir, episodes, seed=1000 + seed)
+    done, greedy = train_and_play(CONFIG, items, episodes, seed=1000 + seed, what=f"{game} seed {seed}")
     reported = [r for r in done.rows if r.get("episode_return_mean") is not None]
     return {
         "game": game,

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import machine_info, markdown_table, print_machine, study_parser, write_results
-from benchmarks.training import play, train
+from benchmarks.training import train_and_play
 
 # env id -> (starting config, RL Zoo's PPO score at 1M env steps (greedy, rl-baselines3-zoo benchmark.md), or None)
 ENVS = {
@@ -35,10 +34,8 @@ QUICK = ["Acrobot-v1", "Pendulum-v1"]
 def one(env_id: str, seed: int, steps: int, episodes: int, overrides: list[str]) -> dict:
     config, _ = ENVS[env_id]
     items = [f"env.id={env_id}", f"seed={seed}", f"stop.env_steps={steps}", *overrides]
-    with tempfile.TemporaryDirectory() as tmp:  # the run, kept while its best checkpoint plays
-        run_dir = Path(tmp) / "run"
-        summary = train(config, items, what=f"{env_id} seed {seed}", keep=run_dir, checkpoints=True).summary
-        greedy = play(run_dir, episodes, seed=1000 + seed)
+    done, greedy = train_and_play(config, items, episodes, seed=1000 + seed, what=f"{env_id} seed {seed}")
+    summary = done.summary
     return {
         "env": env_id,
         "seed": seed,
