@@ -129,17 +129,28 @@ def start(
     temp_dir: str | None = None,
     learner_cores: str | None = None,
     rollout_cores: str | None = None,
+    learner_node: bool = False,
 ) -> DevCluster:
     """Start the cluster; ``temp_dir`` (default: a new one under /tmp) is where `ray start` writes its address file.
     ``learner_cores`` / ``rollout_cores`` (``taskset`` lists, e.g. "0" and "1"): the cores the head's / the rollout
     nodes' processes run on (default: all), so that nodes on one machine do not share cores, as separate machines
-    do not."""
+    do not. ``learner_node``: the learner's CPUs and GPUs on a node of their own (index ``rollout_nodes + 1``), the
+    head keeping none, as a cluster whose driver runs on a small head does."""
     temp_dir = temp_dir or tempfile.mkdtemp(prefix="rdev_", dir="/tmp")  # short: Ray's socket paths must fit 107 chars
     env, token = cluster_env(temp_dir)
     return start_retrying(
         "dev cluster",
         lambda: _start_once(
-            env, token, temp_dir, rollout_nodes, rollout_cpus, learner_cpus, learner_gpus, learner_cores, rollout_cores
+            env,
+            token,
+            temp_dir,
+            rollout_nodes,
+            rollout_cpus,
+            learner_cpus,
+            learner_gpus,
+            learner_cores,
+            rollout_cores,
+            learner_node,
         ),
     )
 
@@ -158,6 +169,8 @@ def cluster_env(temp_dir: str) -> tuple[dict, str]:
     # (~3 s; Ray's defaults, 5 at 3 s, take ~15 s). A node that is merely slow still has each check's 10 s timeout.
     env.setdefault("RAY_health_check_period_ms", "1000")
     env.setdefault("RAY_health_check_failure_threshold", "3")
+    # Each raylet's metrics (object_transfers reads them) reported every second, not every 10.
+    env.setdefault("RAY_metrics_report_interval_ms", "1000")
     # This interpreter's bin first: job entrypoints that say `python` or `distrl` get the same environment.
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env.pop("RAY_ADDRESS", None)
@@ -205,6 +218,7 @@ def _start_once(
     learner_gpus: int,
     learner_cores: str | None,
     rollout_cores: str | None,
+    learner_node: bool = False,
 ) -> DevCluster:
     gcs_port, dashboard_port, agent_port = free_port(), free_port(), free_port()
     cluster = DevCluster(temp_dir, gcs_port, dashboard_port, token, env)
@@ -219,16 +233,15 @@ def _start_once(
         "--dashboard-host=127.0.0.1",
         f"--dashboard-port={dashboard_port}",
         f"--dashboard-agent-listen-port={agent_port}",
-        f"--num-cpus={learner_cpus}",
-        f"--num-gpus={learner_gpus}",
-        "--resources=" + json.dumps({"learner": 1}),
-        "--labels=distrl-role=learner",
+        *(["--num-cpus=0", "--num-gpus=0"] if learner_node else learner_role(learner_cpus, learner_gpus)),
         *common,
     ]
     with stopped_on_failure(cluster, "dev cluster"):
         ray_start(on_cores(head, learner_cores), env, clean_up=cluster.shutdown)
         for index in range(1, rollout_nodes + 1):
             add_rollout_node(cluster, index, rollout_cpus, rollout_cores)
+        if learner_node:
+            add_node(cluster, rollout_nodes + 1, learner_role(learner_cpus, learner_gpus), learner_cores)
         wait_for_agent(cluster, agent_port)
     return cluster
 
@@ -254,16 +267,30 @@ def _log_tail(path: Path, chars: int = 1500) -> str:
         return f"(unreadable: {exc.strerror})"
 
 
+def learner_role(cpus: int, gpus: int) -> list[str]:
+    """`ray start` options of the node the learner runs on."""
+    return [
+        f"--num-cpus={cpus}",
+        f"--num-gpus={gpus}",
+        "--resources=" + json.dumps({"learner": 1}),
+        "--labels=distrl-role=learner",
+    ]
+
+
 def add_rollout_node(cluster: DevCluster, index: int, cpus: int, cores: str | None = None) -> None:
     """Start rollout node ``index`` (its own raylet, temp dir ``TEMP/nINDEX``): a machine joining the cluster;
     ``cores``: the cores its processes run on (default: all)."""
+    role = [f"--num-cpus={cpus}", "--resources=" + json.dumps({"rollout": cpus}), "--labels=distrl-role=rollout"]
+    add_node(cluster, index, role, cores)
+
+
+def add_node(cluster: DevCluster, index: int, role: list[str], cores: str | None = None) -> None:
+    """Start node ``index`` with the `ray start` options of its ``role`` (its CPUs, resources, labels)."""
     node = [
         ray_command(),
         "start",
         f"--address={cluster.gcs_address}",
-        f"--num-cpus={cpus}",
-        "--resources=" + json.dumps({"rollout": cpus}),
-        "--labels=distrl-role=rollout",
+        *role,
         # A temp dir of its own, as a separate machine has: raylets sharing one session dir share the
         # jobs' unpacked --working-dir too, and one raylet's clean-up deletes another's job directory.
         f"--temp-dir={cluster.temp_dir}/n{index}",
@@ -302,6 +329,32 @@ def ray_start(command: list[str], env: dict, clean_up, attempts: int = 3, pause_
             print(f"ray start timed out (try {attempt} of {attempts}); starting it again", file=sys.stderr, flush=True)
             clean_up()
             time.sleep(pause_s)  # a moment for what kept the machine busy to pass
+
+
+# Ray's own per-node counters of object transfers (the raylet's object manager), read off each node's metrics endpoint.
+TRANSFERS = (
+    "import json, re, urllib.request, ray\n"
+    "ray.init(address={address!r}, configure_logging=False, log_to_driver=False)\n"
+    "out = {{}}\n"
+    "for node in ray.nodes():\n"
+    "    if not node['Alive']: continue\n"
+    "    url = 'http://127.0.0.1:%d/metrics' % node['MetricsExportPort']\n"
+    "    text = urllib.request.urlopen(url, timeout=10).read().decode()\n"
+    "    found = re.findall(r'ray_object_manager_bytes\\{{[^}}]*Type=\"(\\w+)\"[^}}]*\\}} (\\S+)', text)\n"
+    "    out[node['NodeID']] = {{kind: float(value) for kind, value in found}}\n"
+    "print(json.dumps(out))\n"
+)
+
+
+def object_transfers(cluster: DevCluster) -> dict[str, dict[str, float]]:
+    """Each live node's object-manager bytes so far, by node id: ``Received`` (pulled into its object store from
+    other nodes), ``PushedFromLocalPlasma`` (sent to others). Read in a process of its own (the caller may hold another
+    Ray); a raylet reports its metrics every ``RAY_metrics_report_interval_ms`` (``cluster_env``: 1 s)."""
+    code = TRANSFERS.format(address=cluster.gcs_address)
+    result = subprocess.run([sys.executable, "-c", code], env=cluster.env, capture_output=True, text=True, timeout=120)
+    if result.returncode != 0:
+        raise RuntimeError(f"reading the nodes' transfer counters failed: {result.stderr[-2000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def kill_rollout_node(cluster: DevCluster, index: int) -> int:

@@ -264,3 +264,28 @@ def wait_for_workers_off(run_dir, moved: list[str], node_id: str, proc, timeout:
         assert proc.poll() is None, "the run ended before the moved workers answered on the other node"
         time.sleep(0.5)
     raise AssertionError(f"{moved} not back off node {node_id[:8]} within {timeout} s")
+
+
+@pytest.mark.slow
+def test_a_batch_goes_from_its_workers_node_to_its_learners_and_outlives_the_first(tmp_path):
+    """The driver's head has no CPUs; a worker samples on the rollout node, the learner's node is a third. The round
+    the coordinator hands over is on the rollout node and the learner's, never on the head (it holds refs only); the
+    rollout node is then killed whole, and a learner on its node trains on the round with nothing lost."""
+    from clusters import local_dev_cluster
+
+    base = tempfile.mkdtemp(prefix="bp_", dir="/tmp")
+    dev = local_dev_cluster.start(
+        rollout_nodes=1, rollout_cpus=1, learner_cpus=1, temp_dir=os.path.join(base, "ray"), learner_node=True
+    )
+    try:
+        args = [sys.executable, "-m", "tests.batch_path_probe", dev.gcs_address, dev.temp_dir]
+        result = subprocess.run(args, cwd=ROOT, env=dev.env, capture_output=True, text=True, timeout=420)
+    finally:
+        dev.shutdown()
+        shutil.rmtree(base, ignore_errors=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    assert seen["batches"] == 1 and all(size > 100 * 1024 for size in seen["sizes"]), seen
+    assert seen["locations"] == [sorted([seen["rollout_node"], seen["learner_node"]])], seen
+    assert seen["killed"] > 0
+    assert seen["lost"] == [] and seen["version"] == 1, seen

@@ -86,7 +86,8 @@ class RunActors:
                 self.say,
             )
         # On the driver's node, on no resources: it only submits tasks and holds refs. It owns every batch in flight
-        # (a Ray object dies with its owner's process), so it must live where the run lives: pinned to the driver's
+        # (a Ray object dies with its owner's process; the bytes go to the learners' nodes, rollout/landing.py), so it
+        # must live where the run lives: pinned to the driver's
         # node (not soft: an actor that asks for nothing may otherwise land on any node, and a worker node lost
         # would take every batch with it). Not restartable: it holds nothing that outlives an iteration, and the
         # driver's node going down ends the run anyway. Threads: the next round is submitted while `gather` waits
@@ -100,7 +101,13 @@ class RunActors:
         self.coordinator = (
             ray.remote(SampleCoordinator)
             .options(name=coordinator_name, num_cpus=0, scheduling_strategy=here, max_concurrency=4)
-            .remote(self.world_size, cfg.env.id, cfg.rollout.max_restarts, [self.artifacts_ref] if large else None)
+            .remote(
+                self.world_size,
+                cfg.env.id,
+                cfg.rollout.max_restarts,
+                [self.artifacts_ref] if large else None,
+                self._learner_nodes(),
+            )
         )
         # The learners next, then the workers: Ray starts one process per CPU ahead of time (the coordinator takes the
         # first) and the actor created after those waits for a new one to start. A learner is the start-up's
@@ -119,6 +126,12 @@ class RunActors:
         done, _ = ray.wait(list(workers.values()), num_returns=len(workers), timeout=0)
         self.started = [i for i in range(cfg.rollout.max_workers) if workers[f"worker-{i}"] in done]
         self.backend_infos = ray.get([workers[f"worker-{i}"] for i in self.started])
+
+    def _learner_nodes(self) -> list[str]:
+        """The node each learner rank's bundle is placed on (the group is placed already): the batches' shards go
+        there."""
+        table = ray.util.placement_group_table(self.placement_group)["bundles_to_node_id"]
+        return [table.get(rank + self.bundle_offset, "") for rank in range(self.world_size)]
 
     def _new_worker(self, index: int, seed_offset: int):
         """Worker ``index``'s actor (``seed_offset``: the iteration it starts at, so that a replacement draws a new
@@ -223,6 +236,7 @@ class RunActors:
         }
         wait_until_ready(ready, self.config.cluster.placement_timeout_s, self.say)
         self._join_learners(learner_state_ref)
+        ray.get(self.coordinator.learners_at.remote(self._learner_nodes()))
         spots = ray.get([learner.placement.remote() for learner in self.learners])
         for rank, spot in enumerate(spots):
             self.placement[f"learner-{rank}"].update(spot)

@@ -3,7 +3,8 @@
 Whoever submits a Ray task owns its return objects and does the bookkeeping for each one: N workers and M learners
 make N x (1 + M) objects per iteration, which the driver's CPU would grow with. The coordinator takes that work, so
 the driver makes a constant number of calls per update (a ``gather``, a ``release``, one update per learner). It holds
-the run's membership (``membership.py``) and the one sampler over it (``stream.py``).
+the run's membership (``membership.py``) and the one sampler over it (``stream.py``); it owns every batch but holds
+none: their shards go from the workers' nodes to the learners' (``landing.py``).
 """
 
 from __future__ import annotations
@@ -17,13 +18,22 @@ __all__ = ["SampleCoordinator", "WorkerFailure"]
 
 
 class SampleCoordinator:
-    def __init__(self, num_shards: int, env_id: str = "", max_restarts: int = 0, artifacts: list | None = None):
-        """``artifacts``: ``[ObjectRef]`` to large compile artifacts, handed to workers by ``artifacts()``."""
+    def __init__(
+        self,
+        num_shards: int,
+        env_id: str = "",
+        max_restarts: int = 0,
+        artifacts: list | None = None,
+        learner_nodes: list[str] | None = None,
+    ):
+        """``artifacts``: ``[ObjectRef]`` to large compile artifacts, handed to workers by ``artifacts()``;
+        ``learner_nodes``: the node of each learner rank, where the batches' shards go (``landing.py``)."""
         self.workers: list = []
         self.num_shards = num_shards
         self.env_id = env_id
         self.max_restarts = max_restarts
         self._artifacts = artifacts
+        self.learner_nodes = learner_nodes or []
         self.members = Membership([], max_restarts)
         self.stream: SampleStream | None = None
 
@@ -63,8 +73,26 @@ class SampleCoordinator:
 
         members, shards = self.members, self.num_shards
         self.stream = SampleStream(
-            members, shards, submit, stage, timeout_s, weights, plan, max_queued, started, pipeline, self.env_id
+            members,
+            shards,
+            submit,
+            stage,
+            timeout_s,
+            weights,
+            plan,
+            max_queued,
+            started,
+            pipeline,
+            self.env_id,
+            self.learner_nodes,
         )
+        return True
+
+    def learners_at(self, rank_nodes: list[str]) -> bool:
+        """The learners were rebuilt: rank r runs on ``rank_nodes[r]`` from now on, where its shards go."""
+        self.learner_nodes = list(rank_nodes)
+        if self.stream is not None:
+            self.stream.learners_at(rank_nodes)
         return True
 
     def gather(

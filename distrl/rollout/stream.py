@@ -15,8 +15,9 @@ fast one is parked. ``gather`` takes the oldest batches first and drops those wh
 does. The async loop sends each gather while the update before it runs; what it takes counts against the bound until
 ``release`` says that update is over.
 
-A pump thread waits on the samples in flight. A batch joins the queue (or its round) once its shards are on the
-coordinator's node: a node lost after that costs no batch. The coordinator submits and owns every sample
+A pump thread waits on the samples in flight. A batch joins the queue (or its round) once each of its shards is on
+the node of the learner rank that trains it (``landing.py``): the bytes go from the worker's node to the learner's and
+nowhere else, and a worker's node lost after that costs no batch. The coordinator submits and owns every sample
 (``coordinator.py``), so the driver's work per update stays constant in the worker count. Faults are met the same way
 in every pipeline, each bounded without stopping the others (``docs/faults.md``): a worker that died is probed until it
 answers, its interrupted batch lost (a round sends its sample again, unless its node is gone); a sample past the bound
@@ -36,6 +37,7 @@ import ray
 from distrl.common.errors import EnvFailure
 from distrl.data.messages import SampleInfo, SampleReport
 from distrl.data.staleness import batch_too_old
+from distrl.rollout.landing import Landing
 from distrl.rollout.membership import Membership
 
 PUMP_WAIT_S = 0.5  # the pump's longest sleep: how soon it notices a timeout
@@ -62,7 +64,7 @@ class Round:
     def __init__(self, number: int, members: set[int], weights: list, plan: list | None):
         self.number = number
         self.members = members  # the workers answering when it started: a worker back later joins the next round
-        self.sampled: set[int] = set()  # members whose sample returned (its batch may still be on its way here)
+        self.sampled: set[int] = set()  # members whose sample returned (its batch may still be landing)
         self.done: set[int] = set()  # members whose batch is in, or that it went on without (timed out, lost)
         self.batches: dict[int, tuple[SampleInfo, tuple]] = {}
         self.timeouts: list[dict] = []  # handed over with this round's batches, whichever gather wakes first
@@ -85,6 +87,7 @@ class SampleStream:
         started: list[int] | None = None,
         pipeline: str = "async",
         env_id: str = "",
+        learner_nodes: list[str] | None = None,
     ):
         """``membership``: who samples (``membership.py``; its lock is this stream's);
         ``submit(index, weights_ref, plan) -> refs``: a worker's sample task (``(info, shard_0, ...)`` refs);
@@ -95,7 +98,7 @@ class SampleStream:
         workers constructed already (default all): the others (a worker range's, waiting for a node with room) are
         probed first, so that no sample times out while its worker does not exist yet; ``pipeline``: ``async``
         (continuous), or ``sync`` or ``overlap`` (rounds, ``ROUND_LAG``); ``env_id``: for the line that gives up the
-        last worker."""
+        last worker; ``learner_nodes``: the node of each learner rank, where its shards are pulled (``landing.py``)."""
         self.members = membership
         self.workers = membership.workers
         self.num_shards = num_shards
@@ -106,8 +109,8 @@ class SampleStream:
         self.weights, self.plan = weights, plan  # the newest: every sample sent from now on acts with them
         self.inflight: dict[int, tuple[str, tuple, float]] = {}  # index -> ("sample" | "probe", refs, submitted at)
         self.queue: collections.deque[tuple[SampleInfo, tuple]] = collections.deque()
-        self.pulling: dict = {}  # shard ref -> its batch, while the shard is copied to this node
-        self.copying: dict[int, list] = {}  # id of a batch in copy -> [refs left, (info, shards)]
+        self.landing = Landing(num_shards)  # batches whose shards are on their way to their learners' nodes
+        self.landing.learners_at(learner_nodes or [])
         self.max_queued = max_queued
         self.parked: list[int] = []  # workers waiting for room in the queue
         self.needed = 0  # batches a waiting gather still needs: as many more may be sampling beside the bound
@@ -158,6 +161,11 @@ class SampleStream:
             for index, (kind, _, _) in self.inflight.items():
                 if kind == "sample":  # one call per running sample: the work per sample stays constant
                     self.members.abandon([self.stage(index, weights[0])])  # its reply is read (and dropped) by the pump
+
+    def learners_at(self, rank_nodes: list[str]) -> None:
+        """The learners run on ``rank_nodes`` from now on (rebuilt elsewhere): the next batches' shards go there."""
+        with self.cond:
+            self.landing.learners_at(rank_nodes)
 
     def release(self, update: int) -> None:
         """Update number ``update`` is over (its weights set already, when it made any): the batches gathered for the
@@ -307,24 +315,25 @@ class SampleStream:
                         del self.retry_at[index]
                         self._probe(index)
                     heads = {refs[0]: index for index, (_, refs, _) in self.inflight.items()}
-                    waiting = [*heads, *self.pulling]
+                    waiting = [*heads, *self.landing.waiting()]
                     if not waiting:  # until a request is sent (a gather unparking the workers) or a retry is due
                         self._check_round()
                         self.cond.wait(timeout=RETRY_S if self.retry_at else PUMP_WAIT_S)
                         continue
                     wait_s = PARKED_WAIT_S if self.parked else PUMP_WAIT_S
-                # fetch_local: a shard counts as in once it is on this node, not merely somewhere in the cluster
-                ready, rest = ray.wait(waiting, num_returns=1, timeout=wait_s, fetch_local=True)
+                ready, rest = ray.wait(waiting, num_returns=1, timeout=wait_s)
                 if ready and rest:  # everything else already in, in the same pass
-                    ready += ray.wait(rest, num_returns=len(rest), timeout=0, fetch_local=True)[0]
+                    ready += ray.wait(rest, num_returns=len(rest), timeout=0)[0]
                 with self.cond:
                     for ref in ready:
                         if ref in heads:
                             entry = self.inflight.get(heads[ref])
                             if entry is not None and entry[1][0] == ref:  # not evicted since the wait began
                                 self._arrived(heads[ref])
-                        elif ref in self.pulling:
-                            self._pulled(ref)
+                        else:
+                            batch = self.landing.pulled(ref)
+                            if batch is not None:
+                                self._batch_in(batch)
                     self._time_out()
                     self._check_round()
                     self.cond.notify_all()
@@ -364,24 +373,19 @@ class SampleStream:
             self.recent_s.append(time.monotonic() - since)
             members.sampled_on(index, result.node_id)
             batch = (result, refs[1:])
-            self.copying[id(batch)] = [len(batch[1]), batch]
-            for ref in batch[1]:
-                self.pulling[ref] = id(batch)
+            if self.landing.land(batch, result.node_id, self.timeout_s):
+                self._batch_in(batch)
         self.parked.append(index)
         self._unpark()
 
-    def _pulled(self, ref) -> None:
-        """A shard is on this node: its batch joins the queue once all its shards are."""
-        entry = self.copying[self.pulling.pop(ref)]
-        entry[0] -= 1
-        if entry[0] == 0:
-            del self.copying[id(entry[1])]
-            if self.round is None:
-                self.queue.append(entry[1])
-            else:  # only the round sampling now has samples out: a round goes on without one only once it is dropped
-                index = entry[1][0].worker_index
-                self.round.batches[index] = entry[1]
-                self.round.done.add(index)
+    def _batch_in(self, batch: tuple) -> None:
+        """Every shard of ``batch`` is on its learner's node: it joins the queue, or its round."""
+        if self.round is None:
+            self.queue.append(batch)
+        else:  # only the round sampling now has samples out: a round goes on without one only once it is dropped
+            index = batch[0].worker_index
+            self.round.batches[index] = batch
+            self.round.done.add(index)
 
     def _unpark(self) -> None:
         """Send waiting workers their next request while the queue with the batches in copy and the samples in flight
@@ -410,7 +414,7 @@ class SampleStream:
         now = time.monotonic()
         pace = max(2 * statistics.median(self.recent_s), SLOW_FLOOR_S) if self.recent_s else float("inf")
         sampling = sum(1 for kind, _, since in self.inflight.values() if kind == "sample" and now - since <= pace)
-        return len(self.queue) + len(self.copying) + sampling + self.in_hand + sum(self.held.values())
+        return len(self.queue) + len(self.landing) + sampling + self.in_hand + sum(self.held.values())
 
     def _time_out(self) -> None:
         now = time.monotonic()
