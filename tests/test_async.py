@@ -15,7 +15,7 @@ from distrl.envs import probe_spaces
 from distrl.learner import Learner
 from distrl.models import build_model
 from distrl.rollout import RolloutWorker, SampleCoordinator, remote_worker_class
-from distrl.rollout import stream as stream_module
+from distrl.rollout import pump as pump_module
 from distrl.rollout.membership import Membership
 from distrl.rollout.stream import SampleStream
 from tests.conftest import run_cli
@@ -176,7 +176,7 @@ def test_a_request_a_gather_sends_is_followed_at_once_not_after_the_pumps_wait(r
     longest wait made 30 s, the next gather still gets its batch within its 20 s (it got none when the pump slept
     through the requests it had not sent itself: up to 0.5 s per update with the shipped wait)."""
     ray = ray_local
-    monkeypatch.setattr(stream_module, "PUMP_WAIT_S", 30.0)
+    monkeypatch.setattr(pump_module, "PUMP_WAIT_S", 30.0)
     count = 2 if slow_in_flight else 1
     # Worker 1's rollout of 8 steps of 5 s stays in flight all test long; worker 0's takes milliseconds.
     config = load_config(
@@ -253,8 +253,10 @@ def test_a_gather_sent_while_an_update_runs_holds_the_workers_until_that_update_
         assert len(report.infos) == 2
         time.sleep(1.0)
         with stream.cond:
-            assert sorted(stream.parked) == [0, 1] and not stream.inflight and not stream.queue  # none sent meanwhile
-            assert stream.held == {0: 2}
+            assert (
+                sorted(stream.handover.parked) == [0, 1] and not stream.pump.inflight and not stream.handover.queue
+            )  # none sent meanwhile
+            assert stream.handover.held == {0: 2}
         weights = learner.get_weights()
         weights.version = 1  # update 0's
         stream.set_weights([ray.put(weights)], None, 60.0)
@@ -265,7 +267,7 @@ def test_a_gather_sent_while_an_update_runs_holds_the_workers_until_that_update_
         report, _ = stream.gather(2, 1, 20.0, hold_until=2)
         assert len(report.infos) == 2
         with stream.cond:
-            assert stream.held == {}
+            assert stream.handover.held == {}
     finally:
         for worker in workers:
             ray.kill(worker)
@@ -281,13 +283,17 @@ def test_a_held_gather_waits_for_the_rest_of_its_batches_until_the_update_is_ove
     try:
         time.sleep(3.0)  # both workers parked (their first samples were sent before the bound applied: 1 or 2 queued)
         with stream.cond:
-            queued = len(stream.queue)
+            queued = len(stream.handover.queue)
         result = []
         gathering = threading.Thread(target=lambda: result.append(stream.gather(queued + 1, 0, 30.0, hold_until=0)))
         gathering.start()
         time.sleep(1.0)
         with stream.cond:
-            assert stream.in_hand == queued and sorted(stream.parked) == [0, 1] and not stream.inflight
+            assert (
+                stream.handover.in_hand == queued
+                and sorted(stream.handover.parked) == [0, 1]
+                and not stream.pump.inflight
+            )
         weights = learner.get_weights()
         weights.version = 1
         stream.set_weights([ray.put(weights)], None, 60.0)
@@ -341,10 +347,10 @@ def test_weights_staged_while_the_pump_reads_its_abandoned_refs_never_break_the_
     weights = [ray.put(_weights(config, 0, False))]  # version 0, as the worker holds
     try:
         deadline = time.monotonic() + 8.0
-        while time.monotonic() < deadline and stream.error is None:
+        while time.monotonic() < deadline and stream.pump.error is None:
             stream.set_weights(weights, None, 60.0)  # one staging call per running sample
             report, _ = stream.gather(1, 0, 10.0)  # keeps the worker sampling, and the pump reading
-        assert stream.error is None, repr(stream.error)
+        assert stream.pump.error is None, repr(stream.pump.error)
         time.sleep(1.0)  # the worker parks behind a full queue: the pump's last read is over
         with stream.cond:
             assert len(stream.members.abandoned) == len(staged) > 100  # none answered, and none was lost in the reads

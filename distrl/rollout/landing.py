@@ -37,8 +37,7 @@ class Landing:
     """The coordinator's side: where each rank's learner runs, a puller per learner node, and the batches whose
     shards are on their way there. Used under the sampler's lock."""
 
-    def __init__(self, num_shards: int):
-        self.num_shards = num_shards
+    def __init__(self):
         self.rank_nodes: list[str] = []  # the node of each learner rank ([]: not known yet)
         self.pullers: dict[str, object] = {}  # learner node -> its puller's handle
         self.pulls: dict = {}  # a pull's reply ref -> id of its batch
