@@ -48,10 +48,28 @@ from benchmarks.common import (
 from benchmarks.training import command
 from clusters import local_dev_cluster
 
-CONFIG, STEPS = "configs/minatar_breakout.yaml", 300_000
-QUICK_CONFIG, QUICK_STEPS = "configs/cartpole.yaml", 40_000
-# CartPole's shards are over Ray's 100 KiB inline size only with long rollouts: a smaller one travels through its owner
-QUICK_ITEMS = ["env.num_envs_per_worker=64", "rollout.rollout_length=256", "ppo.minibatch_size=4096"]
+# Each case: its config and settings. MinAtar Breakout as shipped (1.7 KB a step); CartPole with many small batches,
+# each shard under Ray's 100 KiB inline size (it travels through its owner), for the coordinator's CPU per batch at a
+# high batch rate; CartPole's shards are over the inline size only with long rollouts (the quick case).
+CASES = {
+    "MinAtar Breakout": ("configs/minatar_breakout.yaml", ["stop.env_steps=200000"]),
+    "CartPole, small batches": (
+        "configs/cartpole.yaml",
+        [
+            "rollout.pipeline=async",
+            "env.num_envs_per_worker=8",
+            "rollout.rollout_length=32",
+            "ppo.minibatch_size=256",
+            "stop.env_steps=300000",
+        ],
+    ),
+}
+QUICK = {
+    "CartPole, long rollouts": (
+        "configs/cartpole.yaml",
+        ["env.num_envs_per_worker=64", "rollout.rollout_length=256", "ppo.minibatch_size=4096", "stop.env_steps=40000"],
+    )
+}
 COORDINATION = ["ray::SampleCoordinator", "ray::ShardPuller"]  # the batch path's own processes
 PLACE = [
     "rollout.resources={rollout: 1}",
@@ -175,31 +193,33 @@ def baseline_tree(commit: str, work: Path) -> Path:
 
 def main() -> None:
     parser = study_parser(__doc__, "CartPole with long rollouts, 40k env steps, one run a tree")
+    parser.add_argument("--cases", nargs="+", choices=list(CASES), help="the cases to run (default: all)")
     parser.add_argument("--baseline", help="a commit to compare with (default: this tree alone)")
     parser.add_argument("--repeats", type=int, default=2, help="runs of each tree, alternating")
     args = parser.parse_args()
     stop_cleanly_on_sigterm()  # a stopped study stops its clusters too
     info = machine_info()
     print_machine(info)
-    config, steps = (QUICK_CONFIG, QUICK_STEPS) if args.quick else (CONFIG, STEPS)
-    items = [*(QUICK_ITEMS if args.quick else []), *PLACE, f"stop.env_steps={steps}", "stop.episode_return_mean=null"]
-    items += args.overrides
+    cases = QUICK if args.quick else {case: CASES[case] for case in args.cases or CASES}
     repeats = 1 if args.quick else args.repeats
     work = Path(tempfile.mkdtemp(prefix="batch_path_"))
     trees = {"this tree": ROOT}
+    runs: dict[str, dict[str, list[dict]]] = {case: {} for case in cases}
     try:
         if args.baseline:
             trees[f"baseline {args.baseline}"] = baseline_tree(args.baseline, work)
-        runs: dict[str, list[dict]] = {name: [] for name in trees}
-        for _ in range(repeats):
-            for name, tree in trees.items():
-                run = one_run(tree, config, items, work)
-                print(
-                    f"{name}: {run['env_steps']:,} env steps, {run['sps']:,.0f} steps/s; learner's node received "
-                    f"{run['learner_received_mb']:.1f} MB, batches to the head {run['batches_to_head_mb']:.2f} MB",
-                    flush=True,
-                )
-                runs[name].append(run)
+        for case, (config, settings) in cases.items():
+            items = [*PLACE, *settings, "stop.episode_return_mean=null", *args.overrides]
+            for _ in range(repeats):
+                for name, tree in trees.items():
+                    run = one_run(tree, config, items, work)
+                    print(
+                        f"{case}, {name}: {run['env_steps']:,} env steps, {run['sps']:,.0f} steps/s; learner's node "
+                        f"received {run['learner_received_mb']:.1f} MB, batches to the head "
+                        f"{run['batches_to_head_mb']:.2f} MB",
+                        flush=True,
+                    )
+                    runs[case].setdefault(name, []).append(run)
     finally:
         os.environ.pop("PYTHONPATH", None)
         if args.baseline:
@@ -207,22 +227,25 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
     rows = [
         {
+            "case": case,
             "tree": name,
             "runs": len(done),
             "sps": statistics.median(r["sps"] for r in done),
             "learner_mb": statistics.median(r["learner_received_mb"] for r in done),
             "head_mb": statistics.median(r["batches_to_head_mb"] for r in done),
             "head_all_mb": statistics.median(r["head_received_mb"] for r in done),
+            "share": f"{100 * statistics.median(r['batches_to_head_share'] or 0 for r in done):.2f} %",
             "coordinator_ms": statistics.median(r["coordinator_ms_per_batch"] or 0 for r in done),
             "pullers_ms": statistics.median(r["pullers_ms_per_batch"] or 0 for r in done),
             "driver_ms": statistics.median(r["driver_ms_per_update"] for r in done),
             "bytes_per_step": statistics.median(r["batch_bytes_per_step"] for r in done),
-            "share": f"{100 * statistics.median(r['batches_to_head_share'] for r in done):.2f} %",
         }
-        for name, done in runs.items()
+        for case, by_tree in runs.items()
+        for name, done in by_tree.items()
     ]
-    failures = [f"{name}: the learner's node received nothing" for name, done in runs.items() if not done[0]["moved"]]
+    failures = [f"{row['case']}, {row['tree']}: no batch trained" for row in rows if not row["sps"]]
     columns = [
+        ("case", "case"),
         ("tree", "tree"),
         ("runs", "runs"),
         ("sps", "env steps/s (median)"),
@@ -237,7 +260,7 @@ def main() -> None:
     ]
     table = markdown_table(rows, columns)
     print(table)
-    payload = {"machine": info, "config": config, "items": items, "runs": runs, "rows": rows}
+    payload = {"machine": info, "cases": cases, "place": PLACE, "runs": runs, "rows": rows}
     write_results("batch_path", payload, table, failures=failures, quick=args.quick, results_dir=args.results_dir)
 
 
