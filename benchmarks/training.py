@@ -28,7 +28,18 @@ from benchmarks.common import ROOT, metrics_rows
 NO_CHECKPOINTS = "checkpoint.every_iterations=0"
 DEFAULTS = ("logging.tensorboard=false",)
 # A metrics row's timings: the keys two runs of the same learning may differ in
-TIMING_KEYS = {"time_s", "sps", "sps_avg", "sample_s", "policy_s", "env_s", "learn_s", "driver_cpu_s", "eta_s"}
+TIMING_KEYS = {
+    "time_s",
+    "sps",
+    "sps_avg",
+    "sample_s",
+    "policy_s",
+    "env_s",
+    "learn_s",
+    "driver_cpu_s",
+    "eta_s",
+    "eval_s",
+}
 
 
 @dataclass(frozen=True)
