@@ -85,16 +85,15 @@ class RunActors:
                 timeout,
                 self.say,
             )
-        # On the driver's node, on no resources: it only submits tasks and holds refs. It owns every batch in flight
-        # (a Ray object dies with its owner's process; the bytes go to the learners' nodes, rollout/landing.py), so it
-        # must live where the run lives: pinned to the driver's
-        # node (not soft: an actor that asks for nothing may otherwise land on any node, and a worker node lost
-        # would take every batch with it). Not restartable: it holds nothing that outlives an iteration, and the
-        # driver's node going down ends the run anyway. Threads: the next round is submitted while `gather` waits
-        # on the current one (overlap); the async stream's `gather` waits while new weights come in and restarted
-        # workers ask for artifacts. Created first: it also hands workers large compile artifacts (a restartable
-        # actor given an object-store argument makes Ray warn that a restart could lose it; a worker that asks the
-        # coordinator by name gets them after any restart).
+        # On the driver's node, on no resources: it only submits tasks and holds refs. It owns every batch in flight (a
+        # Ray object dies with its owner's process; the bytes go to the learners' nodes, rollout/landing.py), so it must
+        # live where the run lives: pinned to the driver's node (not soft: an actor that asks for nothing may otherwise
+        # land on any node, and a worker node lost would take every batch with it). Not restartable: it holds nothing
+        # that outlives an iteration, and the driver's node going down ends the run anyway. Threads: the next round is
+        # submitted while `gather` waits on the current one (overlap); the async stream's `gather` waits while new
+        # weights come in and restarted workers ask for artifacts. Created first: it also hands workers large compile
+        # artifacts (a restartable actor given an object-store argument makes Ray warn that a restart could lose it; a
+        # worker that asks the coordinator by name gets them after any restart).
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
         coordinator_name = f"distrl-{self.run_id}-coordinator"
         large = isinstance(self.artifacts_ref, ray.ObjectRef)
