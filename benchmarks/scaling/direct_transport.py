@@ -5,7 +5,7 @@ over Gloo (``@ray.method(tensor_transport="gloo")``), on a two-node cluster on 1
 A sender on the rollout node makes a uint8 tensor of each size (MinAtar's batch of 8,192 env steps is about 14 MB,
 Atari's of 1,024 about 30 MB); a receiver on the learner's node reads it (``ray.get`` of the ref passed in a list, as a
 learner reads its shards) and returns its sum. Each call's time from the send to the receiver's answer, median of
-``--repeats``; the two transports alternate.
+``--repeats``: the object store's calls first, then the direct ones (a failed direct transfer kills both actors).
 
     python benchmarks/scaling/direct_transport.py --results-dir benchmarks/results/batch_path
     python benchmarks/scaling/direct_transport.py --quick
@@ -24,7 +24,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import machine_info, markdown_table, print_machine, study_parser, write_results
+from benchmarks.common import (
+    machine_info,
+    markdown_table,
+    print_machine,
+    stop_cleanly_on_sigterm,
+    study_parser,
+    write_results,
+)
 from clusters import local_dev_cluster
 
 SIZES_MB = [0.25, 2, 14, 30]
@@ -46,7 +53,9 @@ class Sender:
     def make_direct(self, nbytes):
         return torch.ones(nbytes, dtype=torch.uint8)
 
-@ray.remote(num_cpus=1, resources={"learner": 1})
+# The receiver declares the transport too: without it Ray starts no thread to take a direct transfer in, and the
+# sender's tensor waits out Ray's 60 s fetch timeout (ray-project/ray#66264).
+@ray.remote(num_cpus=1, resources={"learner": 1}, enable_tensor_transport=True)
 class Receiver:
     def read(self, refs):
         return int(ray.get(refs[0]).sum())
@@ -85,6 +94,7 @@ def main() -> None:
     parser = study_parser(__doc__, "two sizes, three calls each", overrides=False)
     parser.add_argument("--repeats", type=int, default=10, help="calls per size and transport")
     args = parser.parse_args()
+    stop_cleanly_on_sigterm()  # a stopped study stops its cluster too
     info = machine_info()
     print_machine(info)
     sizes, repeats = (SIZES_MB[:2], 3) if args.quick else (SIZES_MB, args.repeats)
