@@ -1,3 +1,4 @@
+import fcntl
 import os
 import re
 import shutil
@@ -5,6 +6,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,37 @@ def pytest_configure(config):
     # Ray's socket paths under it must stay short).
     tempfile.gettempdir()
     os.environ["TMPDIR"] = config.stash[RAY_TMPDIR]
+    # pytest-xdist's workers inherit the first process's environment: its temp dir holds the locks they share.
+    os.environ.setdefault(LOCKS_DIR, config.stash[RAY_TMPDIR])
+
+
+LOCKS_DIR = "DISTRL_TEST_LOCKS"
+
+
+@contextmanager
+def _turn(alone: bool):
+    """Under pytest-xdist, a test marked ``alone`` (it measures CPU time, a deadline or the machine's processes)
+    runs while no other test does; the rest share the machine. A reader-writer lock with a turnstile: a test waiting
+    to run alone holds the turnstile, so no new test starts before it."""
+    base = Path(os.environ[LOCKS_DIR])
+    with open(base / "turnstile.lock", "a") as turnstile, open(base / "tests.lock", "a") as tests:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        fcntl.flock(tests, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        fcntl.flock(turnstile, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(tests, fcntl.LOCK_UN)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Set-up, call and tear-down of a test in one turn (only where xdist runs tests side by side)."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        yield
+        return
+    with _turn(item.get_closest_marker("alone") is not None):
+        yield
 
 
 @pytest.hookimpl(trylast=True)  # after pytest's own, which tears the session's fixtures down (ray_local's shutdown)

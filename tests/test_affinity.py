@@ -19,9 +19,12 @@ from distrl.common import affinity
 from tests.test_faults import actor_processes, start_train, wait_for_rows
 from tests.test_train_e2e import check_run_dir
 
-pytestmark = pytest.mark.skipif(
-    not affinity.SUPPORTED or len(os.sched_getaffinity(0)) < 2, reason="CPU affinity (Linux, 2 or more cores)"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not affinity.SUPPORTED or len(os.sched_getaffinity(0)) < 2, reason="CPU affinity (Linux, 2 or more cores)"
+    ),
+    pytest.mark.alone,  # which cores a process may run on, and what it ran
+]
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -54,11 +54,11 @@ def test_every_script_answers_help_and_has_a_quick_mode():
         pytest.param("ppo", marks=pytest.mark.slow),
         pytest.param("league", marks=pytest.mark.slow),
         "league_sampling",
-        pytest.param("straggler", marks=pytest.mark.slow),
+        pytest.param("straggler", marks=[pytest.mark.slow, pytest.mark.alone]),
         pytest.param("mujoco_scores", marks=pytest.mark.slow),
-        pytest.param("many_workers", marks=pytest.mark.slow),
-        pytest.param("reserve_cores", marks=pytest.mark.slow),
-        pytest.param("startup", marks=pytest.mark.slow),
+        pytest.param("many_workers", marks=[pytest.mark.slow, pytest.mark.alone]),
+        pytest.param("reserve_cores", marks=[pytest.mark.slow, pytest.mark.alone]),
+        pytest.param("startup", marks=[pytest.mark.slow, pytest.mark.alone]),
         pytest.param("learner_defaults", marks=pytest.mark.slow),
         pytest.param("minatar", marks=[pytest.mark.slow, MINATAR]),  # both models trained end to end on MinAtar
         pytest.param("minatar_suite", marks=[pytest.mark.slow, MINATAR]),
@@ -109,6 +109,7 @@ def test_multiagent_quick_run_keeps_its_run_directories_when_asked_and_never_reu
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 def test_cpu_accounting_adds_up_to_what_the_machine_was_busy(tmp_path):
     result = run_script("cpu_accounting", "--quick", "--results-dir", str(tmp_path))
     assert result.returncode == 0, result.stderr[-3000:]
@@ -176,6 +177,7 @@ def test_sampling_rows_account_for_the_worker_time(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 def test_scale_machine_quick_measures_distrl_beside_the_env_alone_ceiling(tmp_path):
     result = run_script("scale_machine", "--quick", "--results-dir", str(tmp_path))
     assert result.returncode == 0, result.stderr[-3000:]

@@ -265,6 +265,7 @@ def test_nonfinite_steps_are_caught_in_the_worker_counted_and_warned(tmp_path, f
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # a sample's deadline of a few seconds
 def test_stuck_env_worker_is_killed_restarted_and_the_run_finishes(tmp_path):
     """A step that blocks forever (a deadlocked simulator) once: the worker is killed and restarted at the timeout,
     the iteration goes on without its batch, the run finishes its budget. The envs step in two groups, each on a
@@ -307,6 +308,7 @@ def test_stuck_env_worker_is_killed_restarted_and_the_run_finishes(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # a sample's deadline of a few seconds
 @pytest.mark.parametrize("pipeline", ["overlap", "async"])
 def test_env_stuck_again_and_again_ends_the_run_with_one_line(tmp_path, pipeline):
     run_dir = tmp_path / "run"
