@@ -12,6 +12,7 @@ import statistics
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -114,6 +115,17 @@ def pyplot():
     return plt
 
 
+@contextmanager
+def figure(path: Path, size: tuple[float, float] = (6, 4), dpi: int = 100, **subplots):
+    """The axes of one figure (``subplots``: pyplot's, e.g. ``ncols``), saved to ``path`` once the block ends."""
+    plt = pyplot()
+    fig, axes = plt.subplots(figsize=size, **subplots)
+    yield axes
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+
+
 def metrics_rows(run_dir: Path) -> list[dict]:
     """A run's ``metrics.jsonl`` so far, one dict an update; none before its first update."""
     path = Path(run_dir) / "metrics.jsonl"
@@ -187,6 +199,15 @@ def study_parser(doc: str, quick: str, seeds: list[int] | None = None, overrides
     return parser
 
 
+def start_study(parser, argv: list[str] | None = None) -> tuple[argparse.Namespace, dict]:
+    """A study's arguments and machine: parsed, printed, and a SIGTERM that still runs the study's clean-up."""
+    args = parser.parse_args(argv)
+    stop_cleanly_on_sigterm()
+    machine = machine_info()
+    print_machine(machine)
+    return args, machine
+
+
 def add_results_dir_argument(parser) -> None:
     parser.add_argument(
         "--results-dir",
@@ -227,6 +248,26 @@ def write_results(
         chart(results_dir / f"{name}.png")
     print(f"wrote {results_dir / name}.json, .md" + (", .png" if chart is not None else ""))
     return True
+
+
+def finish(
+    name: str,
+    args: argparse.Namespace,
+    machine: dict,
+    rows: list[dict],
+    columns: list[tuple[str, str]] | None = None,
+    *,
+    table: str | None = None,
+    chart=None,
+    failures: list[str] | None = None,
+    **data,
+) -> int:
+    """Write a study's results as its ``--quick`` and ``--results-dir`` say: the machine, ``args``, ``data`` and
+    ``rows`` as JSON, ``rows`` as a Markdown table of ``columns`` (or ``table``), ``chart(path)``'s PNG. The study's
+    exit code: 1, and nothing written, when a correctness check failed (``failures``)."""
+    payload = {"machine": machine, "args": vars(args), **data, "rows": rows}
+    table = markdown_table(rows, columns) if table is None else table
+    return 0 if write_results(name, payload, table, chart, failures, args.quick, args.results_dir) else 1
 
 
 # Ray's own start in a fresh process (import ray, ray.init, one task's round trip): the floor no Ray program is under.

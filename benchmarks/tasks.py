@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from benchmarks.common import machine_info, print_machine, study_parser
+from benchmarks.common import start_study, study_parser
 
 WORKERS = [
     "rollout.num_workers=4",
@@ -46,9 +46,7 @@ def task_parser(doc: str, quick: str = "CartPole, seed 0") -> argparse.ArgumentP
 
 def parse_task_arguments(parser: argparse.ArgumentParser) -> tuple[argparse.Namespace, dict]:
     """The arguments (``--quick``: CartPole, seed 0) and this machine, printed."""
-    args = parser.parse_args()
+    args, machine = start_study(parser)
     if args.quick:
         args.tasks, args.seeds = ["CartPole-v1"], [0]
-    machine = machine_info()
-    print_machine(machine)
     return args, machine

@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import machine_info, markdown_table, print_machine, study_parser, write_results
+from benchmarks.common import finish, markdown_table, start_study, study_parser
 from benchmarks.training import train
 
 
@@ -33,17 +33,15 @@ def by_training_return(run_dir: Path) -> Path:
     return written[-max(s for s in scored if s[0] is not None)[1]]
 
 
-def main() -> None:
+def main() -> int:
     parser = study_parser(__doc__, quick="CartPole, 60k env steps, one seed, 10 episodes", seeds=[0, 1, 2])
     parser.add_argument("--config", default="configs/mujoco/hopper.yaml")
     parser.add_argument("--every", type=int, default=25, help="iterations between evaluations (and checkpoints)")
     parser.add_argument("--episodes", type=int, default=100, help="greedy episodes each checkpoint plays after")
-    args = parser.parse_args()
+    args, machine = start_study(parser)
     if args.quick:
         args.config, args.seeds, args.every, args.episodes = "configs/cartpole.yaml", [0], 2, 10
         args.overrides += ["stop.env_steps=60000", "stop.episode_return_mean=null"]
-    machine = machine_info()
-    print_machine(machine)
 
     from distrl.deploy.evaluate import evaluate
 
@@ -93,9 +91,8 @@ def main() -> None:
         + ".\n"
     )
     name = "best_checkpoint_" + Path(args.config).stem
-    payload = {"machine": machine, "rows": rows, "medians": medians, "config": args.config, "every": args.every}
-    write_results(name, payload, table, quick=args.quick, results_dir=args.results_dir)
+    return finish(name, args, machine, rows, table=table, medians=medians, config=args.config, every=args.every)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -20,17 +20,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import machine_info, markdown_table, print_machine, study_parser, write_results
+from benchmarks.common import finish, markdown_table, start_study, study_parser
 from benchmarks.training import train
 
 
-def main() -> None:
+def main() -> int:
     parser = study_parser(__doc__, quick="seed 0 only", seeds=[0, 1, 2, 3, 4])
     parser.add_argument("--every", type=int, default=5, help="iterations between evaluations")
-    args = parser.parse_args()
+    args, machine = start_study(parser)
     seeds = [0] if args.quick else args.seeds
-    machine = machine_info()
-    print_machine(machine)
     cases = {
         "without evaluation": [],
         f"evaluation every {args.every} iterations": [f"eval.every_iterations={args.every}"],
@@ -70,9 +68,8 @@ def main() -> None:
         ],
     )
     table += f"\nMedian time to 475: {without} s without evaluation, {with_eval} s with it; ratio {ratio:.3f}.\n"
-    payload = {"machine": machine, "rows": rows, "medians": medians, "ratio": ratio, "every": args.every}
-    write_results("eval_overhead", payload, table, quick=args.quick, results_dir=args.results_dir)
+    return finish("eval_overhead", args, machine, rows, table=table, medians=medians, ratio=ratio, every=args.every)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

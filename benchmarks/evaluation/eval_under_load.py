@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import machine_info, markdown_table, print_machine, study_parser, write_results
+from benchmarks.common import finish, markdown_table, start_study, study_parser
 from benchmarks.training import start, train
 
 ENV = {**os.environ, "RAY_ADDRESS": "local"}
@@ -41,15 +41,13 @@ def timed_eval(run_dir: Path) -> float:
     return took
 
 
-def main() -> None:
+def main() -> int:
     parser = study_parser(__doc__, quick="one training beside it, one repeat")
     parser.add_argument("--beside", type=int, default=4, help="trainings running beside the eval")
     parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
+    args, machine = start_study(parser)
     if args.quick:
         args.beside, args.repeats = 1, 1
-    machine = machine_info()
-    print_machine(machine)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "cartpole"
@@ -88,10 +86,8 @@ def main() -> None:
     table = markdown_table(
         rows, [("case", "case"), ("eval_s", "distrl eval, 10 episodes, median (s)"), ("each_s", "each (s)")]
     )
-    write_results(
-        "eval_under_load", {"machine": machine, "rows": rows}, table, quick=args.quick, results_dir=args.results_dir
-    )
+    return finish("eval_under_load", args, machine, rows, table=table)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -27,21 +27,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import (
-    machine_info,
-    markdown_table,
-    metrics_rows,
-    print_machine,
-    pyplot,
-    stop_cleanly_on_sigterm,
-    study_parser,
-    write_results,
-)
+from benchmarks.common import finish, metrics_rows, pyplot, start_study, study_parser
 from benchmarks.training import command
 from clusters import local_dev_cluster
 
 
-def main() -> None:
+def main() -> int:
     parser = study_parser(__doc__, quick="lose at 10 s, add at 20 s, 35 s in all")
     parser.add_argument("--node-cpus", type=int, default=2)
     parser.add_argument("--lose-at", type=float, default=20.0, help="seconds after the first update")
@@ -53,12 +44,9 @@ def main() -> None:
         default=1.0,
         help="rollout.updates_ahead: updates' worth of batches sampled while the learner updates",
     )
-    args = parser.parse_args()
+    args, machine = start_study(parser)
     if args.quick:
         args.lose_at, args.add_at, args.seconds = 10.0, 20.0, 35.0
-    machine = machine_info()
-    print_machine(machine)
-    stop_cleanly_on_sigterm()
     base = tempfile.mkdtemp(prefix="rel_", dir="/tmp")
     most = 2 * args.node_cpus
     events: dict[str, float] = {}
@@ -168,15 +156,8 @@ def main() -> None:
         fig.savefig(path, dpi=120)
 
     columns = [(k, k) for k in result]
-    write_results(
-        "elastic",
-        {"machine": machine, "settings": vars(args), "events": events, "result": result, "series": series},
-        markdown_table([result], columns),
-        chart=chart,
-        quick=args.quick,
-        results_dir=args.results_dir,
-    )
+    return finish("elastic", args, machine, [result], columns, chart=chart, events=events, series=series)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

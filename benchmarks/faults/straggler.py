@@ -28,14 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import (
-    machine_info,
-    markdown_table,
-    print_machine,
-    pyplot,
-    study_parser,
-    write_results,
-)
+from benchmarks.common import figure, finish, start_study, study_parser
 from benchmarks.training import train
 
 STARTUP_S = 25.0  # launch to first update on a 2-core machine is 15-20 s: stop.time_s counts from launch
@@ -112,7 +105,7 @@ def median_run(results: list[dict]) -> dict:
     return ordered[(len(ordered) - 1) // 2]
 
 
-def main() -> None:
+def main() -> int:
     parser = study_parser(__doc__, quick="async only, 8 updates a run")
     parser.add_argument("--pipelines", nargs="+", default=["sync", "overlap", "async"])
     parser.add_argument("--seconds", type=float, default=30.0, help="each run's stop.time_s")
@@ -125,12 +118,10 @@ def main() -> None:
         help="runs of each case, in turns (case by case, then again): the table has their medians",
     )
     parser.add_argument("--updates", type=int, help="stop each run after this many updates instead of --seconds")
-    args = parser.parse_args()
+    args, machine = start_study(parser)
     if args.quick:
         # by updates, not by time from launch: on a loaded box a long start-up left 15 s runs two updates
         args.pipelines, args.seconds, args.updates = ["async"], 15.0, 8
-    machine = machine_info()
-    print_machine(machine)
     rows = []
     runs = []
     for pipeline in args.pipelines:
@@ -172,25 +163,18 @@ def main() -> None:
     ]
 
     def chart(path: Path) -> None:
-        plt = pyplot()
+        with figure(path, (7, 4), dpi=120) as ax:
+            width = 0.25
+            for i, case in enumerate(CASES):
+                ax.bar([x + i * width for x in range(len(rows))], [r[f"sps {case}"] for r in rows], width, label=case)
+            ax.set_xticks([x + width for x in range(len(rows))], [r["pipeline"] for r in rows])
+            ax.set_ylabel("env steps/s")
+            ax.set_title(f"one worker {args.slow_factor:g}x slower, {machine['cores']} cores")
+            ax.legend()
+            ax.grid(alpha=0.3, axis="y")
 
-        fig, ax = plt.subplots(figsize=(7, 4))
-        width = 0.25
-        for i, case in enumerate(CASES):
-            ax.bar([x + i * width for x in range(len(rows))], [r[f"sps {case}"] for r in rows], width, label=case)
-        ax.set_xticks([x + width for x in range(len(rows))], [r["pipeline"] for r in rows])
-        ax.set_ylabel("env steps/s")
-        ax.set_title(f"one worker {args.slow_factor:g}x slower, {machine['cores']} cores")
-        ax.legend()
-        ax.grid(alpha=0.3, axis="y")
-        fig.tight_layout()
-        fig.savefig(path, dpi=120)
-
-    payload = {"machine": machine, "settings": vars(args), "rows": rows, "runs": runs}
-    write_results(
-        "straggler", payload, markdown_table(rows, columns), chart=chart, quick=args.quick, results_dir=args.results_dir
-    )
+    return finish("straggler", args, machine, rows, columns, chart=chart, runs=runs)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

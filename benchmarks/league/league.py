@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import training
-from benchmarks.common import machine_info, markdown_table, print_machine, study_parser, write_results
+from benchmarks.common import finish, machine_info, markdown_table, print_machine, study_parser, write_results
 
 # Win rates to reach against each baseline, both seats, by game (env.id): the issues' targets.
 TARGETS = {
@@ -234,7 +234,7 @@ def first_reached(rows: list[dict], opponent: str) -> dict | None:
     return None
 
 
-def main() -> None:
+def main() -> int:
     parser = study_parser(__doc__, quick="30 s of training, 4 games per seat (a smoke run)")
     parser.add_argument("--config", default="configs/league_connect4.yaml")
     parser.add_argument("--name", help="the results' file name (default: from the config's)")
@@ -376,14 +376,8 @@ def main() -> None:
             ("score", "score"),
         ],
     )
-    write_results(
-        name,
-        {"machine": machine, "result": result, "rows": rows, "tournament": table},
-        md,
-        quick=args.quick,
-        results_dir=args.results_dir,
-    )
+    return finish(name, args, machine, rows, table=md, result=result, tournament=table)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import machine_info, markdown_table, print_machine, study_parser, write_results
+from benchmarks.common import finish, markdown_table, start_study, study_parser
 from benchmarks.league.league import judge_row, train
 
 
@@ -36,18 +36,16 @@ def seat_rates(path: Path, opponent: str, games: int) -> dict:
     return row
 
 
-def main() -> None:
+def main() -> int:
     parser = study_parser(__doc__, quick="40 s of training, 20 games a seat")
     parser.add_argument("--config", default="configs/league_connect4.yaml")
     parser.add_argument("--seconds", type=float, default=600)
     parser.add_argument("--games", type=int, default=200, help="games per seat against each player")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep-run", type=Path, help="train into this directory and keep it")
-    args = parser.parse_args()
+    args, machine = start_study(parser)
     if args.quick:
         args.seconds, args.games = 40, 20
-    machine = machine_info()
-    print_machine(machine)
 
     from distrl.deploy.policy import chosen_checkpoint
 
@@ -93,9 +91,17 @@ def main() -> None:
     )
     kept = ("env_steps", "wall_s", "iterations", "best_checkpoint_metric", "best_checkpoint_score", "final_eval")
     summary = {key: summary.get(key) for key in kept}  # the run's summary without its league's whole record
-    payload = {"machine": machine, "summary": summary, "rows": rows, "evaluations": evals, "best_holds": held}
-    write_results(f"league_best_seed{args.seed}", payload, table, quick=args.quick, results_dir=args.results_dir)
+    return finish(
+        f"league_best_seed{args.seed}",
+        args,
+        machine,
+        rows,
+        table=table,
+        summary=summary,
+        evaluations=evals,
+        best_holds=held,
+    )
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

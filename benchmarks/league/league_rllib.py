@@ -24,14 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import (
-    machine_info,
-    markdown_table,
-    metrics_rows,
-    print_machine,
-    study_parser,
-    write_results,
-)
+from benchmarks.common import finish, markdown_table, metrics_rows, start_study, study_parser
 
 THRESHOLD = 0.95
 
@@ -82,15 +75,13 @@ def distrl_time_to_threshold(run: Path) -> dict:
     return {"time_s": None, "iterations": rows[-1]["iteration"] if rows else 0}
 
 
-def main() -> None:
+def main() -> int:
     parser = study_parser(__doc__, quick="RLlib gets 120 s", overrides=False)
     parser.add_argument("--distrl-run", type=Path, required=True, help="a run of configs/league_connect4.yaml")
     parser.add_argument("--limit", type=float, default=900, help="seconds RLlib may take")
-    args = parser.parse_args()
+    args, machine = start_study(parser)
     if args.quick:
         args.limit = 120
-    machine = machine_info()
-    print_machine(machine)
     rows = [{"system": "distrl (configs/league_connect4.yaml)", **distrl_time_to_threshold(args.distrl_run)}]
     print(rows[0], flush=True)
     rows.append({"system": "RLlib self_play_with_open_spiel.py (1 env runner)", **rllib_time_to_threshold(args.limit)})
@@ -104,14 +95,8 @@ def main() -> None:
             ("env_steps", "env steps"),
         ],
     )
-    write_results(
-        "league_rllib",
-        {"machine": machine, "rows": rows, "threshold": THRESHOLD},
-        table,
-        quick=args.quick,
-        results_dir=args.results_dir,
-    )
+    return finish("league_rllib", args, machine, rows, table=table, threshold=THRESHOLD)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

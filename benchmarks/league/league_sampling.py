@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import machine_info, markdown_table, print_machine, study_parser, write_results
+from benchmarks.common import finish, markdown_table, start_study, study_parser
 
 
 def plan_with(worker, snapshots: int, seed: int = 0) -> dict:
@@ -69,18 +69,16 @@ def measure(config_path: str, snapshots: int, samples: int) -> dict:
     }
 
 
-def main() -> None:
+def main() -> int:
     parser = study_parser(__doc__, quick="2 snapshots, 3 samples", overrides=False)
     parser.add_argument("--config", default="configs/league_connect4.yaml")
     parser.add_argument("--snapshots", nargs="+", type=int, default=[20])
     parser.add_argument("--samples", type=int, default=8)
-    args = parser.parse_args()
+    args, machine = start_study(parser)
     if args.quick:
         args.snapshots, args.samples = [2], 3
     if hasattr(os, "sched_setaffinity"):  # one core, as each of a 2-core run's workers has about one
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
-    machine = machine_info()
-    print_machine(machine)
     rows = []
     for snapshots in args.snapshots:
         rows.append(measure(args.config, snapshots, args.samples))
@@ -101,14 +99,8 @@ def main() -> None:
             ("steps_per_s", "env steps/s"),
         ],
     )
-    write_results(
-        "league_sampling",
-        {"machine": machine, "config": args.config, "samples": args.samples, "rows": rows},
-        md,
-        quick=args.quick,
-        results_dir=args.results_dir,
-    )
+    return finish("league_sampling", args, machine, rows, table=md, config=args.config, samples=args.samples)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -19,15 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import numpy as np
 import torch
 
-from benchmarks.common import (
-    machine_info,
-    markdown_table,
-    print_machine,
-    pyplot,
-    spread,
-    study_parser,
-    write_results,
-)
+from benchmarks.common import figure, finish, machine_info, print_machine, spread, study_parser
 from distrl.config import load_config
 from distrl.envs import probe_spaces
 from distrl.learner import Learner
@@ -229,31 +221,17 @@ def main(argv=None) -> int:
     ]
 
     def chart(path: Path) -> None:
-        plt = pyplot()
-
-        fig, ax = plt.subplots(figsize=(9, 4))
-        labels = [f"{r['model']}\n{r['variant']}" for r in rows]
-        ax.bar(range(len(rows)), [r["speedup_vs_eager"] for r in rows])
-        ax.axhline(1.0, color="grey", lw=0.8)
-        ax.set_xticks(range(len(rows)), labels, rotation=60, ha="right", fontsize=6)
-        ax.set_ylabel("PPO update speed-up vs eager")
-        fig.tight_layout()
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
+        with figure(path, (9, 4)) as ax:
+            labels = [f"{r['model']}\n{r['variant']}" for r in rows]
+            ax.bar(range(len(rows)), [r["speedup_vs_eager"] for r in rows])
+            ax.axhline(1.0, color="grey", lw=0.8)
+            ax.set_xticks(range(len(rows)), labels, rotation=60, ha="right", fontsize=6)
+            ax.set_ylabel("PPO update speed-up vs eager")
 
     name = "learner_gpu" if cuda else "learner"
     if set(args.models) != set(MODELS) and not args.quick:
         name += "_" + "_".join(args.models)
-    ok = write_results(
-        name,
-        {"machine": info, "args": vars(args), "rows": rows, "transfers": transfers},
-        markdown_table(rows, columns),
-        chart,
-        failures,
-        args.quick,
-        args.results_dir,
-    )
-    return 0 if ok else 1
+    return finish(name, args, info, rows, columns, chart=chart, failures=failures, transfers=transfers)
 
 
 if __name__ == "__main__":

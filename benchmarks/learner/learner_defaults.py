@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import machine_info, markdown_table, print_machine, study_parser, write_results
+from benchmarks.common import finish, start_study, study_parser
 from benchmarks.training import TIMING_KEYS, train
 
 OFF = [
@@ -44,11 +44,9 @@ def main(argv=None) -> int:
     parser = study_parser(__doc__, quick="CartPole, seed 0, 16k env steps", seeds=[0, 1, 2])
     parser.add_argument("--configs", nargs="+", default=["configs/cartpole.yaml", "configs/breakout.yaml"])
     parser.add_argument("--env-steps", type=int, default=None, help="per run (default: 60k CartPole, 30k otherwise)")
-    args = parser.parse_args(argv)
+    args, info = start_study(parser, argv)
     if args.quick:
         args.configs, args.seeds, args.env_steps = ["configs/cartpole.yaml"], [0], 16384
-    info = machine_info()
-    print_machine(info)
     rows, failures = [], []
     for config in args.configs:
         steps = args.env_steps or (61440 if "cartpole" in config else 30720)
@@ -104,16 +102,7 @@ def main(argv=None) -> int:
         ("wall_s", "run s"),
         ("verdict", "verdict"),
     ]
-    ok = write_results(
-        "learner_defaults",
-        {"machine": info, "args": vars(args), "off": OFF, "rows": rows},
-        markdown_table(rows, columns),
-        None,
-        failures,
-        args.quick,
-        args.results_dir,
-    )
-    return 0 if ok else 1
+    return finish("learner_defaults", args, info, rows, columns, failures=failures, off=OFF)
 
 
 if __name__ == "__main__":

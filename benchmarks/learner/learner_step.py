@@ -31,14 +31,7 @@ sys.path.insert(0, str(ROOT))
 import torch
 from torch import nn
 
-from benchmarks.common import (
-    machine_info,
-    markdown_table,
-    print_machine,
-    spread,
-    study_parser,
-    write_results,
-)
+from benchmarks.common import finish, spread, start_study, study_parser
 from distrl.algo.ppo import gae
 from distrl.config import load_config
 from distrl.data import TrainingSamples
@@ -145,19 +138,17 @@ def timed_ms(fn, calls: int, steps_per_call: int, cuda: bool) -> float:
     return (time.perf_counter() - start) / (calls * steps_per_call) * 1e3
 
 
-def main() -> None:
+def main() -> int:
     parser = study_parser(__doc__, quick="the MLP only, 2 repeats", overrides=False)
     parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
     parser.add_argument("--threads", type=int, default=1, help="torch threads on CPU (a learner actor's CPUs)")
     parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
+    args, machine = start_study(parser)
     if args.quick:
         args.models, args.repeats = ["mlp"], 2
     torch.set_num_threads(args.threads)
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
-    machine = machine_info()
-    print_machine(machine)
     rows = []
     for model_name in args.models:
         path, overrides = MODELS[model_name]
@@ -240,10 +231,9 @@ def main() -> None:
         ("x_reference", "x reference"),
         ("reference", "reference"),
     ]
-    payload = {"machine": machine, "threads": args.threads, "rows": rows}
     name = "learner_step" + ("_gpu" if cuda else "")
-    write_results(name, payload, markdown_table(rows, columns), quick=args.quick, results_dir=args.results_dir)
+    return finish(name, args, machine, rows, columns, threads=args.threads)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

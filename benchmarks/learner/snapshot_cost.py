@@ -21,14 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.common import (
-    machine_info,
-    markdown_table,
-    print_machine,
-    spread,
-    study_parser,
-    write_results,
-)
+from benchmarks.common import finish, machine_info, print_machine, spread, study_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = {"mlp": "configs/cartpole.yaml", "cnn": "configs/breakout.yaml"}
@@ -156,16 +149,7 @@ def main(argv=None) -> int:
         ("get_far_ms", "driver takes, other node, ms"),
         ("get_far_cpu_ms", "its CPU ms"),
     ]
-    ok = write_results(
-        "snapshot_cost",
-        {"machine": info, "args": vars(args), "rows": rows},
-        markdown_table(rows, columns),
-        None,
-        None,
-        args.quick,
-        args.results_dir,
-    )
-    return 0 if ok else 1
+    return finish("snapshot_cost", args, info, rows, columns)
 
 
 if __name__ == "__main__":

@@ -44,11 +44,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import (
-    markdown_table,
-    stop_cleanly_on_sigterm,
-    write_results,
-)
+from benchmarks.common import finish, markdown_table
 from benchmarks.tasks import PROXIMAL, TASKS, WORKERS, parse_task_arguments, task_parser
 from benchmarks.training import train
 from clusters import local_dev_cluster
@@ -332,7 +328,7 @@ def seed_triples(runs: list[dict]) -> list[dict]:
     return rows
 
 
-def main() -> None:
+def main() -> int:
     # --set: a study, written as async_learning_set_...
     parser = task_parser(__doc__)
     parser.add_argument(
@@ -398,7 +394,6 @@ def main() -> None:
         except ValueError as exc:
             print(f"async_learning.py: error: --pool: {exc}", file=sys.stderr)
             sys.exit(2)
-    stop_cleanly_on_sigterm()
     base = tempfile.mkdtemp(prefix="ral_", dir="/tmp") if args.layout == "nodes" and not args.pool else None
     try:
         if base is not None:
@@ -468,14 +463,8 @@ def main() -> None:
                 ("both met", "both"),
             ],
         )
-    write_results(
-        name,
-        {"machine": machine, "settings": vars(args), "runs": runs, "rows": rows, "seed_triples": triples},
-        table,
-        quick=args.quick,
-        results_dir=args.results_dir,
-    )
+    return finish(name, args, machine, rows, table=table, settings=vars(args), runs=runs, seed_triples=triples)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

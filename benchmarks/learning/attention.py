@@ -19,15 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import (
-    machine_info,
-    markdown_table,
-    print_machine,
-    spread,
-    study_parser,
-    time_calls,
-    write_results,
-)
+from benchmarks.common import finish, markdown_table, spread, start_study, study_parser, time_calls
 from benchmarks.training import train
 
 CONFIGS = {"attention": "configs/cartpole_attention.yaml", "lstm": "configs/cartpole_lstm.yaml"}
@@ -83,11 +75,9 @@ def forward_rows(batch: int, repeats: int) -> list[dict]:
     return rows
 
 
-def main() -> None:
+def main() -> int:
     parser = study_parser(__doc__, quick="the forward table only", seeds=[0, 1, 2])
-    args = parser.parse_args()
-    machine = machine_info()
-    print_machine(machine)
+    args, machine = start_study(parser)
     forward = forward_rows(64, 3 if args.quick else 7)
     for row in forward:
         print(
@@ -128,14 +118,8 @@ def main() -> None:
                 ("wall_s", "wall s"),
             ],
         )
-    write_results(
-        "attention",
-        {"machine": machine, "forward": forward, "rows": forward + runs, "runs": runs, "summary": summary},
-        table,
-        quick=args.quick,
-        results_dir=args.results_dir,
-    )
+    return finish("attention", args, machine, forward + runs, table=table, forward=forward, runs=runs, summary=summary)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -22,13 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import (
-    machine_info,
-    markdown_table,
-    print_machine,
-    study_parser,
-    write_results,
-)
+from benchmarks.common import finish, start_study, study_parser
 from benchmarks.training import train
 
 CONFIG = "configs/minatar_breakout.yaml"
@@ -65,12 +59,10 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=2_000_000, help="env steps a run")
     parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS), help="the models to run")
     parser.add_argument("--name", default="minatar_breakout", help="the results' file name")
-    args = parser.parse_args()
+    args, machine = start_study(parser)
     if args.quick:  # the two ways to one network, each a short run
         args.seeds, args.steps = [0], 16_384
         args.models = [m for m in args.models if m != "mlp, flattened"] or args.models
-    machine = machine_info()
-    print_machine(machine)
     runs = []
     for seed in args.seeds:
         for model in args.models if seed % 2 == 0 else args.models[::-1]:
@@ -102,19 +94,7 @@ def main() -> int:
         ("return_last_10pct", "last 10 % of reports (median)"),
         ("wall_s", "wall s (median)"),
     ]
-    ok = write_results(
-        args.name,
-        {
-            "machine": machine,
-            "settings": vars(args) | {"results_dir": str(args.results_dir)},
-            "runs": runs,
-            "rows": rows,
-        },
-        markdown_table(rows, columns),
-        quick=args.quick,
-        results_dir=args.results_dir,
-    )
-    return 0 if ok else 1
+    return finish(args.name, args, machine, rows, columns | {"results_dir": str(args.results_dir)}, runs=runs)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import machine_info, markdown_table, print_machine, pyplot, study_parser, write_results
+from benchmarks.common import figure, finish, start_study, study_parser
 from benchmarks.training import train_and_play
 
 CONFIG = "configs/minatar.yaml"
@@ -54,11 +54,9 @@ def main() -> int:
     parser.add_argument("--games", nargs="+", choices=list(PUBLISHED), default=["Asterix", "Breakout", "SpaceInvaders"])
     parser.add_argument("--steps", type=int, default=10_000_000, help="env steps a run")
     parser.add_argument("--episodes", type=int, default=100, help="greedy episodes the best checkpoint plays after")
-    args = parser.parse_args()
+    args, machine = start_study(parser)
     if args.quick:
         args.games, args.seeds, args.steps, args.episodes = ["Breakout"], [0], 16_384, 5
-    machine = machine_info()
-    print_machine(machine)
     runs = []
     for seed in args.seeds:
         for game in args.games if seed % 2 == 0 else args.games[::-1]:
@@ -95,27 +93,20 @@ def main() -> int:
     ]
 
     def chart(path: Path) -> None:
-        plt = pyplot()
-        fig, axes = plt.subplots(1, len(args.games), figsize=(4 * len(args.games), 3.2), squeeze=False)
-        for ax, game in zip(axes[0], args.games):
-            for r in (r for r in runs if r["game"] == game):
-                ax.plot([p[0] for p in r["curve"]], [p[1] for p in r["curve"]], label=f"seed {r['seed']}")
-            for value, style, name in zip(PUBLISHED[game], ("--", ":"), ("gymnax", "PureJaxRL")):
-                if value is not None:
-                    ax.axhline(value, color="grey", linestyle=style, label=name)
-            ax.set_title(f"MinAtar {game}")
-            ax.set_xlabel("env steps")
-            ax.grid(alpha=0.3)
-            ax.legend(fontsize=7)
-        axes[0][0].set_ylabel("mean return, last 100 episodes")
-        fig.tight_layout()
-        fig.savefig(path, dpi=120)
+        with figure(path, (4 * len(args.games), 3.2), dpi=120, ncols=len(args.games), squeeze=False) as axes:
+            for ax, game in zip(axes[0], args.games):
+                for r in (r for r in runs if r["game"] == game):
+                    ax.plot([p[0] for p in r["curve"]], [p[1] for p in r["curve"]], label=f"seed {r['seed']}")
+                for value, style, name in zip(PUBLISHED[game], ("--", ":"), ("gymnax", "PureJaxRL")):
+                    if value is not None:
+                        ax.axhline(value, color="grey", linestyle=style, label=name)
+                ax.set_title(f"MinAtar {game}")
+                ax.set_xlabel("env steps")
+                ax.grid(alpha=0.3)
+                ax.legend(fontsize=7)
+            axes[0][0].set_ylabel("mean return, last 100 episodes")
 
-    payload = {"machine": machine, "settings": vars(args) | {"results_dir": str(args.results_dir)}, "runs": runs}
-    payload["rows"] = rows
-    table = markdown_table(rows, columns)
-    ok = write_results("minatar_suite", payload, table, chart=chart, quick=args.quick, results_dir=args.results_dir)
-    return 0 if ok else 1
+    return finish("minatar_suite", args, machine, rows, columns, chart=chart, runs=runs)
 
 
 if __name__ == "__main__":

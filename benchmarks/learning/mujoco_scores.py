@@ -34,14 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import (
-    machine_info,
-    markdown_table,
-    print_machine,
-    pyplot,
-    study_parser,
-    write_results,
-)
+from benchmarks.common import figure, machine_info, markdown_table, print_machine, study_parser, write_results
 from benchmarks.training import play, train
 
 ENVS = ["Hopper-v5", "Walker2d-v5", "HalfCheetah-v5", "Ant-v5"]
@@ -54,48 +47,15 @@ PUBLISHED = {  # PPO at 1M env steps
 _ZOO_POLICY = (
     "dict(log_std_init=-2, ortho_init=False, activation_fn=nn.ReLU, net_arch=dict(pi=[256, 256], vf=[256, 256]))"
 )
-RL_ZOO = {  # rl-baselines3-zoo hyperparams/ppo.yml (the v4 entries); every one with VecNormalize and 1 env
-    "Hopper-v5": dict(
-        batch_size=32,
-        n_steps=512,
-        gamma=0.999,
-        learning_rate=9.80828e-05,
-        ent_coef=0.00229519,
-        clip_range=0.2,
-        n_epochs=5,
-        gae_lambda=0.99,
-        max_grad_norm=0.7,
-        vf_coef=0.835671,
-        policy_kwargs=_ZOO_POLICY,
-    ),
-    "Walker2d-v5": dict(
-        batch_size=32,
-        n_steps=512,
-        gamma=0.99,
-        learning_rate=5.05041e-05,
-        ent_coef=0.000585045,
-        clip_range=0.1,
-        n_epochs=20,
-        gae_lambda=0.95,
-        max_grad_norm=1.0,
-        vf_coef=0.871923,
-        policy_kwargs=_ZOO_POLICY,
-    ),
-    "HalfCheetah-v5": dict(
-        batch_size=64,
-        n_steps=512,
-        gamma=0.98,
-        learning_rate=2.0633e-05,
-        ent_coef=0.000401762,
-        clip_range=0.1,
-        n_epochs=20,
-        gae_lambda=0.92,
-        max_grad_norm=0.8,
-        vf_coef=0.58096,
-        policy_kwargs=_ZOO_POLICY,
-    ),
-    "Ant-v5": dict(),  # RL Zoo's MuJoCo defaults: SB3's PPO defaults with VecNormalize
+# rl-baselines3-zoo hyperparams/ppo.yml (the v4 entries), a row an env; every one with VecNormalize and 1 env
+_ZOO_KEYS = "batch_size n_steps gamma learning_rate ent_coef clip_range n_epochs gae_lambda max_grad_norm vf_coef"
+_ZOO_ROWS = {
+    "Hopper-v5": (32, 512, 0.999, 9.80828e-05, 0.00229519, 0.2, 5, 0.99, 0.7, 0.835671),
+    "Walker2d-v5": (32, 512, 0.99, 5.05041e-05, 0.000585045, 0.1, 20, 0.95, 1.0, 0.871923),
+    "HalfCheetah-v5": (64, 512, 0.98, 2.0633e-05, 0.000401762, 0.1, 20, 0.92, 0.8, 0.58096),
 }
+RL_ZOO = {env: dict(zip(_ZOO_KEYS.split(), row), policy_kwargs=_ZOO_POLICY) for env, row in _ZOO_ROWS.items()}
+RL_ZOO["Ant-v5"] = {}  # RL Zoo's MuJoCo defaults: SB3's PPO defaults with VecNormalize
 GREEDY_EPISODES = 10
 
 
@@ -266,32 +226,28 @@ def report(machine: dict, quick: bool, results_dir: Path) -> None:
     ]
 
     def chart(path: Path) -> None:
-        plt = pyplot()
-
         envs = [row["env"] for row in rows]
-        fig, axes = plt.subplots(1, len(envs), figsize=(5 * len(envs), 4), squeeze=False)
-        for ax, env in zip(axes[0], envs):
-            for r in (r for r in runs if r["env"] == env):
-                steps, values = zip(*r["curve"]) if r["curve"] else ((), ())
-                style = ("-", "--", ":")[r["seed"] % 3]
-                ax.plot(
-                    steps,
-                    values,
-                    style,
-                    color="tab:blue" if r["system"] == "distrl" else "tab:green",
-                    label=f"{r['system']} seed {r['seed']}",
-                )
-            for name, score in PUBLISHED[env].items():
-                if score:
-                    ax.axhline(
-                        score, color="k" if name == "cleanrl" else "gray", linestyle="--", label=f"{name} published"
+        with figure(path, (5 * len(envs), 4), ncols=len(envs), squeeze=False) as axes:
+            for ax, env in zip(axes[0], envs):
+                for r in (r for r in runs if r["env"] == env):
+                    steps, values = zip(*r["curve"]) if r["curve"] else ((), ())
+                    style = ("-", "--", ":")[r["seed"] % 3]
+                    ax.plot(
+                        steps,
+                        values,
+                        style,
+                        color="tab:blue" if r["system"] == "distrl" else "tab:green",
+                        label=f"{r['system']} seed {r['seed']}",
                     )
-            ax.set_title(env)
-            ax.set_xlabel("env steps")
-            ax.set_ylabel("mean return (last 100 episodes)")
-            ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(path, dpi=100)
+                for name, score in PUBLISHED[env].items():
+                    if score:
+                        ax.axhline(
+                            score, color="k" if name == "cleanrl" else "gray", linestyle="--", label=f"{name} published"
+                        )
+                ax.set_title(env)
+                ax.set_xlabel("env steps")
+                ax.set_ylabel("mean return (last 100 episodes)")
+                ax.legend(fontsize=7)
 
     table = markdown_table(rows, columns)
     if study:  # the shipped config beside the same config changed, seed by seed (scores: a seed's run is deterministic)

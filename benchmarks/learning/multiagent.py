@@ -54,14 +54,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import (
-    machine_info,
-    markdown_table,
-    print_machine,
-    study_name,
-    study_parser,
-    write_results,
-)
+from benchmarks.common import finish, machine_info, markdown_table, print_machine, study_name, study_parser
 from benchmarks.learning.spread_reference import AGENTS, STEPS, mappo_return, spread
 from benchmarks.training import train
 
@@ -403,24 +396,17 @@ def main(argv=None) -> int:
         ("best_return", "best (median)"),
         ("wall_s", "wall s (median)"),
     ]
-    payload = {
-        "machine": info,
-        "args": vars(args) | {"results_dir": str(args.results_dir)},
-        "rows": rows,
-        "summary": summary,
-    }
     tasks = "" if args.tasks == ["spread"] else "_" + "_".join(args.tasks)  # the first task's results keep their name
-    ok = write_results(
-        study_name("multiagent" + tasks, args.overrides),
-        payload,
-        markdown_table(summary, columns),
-        None,
-        failures,
-        args.quick,
-        args.results_dir,
-    )
     print(json.dumps(summary, indent=1))
-    return 0 if ok else 1
+    return finish(
+        study_name("multiagent" + tasks, args.overrides),
+        args,
+        info,
+        rows,
+        table=markdown_table(summary, columns),
+        failures=failures,
+        summary=summary,
+    )
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import machine_info, markdown_table, print_machine, study_parser, write_results
+from benchmarks.common import finish, start_study, study_parser
 
 AGENTS, STEPS = 3, 25
 # Actions of mpe2's discrete MPE agents: 0 no-op, 1 left, 2 right, 3 down, 4 up.
@@ -207,14 +207,12 @@ def main(argv=None) -> int:
         metavar="RETURN",
         help="print these per-agent returns in MAPPO's scale and stop",
     )
-    args = parser.parse_args(argv)
+    args, info = start_study(parser, argv)
     if args.scale:
         for value in args.scale:
             print(f"per-agent return {value:g} -> MAPPO's scale {mappo_return(value):.1f}")
         return 0
     episodes = 10 if args.quick else args.episodes
-    info = machine_info()
-    print_machine(info)
     rows = []
     for world, policy in itertools.product(args.worlds, args.policies):
         row = play(policy, episodes, args.seed, world)
@@ -234,11 +232,7 @@ def main(argv=None) -> int:
         ("mappo_return", "MAPPO's scale"),
         ("episodes", "episodes"),
     ]
-    payload = {"machine": info, "args": vars(args) | {"results_dir": str(args.results_dir)}, "rows": rows}
-    written = write_results(
-        "spread_reference", payload, markdown_table(rows, columns), None, failures, args.quick, args.results_dir
-    )
-    return 0 if written else 1
+    return finish("spread_reference", args, info, rows, columns, failures=failures)
 
 
 if __name__ == "__main__":

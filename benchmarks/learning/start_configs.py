@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import machine_info, markdown_table, print_machine, study_parser, write_results
+from benchmarks.common import finish, start_study, study_parser
 from benchmarks.training import train_and_play
 
 # env id -> (starting config, RL Zoo's PPO score at 1M env steps (greedy, rl-baselines3-zoo benchmark.md), or None)
@@ -52,11 +52,9 @@ def main() -> int:
     parser.add_argument("--envs", nargs="+", choices=list(ENVS), default=list(ENVS))
     parser.add_argument("--steps", type=int, default=1_000_000, help="env steps a run")
     parser.add_argument("--episodes", type=int, default=100, help="greedy episodes the best checkpoint plays after")
-    args = parser.parse_args()
+    args, machine = start_study(parser)
     if args.quick:
         args.envs, args.seeds, args.steps, args.episodes = QUICK, [0], 20_000, 5
-    machine = machine_info()
-    print_machine(machine)
     runs = []
     for seed in args.seeds:
         for env_id in args.envs:
@@ -87,12 +85,7 @@ def main() -> int:
         ("reached", "at RL Zoo's"),
         ("wall_s", "wall s (median)"),
     ]
-    payload = {"machine": machine, "settings": vars(args) | {"results_dir": str(args.results_dir)}, "runs": runs}
-    payload["rows"] = rows
-    ok = write_results(
-        "start_configs", payload, markdown_table(rows, columns), quick=args.quick, results_dir=args.results_dir
-    )
-    return 0 if ok else 1
+    return finish("start_configs", args, machine, rows, columns, runs=runs)
 
 
 if __name__ == "__main__":

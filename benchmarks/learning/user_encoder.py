@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import machine_info, markdown_table, print_machine, study_parser, write_results
+from benchmarks.common import finish, markdown_table, start_study, study_parser
 from benchmarks.training import train
 
 CASES = {  # name -> (config, worker backend)
@@ -52,12 +52,10 @@ def one(case: str, seed: int, quick: bool, overrides: list[str]) -> dict:
     }
 
 
-def main() -> None:
+def main() -> int:
     parser = study_parser(__doc__, quick="one seed, 60k env steps a run", seeds=[0, 1, 2])
     parser.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES), help="the cases to run")
-    args = parser.parse_args()
-    machine = machine_info()
-    print_machine(machine)
+    args, machine = start_study(parser)
     seeds = args.seeds[:1] if args.quick else args.seeds
     runs = []
     for seed in seeds:  # seed by seed, every case in turn: a machine's drift falls on all of them alike
@@ -90,9 +88,8 @@ def main() -> None:
     ]
     table = markdown_table(rows, columns)
     print(table)
-    payload = {"machine": machine, "seeds": seeds, "rows": rows, "runs": runs}
-    write_results("user_encoder", payload, table, failures=failures, quick=args.quick, results_dir=args.results_dir)
+    return finish("user_encoder", args, machine, rows, table=table, failures=failures, seeds=seeds, runs=runs)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

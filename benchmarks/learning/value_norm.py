@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import machine_info, markdown_table, print_machine, study_parser, write_results
+from benchmarks.common import finish, markdown_table, start_study, study_parser
 from benchmarks.training import train
 
 TASKS = {  # name -> (config, target or None: the return at the budget)
@@ -84,16 +84,14 @@ def verdicts(rows: list[dict]) -> list[dict]:
     return out
 
 
-def main() -> None:
+def main() -> int:
     parser = study_parser(__doc__, quick="CartPole, seed 0, 16k env steps (a smoke run)", seeds=[0, 1, 2])
     parser.add_argument("--tasks", nargs="+", choices=list(TASKS), default=list(TASKS))
-    args = parser.parse_args()
+    args, machine = start_study(parser)
     extra = list(args.overrides)
     if args.quick:
         args.tasks, args.seeds = ["CartPole-v1"], [0]
         extra = ["stop.env_steps=16384", "stop.episode_return_mean=null", *extra]
-    machine = machine_info()
-    print_machine(machine)
     rows = [
         run(task, seed, normalize, extra) for task in args.tasks for seed in args.seeds for normalize in (False, True)
     ]
@@ -127,14 +125,8 @@ def main() -> None:
             ("return", "return"),
         ],
     )
-    write_results(
-        "value_norm",
-        {"machine": machine, "rows": rows, "verdicts": table},
-        md,
-        quick=args.quick,
-        results_dir=args.results_dir,
-    )
+    return finish("value_norm", args, machine, rows, table=md, verdicts=table)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

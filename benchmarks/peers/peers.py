@@ -33,12 +33,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks.common import (
     RAY_FLOOR_CHILD,
     child,
+    finish,
     machine_info,
     markdown_table,
     print_machine,
     study_name,
     study_parser,
-    write_results,
 )
 from benchmarks.training import train
 
@@ -278,25 +278,19 @@ def main(argv=None) -> int:
     failures = (
         [] if args.quick else [f"{r['system']} seed {r['seed']} did not run" for r in rows if r["env_steps"] == 0]
     )
-    ok = write_results(
+    return finish(
         study_name("peers", args.overrides),
-        {
-            "machine": info,
-            "args": vars(args) | {"results_dir": str(args.results_dir)},
-            "rllib_same": same,
-            "rllib_tuned": tuned,
-            "ray_floor": floors,
-            "rows": rows,
-            "medians": medians,
-            "targets": targets,
-        },
-        report(rows, medians, targets),
-        None,
-        failures,
-        args.quick,
-        args.results_dir,
+        args,
+        info,
+        rows,
+        table=report(rows, medians, targets),
+        failures=failures,
+        rllib_same=same,
+        rllib_tuned=tuned,
+        ray_floor=floors,
+        medians=medians,
+        targets=targets,
     )
-    return 0 if ok else 1
 
 
 def _solved(seconds: float | None) -> str:

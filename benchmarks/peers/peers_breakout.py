@@ -42,13 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import (
-    machine_info,
-    markdown_table,
-    print_machine,
-    study_parser,
-    write_results,
-)
+from benchmarks.common import finish, machine_info, print_machine, study_parser
 from benchmarks.training import train
 
 SF_FRAMESKIP = 4  # sf_examples.atari's env_frameskip: its frames are four per agent step
@@ -220,22 +214,22 @@ def main() -> int:
         ("learn_s", "distrl learner s/update"),
         ("return", "distrl final return"),
     ]
-    payload = {
-        "machine": machine,
-        "sample_factory": version,
-        "env_steps": args.env_steps,
-        "overrides": args.overrides,
-        "rows": rows,
-        "medians": medians,
-        "distrl_over_sample_factory": ratio,
-    }
     failures = [
         f"{r['system']} seed {r['seed']}: too few reports for a steady rate" for r in rows if r["steady_sps"] is None
     ]
-    ok = write_results(
-        "peers_breakout", payload, markdown_table(rows, columns), None, failures, args.quick, args.results_dir
+    return finish(
+        "peers_breakout",
+        args,
+        machine,
+        rows,
+        columns,
+        failures=failures,
+        sample_factory=version,
+        env_steps=args.env_steps,
+        overrides=args.overrides,
+        medians=medians,
+        distrl_over_sample_factory=ratio,
     )
-    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.common import machine_info, markdown_table, print_machine, pyplot, study_parser, write_results
+from benchmarks.common import figure, finish, markdown_table, start_study, study_parser, write_results
 from benchmarks.training import train
 from distrl.compile import available_backends
 
@@ -130,7 +130,7 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--no-learner-table", action="store_true", help="with --breakout on CUDA: only the backend table"
     )
-    args = parser.parse_args(argv)
+    args, info = start_study(parser, argv)
     overrides = list(args.overrides)
     backends = [(args.backend, args.mode)]
     if args.all:
@@ -162,8 +162,6 @@ def main(argv=None) -> int:
     if args.quick:
         backends, args.repeats = [("onnxrt", "default")], 1
         overrides += ["stop.env_steps=20000", "stop.episode_return_mean=null"]
-    info = machine_info()
-    print_machine(info)
     rows, failures, learner_rows = [], [], []
     runs = [] if args.learner_table_only else [("eager", "default"), *backends]
     for backend, mode in runs:
@@ -252,19 +250,14 @@ def main(argv=None) -> int:
     ]
 
     def chart(path: Path) -> None:
-        plt = pyplot()
-
-        fig, ax = plt.subplots(figsize=(6, 3.5))
-        names = [
-            f"{r['backend']} {r['mode'].replace('max-autotune-no-cudagraphs', 'max-autotune')} s{r['seed']}"
-            for r in rows
-        ]
-        ax.bar(names, [r["steady_sps"] for r in rows])
-        ax.set_ylabel("env steps/s (steady iterations)")
-        ax.set_title(f"distrl PPO, {args.config}")
-        fig.tight_layout()
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
+        with figure(path, (6, 3.5)) as ax:
+            names = [
+                f"{r['backend']} {r['mode'].replace('max-autotune-no-cudagraphs', 'max-autotune')} s{r['seed']}"
+                for r in rows
+            ]
+            ax.bar(names, [r["steady_sps"] for r in rows])
+            ax.set_ylabel("env steps/s (steady iterations)")
+            ax.set_title(f"distrl PPO, {args.config}")
 
     name = (
         ("ppo_breakout_gpu" if cuda_available() else "ppo_breakout")
@@ -273,17 +266,19 @@ def main(argv=None) -> int:
         if args.all
         else f"ppo_{args.backend}"
     )
-    payload = {
-        "machine": info,
-        "args": vars(args) | {"results_dir": str(args.results_dir)},
-        "overrides": overrides,
-        "rows": rows,
-        "gpu_learner_rows": learner_rows,
-    }
-    if args.breakout:
-        payload["rllib_published"] = [{"backend": b, "mode": m, "speedup_pct": pct} for b, m, pct in RLLIB_PUBLISHED]
-    ok = write_results(name, payload, markdown_table(rows, columns), chart, failures, args.quick, args.results_dir)
-    return 0 if ok else 1
+    published = [{"backend": b, "mode": m, "speedup_pct": pct} for b, m, pct in RLLIB_PUBLISHED]
+    return finish(
+        name,
+        args,
+        info,
+        rows,
+        columns,
+        chart=chart,
+        failures=failures,
+        overrides=overrides,
+        gpu_learner_rows=learner_rows,
+        **({"rllib_published": published} if args.breakout else {}),
+    )
 
 
 if __name__ == "__main__":

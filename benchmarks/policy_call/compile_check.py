@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import numpy as np
 import torch
 
-from benchmarks.common import machine_info, markdown_table, print_machine, study_parser, write_results
+from benchmarks.common import finish, start_study, study_parser
 from benchmarks.policy_call.inference import MODELS, collect_observations
 from distrl.compile import EagerPolicy, Float64Reference, available_backends, build_inference_policy, check_output
 from distrl.envs import make_vec_env
@@ -100,10 +100,8 @@ def main(argv=None) -> int:
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--batch-sizes", nargs="+", type=int, default=[1, 16, 64])
     parser.add_argument("--updates", type=int, default=10, help="weight updates measured per row")
-    args = parser.parse_args(argv)
+    args, info = start_study(parser, argv)
     torch.set_num_threads(1)
-    info = machine_info()
-    print_machine(info)
     backends = [r["name"] for r in available_backends() if r["available"] and r["name"] != "eager" and not r["chooses"]]
     plan = [(m, b, bs) for m in args.models for b in backends for bs in args.batch_sizes]
     if args.quick:
@@ -133,16 +131,7 @@ def main(argv=None) -> int:
         ("error_over_allowed", "error / allowed"),
         ("stale_over_allowed", "one step behind / allowed"),
     ]
-    ok = write_results(
-        "compile_check",
-        {"machine": info, "args": vars(args), "rows": rows},
-        markdown_table(rows, columns),
-        None,
-        failures,
-        args.quick,
-        args.results_dir,
-    )
-    return 0 if ok else 1
+    return finish("compile_check", args, info, rows, columns, failures=failures)
 
 
 if __name__ == "__main__":

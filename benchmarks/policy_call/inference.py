@@ -21,16 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import numpy as np
 import torch
 
-from benchmarks.common import (
-    machine_info,
-    markdown_table,
-    print_machine,
-    pyplot,
-    spread,
-    study_parser,
-    time_calls,
-    write_results,
-)
+from benchmarks.common import figure, finish, spread, start_study, study_parser, time_calls
 from distrl.compile import EagerPolicy, available_backends, build_inference_policy, check_against_eager
 from distrl.compile.dynamo_stats import dynamo_counts
 from distrl.config import load_config
@@ -296,26 +287,21 @@ def plan(args) -> list[tuple[str, str, str, int]]:
 
 def chart(rows: list[dict]):
     def draw(path: Path) -> None:
-        plt = pyplot()
-
         models = sorted({r["model"] for r in rows})
-        fig, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 4), squeeze=False)
-        for ax, model in zip(axes[0], models):
-            for key in sorted({(r["backend"], r["mode"]) for r in rows if r["model"] == model}):
-                pts = sorted(
-                    (r["batch"], r["speedup_vs_eager"])
-                    for r in rows
-                    if r["model"] == model and (r["backend"], r["mode"]) == key
-                )
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{key[0]} {key[1]}")
-            ax.axhline(1.0, color="grey", lw=0.8)
-            ax.set_xscale("log", base=2)
-            ax.set_title(f"{model}: speed-up vs eager (incl. sampling)")
-            ax.set_xlabel("batch")
-            ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
+        with figure(path, (5 * len(models), 4), ncols=len(models), squeeze=False) as axes:
+            for ax, model in zip(axes[0], models):
+                for key in sorted({(r["backend"], r["mode"]) for r in rows if r["model"] == model}):
+                    pts = sorted(
+                        (r["batch"], r["speedup_vs_eager"])
+                        for r in rows
+                        if r["model"] == model and (r["backend"], r["mode"]) == key
+                    )
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{key[0]} {key[1]}")
+                ax.axhline(1.0, color="grey", lw=0.8)
+                ax.set_xscale("log", base=2)
+                ax.set_title(f"{model}: speed-up vs eager (incl. sampling)")
+                ax.set_xlabel("batch")
+                ax.legend(fontsize=7)
 
     return draw
 
@@ -332,7 +318,7 @@ def main(argv=None) -> int:
     parser.add_argument("--batch-sizes", nargs="+", type=int, default=[1, 4, 16, 64, 256, 1024])
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--min-seconds", type=float, default=0.25, help="minimum duration of one repeat")
-    args = parser.parse_args(argv)
+    args, info = start_study(parser, argv)
     if args.quick:
         args.all, args.model, args.backend, args.batch_size, args.repeats, args.min_seconds = (
             False,
@@ -344,8 +330,6 @@ def main(argv=None) -> int:
         )
 
     torch.set_num_threads(1)  # a rollout worker has one core
-    info = machine_info()
-    print_machine(info)
     rows, failures = [], []
     for model, backend, mode, batch in plan(args):
         row = measure(model, backend, mode, batch, args.repeats, args.min_seconds)
@@ -396,16 +380,7 @@ def main(argv=None) -> int:
     )
     if args.all and set(args.models) != set(MODELS):  # a sweep of some models: named by them too
         name += "_" + "_".join(args.models)
-    ok = write_results(
-        name,
-        {"machine": info, "args": vars(args), "rows": rows},
-        markdown_table(rows, columns),
-        chart(rows) if args.all else None,
-        failures,
-        args.quick,
-        args.results_dir,
-    )
-    return 0 if ok else 1
+    return finish(name, args, info, rows, columns, chart=chart(rows) if args.all else None, failures=failures)
 
 
 if __name__ == "__main__":

@@ -22,15 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch
 
-from benchmarks.common import (
-    machine_info,
-    markdown_table,
-    print_machine,
-    spread,
-    study_parser,
-    time_calls,
-    write_results,
-)
+from benchmarks.common import finish, machine_info, print_machine, spread, study_parser, time_calls
 from benchmarks.policy_call.inference import build, collect_observations, example_inputs
 from distrl.common.hardware import cpu_bf16, has_convolutions
 from distrl.compile import available_backends, build_inference_policy
@@ -163,16 +155,7 @@ def main(argv=None) -> int:
         ("build_s", "build s"),
         ("check", "check"),
     ]
-    ok = write_results(
-        "inference_forms",
-        {"machine": info, "args": vars(args), "rows": rows},
-        markdown_table(rows, columns),
-        None,
-        failures,
-        args.quick,
-        args.results_dir,
-    )
-    return 0 if ok else 1
+    return finish("inference_forms", args, info, rows, columns, failures=failures)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import machine_info, markdown_table, print_machine, study_parser, write_results
+from benchmarks.common import finish, start_study, study_parser
 
 MODELS = {"mlp": "configs/cartpole.yaml", "lstm": "configs/cartpole_lstm.yaml", "cnn": "configs/breakout.yaml"}
 BACKENDS = ("eager", "onnxrt", "inductor")
@@ -99,20 +99,18 @@ def soak_in_subprocess(config_path: str, backend: str, syncs: int, timeout: floa
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
+def main() -> int:
     parser = study_parser(__doc__, quick="mlp only, 200 syncs", overrides=False)
     parser.add_argument("--models", nargs="+", choices=list(MODELS), default=None)
     parser.add_argument("--backends", nargs="+", choices=list(BACKENDS), default=list(BACKENDS))
     parser.add_argument("--syncs", type=int, default=None, help="syncs per run (default: per model)")
     parser.add_argument("--label", default="", help="a suffix for the results' name (e.g. 'before')")
     parser.add_argument("--one", nargs=3, metavar=("CONFIG", "BACKEND", "SYNCS"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args, machine = start_study(parser)
     if args.one:
         print(json.dumps(soak_one(args.one[0], args.one[1], int(args.one[2]))))
         return
 
-    machine = machine_info()
-    print_machine(machine)
     models = args.models or (["mlp"] if args.quick else list(MODELS))
     rows = []
     for model in models:
@@ -136,10 +134,9 @@ def main() -> None:
         ("bytes_per_sync", "bytes/sync"),
         ("copies_per_sync", "weight copies/sync"),
     ]
-    payload = {"machine": machine, "rows": rows, "warmup_share": WARMUP_SHARE}
     name = "soak" + (f"_{args.label}" if args.label else "")
-    write_results(name, payload, markdown_table(rows, columns), quick=args.quick, results_dir=args.results_dir)
+    return finish(name, args, machine, rows, columns, warmup_share=WARMUP_SHARE)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

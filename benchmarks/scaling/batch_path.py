@@ -36,15 +36,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import (
-    machine_info,
-    markdown_table,
-    metrics_rows,
-    print_machine,
-    stop_cleanly_on_sigterm,
-    study_parser,
-    write_results,
-)
+from benchmarks.common import finish, markdown_table, metrics_rows, start_study, study_parser
 from benchmarks.training import command
 from clusters import local_dev_cluster
 
@@ -191,15 +183,12 @@ def baseline_tree(commit: str, work: Path) -> Path:
     return tree
 
 
-def main() -> None:
+def main() -> int:
     parser = study_parser(__doc__, "CartPole with long rollouts, 40k env steps, one run a tree")
     parser.add_argument("--cases", nargs="+", choices=list(CASES), help="the cases to run (default: all)")
     parser.add_argument("--baseline", help="a commit to compare with (default: this tree alone)")
     parser.add_argument("--repeats", type=int, default=2, help="runs of each tree, alternating")
-    args = parser.parse_args()
-    stop_cleanly_on_sigterm()  # a stopped study stops its clusters too
-    info = machine_info()
-    print_machine(info)
+    args, info = start_study(parser)
     cases = QUICK if args.quick else {case: CASES[case] for case in args.cases or CASES}
     repeats = 1 if args.quick else args.repeats
     work = Path(tempfile.mkdtemp(prefix="batch_path_"))
@@ -260,9 +249,8 @@ def main() -> None:
     ]
     table = markdown_table(rows, columns)
     print(table)
-    payload = {"machine": info, "cases": cases, "place": PLACE, "runs": runs, "rows": rows}
-    write_results("batch_path", payload, table, failures=failures, quick=args.quick, results_dir=args.results_dir)
+    return finish("batch_path", args, info, rows, table=table, failures=failures, cases=cases, place=PLACE, runs=runs)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

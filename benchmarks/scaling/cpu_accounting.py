@@ -27,14 +27,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import (
-    machine_info,
-    markdown_table,
-    metrics_rows,
-    print_machine,
-    study_parser,
-    write_results,
-)
+from benchmarks.common import finish, metrics_rows, start_study, study_parser
 from benchmarks.tasks import PROXIMAL, TASKS, WORKERS
 from benchmarks.training import command
 
@@ -135,7 +128,7 @@ def measure(task: str, pipeline: str, seed: int, skip: int, window_s: float, ext
     }
 
 
-def main() -> None:
+def main() -> int:
     parser = study_parser(__doc__, quick="Pendulum, 3 updates skipped, a 3 s window", seeds=[0])
     parser.add_argument("--tasks", nargs="+", default=["Pendulum-v1", "CartPole-v1"], choices=list(TASKS))
     parser.add_argument("--pipelines", nargs="+", default=["sync", "async"], choices=["sync", "overlap", "async"])
@@ -143,11 +136,9 @@ def main() -> None:
         "--skip", type=int, default=10, help="updates before the window (start-up, first compile checks)"
     )
     parser.add_argument("--window-s", type=float, default=8.0)
-    args = parser.parse_args()
+    args, machine = start_study(parser)
     if args.quick:
         args.tasks, args.skip, args.window_s = ["Pendulum-v1"], 3, 3.0
-    machine = machine_info()
-    print_machine(machine)
     runs, rows = [], []
     for task in args.tasks:
         for seed in args.seeds:
@@ -194,14 +185,8 @@ def main() -> None:
         ("machine busy cores", "machine: cores busy"),
         ("machine cores", "machine: cores"),
     ]
-    write_results(
-        "cpu_accounting",
-        {"machine": machine, "settings": vars(args), "runs": runs, "rows": rows},
-        markdown_table(rows, columns),
-        quick=args.quick,
-        results_dir=args.results_dir,
-    )
+    return finish("cpu_accounting", args, machine, rows, columns, runs=runs)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

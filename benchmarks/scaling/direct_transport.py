@@ -24,14 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import (
-    machine_info,
-    markdown_table,
-    print_machine,
-    stop_cleanly_on_sigterm,
-    study_parser,
-    write_results,
-)
+from benchmarks.common import finish, markdown_table, start_study, study_parser
 from clusters import local_dev_cluster
 
 SIZES_MB = [0.25, 2, 14, 30]
@@ -90,13 +83,10 @@ print("RESULT " + json.dumps({"rows": out, "direct_failed": failed}))
 """
 
 
-def main() -> None:
+def main() -> int:
     parser = study_parser(__doc__, "two sizes, three calls each", overrides=False)
     parser.add_argument("--repeats", type=int, default=10, help="calls per size and transport")
-    args = parser.parse_args()
-    stop_cleanly_on_sigterm()  # a stopped study stops its cluster too
-    info = machine_info()
-    print_machine(info)
+    args, info = start_study(parser)
     sizes, repeats = (SIZES_MB[:2], 3) if args.quick else (SIZES_MB, args.repeats)
     base = tempfile.mkdtemp(prefix="dt_", dir="/tmp")  # short: Ray's socket paths must fit 107 characters
     dev = local_dev_cluster.start(
@@ -125,11 +115,12 @@ def main() -> None:
     ]
     table = markdown_table(rows, columns)
     print(table)
-    payload = {"machine": info, "repeats": repeats, "rows": rows, "direct_failed": found["direct_failed"]}
     if found["direct_failed"]:
         table += f"\n\nThe direct transfer failed: {found['direct_failed']}"
-    write_results("direct_transport", payload, table, quick=args.quick, results_dir=args.results_dir)
+    return finish(
+        "direct_transport", args, info, rows, table=table, repeats=repeats, direct_failed=found["direct_failed"]
+    )
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

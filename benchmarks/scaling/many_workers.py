@@ -25,14 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import (
-    machine_info,
-    markdown_table,
-    print_machine,
-    pyplot,
-    study_parser,
-    write_results,
-)
+from benchmarks.common import figure, finish, start_study, study_parser
 from benchmarks.training import train
 
 WARMUP_ROWS = 2  # updates after every worker answers, left out of the steady figure
@@ -83,7 +76,7 @@ def run(workers: int, args) -> dict:
     }
 
 
-def main() -> None:
+def main() -> int:
     parser = study_parser(__doc__, quick="3 workers, 12 batches a worker, a 2 ms step")
     parser.add_argument("--workers", type=int, default=48)
     parser.add_argument("--cpus-per-worker", type=float, default=0.02)
@@ -105,11 +98,9 @@ def main() -> None:
     parser.add_argument(
         "--updates", type=int, default=0, help="stop each run after this many batches a worker (0: at --seconds)"
     )
-    args = parser.parse_args()
+    args, machine = start_study(parser)
     if args.quick:
         args.workers, args.seconds, args.startup_s, args.step_s, args.updates = 3, 8.0, 30.0, 0.002, 12
-    machine = machine_info()
-    print_machine(machine)
     solo = run(1, args)
     print(f"1 worker alone: {solo['sps']:,.0f} env steps/s", flush=True)
     many = run(args.workers, args)
@@ -131,26 +122,14 @@ def main() -> None:
     ]
 
     def chart(path: Path) -> None:
-        plt = pyplot()
+        with figure(path, (6, 4), dpi=120) as ax:
+            ax.bar(["summed solo", f"{args.workers} together"], [summed, many["sps"]], color=["grey", "tab:blue"])
+            ax.set_ylabel("env steps/s")
+            ax.set_title(f"{args.workers} workers x a sleeping env, {machine['cores']} cores: {ratio:.2f}x")
+            ax.grid(alpha=0.3, axis="y")
 
-        fig, ax = plt.subplots(figsize=(6, 4))
-        ax.bar(["summed solo", f"{args.workers} together"], [summed, many["sps"]], color=["grey", "tab:blue"])
-        ax.set_ylabel("env steps/s")
-        ax.set_title(f"{args.workers} workers x a sleeping env, {machine['cores']} cores: {ratio:.2f}x")
-        ax.grid(alpha=0.3, axis="y")
-        fig.tight_layout()
-        fig.savefig(path, dpi=120)
-
-    payload = {"machine": machine, "settings": vars(args), "rows": rows, "summed_solo_sps": summed, "ratio": ratio}
-    write_results(
-        "many_workers",
-        payload,
-        markdown_table(rows, columns),
-        chart=chart,
-        quick=args.quick,
-        results_dir=args.results_dir,
-    )
+    return finish("many_workers", args, machine, rows, columns, chart=chart, summed_solo_sps=summed, ratio=ratio)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import markdown_table, write_results
+from benchmarks.common import finish
 from benchmarks.tasks import TASKS, WORKERS, parse_task_arguments, task_parser
 from benchmarks.training import train
 
@@ -53,7 +53,7 @@ def run(task: str, variant: str, seed: int, budget: int, extra: list[str]) -> di
     }
 
 
-def main() -> None:
+def main() -> int:
     parser = task_parser(__doc__, quick="CartPole, seed 0, 16,000 env steps")
     args, machine = parse_task_arguments(parser)
     runs, rows = [], []
@@ -92,14 +92,8 @@ def main() -> None:
         ("learn_s", "update s (median)"),
         ("policy lag", "policy lag"),
     ]
-    write_results(
-        "reserve_cores",
-        {"machine": machine, "settings": vars(args), "runs": runs, "rows": rows},
-        markdown_table(rows, columns),
-        quick=args.quick,
-        results_dir=args.results_dir,
-    )
+    return finish("reserve_cores", args, machine, rows, columns, runs=runs)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

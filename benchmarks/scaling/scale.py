@@ -28,14 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import (
-    machine_info,
-    markdown_table,
-    print_machine,
-    stop_cleanly_on_sigterm,
-    study_parser,
-    write_results,
-)
+from benchmarks.common import finish, start_study, study_parser
 from benchmarks.training import train
 
 ENVS_PER_WORKER, ROLLOUT_LENGTH, LEARNERS, WARMUP = 16, 64, 2, 2
@@ -82,15 +75,12 @@ def main(argv=None) -> int:
     parser = study_parser(__doc__, quick="workers 1 and 2, 4 iterations")
     parser.add_argument("--workers", nargs="+", type=int, default=[1, 2, 4, 8])
     parser.add_argument("--iterations", type=int, default=12)
-    args = parser.parse_args(argv)
+    args, info = start_study(parser, argv)
     if args.quick:
         args.workers, args.iterations = [1, 2], WARMUP + 3
-    info = machine_info()
-    print_machine(info)
     from clusters import local_dev_cluster
 
     # Two rollout nodes with 4 logical CPUs each hold up to 8 one-CPU workers; the head (label learner) the learners.
-    stop_cleanly_on_sigterm()
     temp_base = tempfile.mkdtemp(prefix="rsc_", dir="/tmp")  # short: Ray's socket paths must fit 107 chars
     rows, failures, cluster = [], [], None
     try:
@@ -131,9 +121,7 @@ def main(argv=None) -> int:
         ("sampling_efficiency", "vs 1 worker"),
         ("iteration_s", "iteration s"),
     ]
-    payload = {"machine": info, "args": vars(args), "rows": rows, "driver_cpu_max_over_min": flatness}
-    ok = write_results("scale", payload, markdown_table(rows, columns), None, failures, args.quick, args.results_dir)
-    return 0 if ok else 1
+    return finish("scale", args, info, rows, columns, failures=failures, driver_cpu_max_over_min=flatness)
 
 
 if __name__ == "__main__":

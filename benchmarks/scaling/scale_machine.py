@@ -33,16 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import (
-    machine_info,
-    markdown_table,
-    metrics_rows,
-    print_machine,
-    pyplot,
-    study_name,
-    study_parser,
-    write_results,
-)
+from benchmarks.common import figure, finish, machine_info, metrics_rows, print_machine, study_name, study_parser
 from benchmarks.env_alone import ale_async, env_alone_aggregate
 from benchmarks.training import command
 
@@ -100,7 +91,7 @@ def run_distrl(config_path: str, overrides: list[str], workers: int, cpus_per_wo
     }
 
 
-def main() -> None:
+def main() -> int:
     parser = study_parser(__doc__, quick="1 and 2 workers, 5 iterations, 3 s env-alone")
     parser.add_argument("--config", default="configs/cartpole.yaml")
     parser.add_argument("--workers", nargs="+", type=int, default=None, help="worker counts (default: 1 2)")
@@ -170,29 +161,23 @@ def main() -> None:
         columns.insert(4, ("ale_async_sps", "ale-py async, one process"))
 
     def chart(path: Path) -> None:
-        plt = pyplot()
+        with figure(path, (6, 4), dpi=120) as ax:
+            ax.plot(counts, [r["env_alone_sps"] for r in rows], "k--o", label="env alone (ceiling)")
+            if rows[0]["ale_async_sps"] is not None:
+                ax.plot(counts, [r["ale_async_sps"] for r in rows], "g:o", label="ale-py async, one process")
+            ax.plot(counts, [r["sps"] for r in rows], "b-o", label="distrl")
+            ax.set_xlabel("rollout workers")
+            ax.set_ylabel("env steps/s")
+            ax.set_title(
+                f"{Path(args.config).name} on {machine['cores']} cores"
+                + (f", {machine['gpu']}" if machine["gpu"] else "")
+            )
+            ax.legend()
+            ax.grid(alpha=0.3)
 
-        fig, ax = plt.subplots(figsize=(6, 4))
-        ax.plot(counts, [r["env_alone_sps"] for r in rows], "k--o", label="env alone (ceiling)")
-        if rows[0]["ale_async_sps"] is not None:
-            ax.plot(counts, [r["ale_async_sps"] for r in rows], "g:o", label="ale-py async, one process")
-        ax.plot(counts, [r["sps"] for r in rows], "b-o", label="distrl")
-        ax.set_xlabel("rollout workers")
-        ax.set_ylabel("env steps/s")
-        ax.set_title(
-            f"{Path(args.config).name} on {machine['cores']} cores" + (f", {machine['gpu']}" if machine["gpu"] else "")
-        )
-        ax.legend()
-        ax.grid(alpha=0.3)
-        fig.tight_layout()
-        fig.savefig(path, dpi=120)
-
-    payload = {"machine": machine, "config": args.config, "overrides": args.overrides, "rows": rows}
     name = study_name("scale_machine_" + Path(args.config).stem, args.overrides)
-    write_results(
-        name, payload, markdown_table(rows, columns), chart=chart, quick=args.quick, results_dir=args.results_dir
-    )
+    return finish(name, args, machine, rows, columns, chart=chart, config=args.config, overrides=args.overrides)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -22,16 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import (
-    RAY_FLOOR_CHILD,
-    child,
-    machine_info,
-    markdown_table,
-    print_machine,
-    study_name,
-    study_parser,
-    write_results,
-)
+from benchmarks.common import RAY_FLOOR_CHILD, child, finish, start_study, study_name, study_parser
 from benchmarks.training import train
 from distrl.driver.report import STARTUP_MILESTONES
 
@@ -51,11 +42,9 @@ def main() -> int:
     parser = study_parser(__doc__, quick="one run")
     parser.add_argument("--config", default="configs/cartpole.yaml")
     parser.add_argument("--runs", type=int, default=5)
-    args = parser.parse_args()
+    args, machine = start_study(parser)
     if args.quick:
         args.runs = 1
-    machine = machine_info()
-    print_machine(machine)
     floors, runs = [], []
     for i in range(args.runs):  # in turns
         floors.append(child(RAY_FLOOR_CHILD))
@@ -106,21 +95,22 @@ def main() -> int:
         )
         print(f"first update past the run's own Ray start: median {over_own:.2f} s ({min(own):.2f}-{max(own):.2f})")
     columns = [("phase", "milestone (s from launch)"), ("s", "median"), ("min", "min"), ("max", "max")]
-    payload = {
-        "machine": machine,
-        "config": args.config,
-        "overrides": args.overrides,
-        "floors": floors,
-        "runs": runs,
-        "medians": medians,
-        "ray_floor_s": floor,
-        "first_update_over_floor_s": over,
-        "first_update_over_own_ray_s": over_own,
-        "rows": rows,
-    }
     name = study_name("startup_" + Path(args.config).stem, args.overrides)
-    ok = write_results(name, payload, markdown_table(rows, columns), None, None, args.quick, args.results_dir)
-    return 0 if ok else 1
+    return finish(
+        name,
+        args,
+        machine,
+        rows,
+        columns,
+        config=args.config,
+        overrides=args.overrides,
+        floors=floors,
+        runs=runs,
+        medians=medians,
+        ray_floor_s=floor,
+        first_update_over_floor_s=over,
+        first_update_over_own_ray_s=over_own,
+    )
 
 
 if __name__ == "__main__":

@@ -33,17 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import (
-    STEPPING,
-    machine_info,
-    markdown_table,
-    print_machine,
-    stepping_label,
-    stepping_settings,
-    study_name,
-    study_parser,
-    write_results,
-)
+from benchmarks.common import STEPPING, finish, start_study, stepping_label, stepping_settings, study_name, study_parser
 from benchmarks.env_alone import env_alone_aggregate
 from benchmarks.training import train
 
@@ -147,11 +137,9 @@ def main() -> int:
     )
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--env-seconds", type=float, default=8.0, help="seconds of each env-alone measurement")
-    args = parser.parse_args()
+    args, machine = start_study(parser)
     if args.quick:
         args.pipelines, args.iterations, args.env_seconds = ["sync"], 4, 3.0
-    machine = machine_info()
-    print_machine(machine)
     alone = env_alone_aggregate(args.config, args.overrides, 1, args.env_seconds)
     best, how = env_best(args.config, args.overrides, args.env_seconds) or (None, "")
     print(
@@ -222,18 +210,20 @@ def main() -> int:
         ("return", "return"),
         ("rows_identical", "rows identical to 1 group"),
     ]
-    payload = {
-        "machine": machine,
-        "config": args.config,
-        "overrides": args.overrides,
-        "env_alone_sps": alone,
-        "env_best_sps": best,
-        "env_best_how": how,
-        "rows": rows,
-    }
     name = study_name("env_groups_" + Path(args.config).stem, args.overrides)
-    ok = write_results(name, payload, markdown_table(rows, columns), None, failures, args.quick, args.results_dir)
-    return 0 if ok else 1
+    return finish(
+        name,
+        args,
+        machine,
+        rows,
+        columns,
+        failures=failures,
+        config=args.config,
+        overrides=args.overrides,
+        env_alone_sps=alone,
+        env_best_sps=best,
+        env_best_how=how,
+    )
 
 
 if __name__ == "__main__":

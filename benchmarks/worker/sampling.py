@@ -30,13 +30,12 @@ import torch
 
 from benchmarks.common import (
     STEPPING,
-    machine_info,
+    finish,
     markdown_table,
-    print_machine,
+    start_study,
     stepping_label,
     stepping_settings,
     study_parser,
-    write_results,
 )
 from distrl.compile import available_backends
 from distrl.config import load_config
@@ -207,14 +206,12 @@ def main(argv=None) -> int:
         action="store_true",
         help="also each backend's bare loop (policy, greedy action, env step: nothing else), one group",
     )
-    args = parser.parse_args(argv)
+    args, info = start_study(parser, argv)
     backends = args.backends or [row["name"] for row in available_backends() if row["available"]]
     if args.quick:
         args.cases, backends, args.min_seconds = ["cartpole_mlp_64"], ["eager", "onnxrt"], 0.3
 
     torch.set_num_threads(1)
-    info = machine_info()
-    print_machine(info)
     rows, bare, failures = [], [], []
     for case in args.cases:
         plain = case_config(case, "eager")
@@ -293,14 +290,7 @@ def main(argv=None) -> int:
                 ("share_of_ceiling", "of env alone"),
             ],
         )
-    payload = {
-        "machine": info,
-        "args": vars(args) | {"results_dir": str(args.results_dir)},
-        "rows": rows,
-        "bare_loops": bare,
-    }
-    ok = write_results("sampling", payload, table, None, failures, args.quick, args.results_dir)
-    return 0 if ok else 1
+    return finish("sampling", args, info, rows, table=table, failures=failures, bare_loops=bare)
 
 
 if __name__ == "__main__":

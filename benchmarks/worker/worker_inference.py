@@ -29,15 +29,7 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 import numpy as np
 import torch
 
-from benchmarks.common import (
-    machine_info,
-    markdown_table,
-    print_machine,
-    spread,
-    study_parser,
-    time_calls,
-    write_results,
-)
+from benchmarks.common import finish, machine_info, print_machine, spread, study_parser, time_calls
 from benchmarks.worker.sampling import case_config
 from distrl.compile import available_backends
 from distrl.compile.build import build_inference_policy
@@ -137,16 +129,7 @@ def main(argv=None) -> int:
         ("round_trip_us", "Ray round trip us"),
         ("round_trip_of_env_step", "round trip / env step"),
     ]
-    ok = write_results(
-        "worker_inference",
-        {"machine": info, "args": vars(args) | {"results_dir": str(args.results_dir)}, "rows": rows},
-        markdown_table(rows, columns),
-        None,
-        None,
-        args.quick,
-        args.results_dir,
-    )
-    return 0 if ok else 1
+    return finish("worker_inference", args, info, rows, columns)
 
 
 if __name__ == "__main__":
