@@ -1,11 +1,13 @@
 """A batch-sized tensor from one actor to another on another node: Ray's object store against Ray Direct Transport
-over Gloo (``@ray.method(tensor_transport="gloo")``), on a two-node cluster on 127.0.0.1
+over Gloo (``@ray.method(tensor_transport="gloo")``) and against a compiled graph (``experimental_compile``: the
+sender's method bound to the receiver's, their channel set up once), on a two-node cluster on 127.0.0.1
 (clusters/local_dev_cluster.py). A direct transfer that does not complete is recorded as failed, with Ray's error.
 
 A sender on the rollout node makes a uint8 tensor of each size (MinAtar's batch of 8,192 env steps is about 14 MB,
 Atari's of 1,024 about 30 MB); a receiver on the learner's node reads it (``ray.get`` of the ref passed in a list, as a
 learner reads its shards) and returns its sum. Each call's time from the send to the receiver's answer, median of
-``--repeats``: the object store's calls first, then the direct ones (a failed direct transfer kills both actors).
+``--repeats``: the object store's calls first, then the direct ones (a failed direct transfer kills both actors), then
+the compiled graph's, between a pair of actors of its own (half a CPU and half the node's role each, so both pairs fit the nodes).
 
     python benchmarks/scaling/direct_transport.py --results-dir benchmarks/results/batch_path
     python benchmarks/scaling/direct_transport.py --quick
@@ -38,7 +40,7 @@ from ray.experimental.collective import create_collective_group
 ray.init(address=sys.argv[1], configure_logging=False, log_to_driver=False)
 sizes, repeats = json.loads(sys.argv[2]), int(sys.argv[3])
 
-@ray.remote(num_cpus=1, resources={"rollout": 1})
+@ray.remote(num_cpus=0.5, resources={"rollout": 0.5})
 class Sender:
     def make(self, nbytes):
         return torch.ones(nbytes, dtype=torch.uint8)
@@ -48,7 +50,7 @@ class Sender:
 
 # The receiver declares the transport too: without it Ray starts no thread to take a direct transfer in, and the
 # sender's tensor waits out Ray's 60 s fetch timeout (ray-project/ray#66264).
-@ray.remote(num_cpus=1, resources={"learner": 1}, enable_tensor_transport=True)
+@ray.remote(num_cpus=0.5, resources={"learner": 0.5}, enable_tensor_transport=True)
 class Receiver:
     def read(self, refs):
         return int(ray.get(refs[0]).sum())
@@ -79,6 +81,27 @@ for row in out:
         break
 for row in out:
     row.setdefault("direct (gloo)", None)
+
+# A compiled graph: its channel sized once for the largest tensor, every size through the same graph.
+from ray.dag import InputNode
+
+@ray.remote(num_cpus=0.5, resources={"rollout": 0.5})
+class GraphSender:
+    def make(self, nbytes):
+        return torch.ones(nbytes, dtype=torch.uint8)
+
+@ray.remote(num_cpus=0.5, resources={"learner": 0.5})
+class GraphReceiver:
+    def read(self, tensor):
+        return int(tensor.sum())
+
+graph_sender, graph_receiver = GraphSender.remote(), GraphReceiver.remote()
+with InputNode() as size:
+    graph = graph_receiver.read.bind(graph_sender.make.bind(size))
+compiled = graph.experimental_compile(_buffer_size_bytes=int(max(sizes) * 1e6) + (1 << 20))
+for row in out:
+    row["compiled graph"] = timed(lambda n: compiled.execute(n), int(row["mb"] * 1e6))
+compiled.teardown(kill_actors=True)  # without the kill, teardown waits on the actors' execution loops
 print("RESULT " + json.dumps({"rows": out, "direct_failed": failed}))
 """
 
@@ -105,6 +128,7 @@ def main() -> int:
     rows = found["rows"]
     for row in rows:
         row["ratio"] = row["direct (gloo)"] / row["object store"] if row["direct (gloo)"] else None
+        row["graph ratio"] = row["compiled graph"] / row["object store"]
     if found["direct_failed"]:
         print(f"the direct transfer failed: {found['direct_failed']}")
     columns = [
@@ -112,6 +136,8 @@ def main() -> int:
         ("object store", "object store ms"),
         ("direct (gloo)", "direct (gloo) ms"),
         ("ratio", "direct / store"),
+        ("compiled graph", "compiled graph ms"),
+        ("graph ratio", "graph / store"),
     ]
     table = markdown_table(rows, columns)
     print(table)
