@@ -221,7 +221,7 @@ def workers(plt, out: Path) -> Path:
 
 def elastic(plt, out: Path) -> Path:
     """An async run's throughput while a rollout node is lost and another joins."""
-    data = load("faults/elastic_xeon_amx.json")
+    data = load("faults/elastic.json")
     series = data["series"]
     fig, ax = plt.subplots(figsize=SIZE)
     times = [point["time_s"] for point in series]
