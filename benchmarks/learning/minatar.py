@@ -94,7 +94,7 @@ def main() -> int:
         ("return_last_10pct", "last 10 % of reports (median)"),
         ("wall_s", "wall s (median)"),
     ]
-    return finish(args.name, args, machine, rows, columns | {"results_dir": str(args.results_dir)}, runs=runs)
+    return finish(args.name, args, machine, rows, columns, runs=runs)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ A sender on the rollout node makes a uint8 tensor of each size (MinAtar's batch 
 Atari's of 1,024 about 30 MB); a receiver on the learner's node reads it (``ray.get`` of the ref passed in a list, as a
 learner reads its shards) and returns its sum. Each call's time from the send to the receiver's answer, median of
 ``--repeats``: the object store's calls first, then the direct ones (a failed direct transfer kills both actors), then
-the compiled graph's, between a pair of actors of its own (half a CPU and half the node's role each, so both pairs fit the nodes).
+the compiled graph's, between a pair of actors of its own (each actor takes half a CPU and half its node's role, so
+both pairs fit the nodes).
 
     python benchmarks/scaling/direct_transport.py --results-dir benchmarks/results/batch_path
     python benchmarks/scaling/direct_transport.py --quick
