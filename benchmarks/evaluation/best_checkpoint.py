@@ -91,7 +91,7 @@ def main() -> int:
         + ".\n"
     )
     name = "best_checkpoint_" + Path(args.config).stem
-    return finish(name, args, machine, rows, table=table, medians=medians, config=args.config, every=args.every)
+    return finish(name, args, machine, rows, table=table, medians=medians)
 
 
 if __name__ == "__main__":

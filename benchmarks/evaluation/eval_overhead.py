@@ -68,7 +68,7 @@ def main() -> int:
         ],
     )
     table += f"\nMedian time to 475: {without} s without evaluation, {with_eval} s with it; ratio {ratio:.3f}.\n"
-    return finish("eval_overhead", args, machine, rows, table=table, medians=medians, ratio=ratio, every=args.every)
+    return finish("eval_overhead", args, machine, rows, table=table, medians=medians, ratio=ratio)
 
 
 if __name__ == "__main__":

@@ -99,7 +99,7 @@ def main() -> int:
             ("steps_per_s", "env steps/s"),
         ],
     )
-    return finish("league_sampling", args, machine, rows, table=md, config=args.config, samples=args.samples)
+    return finish("league_sampling", args, machine, rows, table=md)
 
 
 if __name__ == "__main__":

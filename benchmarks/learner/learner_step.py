@@ -232,7 +232,7 @@ def main() -> int:
         ("reference", "reference"),
     ]
     name = "learner_step" + ("_gpu" if cuda else "")
-    return finish(name, args, machine, rows, columns, threads=args.threads)
+    return finish(name, args, machine, rows, columns)
 
 
 if __name__ == "__main__":

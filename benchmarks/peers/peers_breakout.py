@@ -225,8 +225,6 @@ def main() -> int:
         columns,
         failures=failures,
         sample_factory=version,
-        env_steps=args.env_steps,
-        overrides=args.overrides,
         medians=medians,
         distrl_over_sample_factory=ratio,
     )

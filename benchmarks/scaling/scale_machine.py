@@ -176,7 +176,7 @@ def main() -> int:
             ax.grid(alpha=0.3)
 
     name = study_name("scale_machine_" + Path(args.config).stem, args.overrides)
-    return finish(name, args, machine, rows, columns, chart=chart, config=args.config, overrides=args.overrides)
+    return finish(name, args, machine, rows, columns, chart=chart)
 
 
 if __name__ == "__main__":

@@ -102,8 +102,6 @@ def main() -> int:
         machine,
         rows,
         columns,
-        config=args.config,
-        overrides=args.overrides,
         floors=floors,
         runs=runs,
         medians=medians,

@@ -218,8 +218,6 @@ def main() -> int:
         rows,
         columns,
         failures=failures,
-        config=args.config,
-        overrides=args.overrides,
         env_alone_sps=alone,
         env_best_sps=best,
         env_best_how=how,
