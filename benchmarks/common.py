@@ -120,10 +120,12 @@ def figure(path: Path, size: tuple[float, float] = (6, 4), dpi: int = 100, **sub
     """The axes of one figure (``subplots``: pyplot's, e.g. ``ncols``), saved to ``path`` once the block ends."""
     plt = pyplot()
     fig, axes = plt.subplots(figsize=size, **subplots)
-    yield axes
-    fig.tight_layout()
-    fig.savefig(path, dpi=dpi)
-    plt.close(fig)
+    try:
+        yield axes
+        fig.tight_layout()
+        fig.savefig(path, dpi=dpi)
+    finally:  # a chart that failed is closed, not saved half-drawn
+        plt.close(fig)
 
 
 def metrics_rows(run_dir: Path) -> list[dict]:
