@@ -136,7 +136,20 @@ def metrics_rows(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def markdown_table(rows: list[dict], columns: list[tuple[str, str]]) -> str:
+def table_columns(columns: str | list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """A table's (row key, title) pairs, from a list of them or a header written as the table shows it:
+    ``"env | seed | wall_s: wall s"`` (a column titled by its key, or ``key: title``)."""
+    if not isinstance(columns, str):
+        return list(columns)
+    pairs = []
+    for column in columns.split(" | "):
+        key, _, title = column.partition(": ")
+        pairs.append((key.strip(), title.strip() or key.strip()))
+    return pairs
+
+
+def markdown_table(rows: list[dict], columns: str | list[tuple[str, str]]) -> str:
+    columns = table_columns(columns)
     head = "| " + " | ".join(title for _, title in columns) + " |"
     rule = "| " + " | ".join("---" for _ in columns) + " |"
     lines = [head, rule]
@@ -257,7 +270,7 @@ def finish(
     args: argparse.Namespace,
     machine: dict,
     rows: list[dict],
-    columns: list[tuple[str, str]] | None = None,
+    columns: str | list[tuple[str, str]] | None = None,
     *,
     table: str | None = None,
     chart=None,

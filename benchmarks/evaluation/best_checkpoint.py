@@ -78,13 +78,10 @@ def main() -> int:
         f"episodes) every {args.every} iterations; each checkpoint then plays {args.episodes} greedy episodes.\n\n"
         + markdown_table(
             rows,
-            [
-                ("seed", "seed"),
-                ("checkpoint", "checkpoint"),
-                ("iteration", "iteration"),
-                ("greedy_return", f"greedy return ({args.episodes} episodes)"),
-                ("greedy_std", "std"),
-            ],
+            (
+                f"seed | checkpoint | iteration | "
+                f"greedy_return: greedy return ({args.episodes} episodes) | greedy_std: std"
+            ),
         )
         + "\nMedians over seeds: "
         + ", ".join(f"{name} {value:g}" for name, value in medians.items())

@@ -58,14 +58,10 @@ def main() -> int:
     print(f"median time to 475: {without} s without, {with_eval} s with evaluation (ratio {ratio})")
     table = markdown_table(
         rows,
-        [
-            ("case", "case"),
-            ("seed", "seed"),
-            ("solved_at_s", "to 475 from launch (s)"),
-            ("env_steps", "env steps"),
-            ("best_by", "best chosen by"),
-            ("best_score", "its score"),
-        ],
+        (
+            "case | seed | solved_at_s: to 475 from launch (s) | env_steps: env steps | "
+            "best_by: best chosen by | best_score: its score"
+        ),
     )
     table += f"\nMedian time to 475: {without} s without evaluation, {with_eval} s with it; ratio {ratio:.3f}.\n"
     return finish("eval_overhead", args, machine, rows, table=table, medians=medians, ratio=ratio)

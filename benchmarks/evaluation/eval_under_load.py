@@ -83,9 +83,7 @@ def main() -> int:
                     proc.wait(timeout=120)
                 except subprocess.TimeoutExpired:
                     proc.kill()
-    table = markdown_table(
-        rows, [("case", "case"), ("eval_s", "distrl eval, 10 episodes, median (s)"), ("each_s", "each (s)")]
-    )
+    table = markdown_table(rows, "case | eval_s: distrl eval, 10 episodes, median (s) | each_s: each (s)")
     return finish("eval_under_load", args, machine, rows, table=table)
 
 

@@ -150,17 +150,14 @@ def main() -> int:
                 f"{figures['4, one slow']['stale_steps']:,}",
             }
         )
-    columns = [
-        ("pipeline", "pipeline"),
-        ("sps 4 fast", "4 fast"),
-        ("sps 4, one slow", "4, one 10x slower"),
-        ("sps 3 fast", "3 fast alone"),
-        ("one slow / 3 fast", "one slow / 3 fast (target >= 1 with async)"),
-        ("one slow / 4 fast", "one slow / 4 fast"),
-        ("sampled sps 4, one slow", "sampled (one slow)"),
-        ("policy_lag_mean (one slow)", "policy lag (one slow)"),
-        ("stale (one slow)", "stale batches / steps left out (one slow)"),
-    ]
+    columns = (
+        "pipeline | sps 4 fast: 4 fast | sps 4, one slow: 4, one 10x slower | "
+        "sps 3 fast: 3 fast alone | "
+        "one slow / 3 fast: one slow / 3 fast (target >= 1 with async) | "
+        "one slow / 4 fast | sampled sps 4, one slow: sampled (one slow) | "
+        "policy_lag_mean (one slow): policy lag (one slow) | "
+        "stale (one slow): stale batches / steps left out (one slow)"
+    )
 
     def chart(path: Path) -> None:
         with figure(path, (7, 4), dpi=120) as ax:

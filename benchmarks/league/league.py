@@ -201,13 +201,11 @@ def check(config: str, overrides: list[str], results_dir, machine: dict) -> int:
     row["floor_seat0"], row["floor_seat1"] = CHECK_FLOOR
     md = markdown_table(
         [row],
-        [
-            ("env_steps", "env steps"),
-            ("judge_seat0", "vs 1-ply judge, 1st"),
-            ("judge_seat1", "vs 1-ply judge, 2nd"),
-            ("floor_seat0", "floor, 1st"),
-            ("floor_seat1", "floor, 2nd"),
-        ],
+        (
+            "env_steps: env steps | judge_seat0: vs 1-ply judge, 1st | "
+            "judge_seat1: vs 1-ply judge, 2nd | floor_seat0: floor, 1st | "
+            "floor_seat1: floor, 2nd"
+        ),
     )
     name = Path(config).stem + "_check"
     write_results(name, {"machine": machine, "overrides": overrides, "rows": [row]}, md, results_dir=results_dir)
@@ -326,55 +324,37 @@ def main() -> int:
             }
             for o in THRESHOLDS
         ],
-        [("what", "threshold"), ("time_s", "s from launch"), ("env_steps", "env steps")],
+        "what: threshold | time_s: s from launch | env_steps: env steps",
     )
     md += "\n\n" + markdown_table(
         rows,
-        [
-            ("iteration", "iteration"),
-            ("time_s", "s"),
-            ("env_steps", "env steps"),
-            ("random_seat0", "vs random, 1st"),
-            ("random_seat1", "vs random, 2nd"),
-            ("heuristic_seat0", "vs heuristic, 1st"),
-            ("heuristic_seat1", "vs heuristic, 2nd"),
-            *([("judge_seat0", "vs 1-ply judge, 1st"), ("judge_seat1", "vs 1-ply judge, 2nd")] if judge else []),
-        ],
+        "iteration | time_s: s | env_steps: env steps | random_seat0: vs random, 1st | random_seat1: vs random, 2nd | "
+        "heuristic_seat0: vs heuristic, 1st | heuristic_seat1: vs heuristic, 2nd"
+        + (" | judge_seat0: vs 1-ply judge, 1st | judge_seat1: vs 1-ply judge, 2nd" if judge else ""),
     )
     md += "\n\n" + markdown_table(
         [newest],
-        [
-            ("player", "newest snapshot"),
-            ("random_seat0", "vs random, 1st"),
-            ("random_seat1", "vs random, 2nd"),
-            ("heuristic_seat0", "vs heuristic, 1st"),
-            ("heuristic_seat1", "vs heuristic, 2nd"),
-            ("heuristic_draws_seat0", "draws, 1st"),
-            ("heuristic_draws_seat1", "draws, 2nd"),
-            ("heuristic_wins_by_knockout", "wins by knock-out (heuristic)"),
-            ("heuristic_opponents_out", "heuristic discs out a game"),
-        ],
+        (
+            "player: newest snapshot | random_seat0: vs random, 1st | "
+            "random_seat1: vs random, 2nd | heuristic_seat0: vs heuristic, 1st | "
+            "heuristic_seat1: vs heuristic, 2nd | heuristic_draws_seat0: draws, 1st | "
+            "heuristic_draws_seat1: draws, 2nd | "
+            "heuristic_wins_by_knockout: wins by knock-out (heuristic) | "
+            "heuristic_opponents_out: heuristic discs out a game"
+        ),
     )
     if judge is not None:
         md += "\n\n" + markdown_table(
             [judge],
-            [
-                ("iteration", "the learner's newest checkpoint"),
-                ("judge_seat0", "vs 1-ply judge, 1st"),
-                ("judge_seat1", "vs 1-ply judge, 2nd"),
-                ("judge_draws_seat0", "draws, 1st"),
-                ("judge_draws_seat1", "draws, 2nd"),
-            ],
+            (
+                "iteration: the learner's newest checkpoint | judge_seat0: vs 1-ply judge, 1st | "
+                "judge_seat1: vs 1-ply judge, 2nd | judge_draws_seat0: draws, 1st | "
+                "judge_draws_seat1: draws, 2nd"
+            ),
         )
     md += f"\n\nRound robin, {table['games_per_pair']} games a pair:\n\n" + markdown_table(
         table["players"],
-        [
-            ("player", "player"),
-            ("kind", "kind"),
-            ("iteration", "iteration"),
-            ("elo", "tournament Elo"),
-            ("score", "score"),
-        ],
+        "player | kind | iteration | elo: tournament Elo | score",
     )
     return finish(name, args, machine, rows, table=md, result=result, tournament=table)
 

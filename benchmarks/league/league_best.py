@@ -75,16 +75,12 @@ def main() -> int:
     best, newest = rows
     held = all(best[f"heuristic_score_seat{s}"] >= newest[f"heuristic_score_seat{s}"] for s in (0, 1))
     print(f"best at least as strong as the newest against the scripted player in both seats: {held}")
-    columns = [
-        ("checkpoint", "checkpoint"),
-        ("iteration", "iteration"),
-        ("heuristic_seat0", "vs scripted, 1st (wins)"),
-        ("heuristic_seat1", "vs scripted, 2nd (wins)"),
-        ("heuristic_score_seat0", "score, 1st"),
-        ("heuristic_score_seat1", "score, 2nd"),
-        ("judge_seat0", "vs 1-ply judge, 1st"),
-        ("judge_seat1", "vs 1-ply judge, 2nd"),
-    ]
+    columns = (
+        "checkpoint | iteration | heuristic_seat0: vs scripted, 1st (wins) | "
+        "heuristic_seat1: vs scripted, 2nd (wins) | heuristic_score_seat0: score, 1st | "
+        "heuristic_score_seat1: score, 2nd | judge_seat0: vs 1-ply judge, 1st | "
+        "judge_seat1: vs 1-ply judge, 2nd"
+    )
     table = (
         f"`{args.config}`, {args.seconds:g} s of training (seed {args.seed}, {summary['env_steps']:,} env steps); "
         f"{args.games} games a seat, greedy. Best chosen: {best['chosen_by']}.\n\n" + markdown_table(rows, columns)

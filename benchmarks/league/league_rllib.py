@@ -88,12 +88,7 @@ def main() -> int:
     print(rows[1], flush=True)
     table = markdown_table(
         rows,
-        [
-            ("system", "system"),
-            ("time_s", f"s to win rate {THRESHOLD} vs random"),
-            ("iterations", "iterations"),
-            ("env_steps", "env steps"),
-        ],
+        (f"system | time_s: s to win rate {THRESHOLD} vs random | iterations | env_steps: env steps"),
     )
     return finish("league_rllib", args, machine, rows, table=table, threshold=THRESHOLD)
 

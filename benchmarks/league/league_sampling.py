@@ -90,14 +90,11 @@ def main() -> int:
         )
     md = markdown_table(
         rows,
-        [
-            ("snapshots", "snapshot opponents"),
-            ("env_steps", "env steps a sample"),
-            ("sample_s", "s a sample (median)"),
-            ("min_s", "min"),
-            ("max_s", "max"),
-            ("steps_per_s", "env steps/s"),
-        ],
+        (
+            "snapshots: snapshot opponents | env_steps: env steps a sample | "
+            "sample_s: s a sample (median) | min_s: min | max_s: max | "
+            "steps_per_s: env steps/s"
+        ),
     )
     return finish("league_sampling", args, machine, rows, table=md)
 

@@ -207,18 +207,11 @@ def main(argv=None) -> int:
                 ),
                 flush=True,
             )
-    columns = [
-        ("model", "model"),
-        ("variant", "variant"),
-        ("device", "device"),
-        ("batch", "batch"),
-        ("first_update_s", "first update s"),
-        ("update_s", "steady update s"),
-        ("samples_per_s", "samples/s"),
-        ("speedup_vs_eager", "x eager"),
-        ("recompiles", "recompiles"),
-        ("kept", "kernels, precision, layout"),
-    ]
+    columns = (
+        "model | variant | device | batch | first_update_s: first update s | "
+        "update_s: steady update s | samples_per_s: samples/s | "
+        "speedup_vs_eager: x eager | recompiles | kept: kernels, precision, layout"
+    )
 
     def chart(path: Path) -> None:
         with figure(path, (9, 4)) as ax:

@@ -92,16 +92,10 @@ def main(argv=None) -> int:
         rows.append({"config": Path(config).stem, "variant": "verdict", "return": median, "verdict": verdict})
         if not (identical or within):
             failures.append(f"{config}: {verdict}")
-    columns = [
-        ("config", "config"),
-        ("variant", "learner settings"),
-        ("seed", "seed"),
-        ("env_steps", "env steps"),
-        ("return", "return (last row)"),
-        ("learn_s", "learner s/update"),
-        ("wall_s", "run s"),
-        ("verdict", "verdict"),
-    ]
+    columns = (
+        "config | variant: learner settings | seed | env_steps: env steps | "
+        "return: return (last row) | learn_s: learner s/update | wall_s: run s | verdict"
+    )
     return finish("learner_defaults", args, info, rows, columns, failures=failures, off=OFF)
 
 

@@ -222,15 +222,9 @@ def main() -> int:
             if row["model"] == model_name:
                 row["x_reference"] = row["ms_per_step"] / reference
                 row["reference"] = "bare CUDA graph" if cuda else "bare eager"
-    columns = [
-        ("model", "model"),
-        ("minibatch", "minibatch"),
-        ("variant", "step"),
-        ("device", "device"),
-        ("ms_per_step", "ms per step"),
-        ("x_reference", "x reference"),
-        ("reference", "reference"),
-    ]
+    columns = (
+        "model | minibatch | variant: step | device | ms_per_step: ms per step | x_reference: x reference | reference"
+    )
     name = "learner_step" + ("_gpu" if cuda else "")
     return finish(name, args, machine, rows, columns)
 

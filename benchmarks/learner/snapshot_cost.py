@@ -138,17 +138,12 @@ def main(argv=None) -> int:
             f"{row['get_local_ms']:.2f} ms from its node, {row['get_far_ms']:.1f} ms ({row['get_far_cpu_ms']:.1f} ms "
             "CPU) from another"
         )
-    columns = [
-        ("model", "model"),
-        ("bytes", "bytes"),
-        ("update_ms", "CPU update ms"),
-        ("send_ms", "learner sends, ms"),
-        ("send_share", "share of its update"),
-        ("get_local_ms", "driver takes, same node, ms"),
-        ("get_local_cpu_ms", "its CPU ms"),
-        ("get_far_ms", "driver takes, other node, ms"),
-        ("get_far_cpu_ms", "its CPU ms"),
-    ]
+    columns = (
+        "model | bytes | update_ms: CPU update ms | send_ms: learner sends, ms | "
+        "send_share: share of its update | get_local_ms: driver takes, same node, ms | "
+        "get_local_cpu_ms: its CPU ms | get_far_ms: driver takes, other node, ms | "
+        "get_far_cpu_ms: its CPU ms"
+    )
     return finish("snapshot_cost", args, info, rows, columns)
 
 

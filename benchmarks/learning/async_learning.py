@@ -412,25 +412,20 @@ def main() -> int:
         if base is not None:
             shutil.rmtree(base, ignore_errors=True)  # the cluster's private temp dir, logs and all
     rows = summarize(runs)
-    columns = [
-        ("task", "task"),
-        ("sync env steps", "sync: env steps"),
-        ("async env steps", "async: env steps"),
-        ("steps async / sync", "async / sync steps (target <= 1.2)"),
-        ("sync wall s", "sync: s from launch"),
-        ("async wall s", "async: s from launch"),
-        ("wall async / sync", "async / sync time (target < 1)"),
-        ("sync train s", "sync: s from first update"),
-        ("async train s", "async: s from first update"),
-        ("train async / sync", "async / sync, from first update"),
-        ("async policy lag", "async: policy lag (mean of its updates)"),
-        ("updates sync/async", "updates"),
-        ("clip frac sync/async", "clip fraction"),
-        ("KL sync/async", "KL an update"),
-        ("learner busy sync/async", "learner busy past the first update"),
-        ("return sync/async", "return at the end"),
-        ("solved sync/async", "solved"),
-    ]
+    columns = (
+        "task | sync env steps: sync: env steps | async env steps: async: env steps | "
+        "steps async / sync: async / sync steps (target <= 1.2) | "
+        "sync wall s: sync: s from launch | async wall s: async: s from launch | "
+        "wall async / sync: async / sync time (target < 1) | "
+        "sync train s: sync: s from first update | "
+        "async train s: async: s from first update | "
+        "train async / sync: async / sync, from first update | "
+        "async policy lag: async: policy lag (mean of its updates) | "
+        "updates sync/async: updates | clip frac sync/async: clip fraction | "
+        "KL sync/async: KL an update | "
+        "learner busy sync/async: learner busy past the first update | "
+        "return sync/async: return at the end | solved sync/async: solved"
+    )
     if args.shipped:  # no proximal is set: the name says the algorithm only
         name = "async_learning_shipped" + (f"_{args.async_algo}" if args.async_algo != "ppo" else "")
     else:
@@ -455,13 +450,7 @@ def main() -> int:
     if triples:
         table += "\n\nShare of every three of these seeds whose medians meet target (c):\n\n" + markdown_table(
             triples,
-            [
-                ("task", "task"),
-                ("triples", "seed triples"),
-                ("steps met", "steps <= 1.2x"),
-                ("time met", "time < sync"),
-                ("both met", "both"),
-            ],
+            ("task | triples: seed triples | steps met: steps <= 1.2x | time met: time < sync | both met: both"),
         )
     return finish(name, args, machine, rows, table=table, settings=vars(args), runs=runs, seed_triples=triples)
 

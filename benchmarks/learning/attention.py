@@ -105,18 +105,12 @@ def main() -> int:
         )
     table = markdown_table(
         forward,
-        [("backend", "backend"), ("batch", "batch"), ("us_per_call", "us per call"), ("speedup_vs_eager", "x eager")],
+        "backend | batch | us_per_call: us per call | speedup_vs_eager: x eager",
     )
     if runs:
         table += "\n\n" + markdown_table(
             runs,
-            [
-                ("model", "model"),
-                ("seed", "seed"),
-                ("solved_at_s", "s to 475"),
-                ("env_steps", "env steps"),
-                ("wall_s", "wall s"),
-            ],
+            "model | seed | solved_at_s: s to 475 | env_steps: env steps | wall_s: wall s",
         )
     return finish("attention", args, machine, forward + runs, table=table, forward=forward, runs=runs, summary=summary)
 

@@ -86,14 +86,10 @@ def main() -> int:
                 "wall_s": statistics.median(r["wall_s"] for r in mine),
             }
         )
-    columns = [
-        ("model", "model"),
-        ("seeds", "seeds"),
-        ("return_end", "return at the end (median)"),
-        ("each", "each seed"),
-        ("return_last_10pct", "last 10 % of reports (median)"),
-        ("wall_s", "wall s (median)"),
-    ]
+    columns = (
+        "model | seeds | return_end: return at the end (median) | each: each seed | "
+        "return_last_10pct: last 10 % of reports (median) | wall_s: wall s (median)"
+    )
     return finish(args.name, args, machine, rows, columns, runs=runs)
 
 

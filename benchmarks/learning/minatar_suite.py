@@ -82,15 +82,12 @@ def main() -> int:
                 "wall_s": round(statistics.median(r["wall_s"] for r in mine)),
             }
         )
-    columns = [
-        ("game", "game"),
-        ("last_100", "last 100 episodes (median)"),
-        ("greedy", f"greedy, {args.episodes} episodes (median)"),
-        ("each", "each seed: last 100 / greedy"),
-        ("gymnax", "gymnax PPO"),
-        ("purejaxrl", "PureJaxRL PPO at 10M"),
-        ("wall_s", "wall s a run (median)"),
-    ]
+    columns = (
+        f"game | last_100: last 100 episodes (median) | "
+        f"greedy: greedy, {args.episodes} episodes (median) | "
+        f"each: each seed: last 100 / greedy | gymnax: gymnax PPO | "
+        f"purejaxrl: PureJaxRL PPO at 10M | wall_s: wall s a run (median)"
+    )
 
     def chart(path: Path) -> None:
         with figure(path, (4 * len(args.games), 3.2), dpi=120, ncols=len(args.games), squeeze=False) as axes:

@@ -209,21 +209,14 @@ def report(machine: dict, quick: bool, results_dir: Path) -> None:
                 "policy share": med(mine["distrl"], "policy_share_of_sample"),
             }
         )
-    columns = [
-        ("env", "env"),
-        ("distrl seeds", "distrl seeds"),
-        ("distrl last-100", "distrl: last 100 episodes (median)"),
-        ("distrl greedy", "distrl: greedy"),
-        ("distrl wall s", "distrl: wall s"),
-        ("vs CleanRL", "distrl / CleanRL (target >= 1)"),
-        ("sb3 seeds", "SB3 seeds"),
-        ("sb3 last-100", "SB3 (RL Zoo settings): last 100"),
-        ("sb3 greedy", "SB3: greedy"),
-        ("sb3 wall s", "SB3: wall s"),
-        ("CleanRL", "CleanRL published"),
-        ("RL Zoo", "RL Zoo published"),
-        ("policy share", "distrl: policy share of sample time"),
-    ]
+    columns = (
+        "env | distrl seeds | distrl last-100: distrl: last 100 episodes (median) | "
+        "distrl greedy: distrl: greedy | distrl wall s: distrl: wall s | "
+        "vs CleanRL: distrl / CleanRL (target >= 1) | sb3 seeds: SB3 seeds | "
+        "sb3 last-100: SB3 (RL Zoo settings): last 100 | sb3 greedy: SB3: greedy | "
+        "sb3 wall s: SB3: wall s | CleanRL: CleanRL published | "
+        "RL Zoo: RL Zoo published | policy share: distrl: policy share of sample time"
+    )
 
     def chart(path: Path) -> None:
         envs = [row["env"] for row in rows]

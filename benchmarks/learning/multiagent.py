@@ -384,18 +384,12 @@ def main(argv=None) -> int:
                         "finals": " ".join(f"{r['final_return']:.1f}" for r in runs),
                     }
                 )
-    columns = [
-        ("task", "task"),
-        ("variant", "variant"),
-        ("seeds", "seeds"),
-        ("final_return", "final return (median)"),
-        ("finals", "per seed"),
-        ("tail_return", f"last {TAIL:.0%} of steps (median)"),
-        ("tails", "per seed"),
-        ("tail_mappo", "the same in MAPPO's scale"),
-        ("best_return", "best (median)"),
-        ("wall_s", "wall s (median)"),
-    ]
+    columns = (
+        f"task | variant | seeds | final_return: final return (median) | "
+        f"finals: per seed | tail_return: last {TAIL:.0%} of steps (median) | "
+        f"tails: per seed | tail_mappo: the same in MAPPO's scale | "
+        f"best_return: best (median) | wall_s: wall s (median)"
+    )
     tasks = "" if args.tasks == ["spread"] else "_" + "_".join(args.tasks)  # the first task's results keep their name
     print(json.dumps(summary, indent=1))
     return finish(

@@ -224,14 +224,11 @@ def main(argv=None) -> int:
         )
     off = max(row["largest_gap"] for row in rows)
     failures = [] if off < 1e-6 else [f"MAPPO's return read off the world is {off:.3g} from 6 x per-agent - 75"]
-    columns = [
-        ("world", "world"),
-        ("policy", "policy"),
-        ("what", "what it does"),
-        ("return", "per-agent return (distrl's, RLlib's)"),
-        ("mappo_return", "MAPPO's scale"),
-        ("episodes", "episodes"),
-    ]
+    columns = (
+        "world | policy | what: what it does | "
+        "return: per-agent return (distrl's, RLlib's) | mappo_return: MAPPO's scale | "
+        "episodes"
+    )
     return finish("spread_reference", args, info, rows, columns, failures=failures)
 
 

@@ -74,17 +74,13 @@ def main() -> int:
                 runs.append(one(env_id, seed, args.steps, args.episodes, args.overrides, shipped))
                 print(runs[-1], flush=True)
     rows = [summarise(env_id, runs) for env_id in args.envs]
-    columns = [
-        ("env", "env"),
-        ("config", "config"),
-        ("greedy_median", f"greedy return, {args.episodes} episodes (median)"),
-        ("each", "each seed"),
-        ("rl_zoo", "RL Zoo PPO"),
-        ("reached", "at RL Zoo's"),
-        ("shipped", "shipped config: each seed"),
-        ("within", "within its spread"),
-        ("wall_s", "wall s (median)"),
-    ]
+    columns = (
+        f"env | config | "
+        f"greedy_median: greedy return, {args.episodes} episodes (median) | "
+        f"each: each seed | rl_zoo: RL Zoo PPO | reached: at RL Zoo's | "
+        f"shipped: shipped config: each seed | within: within its spread | "
+        f"wall_s: wall s (median)"
+    )
     return finish("start_configs", args, machine, rows, columns, runs=runs)
 
 

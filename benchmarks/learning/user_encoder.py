@@ -78,14 +78,11 @@ def main() -> int:
                 "env_steps": int(statistics.median(r["env_steps"] for r in mine)),
             }
         )
-    columns = [
-        ("case", "case"),
-        ("solved", "reached 475"),
-        ("median_s", "median s to 475"),
-        ("each_s", "each seed (s)"),
-        ("startup_s", "start-up after Ray (s)"),
-        ("env_steps", "median env steps"),
-    ]
+    columns = (
+        "case | solved: reached 475 | median_s: median s to 475 | "
+        "each_s: each seed (s) | startup_s: start-up after Ray (s) | "
+        "env_steps: median env steps"
+    )
     table = markdown_table(rows, columns)
     print(table)
     return finish("user_encoder", args, machine, rows, table=table, failures=failures, seeds=seeds, runs=runs)

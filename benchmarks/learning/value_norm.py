@@ -103,27 +103,14 @@ def main() -> int:
         )
     md = markdown_table(
         table,
-        [
-            ("task", "task"),
-            ("measure", "measure"),
-            ("off_median", "off, median"),
-            ("on_median", "on, median"),
-            ("ratio", "on / off"),
-            ("no_worse", "no worse"),
-            ("seeds", "seeds"),
-        ],
+        (
+            "task | measure | off_median: off, median | on_median: on, median | "
+            "ratio: on / off | no_worse: no worse | seeds"
+        ),
     )
     md += "\n\n" + markdown_table(
         rows,
-        [
-            ("task", "task"),
-            ("seed", "seed"),
-            ("normalize_value", "normalize_value"),
-            ("env_steps", "env steps"),
-            ("wall_s", "s"),
-            ("solved", "solved"),
-            ("return", "return"),
-        ],
+        ("task | seed | normalize_value | env_steps: env steps | wall_s: s | solved | return"),
     )
     return finish("value_norm", args, machine, rows, table=md, verdicts=table)
 

@@ -301,26 +301,18 @@ def report(rows: list[dict], medians: dict, targets: dict) -> str:
     """The results file's tables: every run, then each system's medians and distrl's time as a share of each peer's."""
     runs = markdown_table(
         rows,
-        [
-            ("system", "system"),
-            ("seed", "seed"),
-            ("sps", "env steps/s (from launch)"),
-            ("solved_at_s", "time to 475 (s)"),
-            ("env_steps", "env steps"),
-            ("wall_s", "wall s"),
-            ("episode_return_mean", "final return"),
-        ],
+        (
+            "system | seed | sps: env steps/s (from launch) | solved_at_s: time to 475 (s) | "
+            "env_steps: env steps | wall_s: wall s | episode_return_mean: final return"
+        ),
     )
     ratios = {"distrl": 1.0} | {k: targets.get(f"time_to_475_vs_{k}") for k in ("sb3", "rllib_same", "rllib_tuned")}
     summary = markdown_table(
         [m | {"solved": f"{m['solved_runs']}/{m['runs']}", "ratio": ratios.get(key)} for key, m in medians.items()],
-        [
-            ("system", "system"),
-            ("solved_at_s", "median time to 475 (s)"),
-            ("solved", "solved"),
-            ("env_steps", "median env steps"),
-            ("ratio", "distrl's time as a share of its"),
-        ],
+        (
+            "system | solved_at_s: median time to 475 (s) | solved | "
+            "env_steps: median env steps | ratio: distrl's time as a share of its"
+        ),
     )
     floor = f"Ray's own start (import, init, one task) in the same run: {targets['ray_floor_s']:.2f} s"
     if "distrl_first_batch_s" in targets:

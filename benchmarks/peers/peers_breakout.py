@@ -205,15 +205,10 @@ def main() -> int:
         + (f"; distrl {ratio:.2f}x the faster Sample Factory" if ratio else ""),
         flush=True,
     )
-    columns = [
-        ("system", "system"),
-        ("seed", "seed"),
-        ("steady_sps", "env steps/s (steady)"),
-        ("env_steps", "env steps"),
-        ("wall_s", "wall s"),
-        ("learn_s", "distrl learner s/update"),
-        ("return", "distrl final return"),
-    ]
+    columns = (
+        "system | seed | steady_sps: env steps/s (steady) | env_steps: env steps | "
+        "wall_s: wall s | learn_s: distrl learner s/update | return: distrl final return"
+    )
     failures = [
         f"{r['system']} seed {r['seed']}: too few reports for a steady rate" for r in rows if r["steady_sps"] is None
     ]

@@ -207,14 +207,11 @@ def main(argv=None) -> int:
             {"machine": info, "overrides": learner_overrides, "rows": learner_rows},
             markdown_table(
                 learner_rows,
-                [
-                    ("learner", "GPU learner"),
-                    ("steady_sps", "env steps/s (steady)"),
-                    ("train_sps", "env steps/s (loop)"),
-                    ("speedup_vs_first", "x eager fp32"),
-                    ("learn_s", "learn s"),
-                    ("sample_s", "sample s"),
-                ],
+                (
+                    "learner: GPU learner | steady_sps: env steps/s (steady) | "
+                    "train_sps: env steps/s (loop) | speedup_vs_first: x eager fp32 | "
+                    "learn_s: learn s | sample_s: sample s"
+                ),
             ),
             None,
             failures,
@@ -234,20 +231,12 @@ def main(argv=None) -> int:
                 f"distrl (this machine)          {row['backend']:8s} {row['mode']:16s}: {row['speedup_pct']:+.1f} % vs "
                 "eager workers"
             )
-    columns = [
-        ("backend", "worker backend"),
-        ("mode", "mode"),
-        ("seed", "seed"),
-        ("steady_sps", "env steps/s (steady)"),
-        ("train_sps", "env steps/s (loop)"),
-        ("sps", "env steps/s (from launch)"),
-        ("speedup_vs_eager", "x eager"),
-        ("solved_at_s", "solved at s"),
-        ("env_steps", "env steps"),
-        ("sample_s", "sample s"),
-        ("learn_s", "learn s"),
-        ("policy_share_of_sampling", "policy share"),
-    ]
+    columns = (
+        "backend: worker backend | mode | seed | steady_sps: env steps/s (steady) | "
+        "train_sps: env steps/s (loop) | sps: env steps/s (from launch) | "
+        "speedup_vs_eager: x eager | solved_at_s: solved at s | env_steps: env steps | "
+        "sample_s: sample s | learn_s: learn s | policy_share_of_sampling: policy share"
+    )
 
     def chart(path: Path) -> None:
         with figure(path, (6, 3.5)) as ax:

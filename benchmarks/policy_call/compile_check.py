@@ -120,17 +120,12 @@ def main(argv=None) -> int:
             failures.append(f"{model_name} {backend} bs {batch}: a correct policy exceeds the tolerance")
         if row["stale_over_allowed"] <= 1:
             failures.append(f"{model_name} {backend} bs {batch}: a policy one step behind passes the check")
-    columns = [
-        ("model", "model"),
-        ("backend", "backend"),
-        ("batch", "batch"),
-        ("difference", "max |compiled - eager|"),
-        ("eager_error", "eager error vs f64"),
-        ("error", "compiled error vs f64"),
-        ("tolerance", "allowed"),
-        ("error_over_allowed", "error / allowed"),
-        ("stale_over_allowed", "one step behind / allowed"),
-    ]
+    columns = (
+        "model | backend | batch | difference: max |compiled - eager| | "
+        "eager_error: eager error vs f64 | error: compiled error vs f64 | "
+        "tolerance: allowed | error_over_allowed: error / allowed | "
+        "stale_over_allowed: one step behind / allowed"
+    )
     return finish("compile_check", args, info, rows, columns, failures=failures)
 
 

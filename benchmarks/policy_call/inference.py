@@ -357,22 +357,14 @@ def main(argv=None) -> int:
             failures.append(f"{model} {backend} {mode} bs {batch}: {row['mismatch']}")
         if backend in ("inductor", "ipex") and row["backend_used"] == backend and row["graphs_compiled"] == 0:
             failures.append(f"{model} {backend} {mode} bs {batch}: nothing was compiled (dynamo ran eager)")
-    columns = [
-        ("model", "model"),
-        ("backend_shown", "backend"),
-        ("mode", "mode"),
-        ("batch", "batch"),
-        ("us_per_call", "us/call"),
-        ("samples_per_s", "samples/s"),
-        ("speedup_vs_eager", "x eager"),
-        ("speedup_vs_torch_distributions", "x torch.distributions"),
-        ("forward_us", "forward us"),
-        ("bare_ort_forward_us", "bare ORT forward us"),
-        ("forward_vs_bare_ort", "x bare ORT"),
-        ("sync_ms", "sync ms"),
-        ("compile_s", "compile s"),
-        ("recompiles", "recompiles"),
-    ]
+    columns = (
+        "model | backend_shown: backend | mode | batch | us_per_call: us/call | "
+        "samples_per_s: samples/s | speedup_vs_eager: x eager | "
+        "speedup_vs_torch_distributions: x torch.distributions | "
+        "forward_us: forward us | bare_ort_forward_us: bare ORT forward us | "
+        "forward_vs_bare_ort: x bare ORT | sync_ms: sync ms | compile_s: compile s | "
+        "recompiles"
+    )
     name = (
         ("inference" if not args.backends else "inference_" + "_".join(args.backends))
         if args.all

@@ -144,17 +144,10 @@ def main(argv=None) -> int:
         for r in rows
         if r["check"] != "passed"
     ]
-    columns = [
-        ("model", "model"),
-        ("batch", "batch"),
-        ("backend", "backend"),
-        ("precision", "precision"),
-        ("memory_format", "layout"),
-        ("us", "us/forward"),
-        ("x_onnxrt", "x onnxrt"),
-        ("build_s", "build s"),
-        ("check", "check"),
-    ]
+    columns = (
+        "model | batch | backend | precision | memory_format: layout | us: us/forward | "
+        "x_onnxrt: x onnxrt | build_s: build s | check"
+    )
     return finish("inference_forms", args, info, rows, columns, failures=failures)
 
 

@@ -124,16 +124,11 @@ def main() -> int:
                 f"{row['bytes_per_sync'] / 1e3:8.2f} KB/sync ({row['copies_per_sync']:.3f} weight copies)",
                 flush=True,
             )
-    columns = [
-        ("model", "model"),
-        ("backend", "backend"),
-        ("syncs", "syncs"),
-        ("weight_bytes", "weights (bytes)"),
-        ("rss_start_mb", "RSS start (MB)"),
-        ("rss_end_mb", "RSS end (MB)"),
-        ("bytes_per_sync", "bytes/sync"),
-        ("copies_per_sync", "weight copies/sync"),
-    ]
+    columns = (
+        "model | backend | syncs | weight_bytes: weights (bytes) | "
+        "rss_start_mb: RSS start (MB) | rss_end_mb: RSS end (MB) | "
+        "bytes_per_sync: bytes/sync | copies_per_sync: weight copies/sync"
+    )
     name = "soak" + (f"_{args.label}" if args.label else "")
     return finish(name, args, machine, rows, columns, warmup_share=WARMUP_SHARE)
 

@@ -233,20 +233,14 @@ def main() -> int:
         for name, done in by_tree.items()
     ]
     failures = [f"{row['case']}, {row['tree']}: no batch trained" for row in rows if not row["sps"]]
-    columns = [
-        ("case", "case"),
-        ("tree", "tree"),
-        ("runs", "runs"),
-        ("sps", "env steps/s (median)"),
-        ("learner_mb", "MB into the learner's node"),
-        ("head_mb", "batch MB into the head"),
-        ("head_all_mb", "all MB into the head"),
-        ("share", "head / learner"),
-        ("coordinator_ms", "coordinator CPU ms / batch"),
-        ("pullers_ms", "pullers CPU ms / batch"),
-        ("driver_ms", "driver CPU ms / update"),
-        ("bytes_per_step", "batch bytes / env step"),
-    ]
+    columns = (
+        "case | tree | runs | sps: env steps/s (median) | "
+        "learner_mb: MB into the learner's node | head_mb: batch MB into the head | "
+        "head_all_mb: all MB into the head | share: head / learner | "
+        "coordinator_ms: coordinator CPU ms / batch | "
+        "pullers_ms: pullers CPU ms / batch | driver_ms: driver CPU ms / update | "
+        "bytes_per_step: batch bytes / env step"
+    )
     table = markdown_table(rows, columns)
     print(table)
     return finish("batch_path", args, info, rows, table=table, failures=failures, cases=cases, place=PLACE, runs=runs)

@@ -171,20 +171,13 @@ def main() -> int:
                         "machine cores": r["machine_cores"],
                     }
                 )
-    columns = [
-        ("task", "task"),
-        ("pipeline", "pipeline"),
-        ("seed", "seed"),
-        ("updates/s", "updates / s"),
-        ("env steps/s", "env steps / s"),
-        ("s per update", "s per update"),
-        ("learner CPU s", "learner: CPU s per update"),
-        ("learner cores", "learner: cores busy"),
-        ("workers CPU s", "workers: CPU s per update"),
-        ("rest CPU s", "driver, coordinator, Ray: CPU s per update"),
-        ("machine busy cores", "machine: cores busy"),
-        ("machine cores", "machine: cores"),
-    ]
+    columns = (
+        "task | pipeline | seed | updates/s: updates / s | env steps/s: env steps / s | "
+        "s per update | learner CPU s: learner: CPU s per update | "
+        "learner cores: learner: cores busy | workers CPU s: workers: CPU s per update | "
+        "rest CPU s: driver, coordinator, Ray: CPU s per update | "
+        "machine busy cores: machine: cores busy | machine cores: machine: cores"
+    )
     return finish("cpu_accounting", args, machine, rows, columns, runs=runs)
 
 

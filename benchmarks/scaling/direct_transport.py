@@ -132,14 +132,11 @@ def main() -> int:
         row["graph ratio"] = row["compiled graph"] / row["object store"]
     if found["direct_failed"]:
         print(f"the direct transfer failed: {found['direct_failed']}")
-    columns = [
-        ("mb", "MB"),
-        ("object store", "object store ms"),
-        ("direct (gloo)", "direct (gloo) ms"),
-        ("ratio", "direct / store"),
-        ("compiled graph", "compiled graph ms"),
-        ("graph ratio", "graph / store"),
-    ]
+    columns = (
+        "mb: MB | object store: object store ms | direct (gloo): direct (gloo) ms | "
+        "ratio: direct / store | compiled graph: compiled graph ms | "
+        "graph ratio: graph / store"
+    )
     table = markdown_table(rows, columns)
     print(table)
     if found["direct_failed"]:

@@ -111,15 +111,12 @@ def main() -> int:
         f"(every worker answering {many['all_answering_at_s']:.0f} s after launch)"
     )
     rows = [{**solo, "share": solo["sps"] / solo["sps"]}, {**many, "share": ratio}]
-    columns = [
-        ("workers", "workers"),
-        ("sps", "env steps/s"),
-        ("share", "of the summed solo throughput (target >= 0.9)"),
-        ("driver_cpu_s_per_update", "driver CPU s / update"),
-        ("policy_lag_mean", "policy lag"),
-        ("stale_batches", "stale batches"),
-        ("all_answering_at_s", "every worker answering at (s)"),
-    ]
+    columns = (
+        "workers | sps: env steps/s | "
+        "share: of the summed solo throughput (target >= 0.9) | "
+        "driver_cpu_s_per_update: driver CPU s / update | policy_lag_mean: policy lag | "
+        "stale_batches: stale batches | all_answering_at_s: every worker answering at (s)"
+    )
 
     def chart(path: Path) -> None:
         with figure(path, (6, 4), dpi=120) as ax:

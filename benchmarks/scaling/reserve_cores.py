@@ -83,15 +83,11 @@ def main() -> int:
                     "policy lag": round(statistics.median(r["policy_lag"] for r in mine), 2),
                 }
             )
-    columns = [
-        ("task", "task"),
-        ("variant", "pipeline"),
-        ("seeds", "seeds"),
-        ("sps", "env steps/s past the first update (median)"),
-        ("vs sync", "/ sync"),
-        ("learn_s", "update s (median)"),
-        ("policy lag", "policy lag"),
-    ]
+    columns = (
+        "task | variant: pipeline | seeds | "
+        "sps: env steps/s past the first update (median) | vs sync: / sync | "
+        "learn_s: update s (median) | policy lag"
+    )
     return finish("reserve_cores", args, machine, rows, columns, runs=runs)
 
 

@@ -111,16 +111,12 @@ def main(argv=None) -> int:
     cpu = [r["driver_cpu_ms_per_iter"] for r in rows]
     flatness = max(cpu) / max(min(cpu), 1e-9)
     print(f"driver CPU per iteration max/min over worker counts: {flatness:.2f} (target <= 1.5)")
-    columns = [
-        ("workers", "workers"),
-        ("driver_cpu_ms_per_iter", "driver CPU ms/iter"),
-        ("batch_bytes", "batch bytes"),
-        ("learner_fetch_bytes", "bytes per learner"),
-        ("fetch_share", "share"),
-        ("worker_sample_sps", "env steps/s per worker"),
-        ("sampling_efficiency", "vs 1 worker"),
-        ("iteration_s", "iteration s"),
-    ]
+    columns = (
+        "workers | driver_cpu_ms_per_iter: driver CPU ms/iter | "
+        "batch_bytes: batch bytes | learner_fetch_bytes: bytes per learner | "
+        "fetch_share: share | worker_sample_sps: env steps/s per worker | "
+        "sampling_efficiency: vs 1 worker | iteration_s: iteration s"
+    )
     return finish("scale", args, info, rows, columns, failures=failures, driver_cpu_max_over_min=flatness)
 
 

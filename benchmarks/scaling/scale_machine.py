@@ -145,20 +145,16 @@ def main() -> int:
             )
     print(rows[0]["learner_line"])
     print(rows[0]["step_line"])
-    columns = [
-        ("workers", "workers"),
-        ("cpus_per_worker", "CPU/worker"),
-        ("sps", "distrl env steps/s"),
-        ("env_alone_sps", "env alone, same processes"),
-        ("share_of_env_alone", "share"),
-        ("learn_s", "learner s/update"),
-        ("sample_s", "sample s/iteration"),
-        ("learn_over_sample", "learn / sample"),
-        ("worker_sampling_sps", "a worker's env steps/s while sampling"),
-        ("sampling_share", "of one env-alone process"),
-    ]
-    if any(r["ale_async_sps"] is not None for r in rows):
-        columns.insert(4, ("ale_async_sps", "ale-py async, one process"))
+    columns = (
+        "workers | cpus_per_worker: CPU/worker | sps: distrl env steps/s | "
+        "env_alone_sps: env alone, same processes | "
+        + ("ale_async_sps: ale-py async, one process | " if any(r["ale_async_sps"] is not None for r in rows) else "")
+        + "share_of_env_alone: share | "
+        "learn_s: learner s/update | sample_s: sample s/iteration | "
+        "learn_over_sample: learn / sample | "
+        "worker_sampling_sps: a worker's env steps/s while sampling | "
+        "sampling_share: of one env-alone process"
+    )
 
     def chart(path: Path) -> None:
         with figure(path, (6, 4), dpi=120) as ax:

@@ -94,7 +94,7 @@ def main() -> int:
             {"phase": "first update past the run's own Ray start", "s": over_own, "min": min(own), "max": max(own)}
         )
         print(f"first update past the run's own Ray start: median {over_own:.2f} s ({min(own):.2f}-{max(own):.2f})")
-    columns = [("phase", "milestone (s from launch)"), ("s", "median"), ("min", "min"), ("max", "max")]
+    columns = "phase: milestone (s from launch) | s: median | min | max"
     name = study_name("startup_" + Path(args.config).stem, args.overrides)
     return finish(
         name,

@@ -195,21 +195,15 @@ def main() -> int:
             )
         if same is False and pipeline != "async":
             failures.append(f"{pipeline}: the runs with 1 and 2 env groups learned differently ({differ[:6]})")
-    columns = [
-        ("pipeline", "pipeline"),
-        ("stepping", "env copies"),
-        ("worker_sampling_sps", "a worker's env steps/s while sampling"),
-        ("share_of_env_alone", "of the env alone (1 thread)"),
-        ("share_of_env_best", "of the env at its best"),
-        ("sample_s", "sample s"),
-        ("policy_s", "policy s"),
-        ("env_s", "waiting on the env s"),
-        ("speedup", "sampling speed-up"),
-        ("learn_s", "learner s/update"),
-        ("sps", "run env steps/s"),
-        ("return", "return"),
-        ("rows_identical", "rows identical to 1 group"),
-    ]
+    columns = (
+        "pipeline | stepping: env copies | "
+        "worker_sampling_sps: a worker's env steps/s while sampling | "
+        "share_of_env_alone: of the env alone (1 thread) | "
+        "share_of_env_best: of the env at its best | sample_s: sample s | "
+        "policy_s: policy s | env_s: waiting on the env s | speedup: sampling speed-up | "
+        "learn_s: learner s/update | sps: run env steps/s | return | "
+        "rows_identical: rows identical to 1 group"
+    )
     name = study_name("env_groups_" + Path(args.config).stem, args.overrides)
     return finish(
         name,

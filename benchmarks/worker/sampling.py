@@ -262,18 +262,12 @@ def main(argv=None) -> int:
                 f"({sps / ceiling:.0%} of env alone)",
                 flush=True,
             )
-    columns = [
-        ("case", "case"),
-        ("backend_used", "backend"),
-        ("stepping", "stepping"),
-        ("env_alone_sps", "env alone steps/s"),
-        ("worker_sps", "worker steps/s"),
-        ("share_of_ceiling", "of env alone"),
-        ("env_share", "env"),
-        ("policy_share", "policy"),
-        ("bookkeeping_share", "bookkeeping"),
-        ("policy_us_per_step", "policy us/step"),
-    ]
+    columns = (
+        "case | backend_used: backend | stepping | env_alone_sps: env alone steps/s | "
+        "worker_sps: worker steps/s | share_of_ceiling: of env alone | env_share: env | "
+        "policy_share: policy | bookkeeping_share: bookkeeping | "
+        "policy_us_per_step: policy us/step"
+    )
     table = markdown_table(rows, columns)
     if bare:
         table += (
@@ -282,13 +276,10 @@ def main(argv=None) -> int:
         )
         table += markdown_table(
             bare,
-            [
-                ("case", "case"),
-                ("backend", "backend"),
-                ("env_alone_sps", "env alone steps/s"),
-                ("bare_sps", "bare loop steps/s"),
-                ("share_of_ceiling", "of env alone"),
-            ],
+            (
+                "case | backend | env_alone_sps: env alone steps/s | "
+                "bare_sps: bare loop steps/s | share_of_ceiling: of env alone"
+            ),
         )
     return finish("sampling", args, info, rows, table=table, failures=failures, bare_loops=bare)
 
