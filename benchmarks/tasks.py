@@ -7,11 +7,7 @@ import argparse
 
 from benchmarks.common import start_study, study_parser
 
-WORKERS = [
-    "rollout.num_workers=4",
-    "rollout.num_cpus_per_worker=0.25",
-    "logging.progress=lines",
-]
+WORKERS = ["rollout.num_workers=4", "rollout.num_cpus_per_worker=0.25", "logging.progress=lines"]
 TASKS = {  # name -> (config, overrides, target, env step budget)
     "CartPole-v1": ("configs/cartpole.yaml", ["env.num_envs_per_worker=16"], 475.0, 1_500_000),
     # Acrobot's entropy bonus (CleanRL's for classic control): a policy that reaches the goal by chance first must

@@ -353,8 +353,7 @@ def main() -> int:
             ),
         )
     md += f"\n\nRound robin, {table['games_per_pair']} games a pair:\n\n" + markdown_table(
-        table["players"],
-        "player | kind | iteration | elo: tournament Elo | score",
+        table["players"], "player | kind | iteration | elo: tournament Elo | score"
     )
     return finish(name, args, machine, rows, table=md, result=result, tournament=table)
 

@@ -87,8 +87,7 @@ def main() -> int:
     rows.append({"system": "RLlib self_play_with_open_spiel.py (1 env runner)", **rllib_time_to_threshold(args.limit)})
     print(rows[1], flush=True)
     table = markdown_table(
-        rows,
-        (f"system | time_s: s to win rate {THRESHOLD} vs random | iterations | env_steps: env steps"),
+        rows, f"system | time_s: s to win rate {THRESHOLD} vs random | iterations | env_steps: env steps"
     )
     return finish("league_rllib", args, machine, rows, table=table, threshold=THRESHOLD)
 

@@ -450,7 +450,7 @@ def main() -> int:
     if triples:
         table += "\n\nShare of every three of these seeds whose medians meet target (c):\n\n" + markdown_table(
             triples,
-            ("task | triples: seed triples | steps met: steps <= 1.2x | time met: time < sync | both met: both"),
+            "task | triples: seed triples | steps met: steps <= 1.2x | time met: time < sync | both met: both",
         )
     return finish(name, args, machine, rows, table=table, settings=vars(args), runs=runs, seed_triples=triples)
 

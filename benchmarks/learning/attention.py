@@ -103,14 +103,10 @@ def main() -> int:
             f"median time to 475: attention {summary['attention']:.1f} s, LSTM {summary['lstm']:.1f} s "
             f"({summary['attention_over_lstm']:.2f}x)"
         )
-    table = markdown_table(
-        forward,
-        "backend | batch | us_per_call: us per call | speedup_vs_eager: x eager",
-    )
+    table = markdown_table(forward, "backend | batch | us_per_call: us per call | speedup_vs_eager: x eager")
     if runs:
         table += "\n\n" + markdown_table(
-            runs,
-            "model | seed | solved_at_s: s to 475 | env_steps: env steps | wall_s: wall s",
+            runs, "model | seed | solved_at_s: s to 475 | env_steps: env steps | wall_s: wall s"
         )
     return finish("attention", args, machine, forward + runs, table=table, forward=forward, runs=runs, summary=summary)
 

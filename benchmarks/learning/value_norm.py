@@ -109,8 +109,7 @@ def main() -> int:
         ),
     )
     md += "\n\n" + markdown_table(
-        rows,
-        ("task | seed | normalize_value | env_steps: env steps | wall_s: s | solved | return"),
+        rows, "task | seed | normalize_value | env_steps: env steps | wall_s: s | solved | return"
     )
     return finish("value_norm", args, machine, rows, table=md, verdicts=table)
 

@@ -206,15 +206,7 @@ def main() -> int:
     )
     name = study_name("env_groups_" + Path(args.config).stem, args.overrides)
     return finish(
-        name,
-        args,
-        machine,
-        rows,
-        columns,
-        failures=failures,
-        env_alone_sps=alone,
-        env_best_sps=best,
-        env_best_how=how,
+        name, args, machine, rows, columns, failures=failures, env_alone_sps=alone, env_best_sps=best, env_best_how=how
     )
 
 
