@@ -38,12 +38,7 @@ def main() -> int:
     parser.add_argument("--lose-at", type=float, default=20.0, help="seconds after the first update")
     parser.add_argument("--add-at", type=float, default=45.0, help="seconds after the first update")
     parser.add_argument("--seconds", type=float, default=80.0, help="training time after the first update")
-    parser.add_argument(
-        "--updates-ahead",
-        type=float,
-        default=1.0,
-        help="rollout.updates_ahead: updates' worth of batches sampled while the learner updates",
-    )
+    parser.add_argument("--updates-ahead", type=float, default=1.0, help="the runs' rollout.updates_ahead")
     args, machine = start_study(parser)
     if args.quick:
         args.lose_at, args.add_at, args.seconds = 10.0, 20.0, 35.0

@@ -111,12 +111,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=30.0, help="each run's stop.time_s")
     parser.add_argument("--step-s", type=float, default=0.0005, help="a fast env copy's sleep per step")
     parser.add_argument("--slow-factor", type=float, default=10.0)
-    parser.add_argument(
-        "--repeats",
-        type=int,
-        default=1,
-        help="runs of each case, in turns (case by case, then again): the table has their medians",
-    )
+    parser.add_argument("--repeats", type=int, default=1, help="runs of each case, in turns; the table: medians")
     parser.add_argument("--updates", type=int, help="stop each run after this many updates instead of --seconds")
     args, machine = start_study(parser)
     if args.quick:

@@ -239,12 +239,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=600)
     parser.add_argument("--games", type=int, default=100, help="games per seat and opponent at each checkpoint")
     parser.add_argument("--every", type=int, default=10, help="iterations between checkpoints")
-    parser.add_argument(
-        "--tournament-games",
-        type=int,
-        default=100,
-        help="games a pair in the closing round robin (its Elo's noise shrinks with them; 100 take seconds)",
-    )
+    parser.add_argument("--tournament-games", type=int, default=100, help="games a pair in the closing round robin")
     parser.add_argument("--keep-run", type=Path, help="train into this directory and keep it")
     parser.add_argument(
         "--check",

@@ -80,19 +80,9 @@ def main() -> int:
     parser = study_parser(__doc__, quick="3 workers, 12 batches a worker, a 2 ms step")
     parser.add_argument("--workers", type=int, default=48)
     parser.add_argument("--cpus-per-worker", type=float, default=0.02)
-    parser.add_argument(
-        "--step-s",
-        type=float,
-        default=0.02,
-        help="each env copy's sleep per step (IO-bound: a worker's own CPU per step stays far below it)",
-    )
+    parser.add_argument("--step-s", type=float, default=0.02, help="each env copy's sleep per step (IO-bound)")
     parser.add_argument("--rollout-length", type=int, default=64)
-    parser.add_argument(
-        "--batches-per-update",
-        type=int,
-        default=0,
-        help="samples_per_update in workers' batches (0: one per worker, the default's round)",
-    )
+    parser.add_argument("--batches-per-update", type=int, default=0, help="samples_per_update (0: one a worker)")
     parser.add_argument("--seconds", type=float, default=120.0, help="training time past --startup-s")
     parser.add_argument("--startup-s", type=float, default=150.0, help="launch to every worker answering, allowed")
     parser.add_argument(
