@@ -16,10 +16,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,11 +75,24 @@ def command(
     return cmd, {**cluster.env, "PYTHONUNBUFFERED": "1"}
 
 
-def start(config: str, items=(), run_dir: Path | str = "run", **how) -> subprocess.Popen:
-    """``distrl train`` started and left running (a training beside the study's measurement); its output is
-    discarded. ``how``: as ``command``'s."""
-    cmd, env = command(config, items, run_dir, **how)
-    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+@contextmanager
+def running(config: str, items=(), run_dirs: list[Path] = (), **how):
+    """A ``distrl train`` in each of ``run_dirs``, left running through the block (trainings beside the study's
+    measurement, their output discarded) and stopped as Ctrl-C stops them at its end. ``how``: as ``command``'s."""
+    procs = []
+    try:
+        for run_dir in run_dirs:
+            cmd, env = command(config, items, run_dir, **how)
+            procs.append(subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        yield procs
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGINT)
+        for proc in procs:
+            try:
+                proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
 
 
 def train(

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,21 +22,17 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import finish, markdown_table, start_study, study_parser
-from benchmarks.training import start, train
+from benchmarks.training import play, running, train
 
-ENV = {**os.environ, "RAY_ADDRESS": "local"}
-DISTRL = [sys.executable, "-m", "distrl"]
 # a training beside the eval: a long budget, stopped by the study once it has timed its evals
 LOAD = ["stop.env_steps=100000000", "stop.episode_return_mean=null", "stop.time_s=600"]
 
 
 def timed_eval(run_dir: Path) -> float:
+    """Seconds from ``distrl eval RUN``'s launch to its exit (10 greedy episodes, its default)."""
     start = time.perf_counter()
-    done = subprocess.run([*DISTRL, "eval", str(run_dir)], cwd=ROOT, capture_output=True, text=True, env=ENV)
-    took = time.perf_counter() - start
-    if done.returncode != 0:
-        raise RuntimeError(f"eval failed:\n{done.stderr[-3000:]}")
-    return took
+    play(run_dir, 10)
+    return time.perf_counter() - start
 
 
 def main() -> int:
@@ -55,34 +49,17 @@ def main() -> int:
         idle = [timed_eval(run_dir) for _ in range(args.repeats)]
         rows.append({"case": "idle", "trainings_beside": 0, "eval_s": statistics.median(idle), "each_s": idle})
         print(json.dumps(rows[-1]), flush=True)
-        beside = [start("configs/cartpole.yaml", LOAD, Path(tmp) / f"load{i}") for i in range(args.beside)]
-        try:
-            deadline = time.monotonic() + 300
-            while time.monotonic() < deadline and not all(
-                (Path(tmp) / f"load{i}" / "metrics.jsonl").exists() for i in range(args.beside)
-            ):
+        loads = [Path(tmp) / f"load{i}" for i in range(args.beside)]
+        with running("configs/cartpole.yaml", LOAD, loads):
+            deadline = time.monotonic() + 300  # until every training beside has reached its first update
+            while time.monotonic() < deadline and not all((d / "metrics.jsonl").exists() for d in loads):
                 time.sleep(0.5)
             time.sleep(3)
             load = os.getloadavg()[0]
             loaded = [timed_eval(run_dir) for _ in range(args.repeats)]
-            rows.append(
-                {
-                    "case": f"{args.beside} trainings beside",
-                    "trainings_beside": args.beside,
-                    "eval_s": statistics.median(loaded),
-                    "each_s": loaded,
-                    "load_1min": round(load, 1),
-                }
-            )
-            print(json.dumps(rows[-1]), flush=True)
-        finally:
-            for proc in beside:
-                proc.send_signal(signal.SIGINT)
-            for proc in beside:
-                try:
-                    proc.wait(timeout=120)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+        case = {"case": f"{args.beside} trainings beside", "trainings_beside": args.beside}
+        rows.append({**case, "eval_s": statistics.median(loaded), "each_s": loaded, "load_1min": round(load, 1)})
+        print(json.dumps(rows[-1]), flush=True)
     table = markdown_table(rows, "case | eval_s: distrl eval, 10 episodes, median (s) | each_s: each (s)")
     return finish("eval_under_load", args, machine, rows, table=table)
 

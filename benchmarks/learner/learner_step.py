@@ -1,6 +1,7 @@
 """One PPO minibatch step: distrl's learner beside a bare PyTorch step on the same minibatch, in one run.
 
-Per model (the MLP at minibatch 1024, the Nature-CNN at minibatch 256, on real rollout batches):
+Per model (the MLP at minibatch 1024, the Nature-CNN at minibatch 256, MinAtar's two 2 x 256 MLPs at minibatch 1024
+with ``--models minatar``, on real rollout batches):
 
 - bare PyTorch: the same network, forward, clipped PPO loss, backward, global-norm clipping and
   fused Adam, written inline over a pre-gathered minibatch; on CUDA also that whole step
@@ -16,6 +17,7 @@ CNN step <= 1.0 ms and the MLP step <= 0.35 ms, within 1.3x of the bare CUDA gra
 distrl's step within 1.2x of the bare step.
 
     python benchmarks/learner/learner_step.py
+    python benchmarks/learner/learner_step.py --models minatar  # the MinAtar suite's learner
     python benchmarks/learner/learner_step.py --quick  # the MLP only, fewer steps
 """
 
@@ -45,6 +47,8 @@ MODELS = {
         "configs/breakout.yaml",
         ["env.num_envs_per_worker=8", "rollout.rollout_length=128", "ppo.minibatch_size=256"],
     ),
+    # MinAtar's suite config: two 2 x 256 MLPs over the flattened 10 x 10 x 4 frame, minibatch 1024 (needs minatar)
+    "minatar": ("configs/minatar.yaml", []),
 }
 
 
@@ -140,7 +144,7 @@ def timed_ms(fn, calls: int, steps_per_call: int, cuda: bool) -> float:
 
 def main() -> int:
     parser = study_parser(__doc__, quick="the MLP only, 2 repeats", overrides=False)
-    parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
+    parser.add_argument("--models", nargs="+", choices=list(MODELS), default=["mlp", "cnn"])
     parser.add_argument("--threads", type=int, default=1, help="torch threads on CPU (a learner actor's CPUs)")
     parser.add_argument("--repeats", type=int, default=5)
     args, machine = start_study(parser)
