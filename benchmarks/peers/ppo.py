@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.common import figure, finish, markdown_table, start_study, study_parser, write_results
+from benchmarks.common import figure, finish, start_study, study_parser
 from benchmarks.training import train
 from distrl.compile import available_backends
 
@@ -154,9 +154,7 @@ def main(argv=None) -> int:
             "onnxrt": ["default"],
             "auto": ["default"],
         }
-        if (
-            cuda_available()
-        ):  # one inductor row: every worker compiles its own copy, at the GPU run's scale minutes each
+        if cuda_available():  # one inductor row: every worker compiles its own copy, minutes each at this scale
             modes["inductor"] = ["default"]
         backends = [(b, m) for b, ms in modes.items() if b in available for m in ms]
     if args.quick:
@@ -202,23 +200,19 @@ def main(argv=None) -> int:
     if not rows:  # the GPU learner table alone
         for row in learner_rows:
             row["speedup_vs_first"] = row["steady_sps"] / learner_rows[0]["steady_sps"]
-        write_results(
-            "ppo_breakout_gpu_learner",
-            {"machine": info, "overrides": learner_overrides, "rows": learner_rows},
-            markdown_table(
-                learner_rows,
-                (
-                    "learner: GPU learner | steady_sps: env steps/s (steady) | "
-                    "train_sps: env steps/s (loop) | speedup_vs_first: x eager fp32 | "
-                    "learn_s: learn s | sample_s: sample s"
-                ),
-            ),
-            None,
-            failures,
-            False,
-            args.results_dir,
+        columns = (
+            "learner: GPU learner | steady_sps: env steps/s (steady) | train_sps: env steps/s (loop) | "
+            "speedup_vs_first: x eager fp32 | learn_s: learn s | sample_s: sample s"
         )
-        return 0 if not failures else 1
+        return finish(
+            "ppo_breakout_gpu_learner",
+            args,
+            info,
+            learner_rows,
+            columns,
+            failures=failures,
+            overrides=learner_overrides,
+        )
     eager_sps = statistics.median(r["steady_sps"] for r in rows if r["backend"] == "eager")
     for row in rows:
         row["speedup_vs_eager"] = row["steady_sps"] / eager_sps

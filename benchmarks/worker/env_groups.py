@@ -80,11 +80,13 @@ def env_best(config_path: str, overrides: list[str], seconds: float) -> tuple[fl
     return rates[batch], how
 
 
-def run(config_path: str, overrides: list[str], pipeline: str, way: str, iterations: int) -> dict:
+def run(config_path: str, overrides: list[str], pipeline: str, way: str, iterations: int, learner=()) -> dict:
+    """A run stepping its env copies the way ``way``; ``learner``: settings that pin its learner's kernels and
+    precision (where ``auto`` would time them on the first update, and a loaded machine could choose otherwise)."""
     from distrl.config import load_config
 
     copies = load_config(config_path, overrides).env.num_envs_per_worker
-    items = [*overrides, f"rollout.pipeline={pipeline}", *stepping_settings(way, copies)]
+    items = [*overrides, f"rollout.pipeline={pipeline}", *stepping_settings(way, copies), *learner]
     base = load_config(config_path, items)
     per_worker = base.env.num_envs_per_worker * base.rollout.rollout_length * base.env.action_repeat
     steps = base.update_size * base.env.action_repeat * iterations
@@ -108,7 +110,15 @@ def run(config_path: str, overrides: list[str], pipeline: str, way: str, iterati
         "return": summary.get("episode_return_mean"),
         "rows": rows,
         "start_line": line,
+        "learner_chose": summary.get("learner_step") or {},
     }
+
+
+def pinned(learner: dict) -> list[str]:
+    """Settings for the kernels and precision a run's learner chose (its summary's ``learner_step``)."""
+    amp = {"fp32": "off"}.get(learner.get("precision"), learner.get("precision"))
+    kernels = learner.get("kernels")
+    return [f"learner.compile.backend={kernels}"] * bool(kernels) + [f"learner.amp={amp}"] * bool(amp)
 
 
 def learned_alike(rows_1: list[dict], rows_2: list[dict]) -> tuple[bool, list[str]]:
@@ -155,7 +165,9 @@ def main() -> int:
     for pipeline in args.pipelines:
         done = {}
         for way in ways:
-            result = run(args.config, args.overrides, pipeline, way, args.iterations)
+            # The runs after the first take its learner's choice: the rows compared differ in their env stepping only
+            learner = pinned(done[ways[0]]["learner_chose"]) if done else []
+            result = run(args.config, args.overrides, pipeline, way, args.iterations, learner)
             done[way] = result
             result.update(
                 env_alone_sps=alone,
@@ -175,7 +187,7 @@ def main() -> int:
         for way, result in done.items():
             result["speedup"] = done["1"]["sample_s"] / result["sample_s"] if "1" in done else None
             result["rows_identical"] = same if pipeline != "async" and way == "2" else None
-            rows.append({k: v for k, v in result.items() if k != "rows"})
+            rows.append({k: v for k, v in result.items() if k not in ("rows", "learner_chose")})
             if way != "1" and "1" in done:
                 print(
                     f"{pipeline:8s} sampling {result['stepping']} / 1 group: {result['speedup']:.2f}x faster",
