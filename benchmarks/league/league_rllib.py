@@ -6,10 +6,13 @@ win rate in its training episodes passes ``--win-rate-threshold`` (0.95). This s
 as shipped with one env runner (this machine has 2 cores), time-stamps its output, and reports
 the time from launch to that moment. distrl's figure on the same terms comes from a league
 run's ``metrics.jsonl``: the first iteration whose training games against random were won at
->= 0.95 (``league_win_random``), from launch.
+>= 0.95 (``league_win_random``), from launch: a run the study trains first (``--seconds`` of
+``configs/league_connect4.yaml``), or one given (``--distrl-run``).
 
-    pip install open_spiel                      # RLlib's example needs OpenSpiel
+    pip install -e ".[peers,league]"  # RLlib and OpenSpiel (its example), PettingZoo (distrl's league)
+    python benchmarks/league/league_rllib.py
     python benchmarks/league/league_rllib.py --distrl-run RUN_DIR  # a run of configs/league_connect4.yaml
+    python benchmarks/league/league_rllib.py --quick  # distrl 30 s, RLlib 90 s (a smoke run)
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -25,8 +29,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import finish, markdown_table, metrics_rows, start_study, study_parser
+from benchmarks.training import train
 
 THRESHOLD = 0.95
+CONFIG = "configs/league_connect4.yaml"
 
 
 def rllib_time_to_threshold(limit_s: float) -> dict:
@@ -76,13 +82,20 @@ def distrl_time_to_threshold(run: Path) -> dict:
 
 
 def main() -> int:
-    parser = study_parser(__doc__, quick="RLlib gets 120 s", overrides=False)
-    parser.add_argument("--distrl-run", type=Path, required=True, help="a run of configs/league_connect4.yaml")
+    parser = study_parser(__doc__, quick="distrl 30 s, RLlib 90 s")
+    parser.add_argument("--distrl-run", type=Path, help="a run of configs/league_connect4.yaml (default: train one)")
+    parser.add_argument("--seconds", type=float, default=600, help="the league run's training time, where trained")
     parser.add_argument("--limit", type=float, default=900, help="seconds RLlib may take")
     args, machine = start_study(parser)
     if args.quick:
-        args.limit = 120
-    rows = [{"system": "distrl (configs/league_connect4.yaml)", **distrl_time_to_threshold(args.distrl_run)}]
+        args.seconds, args.limit = 30, 90
+    with tempfile.TemporaryDirectory() as tmp:
+        run = args.distrl_run
+        if run is None:
+            run = Path(tmp) / "league"
+            items = [f"stop.time_s={args.seconds}", *args.overrides]
+            train(CONFIG, items, keep=run, what=f"{CONFIG} for {args.seconds:g} s")
+        rows = [{"system": f"distrl ({CONFIG})", **distrl_time_to_threshold(run)}]
     print(rows[0], flush=True)
     rows.append({"system": "RLlib self_play_with_open_spiel.py (1 env runner)", **rllib_time_to_threshold(args.limit)})
     print(rows[1], flush=True)
