@@ -4,6 +4,7 @@ that times them and holds the one it keeps to the plain fp32 loop. Real torch, r
 import pytest
 import torch
 
+from distrl.common.hardware import cpu_bf16, has_wide_layers
 from distrl.config import load_config
 from distrl.envs import probe_spaces
 from distrl.learner import Learner
@@ -61,6 +62,8 @@ def test_the_rules_offer_a_second_way_only_where_it_can_pay():
     kinds, why = choose_precision(config, "cpu", 1, True, None)
     assert kinds == ["fp32"] and "no bf16 instructions" in why
     assert choose_precision(config, "cpu", 1, False, "AVX512-BF16")[0] == ["fp32"]
+    assert choose_precision(config, "cpu", 1, False, "AVX512-BF16", wide=True)[0] == ["fp32", "bf16"]
+    assert choose_precision(config, "cpu", 1, False, None, wide=True)[0] == ["fp32"]
     assert choose_precision(config, "cuda", 1, True, "AMX")[0] == ["fp32"]
     assert choose_precision(load_config(None, ["learner.amp=bf16"]), "cpu", 1, False, None) == (
         ["bf16"],
@@ -102,6 +105,41 @@ def test_a_plain_loop_learner_tries_nothing():
     assert not learner.epochs.checking and learner.describe()["kernels"] == "eager"
     result = learner.update(worker.sample())
     assert "learner_step" not in result and learner.describe()["trial"] is None
+
+
+def test_wide_layers_are_what_bf16_is_tried_for_on_a_model_without_convolutions():
+    def model(overrides):
+        config = load_config(None, overrides)
+        return Learner(config, *probe_spaces(config.env)).model
+
+    assert not has_wide_layers(model([]))  # CartPole's 64 x 64
+    assert has_wide_layers(model(["model.hidden=[256, 256]"]))
+    assert not has_wide_layers(model(["model.hidden=[256, 256]", "model.lstm_size=64"]))
+
+
+def test_under_a_bf16_autocast_the_heads_compute_in_fp32_and_the_layers_before_them_in_bf16():
+    config = load_config(None, ["model.hidden=[256, 256]", "learner.amp=bf16"])
+    model = Learner(config, *probe_spaces(config.env)).model
+    seen = {}
+    model.actor_encoder.register_forward_hook(lambda module, args, out: seen.update(encoder=out.dtype))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        pd_params, values = model(torch.rand(8, 4))
+    assert seen["encoder"] == torch.bfloat16 and pd_params.dtype == values.dtype == torch.float32
+    plain = load_config(None, ["model.hidden=[256, 256]", "learner.amp=off"])
+    assert "forward" not in vars(Learner(plain, *probe_spaces(plain.env)).model.value_head)  # fp32: left as it is
+
+
+@pytest.mark.skipif(cpu_bf16() is None, reason="this CPU has no bf16 instructions: bf16 is not tried")
+def test_a_learner_with_wide_layers_times_bf16_beside_fp32_and_keeps_one_that_matched():
+    worker, learner = _worker_and_learner(
+        ["model.hidden=[256, 256]", "env.num_envs_per_worker=8", "rollout.rollout_length=64", "ppo.minibatch_size=256"]
+    )
+    assert learner.epochs.checking and learner.describe()["precision"] == "fp32 or bf16"
+    result = learner.update(worker.sample())
+    tried = [way["way"] for way in learner.describe()["trial"] if way["step_ms"] is not None]
+    assert len(tried) == 2 and any("bf16" in way for way in tried) and any("fp32" in way for way in tried), tried
+    assert result["learner_step"]["precision"] in ("fp32", "bf16")
+    assert learner.step_check is None or learner.step_check.ok, learner.step_check.reason
 
 
 def test_a_bf16_update_is_held_to_the_fp32_loop_and_a_wrong_one_is_not_kept(monkeypatch):

@@ -19,3 +19,16 @@ def cpu_bf16() -> str | None:
 def has_convolutions(model: torch.nn.Module) -> bool:
     """Whether ``model`` has a 2-D convolution: what the layout, kernel and precision rules ask of a model."""
     return any(isinstance(m, torch.nn.Conv2d) for m in model.modules())
+
+
+# A linear layer with at least this many weights: products wide enough for bf16's matrix kernels to pay on a CPU that
+# has them (MinAtar's 400 x 256 layers do; the 64 x 64 control MLPs lose; docs/performance.md, the learner)
+WIDE_LAYER_WEIGHTS = 256 * 256
+
+
+def has_wide_layers(model: torch.nn.Module) -> bool:
+    """Whether ``model`` has a linear layer of ``WIDE_LAYER_WEIGHTS`` or more and no recurrent core (whose small
+    per-step products bf16 slows): what the learner's precision rule asks of a model without convolutions."""
+    if any(isinstance(m, torch.nn.RNNBase) for m in model.modules()):
+        return False
+    return any(isinstance(m, torch.nn.Linear) and m.weight.numel() >= WIDE_LAYER_WEIGHTS for m in model.modules())

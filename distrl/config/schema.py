@@ -502,9 +502,10 @@ class LearnerConfig(Section):
     compile: LearnerCompileConfig = LearnerCompileConfig()
     amp: Literal["auto", "off", "bf16", "fp16"] = Field(
         "auto",
-        description="autocast dtype of the forward (the loss stays fp32); fp16 adds a gradient scaler; bf16 "
-        "and auto are checked on the first update against the fp32 loop; auto: fp32 and bf16 timed on the first update "
-        "on a CPU with bf16 instructions (AMX, AVX512-BF16) for a convolutional model, fp32 elsewhere",
+        description="autocast dtype of the forward (the policy and value heads and the loss stay fp32); fp16 adds a "
+        "gradient scaler; bf16 and auto are checked on the first update against the fp32 loop; auto: fp32 and bf16 "
+        "timed on the first update on a CPU with bf16 instructions (AMX, AVX512-BF16) for a convolutional model or "
+        "one with a linear layer of 256 x 256 weights or more (no LSTM), fp32 elsewhere",
     )
     memory_format: Literal["auto", "channels_last", "contiguous"] = Field(
         "auto",

@@ -23,14 +23,14 @@ import torch
 from torch import nn
 
 from distrl.algo import build_algorithm
-from distrl.common.hardware import cpu_bf16, has_convolutions
+from distrl.common.hardware import cpu_bf16, has_convolutions, has_wide_layers
 from distrl.common.wire import from_wire, to_wire
 from distrl.config.schema import Config
 from distrl.data.batch import Batch
 from distrl.data.messages import SampleInfo, UpdateResult, Weights
 from distrl.learner import distributed
 from distrl.learner.epochs import LoopEpochs
-from distrl.learner.hardware import LearnerHardware, choose_memory_format, resolve_device
+from distrl.learner.hardware import LearnerHardware, choose_memory_format, heads_outside_autocast, resolve_device
 from distrl.learner.optimizer import Adam
 from distrl.learner.refs import UpdatesByRef
 from distrl.learner.state import LearnerCounters, Normalisers, learner_state, load_learner_state
@@ -90,7 +90,11 @@ class Learner(UpdatesByRef):
         self.hardware.use_threads(has_conv)
         step_kind, step_reason = choose_step(config, device.type, world_size)
         kernels, self.kernels_reason = choose_kernels(config, step_kind, device.type, world_size, has_conv)
-        precisions, self.precision_reason = choose_precision(config, device.type, world_size, has_conv, cpu_bf16())
+        precisions, self.precision_reason = choose_precision(
+            config, device.type, world_size, has_conv, cpu_bf16(), has_wide_layers(self.model)
+        )
+        if set(precisions) - {"fp32"}:
+            heads_outside_autocast(self.model)
         captured = step_kind == "device" and device.type == "cuda"
         # The fused kernel updates every parameter in one call (CPU and CUDA): fewer, larger ops per step. A captured
         # step keeps Adam's step counts on the device and reads the learning rate from a tensor the host refills.

@@ -76,10 +76,11 @@ def choose_kernels(
 
 
 def choose_precision(
-    config: Config, device_type: str, world_size: int, has_conv: bool, cpu_bf16: str | None
+    config: Config, device_type: str, world_size: int, has_conv: bool, cpu_bf16: str | None, wide: bool = False
 ) -> tuple[list[str], str]:
     """The precisions to try (``PRECISIONS``) for ``learner.amp``; ``cpu_bf16``: the CPU's bf16 instructions by
-    name (``distrl.common.hardware.cpu_bf16``), None without."""
+    name (``distrl.common.hardware.cpu_bf16``), None without; ``wide``: the model has wide linear layers
+    (``distrl.common.hardware.has_wide_layers``)."""
     amp = config.learner.amp
     if amp != "auto":
         return [{"off": "fp32"}.get(amp, amp)], f"learner.amp={amp}"
@@ -91,7 +92,9 @@ def choose_precision(
         return [
             "fp32"
         ], "auto: this CPU has no bf16 instructions (AMX, AVX512-BF16), so bf16 would be emulated (10x slower)"
-    if not has_conv:
+    if not has_conv and not wide:
         # bf16 gains nothing on small products and loses on an LSTM's (docs/performance.md, the learner).
-        return ["fp32"], "auto: fp32 for a model without convolutions (its products are too small for bf16 to pay)"
+        return ["fp32"], (
+            "auto: fp32 for a model without convolutions or wide layers (its products are too small for bf16 to pay)"
+        )
     return ["fp32", "bf16"], f"auto: this CPU has {cpu_bf16}; fp32 and bf16 timed on the first update"
