@@ -174,23 +174,6 @@ def study_name(name: str, overrides: list[str]) -> str:
     return name + "_set_" + "_".join(re.sub(r"[^A-Za-z0-9]+", "-", item).strip("-") for item in overrides)
 
 
-# The ways a worker's env copies can step, as the sampling benchmarks compare them (sampling.py, env_groups.py):
-# name -> (rollout.env_groups, half the copies acted on as they become ready: rollout.ready_envs)
-STEPPING = {"1": (1, False), "2": (2, False), "ready": (1, True)}
-
-
-def stepping_settings(way: str, copies: int) -> list[str]:
-    """``--set`` items for the way ``way`` of stepping ``copies`` env copies."""
-    groups, ready = STEPPING[way]
-    return [f"rollout.env_groups={groups}", f"rollout.ready_envs={copies // 2 if ready else 0}"]
-
-
-def stepping_label(way: str, copies: int) -> str:
-    """The way ``way`` of stepping ``copies`` env copies, in a results table's words."""
-    groups, ready = STEPPING[way]
-    return f"the first {copies // 2} of {copies} ready" if ready else f"{groups} group" + "s" * (groups > 1)
-
-
 def fresh_results_dir() -> Path:
     """A new directory for one invocation's results: ``runs/benchmarks/SCRIPT-TIMESTAMP`` (never the repository's
     ``benchmarks/results``, which only an explicit ``--results-dir`` writes)."""

@@ -26,6 +26,20 @@ def run_script(name, *args, timeout=900):
     )
 
 
+def test_a_study_imports_the_library_beside_it_and_no_other_study():
+    import ast
+
+    studies = {f"benchmarks.{path.parent.name}.{name}" for name, path in PATHS.items()}
+    leaks = {}
+    for name, path in PATHS.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            modules = [node.module] if isinstance(node, ast.ImportFrom) else []
+            modules += [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            leaks.setdefault(name, []).extend(m for m in modules if m in studies)
+    leaks = {name: modules for name, modules in leaks.items() if modules}
+    assert not leaks, leaks
+
+
 def test_every_script_answers_help_and_has_a_quick_mode():
     # The scripts' imports are most of each answer's time: four at once.
     from concurrent.futures import ThreadPoolExecutor
@@ -92,7 +106,7 @@ def test_every_multiagent_task_and_variant_is_a_config_distrl_takes():
             assert config.stop.episode_return_mean is None, (task, variant)  # every run takes its whole budget
     rmappo = TASKS["spread_mappo_world"][0] + VARIANTS["central_obs_lstm"]
     world = load_config(ROOT / "configs" / "cartpole.yaml", rmappo)
-    assert world.env.id == "benchmarks.learning.spread_reference:mappo_world" and world.model.lstm_size == 64
+    assert world.env.id == "benchmarks.spread:mappo_world" and world.model.lstm_size == 64
     assert world.ppo.normalize_value and world.ppo.value_loss == "huber" and world.agents.critic == "observations"
 
 
@@ -374,7 +388,7 @@ def test_same_learning_compares_rows_key_by_key_timings_aside(tmp_path):
 
 
 def test_spread_reference_scales_a_per_agent_return_to_mappos_and_checks_it_on_the_world(tmp_path):
-    from benchmarks.learning.spread_reference import mappo_return
+    from benchmarks.spread import mappo_return
 
     # 25 steps of 3 agents: 6 x the per-agent return, less the 75 touches of each agent with itself.
     assert mappo_return(0.0) == -75 and mappo_return(-20.0) == -195
@@ -406,7 +420,7 @@ def test_mappo_world_places_landmarks_as_mappos_mpe_and_leaves_the_rest_to_mpe2(
     import numpy as np
     from mpe2 import simple_spread_v3
 
-    from benchmarks.learning.spread_reference import mappo_world
+    from benchmarks.spread import mappo_world
 
     theirs = mappo_world(N=3, max_cycles=25, continuous_actions=False)
     ours = simple_spread_v3.parallel_env(N=3, max_cycles=25, continuous_actions=False)
@@ -425,7 +439,7 @@ def test_mappo_world_with_shared_reward_gives_every_agent_the_teams_mean_and_not
     pytest.importorskip("mpe2")
     import numpy as np
 
-    from benchmarks.learning.spread_reference import mappo_world
+    from benchmarks.spread import mappo_world
 
     shared = mappo_world(shared_reward=True, N=3, max_cycles=25, continuous_actions=False)
     own = mappo_world(N=3, max_cycles=25, continuous_actions=False)
@@ -483,7 +497,7 @@ def test_the_one_ply_judge_wins_blocks_and_never_hands_over_a_win_on_top():
     own scripted player plays the centre often; the judge never does, yet wins or blocks where it can."""
     import numpy as np
 
-    from benchmarks.league.league import one_ply_judge
+    from benchmarks.league_runs import one_ply_judge
     from distrl.envs.games.connect_four import heuristic
 
     board = np.zeros((6, 7, 2), np.float32)

@@ -33,8 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import training
 from benchmarks.common import finish, machine_info, markdown_table, print_machine, study_parser, write_results
+from benchmarks.league_runs import judge_row, train_league
 
 # Win rates to reach against each baseline, both seats, by game (env.id): the issues' targets.
 TARGETS = {
@@ -48,13 +48,6 @@ TARGETS["distrl/ConnectFour-v0"] = TARGETS["pettingzoo/classic/connect_four-v3"]
 # then: about three standard errors of 200 games below the lowest of three seeds (docs/league.md has them).
 CHECK_ENV_STEPS = 1_048_576
 CHECK_FLOOR = (0.36, 0.18)
-
-
-def train(config: str, run_dir: Path, seconds: float, every: int, overrides: list[str] | tuple = ()) -> dict:
-    """The league trained for ``seconds`` from launch into ``run_dir``, a checkpoint every ``every`` iterations, all
-    kept: its summary."""
-    items = [f"stop.time_s={seconds}", f"checkpoint.every_iterations={every}", "checkpoint.keep=1000", *overrides]
-    return training.train(config, items, what="training", keep=run_dir, checkpoints=True).summary
 
 
 def checkpoint_rows(run_dir: Path, games: int, judge: bool = False) -> list[dict]:
@@ -88,56 +81,6 @@ def checkpoint_rows(run_dir: Path, games: int, judge: bool = False) -> list[dict
             flush=True,
         )
     return rows
-
-
-def one_ply_judge(obs, mask, rng):
-    """Connect four's 1-ply judge, a stronger scripted player than the league's own: win now if it can, else block
-    the opponent's immediate win, else avoid a column that lets the opponent win on top of it, choosing among the
-    rest at random, weighted toward the centre. Observations ``[B, 6, 7, 2]`` from the mover's side."""
-    import numpy as np
-
-    from distrl.envs.games.connect_four import CENTRE_WEIGHTS, completes_four, landing_rows
-
-    own, other = obs[..., 0] > 0.5, obs[..., 1] > 0.5
-    landing = landing_rows(own | other)
-    legal = landing >= 0 if mask is None else mask.astype(bool)
-    win = completes_four(own, landing) & legal
-    block = completes_four(other, landing) & legal
-    gift = completes_four(other, np.where(landing >= 1, landing - 1, -1)) & legal  # the cell above ours wins for them
-    safe = legal & ~gift
-    weights = np.where(safe.any(1, keepdims=True), safe, legal) * CENTRE_WEIGHTS
-    weights = np.where(block.any(1, keepdims=True), block * 1.0, weights)
-    weights = np.where(win.any(1, keepdims=True), win * 1.0, weights)
-    cdf = weights.cumsum(axis=1)
-    u = (1.0 - rng.random(len(obs))) * cdf[:, -1]
-    return np.minimum((cdf < u[:, None]).sum(axis=1), 6)
-
-
-def judge_row(run: Path, games: int, quiet: bool = False) -> dict:
-    """Connect four: the learner of a run's newest checkpoint (or of a checkpoint file), greedily, against
-    ``one_ply_judge``, ``games`` a seat."""
-    import numpy as np
-
-    from distrl.league.matches import play
-    from distrl.league.tournament import build_players, game_kwargs, load_league
-
-    config, league, learner_state, iteration, _ = load_league(run)
-    players = build_players(config, league, learner_state, iteration, greedy=("main",))
-    matches = play(
-        config.env.id, game_kwargs(config), players["main"][0], one_ply_judge, 2 * games, np.random.default_rng(2)
-    )
-    row = {"iteration": iteration}
-    for seat in (0, 1):
-        scores = [m.score for m in matches if m.seat == seat]
-        row[f"judge_seat{seat}"] = sum(s == 1.0 for s in scores) / len(scores)
-        row[f"judge_draws_seat{seat}"] = sum(s == 0.5 for s in scores) / len(scores)
-    if not quiet:
-        print(
-            f"learner at iteration {iteration} against the 1-ply judge: {row['judge_seat0']:.2f}/"
-            f"{row['judge_seat1']:.2f} (draws {row['judge_draws_seat0']:.2f}/{row['judge_draws_seat1']:.2f})",
-            flush=True,
-        )
-    return row
 
 
 def newest_snapshot_row(run_dir: Path, games: int) -> dict:
@@ -193,7 +136,7 @@ def check(config: str, overrides: list[str], results_dir, machine: dict) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
         steps = [f"stop.env_steps={CHECK_ENV_STEPS}", *overrides]
-        summary = train(config, run_dir, 3600, 1_000_000, steps)
+        summary = train_league(config, run_dir, 3600, 1_000_000, steps)
         print(f"trained {summary['env_steps']:,} env steps in {summary['wall_s']:.0f} s", flush=True)
         judge = judge_row(run_dir, 200)
     low = [seat for seat in (0, 1) if judge[f"judge_seat{seat}"] < CHECK_FLOOR[seat]]
@@ -265,7 +208,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = args.keep_run or Path(tmp) / "run"
         start = time.perf_counter()
-        summary = train(args.config, run_dir, args.seconds, args.every, args.overrides)
+        summary = train_league(args.config, run_dir, args.seconds, args.every, args.overrides)
         print(
             f"trained {summary['env_steps']:,} env steps in {summary['wall_s']:.0f} s "
             f"({time.perf_counter() - start:.0f} s "

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import finish, markdown_table, start_study, study_parser
-from benchmarks.league.league import judge_row, train
+from benchmarks.league_runs import judge_row, train_league
 
 
 def seat_rates(path: Path, opponent: str, games: int) -> dict:
@@ -51,7 +51,7 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = args.keep_run or Path(tmp) / "run"
-        summary = train(
+        summary = train_league(
             args.config, run_dir, args.seconds, 25, [f"seed={args.seed}", "checkpoint.keep=3", *args.overrides]
         )
         rows = []

@@ -20,7 +20,7 @@ code reports: ``benchmarks/learning/spread_reference.py``, which also places scr
   update, lr 7e-4, 10 epochs of one minibatch, gradient norm 10), and MAPPO's budget of 20M env steps (60M agent
   steps: about 75 minutes of distrl on a 2-core box; ``--steps`` for a part of it);
 - ``spread_mappo_world``: ``spread_mappo`` in MAPPO's world (landmarks in [-0.8, 0.8] as its MPE places them:
-  ``spread_reference.mappo_world``), where its users' figures come from, with MAPPO's value normaliser and Huber value
+  ``benchmarks.spread.mappo_world``), where its users' figures come from, with MAPPO's value normaliser and Huber value
   loss (``ppo.normalize_value``, ``ppo.value_loss: huber``); with ``--variants central_obs``, MAPPO's critic on every
   agent's observation, and with ``--variants central_obs_lstm`` its recurrent policy and critic too (``rmappo``). About
   110 minutes a seed alone on a 2-core box (``central_obs``), 150 (``central_obs_lstm``);
@@ -55,10 +55,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import finish, machine_info, markdown_table, print_machine, study_name, study_parser
-from benchmarks.learning.spread_reference import AGENTS, STEPS, mappo_return, spread
+from benchmarks.spread import AGENTS, STEPS, mappo_return, spread
 from benchmarks.training import train
 
-# The world mappo_return converts returns of (spread_reference.py): AGENTS agents, STEPS steps an episode.
+# The world mappo_return converts returns of (benchmarks/spread.py): AGENTS agents, STEPS steps an episode.
 SPREAD_ENV = [
     "env.id=mpe2.simple_spread_v3:parallel_env",
     f"env.kwargs={{N: {AGENTS}, max_cycles: {STEPS}, continuous_actions: false}}",
@@ -90,10 +90,9 @@ SETTINGS = {
 }
 SETTINGS["spread_mappo_world"] = SETTINGS["spread_mappo"]
 MAPPO_BUDGET = 20_000_000 * AGENTS  # agent steps: MAPPO's 20M env steps of simple_spread
-# MAPPO's world (landmarks in [-0.8, 0.8], spread_reference.mappo_world), where its users' figures were measured.
+# MAPPO's world (landmarks in [-0.8, 0.8], benchmarks.spread.mappo_world), where its users' figures were measured.
 MAPPO_WORLD_ENV = [
-    "env.id=benchmarks.learning.spread_reference:mappo_world" if item.startswith("env.id=") else item
-    for item in SPREAD_ENV
+    "env.id=benchmarks.spread:mappo_world" if item.startswith("env.id=") else item for item in SPREAD_ENV
 ]
 # What MAPPO's critic does beyond the optimiser settings (its ValueNorm and Huber loss, on by default in its code).
 MAPPO_VALUE = ["ppo.normalize_value=true", "ppo.value_loss=huber"]

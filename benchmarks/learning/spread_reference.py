@@ -11,8 +11,8 @@ by a scale and a constant, so over an episode
 
 exactly, on the same world (this script checks it on every episode it plays, from the world's positions). The worlds
 differ in one way the formula cannot carry: MAPPO's MPE places landmarks in [-0.8, 0.8], mpe2 in [-1, 1], so the same
-play scores lower in mpe2's. ``mappo_world`` is mpe2's env with MAPPO's placement, so the scripted teams play both
-worlds (``--worlds``), and ``benchmarks/learning/multiagent.py`` trains on it (its ``spread_mappo_world`` task).
+play scores lower in mpe2's. ``benchmarks.spread.mappo_world`` is mpe2's env with MAPPO's placement, so the scripted
+teams play both worlds (``--worlds``), and ``benchmarks/learning/multiagent.py`` trains on it (``spread_mappo_world``).
 
 Scripted teams give the scale its landmarks: random actions, standing still, every agent to the landmarks' centre,
 every agent to its nearest landmark (agents may share one), and the team's assignment (each agent to the landmark of
@@ -37,74 +37,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import finish, start_study, study_parser
+from benchmarks.spread import AGENTS, mappo_return, mappo_step_reward, spread
 
-AGENTS, STEPS = 3, 25
 # Actions of mpe2's discrete MPE agents: 0 no-op, 1 left, 2 right, 3 down, 4 up.
 NOOP, LEFT, RIGHT, DOWN, UP = range(5)
-
-
-def mappo_return(per_agent_return: float) -> float:
-    """A per-agent ``simple_spread`` return (mpe2, 3 agents, 25 steps, ``local_ratio`` 0.5) in MAPPO's scale."""
-    return 2 * AGENTS * per_agent_return - AGENTS * STEPS
-
-
-def mappo_step_reward(world) -> float:
-    """MAPPO's MPE reward for one step of ``world``: the sum over agents of ``-G`` minus one per agent each touches,
-    itself included."""
-    team = -sum(min(np.linalg.norm(a.state.p_pos - mark.state.p_pos) for a in world.agents) for mark in world.landmarks)
-    touches = sum(
-        np.linalg.norm(a.state.p_pos - b.state.p_pos) < a.size + b.size for a in world.agents for b in world.agents
-    )
-    return AGENTS * team - touches
-
-
-MAPPO_LANDMARK_RANGE = 0.8  # MAPPO's MPE places landmarks in [-0.8, 0.8] (mpe2: [-1, 1]); agents in [-1, 1] in both
-
-
-def mappo_world(shared_reward: bool = False, **kwargs):
-    """mpe2's ``simple_spread_v3`` parallel env (``kwargs`` as its own) in MAPPO's world: landmarks placed in
-    [-0.8, 0.8], as MAPPO's MPE places them; everything else is mpe2's. ``env.id:
-    benchmarks.learning.spread_reference:mappo_world`` trains on it (``benchmarks/learning/multiagent.py``'s
-    ``spread_mappo_world``).
-
-    With ``shared_reward``, every agent gets the team's mean reward each step, as MAPPO's MPE gives every agent the
-    team's sum (the same up to its scale): each agent then learns the objective MAPPO's scale measures, where mpe2's
-    own reward weighs the agent's own collisions by a half beside half the team's distance (1.5 times what the team's
-    return counts them). The per-agent return is then the team's mean, and ``mappo_return`` converts it alike."""
-    from mpe2 import simple_spread_v3
-
-    env = simple_spread_v3.parallel_env(**kwargs)
-    scenario = env.unwrapped.scenario
-    place = scenario.reset_world
-
-    def reset_world(world, np_random):
-        place(world, np_random)
-        for landmark in world.landmarks:
-            landmark.state.p_pos = landmark.state.p_pos * MAPPO_LANDMARK_RANGE
-
-    scenario.reset_world = reset_world
-    if not shared_reward:
-        return env
-    from pettingzoo.utils import BaseParallelWrapper  # mpe2's own dependency
-
-    class SharedReward(BaseParallelWrapper):
-        """Every agent's reward is the team's mean reward of the step."""
-
-        def step(self, actions):
-            obs, rewards, terminations, truncations, infos = self.env.step(actions)
-            team = sum(rewards.values()) / len(rewards) if rewards else 0.0
-            return obs, dict.fromkeys(rewards, team), terminations, truncations, infos
-
-    return SharedReward(env)
-
-
-def spread(placement: str = "mpe2"):
-    """The spread env these scripts play and train on (AGENTS agents, STEPS steps, discrete actions), in the world of
-    ``placement``: ``mpe2`` (landmarks in [-1, 1]) or ``mappo`` (``mappo_world``)."""
-    from mpe2 import simple_spread_v3
-
-    make = mappo_world if placement == "mappo" else simple_spread_v3.parallel_env
-    return make(N=AGENTS, max_cycles=STEPS, continuous_actions=False)
 
 
 def toward(agent, target) -> int:

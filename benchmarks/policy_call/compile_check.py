@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from benchmarks.common import finish, start_study, study_parser
-from benchmarks.policy_call.inference import MODELS, collect_observations
+from benchmarks.policies import MODELS, collect_observations
 from distrl.compile import EagerPolicy, Float64Reference, available_backends, build_inference_policy, check_output
 from distrl.envs import make_vec_env
 from distrl.models import build_model

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import torch
 
 from benchmarks.common import finish, machine_info, print_machine, spread, study_parser, time_calls
-from benchmarks.policy_call.inference import build, collect_observations, example_inputs
+from benchmarks.policies import build, collect_observations, example_inputs
 from distrl.common.hardware import cpu_bf16, has_convolutions
 from distrl.compile import available_backends, build_inference_policy
 from distrl.compile.backends import BACKENDS

@@ -33,8 +33,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import STEPPING, finish, start_study, stepping_label, stepping_settings, study_name, study_parser
+from benchmarks.common import finish, start_study, study_name, study_parser
 from benchmarks.env_alone import env_alone_aggregate
+from benchmarks.sampling_cases import STEPPING, stepping_label, stepping_settings
 from benchmarks.training import train
 
 WARMUP_ITERATIONS = 2

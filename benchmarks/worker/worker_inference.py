@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from benchmarks.common import finish, machine_info, print_machine, spread, study_parser, time_calls
-from benchmarks.worker.sampling import case_config
+from benchmarks.sampling_cases import case_config
 from distrl.compile import available_backends
 from distrl.compile.build import build_inference_policy
 from distrl.data.memory import memory_for
