@@ -5,13 +5,14 @@ settles on its first update) change how fast an update runs, not what it compute
 ``distrl train CONFIG`` per seed twice, as shipped and with every one of those settings off (eager kernels, fp32,
 contiguous, the plain loop, the learner's own CPUs), and reports each run's return at the same env steps:
 
-- where the defaults leave the learner as it was (an MLP on a CPU: nothing to settle), the metrics rows must be
+- where the defaults leave the learner as it was (a small MLP on a CPU: nothing to settle), the metrics rows must be
   identical, timings aside;
-- elsewhere (a CNN on a CPU takes inductor kernels and channels-last, bf16 where the CPU has it), the defaults'
-  median return must lie within the seed spread (min to max) of the runs with them off.
+- elsewhere (a CNN on a CPU takes inductor kernels and channels-last, bf16 where the CPU has it; an MLP with wide
+  layers bf16), the defaults must learn no worse: their median return at least the lowest of the runs with them off.
 
     python benchmarks/learner/learner_defaults.py  # CartPole and Breakout, seeds 0-2
     python benchmarks/learner/learner_defaults.py --configs configs/breakout.yaml --env-steps 30000
+    python benchmarks/learner/learner_defaults.py --configs configs/minatar.yaml --env-steps 491520  # bf16 (wide MLP)
     python benchmarks/learner/learner_defaults.py --quick  # CartPole, one seed, a short run
 """
 
@@ -80,17 +81,17 @@ def main(argv=None) -> int:
             v: [r["return"] for r in rows if r["config"] == Path(config).stem and r["variant"] == v]
             for v in ("defaults", "off")
         }
-        median = statistics.median(returns["defaults"])
-        within = min(returns["off"]) <= median <= max(returns["off"])
+        median, lowest = statistics.median(returns["defaults"]), min(returns["off"])
+        no_worse = median >= lowest
         verdict = (
             "metrics rows identical"
             if identical
-            else f"defaults' median return {median:.3g} {'within' if within else 'OUTSIDE'} the off runs' "
-            f"{min(returns['off']):.3g} to {max(returns['off']):.3g}"
+            else f"defaults' median return {median:.3g} {'at least' if no_worse else 'BELOW'} the off runs' lowest "
+            f"{lowest:.3g} (they reach {lowest:.3g} to {max(returns['off']):.3g})"
         )
         print(f"{Path(config).stem}: {verdict}", flush=True)
         rows.append({"config": Path(config).stem, "variant": "verdict", "return": median, "verdict": verdict})
-        if not (identical or within):
+        if not (identical or no_worse):
             failures.append(f"{config}: {verdict}")
     columns = (
         "config | variant: learner settings | seed | env_steps: env steps | "
