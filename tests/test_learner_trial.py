@@ -1,6 +1,8 @@
 """The ways a learner can run its update (step, kernels, precision): the rules that offer them, and the first update
 that times them and holds the one it keeps to the plain fp32 loop. Real torch, real inductor, real env batches."""
 
+import copy
+
 import pytest
 import torch
 
@@ -125,8 +127,15 @@ def test_under_a_bf16_autocast_the_heads_compute_in_fp32_and_the_layers_before_t
     with torch.autocast("cpu", dtype=torch.bfloat16):
         pd_params, values = model(torch.rand(8, 4))
     assert seen["encoder"] == torch.bfloat16 and pd_params.dtype == values.dtype == torch.float32
+    twin = copy.deepcopy(model)  # computes with its own weights, in fp32 at the heads as well
+    with torch.no_grad():
+        twin.value_head.bias.add_(1.0)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        _, twin_values = twin(torch.zeros(8, 4))
+        _, values = model(torch.zeros(8, 4))
+    assert twin_values.dtype == torch.float32 and torch.allclose(twin_values, values + 1.0)
     plain = load_config(None, ["model.hidden=[256, 256]", "learner.amp=off"])
-    assert "forward" not in vars(Learner(plain, *probe_spaces(plain.env)).model.value_head)  # fp32: left as it is
+    assert type(Learner(plain, *probe_spaces(plain.env)).model.value_head) is torch.nn.Linear  # fp32: left as it is
 
 
 @pytest.mark.skipif(cpu_bf16() is None, reason="this CPU has no bf16 instructions: bf16 is not tried")

@@ -126,22 +126,23 @@ def autocast(device_type: str, precision: str):
     return contextlib.nullcontext() if dtype is None else torch.autocast(device_type, dtype=dtype)
 
 
+class _Fp32Linear(torch.nn.Linear):
+    """A linear layer that computes in fp32 under any autocast."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.autocast(x.device.type, enabled=False):
+            return torch.nn.functional.linear(x.float(), self.weight, self.bias)
+
+
 def heads_outside_autocast(model: torch.nn.Module) -> None:
     """Run ``model``'s policy and value heads in fp32 under a bf16 or fp16 autocast, as mixed precision keeps a
     network's last layers: a value rounded to bf16 is off by 0.4 % of itself, which the value loss squares. The heads
-    are a sliver of the work; what autocast speeds up is the layers before them."""
+    are a sliver of the work; what autocast speeds up is the layers before them. Their class changes, their weights
+    and state dict do not (a copy of the model computes the same)."""
     for name in ("policy_head", "value_head"):
         head = getattr(model, name, None)
-        if isinstance(head, torch.nn.Linear):
-            head.forward = _fp32_forward(head)
-
-
-def _fp32_forward(linear: torch.nn.Linear):
-    def forward(x: torch.Tensor) -> torch.Tensor:
-        with torch.autocast(x.device.type, enabled=False):
-            return torch.nn.functional.linear(x.float(), linear.weight, linear.bias)
-
-    return forward
+        if type(head) is torch.nn.Linear:
+            head.__class__ = _Fp32Linear
 
 
 def choose_memory_format(setting: str, model: torch.nn.Module, device: torch.device) -> tuple[torch.memory_format, str]:
