@@ -200,10 +200,16 @@ def study_parser(doc: str, quick: str, seeds: list[int] | None = None, overrides
 def start_study(parser, argv: list[str] | None = None) -> tuple[argparse.Namespace, dict]:
     """A study's arguments and machine: parsed, printed, and a SIGTERM that still runs the study's clean-up."""
     args = parser.parse_args(argv)
+    return args, study_machine()
+
+
+def study_machine() -> dict:
+    """The machine a study runs on, printed, and a SIGTERM that still runs the study's clean-up: ``start_study``'s
+    second half, for a study that checks its arguments between the two."""
     stop_cleanly_on_sigterm()
     machine = machine_info()
     print_machine(machine)
-    return args, machine
+    return machine
 
 
 def add_results_dir_argument(parser) -> None:

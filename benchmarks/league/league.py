@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import finish, machine_info, markdown_table, print_machine, study_parser, write_results
+from benchmarks.common import finish, markdown_table, study_machine, study_parser, write_results
 from benchmarks.league_runs import judge_row, train_league
 
 # Win rates to reach against each baseline, both seats, by game (env.id): the issues' targets.
@@ -199,8 +199,7 @@ def main() -> int:
     game = load_config(args.config, args.overrides).env.id
     THRESHOLDS = TARGETS.get(game, TARGETS["distrl/Duel-v0"])
     name = args.name or Path(args.config).stem
-    machine = machine_info()
-    print_machine(machine)
+    machine = study_machine()
     if args.check:
         if game not in CONNECT_FOUR:
             parser.error(f"--check: the 1-ply judge plays connect four, not {game}")

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import numpy as np
 import torch
 
-from benchmarks.common import figure, finish, machine_info, print_machine, spread, study_parser
+from benchmarks.common import figure, finish, spread, study_machine, study_parser
 from distrl.config import load_config
 from distrl.envs import probe_spaces
 from distrl.learner import Learner
@@ -126,8 +126,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     cuda = torch.cuda.is_available()
     device_overrides = ["learner.device=cuda", "learner.num_gpus_per_learner=1"] if cuda else []
-    info = machine_info()
-    print_machine(info)
+    info = study_machine()
     rows, failures, transfers = [], [], []
     for model in args.models:
         path, overrides = MODELS[model]

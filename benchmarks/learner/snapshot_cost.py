@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.common import finish, machine_info, print_machine, spread, study_parser
+from benchmarks.common import finish, spread, study_machine, study_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = {"mlp": "configs/cartpole.yaml", "cnn": "configs/breakout.yaml"}
@@ -123,8 +123,7 @@ def main(argv=None) -> int:
             os.environ[key] = cluster.env[key]  # before Ray's import, which reads them
         import ray
 
-        info = machine_info()
-        print_machine(info)
+        info = study_machine()
         ray.init(address=cluster.gcs_address, _node_ip_address="127.0.0.1", configure_logging=False)
         rows = [measure(model, args.updates, args.repeats) for model in args.models]
     finally:

@@ -20,7 +20,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import add_results_dir_argument, machine_info, markdown_table, print_machine, write_results
+from benchmarks.common import add_results_dir_argument, markdown_table, study_machine, write_results
 
 ENV_ID = "mpe2.simple_spread_v3:parallel_env"
 MARKS = (0, 10, 24, 40, 60, 90, 119, 149, 199)  # steps whose values the table shows (those within --steps)
@@ -62,8 +62,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.labels and len(args.labels) != len(args.runs):
         parser.error(f"--labels: {len(args.labels)} names for {len(args.runs)} runs")
-    info = machine_info()
-    print_machine(info)
+    info = study_machine()
     marks = [t for t in MARKS if t < args.steps]
     rows = []
     for run, label in zip(args.runs, args.labels or args.runs):

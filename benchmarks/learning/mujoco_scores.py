@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import figure, machine_info, markdown_table, print_machine, study_parser, write_results
+from benchmarks.common import figure, markdown_table, study_machine, study_parser, write_results
 from benchmarks.training import play, train
 
 ENVS = ["Hopper-v5", "Walker2d-v5", "HalfCheetah-v5", "Ant-v5"]
@@ -286,8 +286,7 @@ def main() -> None:
             [0],
             8_000,
         )  # a check that it runs: 50k took 194 s on 2 cores
-    machine = machine_info()
-    print_machine(machine)
+    machine = study_machine()
     if not args.report:
         runs_dir.mkdir(parents=True, exist_ok=True)
         for env in args.envs:

@@ -54,7 +54,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import finish, machine_info, markdown_table, print_machine, study_name, study_parser
+from benchmarks.common import finish, markdown_table, study_machine, study_name, study_parser
 from benchmarks.spread import AGENTS, STEPS, mappo_return, spread
 from benchmarks.training import train
 
@@ -344,8 +344,7 @@ def main(argv=None) -> int:
         taken = [name for name in names if (args.runs_dir / name).exists()]
         if taken:
             parser.error(f"--runs-dir {args.runs_dir}: {', '.join(taken)} already there; choose another directory")
-    info = machine_info()
-    print_machine(info)
+    info = study_machine()
     rows, failures = [], []
     for task, variant, seed in planned(args.tasks, args.variants, args.seeds):
         try:

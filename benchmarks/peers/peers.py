@@ -34,9 +34,8 @@ from benchmarks.common import (
     RAY_FLOOR_CHILD,
     child,
     finish,
-    machine_info,
     markdown_table,
-    print_machine,
+    study_machine,
     study_name,
     study_parser,
 )
@@ -227,8 +226,7 @@ def main(argv=None) -> int:
         "rllib_same": lambda seed: child(RLLIB_CHILD, {**same, **limits, "seed": seed}),
         "rllib_tuned": lambda seed: child(RLLIB_CHILD, {**tuned, **limits, "seed": seed}),
     }
-    info = machine_info()
-    print_machine(info)
+    info = study_machine()
     floors = [child(RAY_FLOOR_CHILD) for _ in range(2 if not args.quick else 1)]
     floor = min(f["floor_s"] for f in floors)
     runs = ", ".join(f"{f['floor_s']:.1f}" for f in floors)

@@ -42,7 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import finish, machine_info, print_machine, study_parser
+from benchmarks.common import finish, study_machine, study_parser
 from benchmarks.training import train
 
 SF_FRAMESKIP = 4  # sf_examples.atari's env_frameskip: its frames are four per agent step
@@ -175,8 +175,7 @@ def main() -> int:
         parser.error(f"--sf-python={args.sf_python}: Sample Factory does not import there")
     if args.quick:
         args.env_steps, args.repeats = 8_192, 1
-    machine = machine_info()
-    print_machine(machine)
+    machine = study_machine()
     print(f"Sample Factory, gymnasium, torch there: {version}", flush=True)
     rows = []
     for seed in range(args.repeats):

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch
 
-from benchmarks.common import finish, machine_info, print_machine, spread, study_parser, time_calls
+from benchmarks.common import finish, spread, study_machine, study_parser, time_calls
 from benchmarks.policies import build, collect_observations, example_inputs
 from distrl.common.hardware import cpu_bf16, has_convolutions
 from distrl.compile import available_backends, build_inference_policy
@@ -126,9 +126,8 @@ def main(argv=None) -> int:
             0.05,
         )
     torch.set_num_threads(1)  # a rollout worker has one core
-    info = machine_info()
+    info = study_machine()
     info["cpu_bf16"] = cpu_bf16()
-    print_machine(info)
     print(f"bf16 instructions: {info['cpu_bf16'] or 'none'}")
     available = [row["name"] for row in available_backends() if row["available"] and not BACKENDS[row["name"]].chooses]
     backends = [b for b in ["onnxrt", *available] if b in available and (not args.backends or b in args.backends)]

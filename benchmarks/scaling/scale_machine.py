@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import figure, finish, machine_info, metrics_rows, print_machine, study_name, study_parser
+from benchmarks.common import figure, finish, metrics_rows, study_machine, study_name, study_parser
 from benchmarks.env_alone import ale_async, env_alone_aggregate
 from benchmarks.training import command
 
@@ -106,8 +106,7 @@ def main() -> int:
     base = load_config(args.config, args.overrides)
     cores = os.cpu_count() or 1
     spare = max(cores - base.learner.num_cpus_per_learner, 0.5)
-    machine = machine_info()
-    print_machine(machine)
+    machine = study_machine()
     rows = []
     for count in counts:
         cpus = min(1.0, spare / count)

@@ -29,7 +29,7 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 import numpy as np
 import torch
 
-from benchmarks.common import finish, machine_info, print_machine, spread, study_parser, time_calls
+from benchmarks.common import finish, spread, study_machine, study_parser, time_calls
 from benchmarks.sampling_cases import case_config
 from distrl.compile import available_backends
 from distrl.compile.build import build_inference_policy
@@ -106,8 +106,7 @@ def main(argv=None) -> int:
 
     ray.init(address="local", num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
     try:
-        info = machine_info()
-        print_machine(info)
+        info = study_machine()
         rows = []
         for name in args.cases:
             row = measure(name, backends, args.seconds, args.repeats)
