@@ -499,6 +499,30 @@ def test_an_interrupt_swallowed_where_it_landed_still_stops_the_run_at_the_next_
     assert signal.getsignal(signal.SIGINT) is found  # the handlers the run found are back
 
 
+def test_an_interrupt_swallowed_while_ray_starts_stops_the_run_before_its_workers(tmp_path, ray_local, monkeypatch):
+    """Ray's start checks for signals from its C++ side and keeps the KeyboardInterrupt to itself (its _raylet's
+    ``check_signals`` catches it and returns a status), so a Ctrl-C that landed there was lost and the run trained to
+    its end. The handlers are in from before Ray starts: their flag stops the run before any worker starts."""
+    from distrl.driver import driver as driver_module
+
+    real = driver_module.connect_ray
+
+    def connect_and_swallow(target):
+        try:
+            signal.raise_signal(signal.SIGINT)
+        except KeyboardInterrupt:
+            pass  # as Ray's check_signals does
+        return real(target)
+
+    monkeypatch.setattr(driver_module, "connect_ray", connect_and_swallow)
+    driver = _in_process_run(tmp_path, monkeypatch, lambda iteration: None)
+    found = signal.getsignal(signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt):
+        driver.run()
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()  # no update ran
+    assert signal.getsignal(signal.SIGINT) is found  # the handlers the run found are back
+
+
 def test_a_second_interrupt_while_the_run_finishes_stops_it_at_once(tmp_path, ray_local, monkeypatch):
     """Ctrl-C, and Ctrl-C again while the final checkpoint is being written: the run stops at once, without it (a
     checkpoint that waits on a stuck learner or a slow storage upload never holds the terminal), and still tears its

@@ -196,10 +196,14 @@ class Driver:
                     raise PlacementError("; ".join(problems))
         # The bar names each start-up phase until the first update (after the checks: bad input is one line, no bar).
         self.progress = ProgressReporter(self.config, self.console, self.resumed_at and self.resumed_at.time_s)
+        # Ctrl-C, `ray job stop`, `kill`: stop cleanly (driver/signals.py). From before Ray starts: a signal whose
+        # KeyboardInterrupt Ray's start swallows is still seen, by the flag.
+        self.stop_signals.install()
         try:
             return self._run(target, launch, spaces)
         finally:
             self.progress.close()
+            self.stop_signals.restore()
 
     def _run(self, target: RayTarget, launch: float, spaces) -> dict:
         if target.warning:
@@ -221,6 +225,8 @@ class Driver:
                 self.mark("ray_start")
                 artifacts = building.result()
         self.mark("artifacts")
+        if self.stop_signals.requested:  # its KeyboardInterrupt swallowed while Ray started
+            raise KeyboardInterrupt
         problems = impossible_requests(self.config) if self.placement_group is None else []  # a trial's group is placed
         if problems and joined.private:  # a private Ray cannot grow: say so now
             raise PlacementError("; ".join(problems))
@@ -232,7 +238,8 @@ class Driver:
         loop = loop_class(self.config.rollout.pipeline)(self)
         if self.resumed_learner_state is not None:
             self.snapshots = SnapshotKeeper(self.resumed_learner_state)
-        self.stop_signals.install()  # Ctrl-C, `ray job stop`, `kill`: stop cleanly (driver/signals.py)
+        if self.stop_signals.requested:
+            raise KeyboardInterrupt
         reason, failure, error, started = None, None, None, False
         loop_start, loop_steps_start = time.perf_counter(), self.counters.env_steps
         try:
