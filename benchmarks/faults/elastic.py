@@ -33,7 +33,7 @@ from clusters import local_dev_cluster
 
 
 def main() -> int:
-    parser = study_parser(__doc__, quick="lose at 10 s, add at 20 s, 35 s in all")
+    parser = study_parser(__doc__, quick="lose at 6 s, add at 12 s, 22 s in all")
     parser.add_argument("--node-cpus", type=int, default=2)
     parser.add_argument("--lose-at", type=float, default=20.0, help="seconds after the first update")
     parser.add_argument("--add-at", type=float, default=45.0, help="seconds after the first update")
@@ -41,7 +41,7 @@ def main() -> int:
     parser.add_argument("--updates-ahead", type=float, default=1.0, help="the runs' rollout.updates_ahead")
     args, machine = start_study(parser)
     if args.quick:
-        args.lose_at, args.add_at, args.seconds = 10.0, 20.0, 35.0
+        args.lose_at, args.add_at, args.seconds = 6.0, 12.0, 22.0
     base = tempfile.mkdtemp(prefix="rel_", dir="/tmp")
     most = 2 * args.node_cpus
     events: dict[str, float] = {}

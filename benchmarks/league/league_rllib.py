@@ -12,7 +12,7 @@ run's ``metrics.jsonl``: the first iteration whose training games against random
     pip install -e ".[peers,league]"  # RLlib and OpenSpiel (its example), PettingZoo (distrl's league)
     python benchmarks/league/league_rllib.py
     python benchmarks/league/league_rllib.py --distrl-run RUN_DIR  # a run of configs/league_connect4.yaml
-    python benchmarks/league/league_rllib.py --quick  # distrl 30 s, RLlib 90 s (a smoke run)
+    python benchmarks/league/league_rllib.py --quick  # distrl 20 s, RLlib 75 s (a smoke run)
 """
 
 from __future__ import annotations
@@ -82,13 +82,13 @@ def distrl_time_to_threshold(run: Path) -> dict:
 
 
 def main() -> int:
-    parser = study_parser(__doc__, quick="distrl 30 s, RLlib 90 s")
+    parser = study_parser(__doc__, quick="distrl 20 s, RLlib 75 s")
     parser.add_argument("--distrl-run", type=Path, help="a run of configs/league_connect4.yaml (default: train one)")
     parser.add_argument("--seconds", type=float, default=600, help="the league run's training time, where trained")
     parser.add_argument("--limit", type=float, default=900, help="seconds RLlib may take")
     args, machine = start_study(parser)
     if args.quick:
-        args.seconds, args.limit = 30, 90
+        args.seconds, args.limit = 20, 75
     with tempfile.TemporaryDirectory() as tmp:
         run = args.distrl_run
         if run is None:

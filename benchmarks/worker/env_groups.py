@@ -18,7 +18,7 @@ the copies is ready first, while the rest step). Reported per run:
   copies step in the order they finish, so their run's returns are reported, not compared.
 
     python benchmarks/worker/env_groups.py  # Breakout as shipped, sync and overlap
-    python benchmarks/worker/env_groups.py --quick  # Breakout, sync, 4 iterations
+    python benchmarks/worker/env_groups.py --quick  # Breakout, sync, one and two groups, 4 iterations
     python benchmarks/worker/env_groups.py --config configs/cartpole.yaml --set env.vectorization=async
 """
 
@@ -136,7 +136,7 @@ def learned_alike(rows_1: list[dict], rows_2: list[dict]) -> tuple[bool, list[st
 
 
 def main() -> int:
-    parser = study_parser(__doc__, quick="sync only, 4 iterations, 3 s env-alone")
+    parser = study_parser(__doc__, quick="sync, one and two groups, 4 iterations, the learner eager fp32")
     parser.add_argument("--config", default="configs/breakout.yaml")
     parser.add_argument("--pipelines", nargs="+", default=["sync", "overlap"], choices=["sync", "overlap", "async"])
     parser.add_argument(
@@ -149,8 +149,9 @@ def main() -> int:
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--env-seconds", type=float, default=8.0, help="seconds of each env-alone measurement")
     args, machine = start_study(parser)
-    if args.quick:
-        args.pipelines, args.iterations, args.env_seconds = ["sync"], 4, 3.0
+    if args.quick:  # one and two groups; the learner pinned (no first-update trial of its kernels and precision)
+        args.pipelines, args.iterations, args.env_seconds, args.stepping = ["sync"], 4, 2.0, ["1", "2"]
+    settings = [*(["learner.compile.backend=eager", "learner.amp=off"] if args.quick else []), *args.overrides]
     alone = env_alone_aggregate(args.config, args.overrides, 1, args.env_seconds)
     best, how = env_best(args.config, args.overrides, args.env_seconds) or (None, "")
     print(
@@ -168,7 +169,7 @@ def main() -> int:
         for way in ways:
             # The runs after the first take its learner's choice: the rows compared differ in their env stepping only
             learner = pinned(done[ways[0]]["learner_chose"]) if done else []
-            result = run(args.config, args.overrides, pipeline, way, args.iterations, learner)
+            result = run(args.config, settings, pipeline, way, args.iterations, learner)
             done[way] = result
             result.update(
                 env_alone_sps=alone,
