@@ -8,7 +8,7 @@ Ray started to the first update (Ray's own start differs by machine and is left 
 
     python benchmarks/learning/user_encoder.py          # seeds 0-2, five cases
     python benchmarks/learning/user_encoder.py --cases "built-in mlp, inductor" "residual_mlp, inductor"
-    python benchmarks/learning/user_encoder.py --quick  # one seed, 20k env steps a run (no target), a user's module on each backend
+    python benchmarks/learning/user_encoder.py --quick  # seed 0, 20k env steps a run, the user's module on each backend
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def one(case: str, seed: int, quick: bool, overrides: list[str]) -> dict:
 
 
 def main() -> int:
-    parser = study_parser(__doc__, quick="one seed, 20k env steps a run, a user's module on each backend", seeds=[0, 1, 2])
+    parser = study_parser(__doc__, quick="seed 0, 20k env steps, the user's module on each backend", seeds=[0, 1, 2])
     parser.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES), help="the cases to run")
     args, machine = start_study(parser)
     seeds = args.seeds[:1] if args.quick else args.seeds
