@@ -238,11 +238,11 @@ class Driver:
         loop = loop_class(self.config.rollout.pipeline)(self)
         if self.resumed_learner_state is not None:
             self.snapshots = SnapshotKeeper(self.resumed_learner_state)
-        if self.stop_signals.requested:
-            raise KeyboardInterrupt
         reason, failure, error, started = None, None, None, False
         loop_start, loop_steps_start = time.perf_counter(), self.counters.env_steps
         try:
+            if self.stop_signals.requested:  # inside: the actors made above are torn down below
+                raise KeyboardInterrupt
             workers = self.config.rollout.describe_workers()
             self.progress.phase(f"starting {workers} worker{'' if workers == '1' else 's'}")
             self.actors.start(self.counters.iteration)
