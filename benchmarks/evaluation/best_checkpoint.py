@@ -79,7 +79,7 @@ def main() -> int:
         + markdown_table(
             rows,
             (
-                f"seed | checkpoint | iteration | "
+                "seed | checkpoint | iteration | "
                 f"greedy_return: greedy return ({args.episodes} episodes) | greedy_std: std"
             ),
         )

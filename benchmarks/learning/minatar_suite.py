@@ -83,10 +83,10 @@ def main() -> int:
             }
         )
     columns = (
-        f"game | last_100: last 100 episodes (median) | "
+        "game | last_100: last 100 episodes (median) | "
         f"greedy: greedy, {args.episodes} episodes (median) | "
-        f"each: each seed: last 100 / greedy | gymnax: gymnax PPO | "
-        f"purejaxrl: PureJaxRL PPO at 10M | wall_s: wall s a run (median)"
+        "each: each seed: last 100 / greedy | gymnax: gymnax PPO | "
+        "purejaxrl: PureJaxRL PPO at 10M | wall_s: wall s a run (median)"
     )
 
     def chart(path: Path) -> None:

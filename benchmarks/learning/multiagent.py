@@ -383,10 +383,10 @@ def main(argv=None) -> int:
                     }
                 )
     columns = (
-        f"task | variant | seeds | final_return: final return (median) | "
+        "task | variant | seeds | final_return: final return (median) | "
         f"finals: per seed | tail_return: last {TAIL:.0%} of steps (median) | "
-        f"tails: per seed | tail_mappo: the same in MAPPO's scale | "
-        f"best_return: best (median) | wall_s: wall s (median)"
+        "tails: per seed | tail_mappo: the same in MAPPO's scale | "
+        "best_return: best (median) | wall_s: wall s (median)"
     )
     tasks = "" if args.tasks == ["spread"] else "_" + "_".join(args.tasks)  # the first task's results keep their name
     print(json.dumps(summary, indent=1))

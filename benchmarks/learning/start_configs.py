@@ -75,11 +75,11 @@ def main() -> int:
                 print(runs[-1], flush=True)
     rows = [summarise(env_id, runs) for env_id in args.envs]
     columns = (
-        f"env | config | "
+        "env | config | "
         f"greedy_median: greedy return, {args.episodes} episodes (median) | "
-        f"each: each seed | rl_zoo: RL Zoo PPO | reached: at RL Zoo's | "
-        f"shipped: shipped config: each seed | within: within its spread | "
-        f"wall_s: wall s (median)"
+        "each: each seed | rl_zoo: RL Zoo PPO | reached: at RL Zoo's | "
+        "shipped: shipped config: each seed | within: within its spread | "
+        "wall_s: wall s (median)"
     )
     return finish("start_configs", args, machine, rows, columns, runs=runs)
 
