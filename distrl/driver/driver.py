@@ -222,6 +222,7 @@ class Driver:
             try:
                 joined = connect_ray(target)
             finally:
+                self.stop_signals.reclaim()
                 self.mark("ray_start")
                 artifacts = building.result()
         self.mark("artifacts")

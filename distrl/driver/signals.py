@@ -33,6 +33,13 @@ class StopSignals:
         if threading.current_thread() is threading.main_thread():
             self.previous = {signum: signal.signal(signum, self._handle) for signum in SIGNALS}
 
+    def reclaim(self) -> None:
+        """Again, once Ray has started: its core worker puts a C++ handler on SIGTERM that prints a stack and
+        ends the process; the handlers found before the run are still the ones ``restore`` puts back."""
+        if self.previous:
+            for signum in SIGNALS:
+                signal.signal(signum, self._handle)
+
     def restore(self) -> None:
         for signum, handler in self.previous.items():
             signal.signal(signum, handler)
