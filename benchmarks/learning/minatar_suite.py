@@ -9,10 +9,17 @@ Needs ``pip install -e ".[minatar]"``.
     python benchmarks/learning/minatar_suite.py                        # Asterix, Breakout, SpaceInvaders; seeds 0-2
     python benchmarks/learning/minatar_suite.py --games Breakout --seeds 0 --steps 2000000
     python benchmarks/learning/minatar_suite.py --quick                # Breakout, 16k env steps, seed 0
+    python benchmarks/learning/minatar_suite.py --runs-file runs.jsonl # resumable: each run kept as it ends
+
+With ``--runs-file`` each finished run is added to the file as a JSON line, and a run already there (the same game,
+seed, steps, settings and config text) is read instead of run again: a suite of hours stopped part way goes on from
+where it was, and a table of the games done so far is written by naming only those.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import statistics
 import sys
 from pathlib import Path
@@ -49,18 +56,46 @@ def one(game: str, seed: int, steps: int, episodes: int, overrides: list[str]) -
     }
 
 
+def run_key(game: str, seed: int, args) -> dict:
+    """What makes two runs the same run: a run in ``--runs-file`` with this key is not run again."""
+    config = hashlib.sha256((ROOT / CONFIG).read_bytes()).hexdigest()[:16]
+    return {
+        "game": game,
+        "seed": seed,
+        "steps": args.steps,
+        "episodes": args.episodes,
+        "set": args.overrides,
+        "config_sha256": config,
+    }
+
+
+def kept_runs(path: Path | None) -> list[dict]:
+    if path is None or not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
 def main() -> int:
     parser = study_parser(__doc__, quick="Breakout, 16k env steps, seed 0, 5 episodes", seeds=[0, 1, 2])
     parser.add_argument("--games", nargs="+", choices=list(PUBLISHED), default=["Asterix", "Breakout", "SpaceInvaders"])
     parser.add_argument("--steps", type=int, default=10_000_000, help="env steps a run")
     parser.add_argument("--episodes", type=int, default=100, help="greedy episodes the best checkpoint plays after")
+    parser.add_argument("--runs-file", type=Path, help="JSON lines of finished runs: read, not rerun; new ones added")
     args, machine = start_study(parser)
     if args.quick:
         args.games, args.seeds, args.steps, args.episodes = ["Breakout"], [0], 16_384, 5
     runs = []
     for seed in args.seeds:
         for game in args.games if seed % 2 == 0 else args.games[::-1]:
-            runs.append(one(game, seed, args.steps, args.episodes, args.overrides))
+            key = run_key(game, seed, args)
+            kept = [r for r in kept_runs(args.runs_file) if r.get("key") == key]
+            if kept:
+                runs.append(kept[-1])
+            else:
+                runs.append({**one(game, seed, args.steps, args.episodes, args.overrides), "key": key})
+                if args.runs_file is not None:
+                    with args.runs_file.open("a") as out:
+                        out.write(json.dumps(runs[-1]) + "\n")
             r = runs[-1]
             print(
                 f"{game:13s} seed {seed}: last 100 {r['return_last_100']:.2f}, greedy {r['greedy']:.2f} at "
