@@ -27,6 +27,17 @@ CNN = [
     "ppo.minibatch_size=32",
     "ppo.epochs=2",
 ]
+MINATAR = [  # configs/minatar.yaml's network and batch
+    "env.id=MinAtar/Asterix-v1",
+    "model.hidden=[256, 256]",
+    "model.activation=relu",
+    "env.num_envs_per_worker=64",
+    "rollout.rollout_length=128",
+    "ppo.minibatch_size=1024",
+    "ppo.lr=5e-4",
+    "ppo.gamma=0.999",
+    "ppo.ent_coef=0.01",
+]
 PENDULUM = [
     "env.id=Pendulum-v1",
     "env.vectorization=sync",
@@ -181,6 +192,46 @@ def test_a_bf16_update_is_held_to_the_fp32_loop_and_a_wrong_one_is_not_kept(monk
     plain.update(sample)
     for key, value in plain.model.state_dict().items():  # the fp32 loop's update is the one kept
         torch.testing.assert_close(learner.model.state_dict()[key], value, rtol=0, atol=0)
+
+
+def test_a_share_of_the_samples_is_held_to_the_samples_not_finer():
+    """clip_frac counts samples past the clip's edge: another way that moves one sample across it (1 in 32,768 on
+    MinAtar's first update) is within the check, however the nudged loop fell; five samples' worth is not."""
+    from distrl.learner.step_check import BF16_MULTIPLE, UpdateState, compare_updates
+
+    model = torch.nn.Linear(4, 2)
+    optimizer = torch.optim.Adam(model.parameters())
+    state = UpdateState.capture(model, optimizer, torch.Generator().manual_seed(0))
+    loop = {"clip_frac": 0.005, "approx_kl": 0.002, "gradient_steps": 32, "skipped_steps": 0, "kl_early_stop": False}
+    one_sample = 1 / (1024 * 32)
+
+    def check(difference, samples_per_step):
+        other = {**loop, "clip_frac": loop["clip_frac"] + difference}
+        return compare_updates(
+            (loop, state),
+            (loop, state),
+            (other, state),
+            model,
+            multiple=BF16_MULTIPLE,
+            samples_per_step=samples_per_step,
+        )
+
+    assert check(one_sample, 1024).ok
+    assert not check(one_sample, None).ok  # without the count, a sample's flip is far past float32's rounding
+    refused = check(5 * one_sample, 1024)
+    assert not refused.ok and "clip_frac differs" in refused.reason
+
+
+@pytest.mark.skipif(cpu_bf16() is None, reason="this CPU has no bf16 instructions: bf16 is not tried")
+@pytest.mark.parametrize("seed", [1, 2])
+def test_minatars_bf16_first_update_matches_the_loop_on_the_seeds_it_missed(seed):
+    """MinAtar Asterix with configs/minatar.yaml's network and batch, seeds 1 and 2: correct bf16 updates that the
+    check once refused (the gradient norm, the value head's change: a few one-ulp spreads off, as a nudge of the
+    weights leaves out the rounding of activations and gradients), so such runs trained in fp32 at half the speed."""
+    pytest.importorskip("minatar")
+    worker, learner = _worker_and_learner([*MINATAR, f"seed={seed}", "learner.amp=bf16"])
+    result = learner.update(worker.sample())
+    assert learner.step_check.ok and result["learner_step"]["precision"] == "bf16", learner.step_check.reason
 
 
 def test_inductor_inside_the_device_step_matches_the_loop_on_cpu():

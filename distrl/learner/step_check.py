@@ -26,6 +26,9 @@ from distrl.compile.check import reduction_length
 from distrl.compile.tolerance import EPS32, ERROR_MULTIPLE, FLOOR_ULPS
 
 COUNTS = ("gradient_steps", "skipped_steps", "kl_early_stop")  # equal, unless one ulp moves them too
+# Shares of the samples (of a minibatch, averaged over the update's steps): resolved no finer than one sample, which a
+# rounding moves across the clip's edge as easily as a nudge leaves it where it was
+FRACTIONS = ("clip_frac",)
 
 
 class StepCheckFailed(RuntimeError):
@@ -108,22 +111,34 @@ def compare_updates(
     eps: float = EPS32,
     origins: tuple[UpdateState, UpdateState] | None = None,
     multiple: float = ERROR_MULTIPLE,
+    samples_per_step: int | None = None,
 ) -> StepCheck:
     """Is another way's update the loop's, within the loop's own rounding? Each of ``loop``, ``nudged`` (the loop
     from weights one ulp of ``eps`` away) and ``device`` (the way checked): (stats, state after).
 
     ``origins``: the states ``loop`` and ``nudged`` started from. Given, the weights' changes are compared instead of
     the weights: a bf16 ulp of nudge is itself far larger than any float32 update's rounding. ``multiple``: how many
-    spreads a value may be off (``ERROR_MULTIPLE``; ``BF16_MULTIPLE`` for bf16)."""
+    spreads a value may be off (``ERROR_MULTIPLE``; ``BF16_MULTIPLE`` for bf16). ``samples_per_step``: the samples a
+    gradient step's statistics are means over; a share of them (``FRACTIONS``) is then never held to less than
+    ``multiple`` samples' worth (one sample flipped is a spread of one sample, however the nudge fell)."""
     (loop_stats, loop_state), (nudged_stats, nudged_state), (device_stats, device_state) = loop, nudged, device
     for key in COUNTS:
         if device_stats[key] != loop_stats[key] and nudged_stats[key] == loop_stats[key]:
             return StepCheck(False, f"{key} {device_stats[key]} where the loop's is {loop_stats[key]}")
     floor = FLOOR_ULPS * math.sqrt(reduction_length(model)) * EPS32  # float32's arithmetic, whatever the nudge
+    # A narrow way's products round their inputs, activations and gradients too, which nudging the weights leaves
+    # out: its values may also be one of its ulps of their own size off (an update half the size it should be is
+    # hundreds of them off)
+    own_ulp = eps if origins is not None else 0.0
     worst = (0.0, "")  # the largest share of its tolerance any value used
 
     def within(
-        name: str, got: torch.Tensor, want: torch.Tensor, spread_of: torch.Tensor, least: float = 1e-30
+        name: str,
+        got: torch.Tensor,
+        want: torch.Tensor,
+        spread_of: torch.Tensor,
+        least: float = 1e-30,
+        resolution: float = 0.0,
     ) -> str | None:
         """``least``: the smallest magnitude the floor scales with (1 for the statistics: means of O(1) terms, like
         the policy loss of normalised advantages, that cancel to near 0 and keep their terms' rounding)."""
@@ -136,8 +151,9 @@ def compare_updates(
             return f"{name} is not finite where the loop's is, or the other way round"
         got, want, spread_of = got[finite], want[finite], spread_of[finite].nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
         difference = float((got - want).abs().max()) if got.numel() else 0.0
-        spread = float((spread_of - want).abs().max()) if got.numel() else 0.0
-        tolerance = multiple * spread + floor * max(float(want.abs().max()) if want.numel() else 0.0, least)
+        spread = max(float((spread_of - want).abs().max()) if got.numel() else 0.0, resolution)
+        size = float(want.abs().max()) if want.numel() else 0.0
+        tolerance = multiple * spread + floor * max(size, least) + own_ulp * size
         if not math.isfinite(difference) or difference > tolerance:
             return (
                 f"{name} differs by {difference:.3g} "
@@ -148,10 +164,12 @@ def compare_updates(
             worst = (share, f"{name} {difference:.3g} of {tolerance:.3g}")
         return None
 
+    counted = (samples_per_step or 0) * loop_stats["gradient_steps"]
     for key, value in loop_stats.items():
         if key in COUNTS or not isinstance(value, float):
             continue
-        problem = within(key, device_stats[key], value, nudged_stats[key], least=1.0)
+        resolution = 1.0 / counted if key in FRACTIONS and counted else 0.0
+        problem = within(key, device_stats[key], value, nudged_stats[key], least=1.0, resolution=resolution)
         if problem:
             return StepCheck(False, problem)
     names = [name for name, _ in model.named_parameters()]

@@ -164,6 +164,7 @@ class TrialEpochs:
                     eps,
                     (start, origin) if narrow else None,
                     BF16_MULTIPLE if narrow else ERROR_MULTIPLE,
+                    samples.num_samples // num_mb,
                 )
             except Exception as exc:  # a capture that fails, an op the graph cannot hold, a compile error
                 check = StepCheck(False, f"it raised {describe_error(exc)}")
