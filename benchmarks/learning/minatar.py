@@ -9,7 +9,7 @@ and over the last 10 % of its reports, the wall time, and the curve. Needs ``pip
 
     python benchmarks/learning/minatar.py  # 2M env steps, seeds 0-2, both models
     python benchmarks/learning/minatar.py --seeds 3 4 --steps 1000000
-    python benchmarks/learning/minatar.py --quick  # 16k steps, seed 0: a check that both CNNs run
+    python benchmarks/learning/minatar.py --quick  # 16k steps, seed 0: both CNNs run (the learner eager, fp32)
     python benchmarks/learning/minatar.py --models "cnn (shipped)" "cnn, user module" --name minatar_user_cnn
 """
 
@@ -55,14 +55,15 @@ def run(model: str, seed: int, steps: int, overrides: list[str]) -> dict:
 
 
 def main() -> int:
-    parser = study_parser(__doc__, quick="16k steps, seed 0, the two CNNs", seeds=[0, 1, 2])
+    parser = study_parser(__doc__, quick="16k steps, seed 0, the two CNNs, the learner eager fp32", seeds=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=2_000_000, help="env steps a run")
     parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS), help="the models to run")
     parser.add_argument("--name", default="minatar_breakout", help="the results' file name")
     args, machine = start_study(parser)
-    if args.quick:  # the two ways to one network, each a short run
+    if args.quick:  # the two ways to one network, each a short run; the learner pinned (no trial of its kernels)
         args.seeds, args.steps = [0], 16_384
         args.models = [m for m in args.models if m != "mlp, flattened"] or args.models
+        args.overrides = ["learner.compile.backend=eager", "learner.amp=off", *args.overrides]
     runs = []
     for seed in args.seeds:
         for model in args.models if seed % 2 == 0 else args.models[::-1]:
