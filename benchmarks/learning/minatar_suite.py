@@ -84,13 +84,13 @@ def main() -> int:
     args, machine = start_study(parser)
     if args.quick:
         args.games, args.seeds, args.steps, args.episodes = ["Breakout"], [0], 16_384, 5
-    runs = []
+    runs, kept = [], kept_runs(args.runs_file)
     for seed in args.seeds:
         for game in args.games if seed % 2 == 0 else args.games[::-1]:
             key = run_key(game, seed, args)
-            kept = [r for r in kept_runs(args.runs_file) if r.get("key") == key]
-            if kept:
-                runs.append(kept[-1])
+            same = [r for r in kept if r.get("key") == key]
+            if same:
+                runs.append(same[-1])
             else:
                 runs.append({**one(game, seed, args.steps, args.episodes, args.overrides), "key": key})
                 if args.runs_file is not None:
