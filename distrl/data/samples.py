@@ -86,7 +86,8 @@ class TrainingSamples:
         """One epoch: a random permutation of the units in ``num_minibatches`` near-equal minibatches."""
         perm = torch.randperm(len(self), generator=generator).to(self.tensors["mask"].device)
         # One gather per tensor and epoch, then contiguous slices: a gather per minibatch costs a call per tensor each.
+        # index_select: on CPU several times faster than indexing with the permutation (the same rows).
         parts = min(num_minibatches, len(self))
-        chunks = {k: torch.tensor_split(v[perm], parts) for k, v in self.tensors.items()}
+        chunks = {k: torch.tensor_split(v.index_select(0, perm), parts) for k, v in self.tensors.items()}
         for i in range(parts):
             yield {k: pieces[i] for k, pieces in chunks.items()}

@@ -188,7 +188,7 @@ class DeviceStep:
             # The permutation the loop draws (same generator, same call), gathered on the device.
             perm = torch.randperm(units, generator=generator).to(self.device, non_blocking=True)
             if self.graph is None:  # uncaptured: one gather per tensor and epoch, then views (as the loop does)
-                shuffled = {k: v[perm] for k, v in tensors.items()}
+                shuffled = {k: v.index_select(0, perm) for k, v in tensors.items()}
                 for i in range(num_minibatches):
                     self.static = {k: v[i * size : (i + 1) * size] for k, v in shuffled.items()}
                     self._body()
