@@ -10,6 +10,8 @@ Needs ``pip install -e ".[minatar]"``.
     python benchmarks/learning/minatar_suite.py --games Breakout --seeds 0 --steps 2000000
     python benchmarks/learning/minatar_suite.py --quick                # Breakout, 16k env steps, seed 0
     python benchmarks/learning/minatar_suite.py --runs-file runs.jsonl # resumable: each run kept as it ends
+    python benchmarks/learning/minatar_suite.py --games Asterix --seeds 0 --set "env.kwargs={sticky_action_prob: 0.0}" \
+        --name minatar_suite_asterix_sticky0                           # a variant, written apart
 
 With ``--runs-file`` each finished run is added to the file as a JSON line, and a run already there (the same game,
 seed, steps, settings and config text) is read instead of run again: a suite of hours stopped part way goes on from
@@ -81,6 +83,7 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=10_000_000, help="env steps a run")
     parser.add_argument("--episodes", type=int, default=100, help="greedy episodes the best checkpoint plays after")
     parser.add_argument("--runs-file", type=Path, help="JSON lines of finished runs: read, not rerun; new ones added")
+    parser.add_argument("--name", default="minatar_suite", help="the results' file name")
     args, machine = start_study(parser)
     if args.quick:
         args.games, args.seeds, args.steps, args.episodes = ["Breakout"], [0], 16_384, 5
@@ -138,7 +141,7 @@ def main() -> int:
                 ax.legend(fontsize=7)
             axes[0][0].set_ylabel("mean return, last 100 episodes")
 
-    return finish("minatar_suite", args, machine, rows, columns, chart=chart, runs=runs)
+    return finish(args.name, args, machine, rows, columns, chart=chart, runs=runs)
 
 
 if __name__ == "__main__":

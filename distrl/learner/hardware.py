@@ -57,7 +57,8 @@ def choose_threads(
     workers wait for its weights through the whole update, in an overlap run through most of a CPU learner's
     convolutional update (Breakout on 2 cores: 1.2 s of sampling against 4.5 s of update, and 2 threads took the
     run from 226 to 253 env steps/s, ``docs/performance.md``). It keeps its own where they sample through the update
-    (async), where the GPU does the work, where learners share machines, or where ``reserve_cores`` pins it."""
+    (async), where the GPU does the work, where learners share machines, where ``reserve_cores`` pins it, or for a
+    model without convolutions (MinAtar's MLPs on 2 cores ran slower with two threads: ``docs/configs.md``)."""
     cfg = config.learner
     own = max(1, int(cfg.num_cpus_per_learner))
     if cfg.num_threads != "auto":
@@ -67,7 +68,7 @@ def choose_threads(
         ("learners share their machines", world_size > 1),
         ("learner.reserve_cores pins it", cfg.reserve_cores),
         ("async workers sample through its updates", config.rollout.pipeline == "async"),
-        ("the model has no convolutions: its update is too short to share", not has_conv),
+        ("the model has no convolutions: a second thread gains less than it costs the workers", not has_conv),
     )
     for why, applies in keeps:
         if applies:
