@@ -16,6 +16,12 @@ import torch
 from distrl.data.window import windows
 
 
+def gather_rows(tensors: dict[str, torch.Tensor], perm: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Each tensor's rows in ``perm``'s order: an epoch's shuffle, the same for the loop and the device step.
+    ``index_select``, which on CPU is several times faster than indexing with the permutation."""
+    return {k: v.index_select(0, perm) for k, v in tensors.items()}
+
+
 @dataclass
 class TrainingSamples:
     """Tensors the loss reads, indexed along axis 0 by unit: a step, or (recurrent) a sequence.
@@ -86,8 +92,7 @@ class TrainingSamples:
         """One epoch: a random permutation of the units in ``num_minibatches`` near-equal minibatches."""
         perm = torch.randperm(len(self), generator=generator).to(self.tensors["mask"].device)
         # One gather per tensor and epoch, then contiguous slices: a gather per minibatch costs a call per tensor each.
-        # index_select: on CPU several times faster than indexing with the permutation (the same rows).
         parts = min(num_minibatches, len(self))
-        chunks = {k: torch.tensor_split(v.index_select(0, perm), parts) for k, v in self.tensors.items()}
+        chunks = {k: torch.tensor_split(v, parts) for k, v in gather_rows(self.tensors, perm).items()}
         for i in range(parts):
             yield {k: pieces[i] for k, pieces in chunks.items()}

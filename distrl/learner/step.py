@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from distrl.algo.base import EpochPlan
+from distrl.data.samples import gather_rows
 from distrl.learner.epochs import first_minibatch, seconds_per_call
 
 
@@ -188,7 +189,7 @@ class DeviceStep:
             # The permutation the loop draws (same generator, same call), gathered on the device.
             perm = torch.randperm(units, generator=generator).to(self.device, non_blocking=True)
             if self.graph is None:  # uncaptured: one gather per tensor and epoch, then views (as the loop does)
-                shuffled = {k: v.index_select(0, perm) for k, v in tensors.items()}
+                shuffled = gather_rows(tensors, perm)
                 for i in range(num_minibatches):
                     self.static = {k: v[i * size : (i + 1) * size] for k, v in shuffled.items()}
                     self._body()
